@@ -1,0 +1,89 @@
+"""Plugin hooks: everything a third party implements to extend advisor.
+
+Hooks are coarse and registration-style: each returns objects (readers, metric providers,
+rule folders, functions, report sections); the core decides when to use them. A plugin is a
+module (or object) with functions decorated by `advisor.hookimpl`, registered through the
+`advisor` entry-point group, exactly as the built-in plugins are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import pluggy
+
+if TYPE_CHECKING:
+    from advisor.model import Profile
+
+hookspec = pluggy.HookspecMarker("advisor")
+hookimpl = pluggy.HookimplMarker("advisor")
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """Turns files on disk into normalized profiles.
+
+    `detect` must be cheap (names and a few bytes, never a full parse) because every reader is
+    asked about every path. `read` returns one Profile per device/rank found under the path and
+    reports what it could not read through `Profile.warn`; it raises `advisor.errors.
+    UnreadableInput` only when nothing at all could be read.
+    """
+
+    name: str
+    formats: tuple[str, ...]
+
+    def detect(self, path: Path) -> bool: ...
+
+    def read(self, path: Path) -> list[Profile]: ...
+
+
+@dataclass(frozen=True)
+class MetricProvider:
+    """Derives tables or columns no file holds (overlap, breakdowns, statistics).
+
+    `inputs` and `outputs` are "table" or "table.column" names. A provider runs only when a rule
+    requires one of its outputs that the profile lacks and all its inputs are present; `compute`
+    adds its outputs to `profile.tables` in place.
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    compute: Callable[[Profile], None]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """An extra HTML section contributed by a plugin (trusted code, so its HTML is kept as is)."""
+
+    title: str
+    html: str
+
+
+@hookspec
+def advisor_readers() -> Sequence[Reader]:
+    """Return reader objects for the formats this plugin understands."""
+
+
+@hookspec
+def advisor_metrics() -> Sequence[MetricProvider]:
+    """Return metric providers that derive tables/columns for rules."""
+
+
+@hookspec
+def advisor_rule_paths() -> Sequence[Path]:
+    """Return YAML rule files or folders this plugin ships."""
+
+
+@hookspec
+def advisor_functions() -> dict[str, Callable[..., Any]]:
+    """Return extra pure functions (name -> callable) the rule expression language may call."""
+
+
+@hookspec
+def advisor_report_sections(analysis: Any) -> Sequence[ReportSection]:
+    """Return extra HTML sections for the report of one analysed profile."""
