@@ -1,6 +1,17 @@
 """advisor: ranked, actionable tuning advice from deep-learning performance profiles."""
 
+from typing import Any
+
 from advisor.hookspecs import hookimpl
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "hookimpl"]
+__all__ = ["__version__", "analyze", "hookimpl"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported lazily so that plugins importing `advisor.hookimpl` stay cheap and acyclic.
+    if name == "analyze":
+        from advisor.api import analyze
+
+        return analyze
+    raise AttributeError(name)

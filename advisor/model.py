@@ -59,7 +59,8 @@ TABLES: dict[str, TableSpec] = {
             _c("grad_refresh_us", "float64", US,
                "BP end to iteration end (msprof 'Iteration Refresh' / 'Grad Refresh Bound')"),
             _c("data_aug_bound_us", "float64", US,
-               "gap between the previous iteration end and this FP start (msprof 'Data Aug Bound')"),
+               "gap between the previous iteration end and this FP start "
+               "(msprof 'Data Aug Bound')"),
             _c("reduce_us", "float64", US, "sum of all-reduce durations inside the iteration"),
             _c("computing_us", "float64", US, "device compute time (union of compute tasks)"),
             _c("communication_us", "float64", US, "device communication time (union)"),
@@ -79,6 +80,9 @@ TABLES: dict[str, TableSpec] = {
             _c("stream", "Int64", "", "stream id"),
             _c("task_id", "Int64", "", "task id within its stream"),
             _c("step", "Int64", "", "iteration the task belongs to"),
+            _c("first_in_step", "bool", "",
+               "first task of its step: msprof charges the gap between iterations (Data Aug "
+               "Bound) to this task's wait_us"),
             _c("input_shapes", "string", "", "input shapes as the profiler writes them"),
             _c("input_dtypes", "string", "", "input data types"),
             _c("output_shapes", "string", "", "output shapes"),
@@ -94,7 +98,8 @@ TABLES: dict[str, TableSpec] = {
         )),
         TableSpec("host_ops", "framework/host operator or API call", (
             _c("name", "string", "", "API or operator name", True),
-            _c("kind", "string", "", "aten, python, cann_api, dataloader, sync, optimizer, ...", True),
+            _c("kind", "string", "", "aten, python, cann_api, dataloader, sync, optimizer, ...",
+               True),
             _c("level", "string", "", "API level (AscendCL, Runtime, Node, Model, ...)"),
             _c("start_us", "float64", US, "call start"),
             _c("duration_us", "float64", US, "call duration (or total time for aggregated rows)",
@@ -219,6 +224,7 @@ class Profile:
     meta: ProfileMeta
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     warnings: list[ReaderWarning] = field(default_factory=list)
+    providers_run: set[str] = field(default_factory=set)
 
     @property
     def label(self) -> str:

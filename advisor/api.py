@@ -1,0 +1,172 @@
+"""The Python API (`advisor.analyze`), also what the CLI runs: locate, read, derive, evaluate.
+
+Notebook users get the normalized tables as DataFrames, the derived metrics and the findings
+from the same objects the CLI renders, so both always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from advisor.derive import derive
+from advisor.engine.evaluate import Evaluation, Finding, evaluate
+from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.rules import Rule, RuleSet, load_rules
+from advisor.errors import AdvisorError, RuleError, UnreadableInput
+from advisor.locate import locate
+from advisor.model import Profile
+from advisor.plugin_manager import PluginHost, PluginInfo
+from advisor.render.json_report import build_report
+
+
+@dataclass
+class ProfileAnalysis:
+    """One profile (device or rank) with its evaluation and prof_rule report."""
+
+    profile: Profile
+    evaluation: Evaluation
+    report: dict[str, Any]
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return self.profile.tables
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.evaluation.findings
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.report["metrics"]
+
+
+@dataclass
+class AnalysisResult:
+    """Everything one run produced, including what could not be read."""
+
+    analyses: list[ProfileAnalysis] = field(default_factory=list)
+    input_errors: list[AdvisorError] = field(default_factory=list)
+    rule_errors: list[RuleError] = field(default_factory=list)
+    rule_overrides: list[str] = field(default_factory=list)
+    plugin_problems: list[str] = field(default_factory=list)
+    plugins: list[PluginInfo] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for a in self.analyses for f in a.findings]
+
+    @property
+    def reports(self) -> list[dict[str, Any]]:
+        return [a.report for a in self.analyses]
+
+    def tune_ops(self) -> list[str]:
+        """Operator names the findings point at, for AOE's --tune_ops_file."""
+        return list(dict.fromkeys(op for f in self.findings for op in f.tune_ops))
+
+
+def parse_overrides(assignments: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """`ID.param=VALUE` strings to {ID: {param: value}}; VALUE is a YAML scalar."""
+    import yaml
+
+    out: dict[str, dict[str, Any]] = {}
+    for text in assignments:
+        target, sep, raw = text.partition("=")
+        rule_id, dot, param = target.partition(".")
+        if not sep or not dot or not rule_id or not param:
+            raise ValueError(f"--set expects ID.param=VALUE, got {text!r}")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        if not isinstance(value, int | float | str | bool):
+            raise ValueError(f"--set {target}: value must be a number, string or boolean")
+        out.setdefault(rule_id, {})[param] = value
+    return out
+
+
+def select_rules(ruleset: RuleSet, select: Sequence[str], ignore: Sequence[str]) -> list[Rule]:
+    rules = list(ruleset.rules.values())
+    if select:
+        rules = [r for r in rules if any(r.matches(s) for s in select)]
+    return [r for r in rules if not any(r.matches(s) for s in ignore)]
+
+
+def check_overrides(rules: Sequence[Rule], overrides: Mapping[str, Mapping[str, Any]]) -> None:
+    by_id = {r.id: r for r in rules}
+    for rule_id, params in overrides.items():
+        rule = by_id.get(rule_id) or next((r for r in rules if r.name == rule_id), None)
+        if rule is None:
+            raise ValueError(f"--set: no rule {rule_id!r}")
+        unknown = sorted(set(params) - set(rule.params))
+        if unknown:
+            raise ValueError(f"--set: rule {rule.id} has no param {unknown[0]!r} "
+                             f"(params: {', '.join(rule.params) or 'none'})")
+
+
+def load_ruleset(host: PluginHost, rule_paths: Sequence[Path]) -> tuple[RuleSet, list[RuleError]]:
+    """Built-in and plugin-shipped rules first, then the user's; later ids replace earlier."""
+    functions = {**BUILTIN_FUNCTIONS, **host.functions()}
+    paths = [p for _, p in host.rule_paths()] + list(rule_paths)
+    return load_rules(paths, functions)
+
+
+def read_inputs(paths: Sequence[Path], host: PluginHost,
+                result: AnalysisResult) -> list[Profile]:
+    """Read every path with the reader that claims it; failures are recorded, not raised."""
+    profiles: list[Profile] = []
+    readers = host.readers()
+    for path in paths:
+        try:
+            claims = locate(path, readers, result.plugin_problems)
+        except UnreadableInput as exc:
+            result.input_errors.append(exc)
+            continue
+        for claim in claims:
+            try:
+                profiles += claim.reader.read(claim.path)
+            except AdvisorError as exc:
+                result.input_errors.append(exc)
+            except Exception as exc:  # reader plugins are third-party code
+                result.input_errors.append(UnreadableInput(
+                    claim.path, f"reader {claim.reader.name!r} (plugin {claim.plugin!r}) "
+                                f"failed: {type(exc).__name__}: {exc}"))
+    return profiles
+
+
+def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequence[str] = (),
+            ignore: Sequence[str] = (), params: Mapping[str, Mapping[str, Any]] | None = None,
+            host: PluginHost | None = None) -> AnalysisResult:
+    """Analyse profiles and return tables, metrics and ranked findings.
+
+    Example:
+        >>> result = advisor.analyze("PROF_000001")
+        >>> result.analyses[0].tables["steps"].head()
+        >>> [f.rule.title for f in result.findings]
+    """
+    host = host or PluginHost()
+    ruleset, rule_errors = load_ruleset(host, [Path(p) for p in rules])
+    selected = select_rules(ruleset, select, ignore)
+    overrides = {(_resolve_id(selected, k)): v for k, v in (params or {}).items()}
+    check_overrides(selected, overrides)
+    result = AnalysisResult(rule_errors=rule_errors, rule_overrides=ruleset.overrides,
+                            plugins=host.infos, rules=selected)
+    functions = {**BUILTIN_FUNCTIONS, **host.functions()}
+    providers = host.metrics()
+    needs = [n for r in selected for n in r.needs()]
+    for profile in read_inputs([Path(p) for p in paths], host, result):
+        derive(profile, [*needs, "steps.computing_us", "op_stats"], providers)
+        evaluation = evaluate(profile, selected, functions=functions, overrides=overrides)
+        result.analyses.append(ProfileAnalysis(
+            profile, evaluation, build_report(profile, evaluation, selected)))
+    return result
+
+
+def _resolve_id(rules: Sequence[Rule], key: str) -> str:
+    """Accept a rule's name where its id is expected."""
+    return next((r.id for r in rules if r.name == key), key)

@@ -1,0 +1,369 @@
+"""Command line: `advisor run`, `rules list|show|validate`, `plugins list`, `inspect`.
+
+Exit codes: 0 ok; 1 a finding at or above --fail-on; 2 usage error (bad option, bad rule file
+given with --rules, output inside the input); 3 an input could not be read; 4 internal error.
+No traceback reaches the user unless --debug is given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from advisor import __version__
+from advisor.api import AnalysisResult, analyze, load_ruleset, parse_overrides
+from advisor.engine.evaluate import SEVERITIES, at_least
+from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.rules import load_rules
+from advisor.errors import AdvisorError
+from advisor.plugin_manager import PluginHost
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3, 4
+FORMATS = ("json", "html", "text")
+
+
+class Failure(Exception):
+    """Stops a command with a one-line message and an exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _err(message: str) -> None:
+    click.echo(f"advisor: {message}", err=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file and rename, so an interrupted run leaves no half-written report."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    child, parent = child.resolve(), parent.resolve()
+    return child == parent or parent in child.parents
+
+
+def _output_dir(out: str | None, inputs: Sequence[Path]) -> Path:
+    path = Path(out) if out else Path.cwd() / f"advisor-report-{datetime.now():%Y%m%d-%H%M%S}"
+    for src in inputs:
+        if src.exists() and _inside(path, src if src.is_dir() else src.parent):
+            raise Failure(f"output folder {path} is inside the input {src}; "
+                          "advisor never writes into a profile (choose another -o)", EXIT_USAGE)
+    return path
+
+
+def _safe_label(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "profile"
+
+
+def _report_names(result: AnalysisResult) -> list[str]:
+    """prof_rule_{device}.json like msprof, made unique when several inputs share devices."""
+    names: list[str] = []
+    for analysis in result.analyses:
+        meta = analysis.profile.meta
+        key = meta.device_id if meta.device_id is not None else (
+            str(meta.rank) if meta.rank is not None else Path(meta.path).name)
+        name = f"prof_rule_{_safe_label(key)}.json"
+        n = 2
+        while name in names:
+            name = f"prof_rule_{_safe_label(key)}_{n}.json"
+            n += 1
+        names.append(name)
+    return names
+
+
+def _formats(value: str) -> list[str]:
+    chosen = [f.strip() for f in value.split(",") if f.strip()]
+    bad = [f for f in chosen if f not in FORMATS]
+    if bad or not chosen:
+        raise click.BadParameter(f"choose from {', '.join(FORMATS)} (comma-separated)")
+    return chosen
+
+
+def _write_outputs(result: AnalysisResult, out_dir: Path, formats: list[str],
+                   host: PluginHost) -> list[Path]:
+    from advisor.render.html import render_html
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    if "json" in formats:
+        for name, report in zip(_report_names(result), result.reports, strict=True):
+            _write_atomic(out_dir / name, json.dumps(report, indent=2, ensure_ascii=False))
+            written.append(out_dir / name)
+    if "html" in formats:
+        sections = [s for a in result.analyses for s in host.report_sections(a)]
+        _write_atomic(out_dir / "report.html", render_html(result.reports, sections=sections))
+        written.append(out_dir / "report.html")
+    ops = result.tune_ops()
+    if ops:
+        # The file AOE accepts as --tune_ops_file.
+        _write_atomic(out_dir / "operator_tuning_file.cfg",
+                      json.dumps({"tune_ops_name": ops}, indent=2, ensure_ascii=False))
+        written.append(out_dir / "operator_tuning_file.cfg")
+    return written
+
+
+def _guard(debug: bool, func: Any, *args: Any) -> None:
+    """Run a command body; turn any error into one line and an exit code."""
+    try:
+        code = func(*args)
+    except Failure as exc:
+        _err(str(exc))
+        sys.exit(exc.code)
+    except (AdvisorError, ValueError) as exc:
+        if debug:
+            raise
+        _err(str(exc))
+        sys.exit(EXIT_USAGE)
+    except Exception as exc:
+        if debug:
+            raise
+        _err(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(code or EXIT_OK)
+
+
+debug_option = click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="advisor")
+def main() -> None:
+    """Turn performance profiles into ranked, actionable tuning advice.
+
+    \b
+    Example:
+      advisor run PROF_000001_20260105100000000_DEMO -o report
+    """
+
+
+@main.command("run")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", help="Output folder (default: ./advisor-report-<time>).")
+@click.option("--format", "formats", default="json,html,text", show_default=True,
+              help="Comma-separated outputs: json, html, text.")
+@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
+              help="Extra rule file or folder (repeatable); same id replaces a built-in rule.")
+@click.option("--select", multiple=True, help="Only run rules with this id, name or tag.")
+@click.option("--ignore", multiple=True, help="Skip rules with this id, name or tag.")
+@click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
+              help="Override a rule parameter, e.g. --set STEP-001.max_ratio=0.2.")
+@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+              help="Exit with 1 when a finding of this severity or higher exists.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@debug_option
+def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
+                rule_paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...],
+                assignments: tuple[str, ...], fail_on: str | None, quiet: bool,
+                debug: bool) -> None:
+    """Analyse profiles and write prof_rule JSON, an HTML report and a summary.
+
+    \b
+    Example:
+      advisor run PROF_000001 -o out --fail-on high
+      advisor run PROF_000001 --set STEP-001.max_ratio=0.2 --ignore OP-003
+    """
+    _guard(debug, _run, paths, out, _formats(formats), rule_paths, select, ignore,
+           assignments, fail_on, quiet)
+
+
+def _run(paths: Sequence[Path], out: str | None, formats: list[str],
+         rule_paths: Sequence[Path], select: Sequence[str], ignore: Sequence[str],
+         assignments: Sequence[str], fail_on: str | None, quiet: bool) -> int:
+    from advisor.render.text import render_text
+
+    out_dir = _output_dir(out, paths)
+    host = PluginHost()
+    for info in host.failed():
+        _err(f"plugin {info.describe()}")
+    result = analyze(*paths, rules=rule_paths, select=select, ignore=ignore,
+                     params=parse_overrides(assignments), host=host)
+    for info in host.failed():  # plugins that failed while running
+        if not any(info.describe() in p for p in result.plugin_problems):
+            result.plugin_problems.append(f"plugin {info.describe()}")
+    for problem in dict.fromkeys(result.plugin_problems):
+        _err(problem)
+    for error in result.rule_errors:
+        _err(f"rule file {error}")
+    if any(_inside(Path(e.source), p) for e in result.rule_errors for p in rule_paths):
+        raise Failure("fix the rule files above (check them with `advisor rules validate`)",
+                      EXIT_USAGE)
+    for error in result.input_errors:
+        _err(str(error))
+    if not result.analyses:
+        raise Failure("no profile could be read", EXIT_UNREADABLE)
+    written = _write_outputs(result, out_dir, formats, host)
+    if not quiet:
+        if "text" in formats:
+            click.echo(render_text(result.reports, color=sys.stdout.isatty()))
+        for warning in (w for a in result.analyses for w in a.profile.warnings):
+            _err(f"warning: {warning}")
+        if written:
+            click.echo(f"Wrote {', '.join(str(p) for p in written)}")
+    if result.input_errors:
+        return EXIT_UNREADABLE
+    if fail_on and any(at_least(f.severity, fail_on) for f in result.findings):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+@main.group("rules")
+def rules_group() -> None:
+    """List, show and validate rules."""
+
+
+@rules_group.command("list")
+@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
+              help="Also load these rule files or folders.")
+@debug_option
+def rules_list(rule_paths: tuple[Path, ...], debug: bool) -> None:
+    """List every rule in effect with its id, severity, title and source.
+
+    \b
+    Example:
+      advisor rules list --rules team_rules/
+    """
+    def body() -> int:
+        ruleset, errors = load_ruleset(PluginHost(), list(rule_paths))
+        for rule in sorted(ruleset.rules.values(), key=lambda r: r.id):
+            click.echo(f"{rule.id:<10} {rule.name:<32} {rule.severity or 'by impact':<10} "
+                       f"{rule.title}  [{rule.source}]")
+        for error in errors:
+            _err(str(error))
+        return EXIT_USAGE if errors else EXIT_OK
+    _guard(debug, body)
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
+              help="Also load these rule files or folders.")
+@debug_option
+def rules_show(rule_id: str, rule_paths: tuple[Path, ...], debug: bool) -> None:
+    """Show a rule's documentation, parameters and expressions.
+
+    \b
+    Example:
+      advisor rules show STEP-001
+    """
+    def body() -> int:
+        ruleset, _ = load_ruleset(PluginHost(), list(rule_paths))
+        rule = next((r for r in ruleset.rules.values() if rule_id in (r.id, r.name)), None)
+        if rule is None:
+            raise Failure(f"no rule {rule_id!r} (see `advisor rules list`)", EXIT_USAGE)
+        click.echo(f"{rule.id} {rule.name}: {rule.title}")
+        click.echo(f"type: {rule.group} / {rule.type}" + (f" / {rule.subtype}"
+                                                          if rule.subtype else ""))
+        click.echo(f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}")
+        click.echo(f"source: {rule.source}")
+        click.echo(f"needs: {', '.join(rule.needs())}")
+        for name, value in rule.params.items():
+            click.echo(f"param {name} = {value!r}")
+        for name, expr in rule.let.items():
+            click.echo(f"let {name} = {expr.source}")
+        click.echo(f"when: {rule.when.source}")
+        if rule.impact_us:
+            click.echo(f"impact_us: {rule.impact_us.source}")
+        click.echo("")
+        click.echo(rule.docs.strip())
+        return EXIT_OK
+    _guard(debug, body)
+
+
+@rules_group.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@debug_option
+def rules_validate(paths: tuple[Path, ...], debug: bool) -> None:
+    """Check rule files (schema, expressions, templates) without running them.
+
+    \b
+    Example:
+      advisor rules validate team_rules/ my_rule.yaml
+    """
+    def body() -> int:
+        functions = {**BUILTIN_FUNCTIONS, **PluginHost().functions()}
+        ruleset, errors = load_rules(list(paths), functions)
+        for error in errors:
+            _err(str(error))
+        click.echo(f"{len(ruleset.rules)} valid rule(s), {len(errors)} error(s)")
+        return EXIT_USAGE if errors else EXIT_OK
+    _guard(debug, body)
+
+
+@main.group("plugins")
+def plugins_group() -> None:
+    """Inspect installed plugins."""
+
+
+@plugins_group.command("list")
+@debug_option
+def plugins_list(debug: bool) -> None:
+    """Show loaded, blocked and failed plugins with distribution and version.
+
+    \b
+    Example:
+      ADVISOR_BLOCK_PLUGINS=msprof advisor plugins list
+    """
+    def body() -> int:
+        host = PluginHost()
+        readers = host.readers()
+        for info in host.infos:
+            click.echo(info.describe())
+            for plugin, reader in readers:
+                if plugin == info.name:
+                    click.echo(f"    reader {reader.name}: {', '.join(reader.formats)}")
+        return EXIT_OK
+    _guard(debug, body)
+
+
+@main.command("inspect")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@debug_option
+def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
+    """Show what was detected in PATHS and which tables and rows were read.
+
+    \b
+    Example:
+      advisor inspect PROF_000001
+    """
+    def body() -> int:
+        from advisor.api import AnalysisResult as Result
+        from advisor.api import read_inputs
+
+        result = Result()
+        profiles = read_inputs(list(paths), PluginHost(), result)
+        for profile in profiles:
+            meta = profile.meta
+            click.echo(f"{profile.label}: {meta.source_format} ({meta.framework}, "
+                       f"{meta.device_kind}) at {meta.path}")
+            for name, df in profile.tables.items():
+                click.echo(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
+            click.echo(f"    files read: {len(meta.files_read)}")
+            for warning in profile.warnings:
+                click.echo(f"    warning: {warning}")
+        for problem in result.plugin_problems:
+            _err(problem)
+        for error in result.input_errors:
+            _err(str(error))
+        if result.input_errors or not profiles:
+            return EXIT_UNREADABLE
+        return EXIT_OK
+    _guard(debug, body)
+

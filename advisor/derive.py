@@ -1,0 +1,39 @@
+"""Runs metric providers on demand: only for outputs a rule needs and the profile lacks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from advisor.hookspecs import MetricProvider
+from advisor.model import Profile
+
+
+def present(profile: Profile, need: str) -> bool:
+    """True when a "table" or "table.column" requirement is available with data."""
+    table, _, column = need.partition(".")
+    return profile.has(table, column or None)
+
+
+def derive(profile: Profile, needs: Iterable[str], providers: Sequence[MetricProvider]) -> None:
+    """Run the providers that can supply missing needs, each at most once per profile.
+
+    A provider failure becomes a profile warning: the rules depending on it then show up as
+    "not applicable" with the missing column named.
+    """
+    done = profile.providers_run
+    for need in needs:
+        if present(profile, need):
+            continue
+        for provider in providers:
+            if provider.name in done or need not in provider.outputs:
+                continue
+            if not all(present(profile, i) for i in provider.inputs):
+                continue
+            done.add(provider.name)
+            try:
+                provider.compute(profile)
+            except Exception as exc:  # a provider is plugin code
+                profile.warn(f"<metric {provider.name}>",
+                             f"metric provider failed: {type(exc).__name__}: {exc}")
+            if present(profile, need):
+                break

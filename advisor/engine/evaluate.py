@@ -1,0 +1,213 @@
+"""Evaluates rules over one profile: applicability, let values, condition, impact, evidence.
+
+Each rule is evaluated in isolation: a rule that fails (bad data, a runtime expression error)
+is reported as a rule error and the others still run. Findings are ranked by the time at stake.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.derive import present
+from advisor.engine import templates
+from advisor.engine.expr import ExprError, Expression, MissingData, Scope
+from advisor.engine.rules import Evidence, Rule
+from advisor.model import Profile
+
+SEVERITIES = ("high", "medium", "low")
+HIGH_SHARE = 0.05  # msprof-analyze: problem time >= 5% of step time is high priority
+MEDIUM_SHARE = 0.03  # ... >= 3% is medium
+
+
+def severity_from_share(share: float | None) -> str:
+    if share is None:
+        return "low"
+    if share >= HIGH_SHARE:
+        return "high"
+    return "medium" if share >= MEDIUM_SHARE else "low"
+
+
+def at_least(severity: str, threshold: str) -> bool:
+    return SEVERITIES.index(severity) <= SEVERITIES.index(threshold)
+
+
+@dataclass
+class Finding:
+    """A rule that fired, with everything needed to act on it."""
+
+    rule: Rule
+    severity: str
+    message: str
+    suggestions: list[str]
+    values: dict[str, Any]
+    params: dict[str, Any]
+    impact_us: float | None
+    impact_ratio: float | None
+    evidence: dict[str, Any] | None
+    tune_ops: list[str] = field(default_factory=list)
+    rank: int = 0
+
+
+@dataclass
+class Evaluation:
+    """What happened to every rule for one profile."""
+
+    findings: list[Finding] = field(default_factory=list)
+    not_applicable: list[tuple[Rule, list[str]]] = field(default_factory=list)
+    errors: list[tuple[Rule, str]] = field(default_factory=list)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def profile_time_us(profile: Profile) -> float | None:
+    """The time findings are measured against: the wall-clock span of all steps (gaps between
+    iterations, e.g. msprof's Data Aug Bound, included), else the device timeline span."""
+    steps = profile.tables.get("steps")
+    if steps is not None and not steps.empty and steps["end_us"].notna().any():
+        return float(steps["end_us"].max() - steps["start_us"].min())
+    ops = profile.tables.get("device_ops")
+    if ops is None or ops.empty:
+        return None
+    if "start_us" in ops and ops["start_us"].notna().any():
+        end = (ops["start_us"] + ops["duration_us"]).max()
+        return float(end - ops["start_us"].min())
+    return float(ops["duration_us"].sum())
+
+
+def to_plain(value: Any) -> Any:
+    """A JSON-friendly Python value (NaN and pandas NA become None)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int | float | str | bool):
+        return value
+    return str(value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return not isinstance(value, pd.Series | pd.DataFrame | np.ndarray | list | tuple)
+
+
+def _evidence(ev: Evidence, profile: Profile, values: Mapping[str, Any],
+              functions: Mapping[str, Callable[..., Any]]) -> tuple[dict[str, Any], pd.DataFrame]:
+    df = profile.tables[ev.table]
+    if ev.where is not None:
+        scope = Scope(profile.tables, {**values, **{c: df[c] for c in df.columns}}, functions)
+        mask = ev.where.evaluate(scope)
+        if isinstance(mask, pd.Series):
+            df = df[mask.fillna(False).astype(bool)]
+        elif not mask:
+            df = df.iloc[0:0]
+    total_rows = len(df)
+    if ev.sort:
+        cols = [c for c, _ in ev.sort if c in df.columns]
+        asc = [a for c, a in ev.sort if c in df.columns]
+        if cols:
+            df = df.sort_values(cols, ascending=asc, kind="stable", na_position="last")
+    df = df.head(ev.limit)
+    columns = [c for c in ev.columns if c in df.columns]
+    rows = [[to_plain(v) for v in row] for row in df[columns].itertuples(index=False)]
+    return {"table": ev.table, "columns": columns, "rows": rows, "total_rows": total_rows}, df
+
+
+def _eval(expr: Expression, scope: Scope) -> Any:
+    value = expr.evaluate(scope)
+    if isinstance(value, np.generic):
+        value = value.item()
+    return value
+
+
+def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
+                  functions: Mapping[str, Callable[..., Any]],
+                  total_us: float | None) -> Finding | None:
+    """Evaluate one applicable rule; raise ExprError on a runtime problem."""
+    values: dict[str, Any] = dict(params)
+    for name, expr in rule.let.items():
+        values[name] = _eval(expr, Scope(profile.tables, values, functions))
+    scope = Scope(profile.tables, values, functions)
+    fired = _eval(rule.when, scope)
+    if not _is_scalar(fired):
+        raise ExprError("'when' must give one true/false value; wrap columns in any() or all()")
+    if fired is None or (isinstance(fired, float) and math.isnan(fired)) or not bool(fired):
+        return None
+    impact = None
+    if rule.impact_us is not None:
+        raw = _eval(rule.impact_us, scope)
+        if not _is_scalar(raw):
+            raise ExprError("'impact_us' must give one number; wrap columns in sum()")
+        impact = to_plain(raw)
+        impact = max(float(impact), 0.0) if isinstance(impact, int | float) else None
+    ratio = impact / total_us if impact is not None and total_us else None
+    evidence, evidence_df = (None, None)
+    if rule.evidence is not None:
+        evidence, evidence_df = _evidence(rule.evidence, profile, values, functions)
+    measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
+    context = {
+        **{k: to_plain(v) for k, v in params.items()}, **measured,
+        "impact_us": impact, "impact_ratio": ratio, "total_us": total_us,
+        "evidence": [dict(zip(evidence["columns"], r, strict=True)) for r in evidence["rows"]]
+        if evidence else [],
+        "evidence_total": evidence["total_rows"] if evidence else 0,
+    }
+    tune_ops: list[str] = []
+    if rule.tune_ops and evidence_df is not None:
+        tune_ops = [str(v) for v in evidence_df[rule.tune_ops].dropna().unique()]
+    return Finding(
+        rule=rule,
+        severity=rule.severity or severity_from_share(ratio),
+        message=templates.render(rule.message, context),
+        suggestions=[templates.render(s, context) for s in rule.suggestions],
+        values=measured, params={k: to_plain(v) for k, v in params.items()},
+        impact_us=impact, impact_ratio=ratio, evidence=evidence, tune_ops=tune_ops,
+    )
+
+
+def rank_findings(findings: list[Finding]) -> None:
+    """Order by time at stake (then severity); findings without an impact come last."""
+    findings.sort(key=lambda f: (f.impact_us is None, -(f.impact_us or 0.0),
+                                 SEVERITIES.index(f.severity), f.rule.id))
+    for i, finding in enumerate(findings, start=1):
+        finding.rank = i
+
+
+def evaluate(profile: Profile, rules: Sequence[Rule], *,
+             functions: Mapping[str, Callable[..., Any]],
+             overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Evaluation:
+    """Evaluate every rule over a profile whose derived metrics are already in place."""
+    overrides = overrides or {}
+    result = Evaluation()
+    total_us = profile_time_us(profile)
+    for rule in rules:
+        params = {**rule.params, **overrides.get(rule.id, {})}
+        result.params[rule.id] = {k: to_plain(v) for k, v in params.items()}
+        missing = [n for n in rule.needs() if not present(profile, n)]
+        if missing:
+            result.not_applicable.append((rule, missing))
+            result.outcomes[rule.id] = "not_applicable"
+            continue
+        try:
+            finding = evaluate_rule(rule, profile, params, functions, total_us)
+        except MissingData as exc:
+            result.not_applicable.append((rule, [str(exc)]))
+            result.outcomes[rule.id] = "not_applicable"
+            continue
+        except ExprError as exc:
+            result.errors.append((rule, str(exc)))
+            result.outcomes[rule.id] = "error"
+            continue
+        if finding is None:
+            result.outcomes[rule.id] = "passed"
+        else:
+            result.findings.append(finding)
+            result.outcomes[rule.id] = "fired"
+    rank_findings(result.findings)
+    return result

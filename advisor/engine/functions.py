@@ -1,0 +1,477 @@
+"""Built-in functions of the rule expression language.
+
+Each is a pure function of scalars and pandas Series. The first docstring line is what the rule
+documentation shows and the `Example:` line is an expression over the normalized tables.
+Aggregations skip missing values and return plain Python numbers, so findings serialise to JSON.
+Functions raise TypeError/ValueError with a plain message; the interpreter reports it as an
+ExprError naming the call.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.engine.expr import as_mask, is_missing, plain, truthy
+
+MAX_PATTERN = 200  # characters of a regex
+MAX_SUBJECT = 1000  # characters of each string a regex is applied to
+
+_SEQUENCES = (list, tuple, set, frozenset)
+
+
+def _series(x: Any, fname: str) -> pd.Series:
+    """A column, literal tuple or scalar as a Series, so aggregations treat them alike."""
+    if isinstance(x, pd.Series):
+        return x
+    if isinstance(x, pd.DataFrame):
+        raise TypeError(f"{fname}() needs a column, not a table")
+    if isinstance(x, _SEQUENCES):
+        return pd.Series(list(x))
+    return pd.Series([x])
+
+
+def _numbers(x: Any, fname: str) -> pd.Series:
+    """`x` as a numeric Series (booleans count as 0/1); TypeError for text."""
+    series = _series(x, fname)
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return series.astype("float64")
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return series
+    if series.dtype == object:
+        converted = pd.to_numeric(series, errors="coerce")
+        if converted.notna().sum() == series.notna().sum():
+            return converted
+    raise TypeError(f"{fname}() needs numbers, got a column of {series.dtype}")
+
+
+def _float(value: Any) -> float:
+    return math.nan if is_missing(value) else float(value)
+
+
+def _number(value: Any) -> int | float:
+    return math.nan if is_missing(value) else plain(value)
+
+
+def _whole(value: Any, fname: str, what: str) -> int:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not float(value).is_integer()):
+        raise TypeError(f"{fname}() needs a whole number for {what}, got {value!r}")
+    return int(value)
+
+
+def _text(value: Any, fname: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{fname}() needs text for {what}, got {value!r}")
+    return value
+
+
+def _strings(series: pd.Series) -> pd.Series:
+    return series.astype("string")
+
+
+# --- aggregations --------------------------------------------------------------------------------
+
+def sum_(x: Any) -> float:
+    """Sum of the values, missing ones skipped; 0.0 when there are none.
+
+    Example: sum(steps.free_us) > 1000
+    """
+    return float(_numbers(x, "sum").sum())
+
+
+def mean(x: Any) -> float:
+    """Mean of the values, missing ones skipped; NaN when there are none.
+
+    Example: mean(steps.duration_us) > 100000
+    """
+    return _float(_numbers(x, "mean").mean())
+
+
+def median(x: Any) -> float:
+    """Median of the values, missing ones skipped; NaN when there are none.
+
+    Example: max(steps.duration_us) > 2 * median(steps.duration_us)
+    """
+    return _float(_numbers(x, "median").median())
+
+
+def std(x: Any) -> float:
+    """Sample standard deviation (n - 1), missing values skipped; NaN for fewer than two.
+
+    Example: std(steps.duration_us) > 0.1 * mean(steps.duration_us)
+    """
+    return _float(_numbers(x, "std").std())
+
+
+def quantile(x: Any, q: float) -> float:
+    """The q-quantile (0 <= q <= 1) of the values, missing ones skipped.
+
+    Example: quantile(device_ops.duration_us, 0.99) > 10 * median(device_ops.duration_us)
+    """
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 1:
+        raise ValueError(f"quantile() needs q between 0 and 1, got {q!r}")
+    return _float(_numbers(x, "quantile").quantile(q))
+
+
+def _extreme(values: tuple[Any, ...], how: str) -> Any:
+    if not values:
+        raise TypeError(f"{how}() needs at least one value")
+    if len(values) == 1:
+        return _number(getattr(_numbers(values[0], how), how)())
+    series = [v for v in values if isinstance(v, pd.Series)]
+    if not series:
+        present = [v for v in values if not is_missing(v)]
+        pick = builtins.min if how == "min" else builtins.max
+        return plain(pick(present)) if present else math.nan
+    index = series[0].index
+    frame = pd.concat([v if isinstance(v, pd.Series) else pd.Series(v, index=index)
+                       for v in values], axis=1, ignore_index=True)
+    return getattr(frame, how)(axis=1)
+
+
+def min_(*values: Any) -> Any:
+    """Smallest value: of one column, or of several values (elementwise if any is a column).
+
+    Example: min(steps.duration_us) < 0.5 * max(steps.duration_us)
+    """
+    return _extreme(values, "min")
+
+
+def max_(*values: Any) -> Any:
+    """Largest value: of one column, or of several values (elementwise if any is a column).
+
+    Example: max(steps.duration_us) > 2 * median(steps.duration_us)
+    """
+    return _extreme(values, "max")
+
+
+def count(x: Any) -> int:
+    """Number of true values of a condition, or of present values of a column (1 for a scalar).
+
+    Example: count(device_ops.duration_us > 1000) > 10
+    """
+    if isinstance(x, bool | np.bool_):
+        return int(x)
+    if isinstance(x, (pd.Series, pd.DataFrame, *_SEQUENCES)):
+        series = _series(x, "count")
+        if pd.api.types.is_bool_dtype(series.dtype):
+            return int(as_mask(series).sum())
+        return int(series.count())
+    return 0 if is_missing(x) else 1
+
+
+def rows(table: Any) -> int:
+    """Number of rows of a table (or length of a column).
+
+    Example: rows(device_ops) > 0
+    """
+    if not isinstance(table, pd.DataFrame | pd.Series):
+        raise TypeError("rows() needs a table, e.g. rows(device_ops)")
+    return len(table)
+
+
+def nunique(x: Any) -> int:
+    """Number of distinct present values.
+
+    Example: nunique(device_ops.op_type) > 50
+    """
+    return int(_series(x, "nunique").nunique())
+
+
+def any_(x: Any) -> bool:
+    """True when at least one value is true (missing values are false).
+
+    Example: any(device_ops.category == 'memcpy')
+    """
+    return bool(as_mask(_series(x, "any")).any())
+
+
+def all_(x: Any) -> bool:
+    """True when every present value is true; True when there are none.
+
+    Example: all(steps.duration_us > 0)
+    """
+    return bool(as_mask(_series(x, "all").dropna()).all())
+
+
+def top(x: Any, n: int) -> pd.Series:
+    """The n largest values of a column (a column, to aggregate further).
+
+    Example: sum(top(device_ops.duration_us, 10)) > 0.5 * sum(device_ops.duration_us)
+    """
+    n = _whole(n, "top", "n")
+    if n < 0:
+        raise ValueError(f"top() needs n >= 0, got {n}")
+    return _numbers(x, "top").nlargest(n)
+
+
+def argmax(labels: Any, values: Any) -> Any:
+    """The label at the largest value (ties: the first); None when there are no values.
+
+    Example: argmax(op_stats.op_type, op_stats.total_us) == 'MatMulV2'
+    """
+    numbers = _numbers(values, "argmax")
+    if not isinstance(labels, pd.Series) or len(labels) != len(numbers):
+        raise TypeError("argmax() needs a label column and a value column of the same table")
+    if numbers.dropna().empty:
+        return None
+    return plain(labels.to_numpy()[int(np.nanargmax(numbers.to_numpy("float64")))])
+
+
+# --- elementwise -------------------------------------------------------------------------------
+
+def abs_(x: Any) -> Any:
+    """Absolute value, elementwise for a column.
+
+    Example: max(abs(steps.duration_us - mean(steps.duration_us))) > 1000
+    """
+    if isinstance(x, pd.Series):
+        return x.abs()
+    return math.nan if is_missing(x) else plain(builtins.abs(x))
+
+
+def round_(x: Any, ndigits: int = 0) -> Any:
+    """Round to ndigits decimals, elementwise for a column.
+
+    Example: round(mean(steps.duration_us) / 1000, 1) > 100
+    """
+    ndigits = _whole(ndigits, "round", "ndigits")
+    if isinstance(x, pd.Series):
+        return x.round(ndigits)
+    return math.nan if is_missing(x) else plain(builtins.round(x, ndigits))
+
+
+def share(part: Any, whole: Any) -> Any:
+    """part / whole, and 0.0 where whole is 0 or missing (so empty profiles do not divide by 0).
+
+    Example: share(sum(steps.free_us), sum(steps.duration_us)) > 0.1
+    """
+    if isinstance(whole, pd.Series):
+        void = as_mask(whole.isna() | (whole == 0))
+        return (part / whole.mask(void, 1)).mask(void, 0.0)
+    if is_missing(whole) or whole == 0:
+        return pd.Series(0.0, index=part.index) if isinstance(part, pd.Series) else 0.0
+    return part / whole if isinstance(part, pd.Series) else _float(part) / float(whole)
+
+
+def where(cond: Any, a: Any, b: Any) -> Any:
+    """a where cond is true, else b; elementwise when cond is a column.
+
+    Example: sum(where(device_ops.category == 'compute', device_ops.duration_us, 0)) > 0
+    """
+    if not isinstance(cond, pd.Series):
+        return a if truthy(cond) else b
+    mask = as_mask(cond)
+    chosen = a if isinstance(a, pd.Series) else pd.Series(a, index=mask.index)
+    return chosen.where(mask, b)
+
+
+def filter_(x: Any, mask: Any) -> Any:
+    """The rows of a column or table where mask is true.
+
+    Example: mean(filter(device_ops.duration_us, device_ops.category == 'compute')) > 50
+    """
+    if not isinstance(x, pd.Series | pd.DataFrame):
+        raise TypeError("filter() needs a column or table to filter")
+    if not isinstance(mask, pd.Series):
+        return x if truthy(mask) else x.iloc[0:0]
+    keep = as_mask(mask).reindex(x.index, fill_value=False)
+    return x[keep] if isinstance(x, pd.Series) else x.loc[keep]
+
+
+def isin(x: Any, *values: Any) -> Any:
+    """True where x equals one of the values (given one by one or as one tuple).
+
+    Example: count(isin(device_ops.op_type, 'Cast', 'TransData')) > 100
+    """
+    options = values
+    if len(values) == 1 and isinstance(values[0], (*_SEQUENCES, pd.Series)):
+        options = values[0]
+    options = list(options)
+    if isinstance(x, pd.Series):
+        return as_mask(x.isin(options))
+    return not is_missing(x) and x in options
+
+
+def coalesce(x: Any, default: Any) -> Any:
+    """x with missing values replaced by default.
+
+    Example: sum(coalesce(steps.bubble_us, 0)) > 0
+    """
+    if isinstance(x, pd.Series):
+        return x.fillna(default)
+    return default if is_missing(x) else x
+
+
+def clip(x: Any, lo: Any = None, hi: Any = None) -> Any:
+    """x limited to [lo, hi] (None for no bound), elementwise for a column.
+
+    Example: mean(clip(steps.duration_us, 0, 1000000)) > 1000
+    """
+    if isinstance(x, pd.Series):
+        return x.clip(lo, hi)
+    if is_missing(x):
+        return math.nan
+    if not is_missing(lo) and x < lo:
+        x = lo
+    if not is_missing(hi) and x > hi:
+        x = hi
+    return plain(x)
+
+
+def log10(x: Any) -> Any:
+    """Base-10 logarithm (-inf for 0, NaN for negatives), elementwise for a column.
+
+    Example: log10(max(device_ops.duration_us)) > 4
+    """
+    if isinstance(x, pd.Series):
+        return _numbers(x, "log10").astype("float64").pipe(_log10)
+    value = _float(x)
+    if math.isnan(value) or value < 0:
+        return math.nan
+    return -math.inf if value == 0 else math.log10(value)
+
+
+def _log10(series: pd.Series) -> pd.Series:
+    with np.errstate(all="ignore"):
+        return np.log10(series.where(series >= 0))
+
+
+def isna(x: Any) -> Any:
+    """True where x is missing.
+
+    Example: count(isna(device_ops.start_us)) > 0
+    """
+    return x.isna() if isinstance(x, pd.Series) else is_missing(x)
+
+
+def notna(x: Any) -> Any:
+    """True where x is present.
+
+    Example: count(notna(steps.bubble_us)) > 0
+    """
+    return x.notna() if isinstance(x, pd.Series) else not is_missing(x)
+
+
+# --- text ----------------------------------------------------------------------------------------
+
+def contains(x: Any, substring: str, case: bool = False) -> Any:
+    """True where x contains substring (literal text, not a regex); case-insensitive by default.
+
+    Example: count(contains(device_ops.name, 'transpose')) > 0
+    """
+    substring = _text(substring, "contains", "the substring")
+    if isinstance(x, pd.Series):
+        found = _strings(x).str.contains(substring, case=bool(case), regex=False, na=False)
+        return as_mask(found)
+    if is_missing(x):
+        return False
+    text = str(x)
+    return substring in text if case else substring.casefold() in text.casefold()
+
+
+def startswith(x: Any, prefix: str | tuple[str, ...]) -> Any:
+    """True where x starts with prefix (or with one of a tuple of prefixes); case-sensitive.
+
+    Example: count(startswith(device_ops.name, ('aclnn', 'Aten'))) > 0
+    """
+    prefixes = (prefix,) if isinstance(prefix, str) else prefix
+    if not isinstance(prefixes, tuple) or not builtins.all(isinstance(p, str) for p in prefixes):
+        raise TypeError(f"startswith() needs text or a tuple of texts, got {prefix!r}")
+    if isinstance(x, pd.Series):
+        return as_mask(_strings(x).str.startswith(prefixes, na=False))
+    return not is_missing(x) and str(x).startswith(prefixes)
+
+
+def _repeats_ambiguous_group(pattern: str) -> bool:
+    """True for a repeated group holding a quantifier or alternation: `(a+)+`, `(a|a)*`.
+
+    Such groups can match a string in exponentially many ways, and Python's backtracking
+    `re` tries them all on a near miss. Conservative: a few safe patterns are refused too.
+    """
+    risky = [False]  # per open group: holds a quantifier or alternation
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "[":
+            i = _skip_class(pattern, i)
+            continue
+        if char == "(":
+            risky.append(False)
+            i += 2 if pattern.startswith("(?", i) else 1
+            continue
+        i += 1
+        if char == ")":
+            inner = risky.pop() if len(risky) > 1 else False
+            repeated = i < len(pattern) and pattern[i] in "*+{"
+            if inner and repeated:
+                return True
+            risky[-1] = risky[-1] or inner
+        elif char in "*+?{|":
+            risky[-1] = True
+    return False
+
+
+def _skip_class(pattern: str, start: int) -> int:
+    """Index just past the character class `[...]` opening at `start`."""
+    i = start + 1
+    if pattern.startswith("^", i):
+        i += 1
+    if pattern.startswith("]", i):
+        i += 1
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    return i + 1
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError(f"regex is too long ({len(pattern)} characters, at most {MAX_PATTERN})")
+    if _repeats_ambiguous_group(pattern):
+        raise ValueError(f"regex {pattern!r} has nested quantifiers: a repeated group holds a "
+                         "quantifier or '|' (like '(a+)+'), which can take exponential time")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+
+
+def matches(x: Any, pattern: str) -> Any:
+    """True where the regex pattern is found in x (re.search; anchor with ^ and $).
+
+    Example: count(matches(device_ops.name, '^MatMul(V2)?$')) > 0
+    """
+    regex = _regex(_text(pattern, "matches", "the pattern"))
+    if isinstance(x, pd.Series):
+        strings = _strings(x)
+        hits = {s: regex.search(s[:MAX_SUBJECT]) is not None for s in strings.dropna().unique()}
+        return as_mask(strings.map(hits, na_action="ignore"))
+    return not is_missing(x) and regex.search(str(x)[:MAX_SUBJECT]) is not None
+
+
+BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sum": sum_, "mean": mean, "median": median, "min": min_, "max": max_, "std": std,
+    "quantile": quantile, "count": count, "rows": rows, "nunique": nunique, "any": any_,
+    "all": all_, "top": top, "argmax": argmax, "abs": abs_, "round": round_, "share": share,
+    "where": where,
+    "filter": filter_, "isin": isin, "coalesce": coalesce, "clip": clip, "log10": log10,
+    "isna": isna, "notna": notna, "contains": contains, "startswith": startswith,
+    "matches": matches,
+}
+
+# Python names its own errors after these ("sum() takes 1 positional argument ..."), so the
+# functions whose Python name dodges a builtin carry their rule name.
+for _name, _fn in BUILTIN_FUNCTIONS.items():
+    _fn.__name__ = _fn.__qualname__ = _name

@@ -1,0 +1,261 @@
+"""Loading rule files: safe YAML, JSON Schema validation, expression checks.
+
+A rule file holds one rule, a list of rules, or several YAML documents. Everything a rule
+says is checked before any profile is touched, so a typo in a team's rule file is reported
+with the file and rule id instead of surfacing mid-run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from advisor.engine.expr import ExprError, Expression, compile_expression
+from advisor.engine.templates import check_template
+from advisor.errors import RuleError
+from advisor.model import TABLES
+
+RULE_SCHEMA: dict[str, Any] = json.loads(
+    files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8"))
+_VALIDATOR = jsonschema.Draft202012Validator(RULE_SCHEMA)
+MAX_RULE_FILE_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Rows that justify a finding: a filtered, sorted slice of one table."""
+
+    table: str
+    columns: tuple[str, ...]
+    where: Expression | None = None
+    sort: tuple[tuple[str, bool], ...] = ()  # (column, ascending)
+    limit: int = 10
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A validated rule, its expressions compiled, ready to evaluate."""
+
+    id: str
+    name: str
+    title: str
+    type: str
+    when: Expression
+    message: str
+    suggestions: tuple[str, ...]
+    docs: str
+    source: str
+    group: str = "Model Summary"
+    subtype: str = ""
+    severity: str | None = None
+    tags: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)
+    let: Mapping[str, Expression] = field(default_factory=dict)
+    impact_us: Expression | None = None
+    evidence: Evidence | None = None
+    tune_ops: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def needs(self) -> list[str]:
+        """Every table/column the rule reads: declared requirements plus expression refs."""
+        needed = list(self.requires)
+        exprs = [self.when, self.impact_us, *self.let.values()]
+        for expr in exprs:
+            if expr is None:
+                continue
+            needed += [f"{t}.{c}" for t, c in sorted(expr.columns)]
+            needed += sorted(expr.tables)
+        if self.evidence:  # evidence columns are optional: absent ones are left out
+            needed.append(self.evidence.table)
+            if self.evidence.where is not None:
+                needed += [f"{self.evidence.table}.{n}" for n in sorted(self.evidence.where.names)
+                           if n in TABLES[self.evidence.table].column_names
+                           and n not in self.params and n not in self.let]
+        return list(dict.fromkeys(needed))
+
+    def matches(self, selector: str) -> bool:
+        """True when --select/--ignore names this rule by id, name or tag."""
+        return selector in (self.id, self.name) or selector in self.tags
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
+                       deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_mapping)
+
+
+def read_rule_documents(path: Path) -> list[dict[str, Any]]:
+    """Parse a rule file into raw rule mappings (no validation yet)."""
+    try:
+        if path.stat().st_size > MAX_RULE_FILE_BYTES:
+            raise RuleError(path, None, f"file larger than {MAX_RULE_FILE_BYTES} bytes")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(path, None, f"cannot read: {exc}") from None
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
+    except yaml.YAMLError as exc:
+        raise RuleError(path, None, f"invalid YAML: {' '.join(str(exc).split())}") from None
+    rules: list[dict[str, Any]] = []
+    for doc in docs:
+        items = doc if isinstance(doc, list) else [doc]
+        for item in items:
+            if not isinstance(item, dict):
+                raise RuleError(path, None, "a rule must be a mapping of keys to values")
+            rules.append(item)
+    return rules
+
+
+def _schema_problem(raw: dict[str, Any]) -> str | None:
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(raw))
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path)
+    if error.validator == "additionalProperties":
+        return f"{error.message}" + (f" (in {where})" if where else "")
+    return f"{where or 'rule'}: {error.message}"
+
+
+def _table_columns() -> dict[str, tuple[str, ...]]:
+    return {name: spec.column_names for name, spec in TABLES.items()}
+
+
+def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> Rule:
+    """Validate one raw rule mapping and compile its expressions."""
+    rule_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    problem = _schema_problem(raw)
+    if problem:
+        raise RuleError(source, rule_id, problem)
+    tables = _table_columns()
+    params = dict(raw.get("params", {}))
+    known = set(params)
+
+    def expr(text: Any, what: str, names: Collection[str]) -> Expression:
+        try:
+            return compile_expression(str(text), functions=functions, tables=tables,
+                                      names=names)
+        except ExprError as exc:
+            raise RuleError(source, rule_id, f"{what}: {exc}") from None
+
+    for req in raw.get("requires", []):
+        table, _, column = req.partition(".")
+        if table not in tables or (column and column not in tables[table]):
+            raise RuleError(source, rule_id, f"requires: unknown table or column {req!r}")
+    let: dict[str, Expression] = {}
+    for name, text in raw.get("let", {}).items():
+        if name in known:
+            raise RuleError(source, rule_id, f"let: {name!r} is already a param")
+        let[name] = expr(text, f"let.{name}", known)
+        known.add(name)
+    when = expr(raw["when"], "when", known)
+    impact = expr(raw["impact_us"], "impact_us", known) if "impact_us" in raw else None
+    evidence = None
+    if "evidence" in raw:
+        ev = raw["evidence"]
+        table = ev["from"]
+        if table not in tables:
+            raise RuleError(source, rule_id, f"evidence.from: unknown table {table!r}")
+        cols = set(tables[table])
+        sort = []
+        for key in ev.get("sort", []):
+            col = key.lstrip("+-")
+            sort.append((col, not key.startswith("-")))
+        for col in [*ev["columns"], *(c for c, _ in sort)]:
+            if col not in cols:
+                raise RuleError(source, rule_id,
+                                f"evidence: {table} has no column {col!r}")
+        where = expr(ev["where"], "evidence.where", known | cols) if "where" in ev else None
+        evidence = Evidence(table, tuple(ev["columns"]), where, tuple(sort), ev.get("limit", 10))
+    tune_ops = raw.get("tune_ops")
+    if tune_ops and (evidence is None or tune_ops not in evidence.columns):
+        raise RuleError(source, rule_id, f"tune_ops: {tune_ops!r} is not an evidence column")
+    for key, text in [("message", raw["message"]),
+                      *((f"suggestions[{i}]", s) for i, s in enumerate(raw["suggestions"]))]:
+        problem = check_template(text)
+        if problem:
+            raise RuleError(source, rule_id, f"{key}: {problem}")
+    return Rule(
+        id=raw["id"], name=raw["name"], title=raw["title"], type=raw["type"], when=when,
+        message=raw["message"], suggestions=tuple(raw["suggestions"]), docs=raw["docs"],
+        source=source, group=raw.get("group", "Model Summary"), subtype=raw.get("subtype", ""),
+        severity=raw.get("severity"), tags=tuple(raw.get("tags", ())),
+        requires=tuple(raw.get("requires", ())), params=params, let=let, impact_us=impact,
+        evidence=evidence, tune_ops=tune_ops, raw=raw,
+    )
+
+
+def rule_files(path: Path) -> list[Path]:
+    """The rule files a path stands for: the file itself, or *.yaml/*.yml under a folder."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")
+                      and not p.name.endswith((".case.yaml", ".case.yml")))
+    return [path]
+
+
+def load_rule_file(path: Path, functions: Collection[str]) -> tuple[list[Rule], list[RuleError]]:
+    """Build every rule of a file; one bad rule does not hide the good ones beside it."""
+    rules: list[Rule] = []
+    errors: list[RuleError] = []
+    try:
+        raws = read_rule_documents(path)
+    except RuleError as exc:
+        return [], [exc]
+    for raw in raws:
+        try:
+            rules.append(build_rule(raw, str(path), functions))
+        except RuleError as exc:
+            errors.append(exc)
+    return rules, errors
+
+
+@dataclass
+class RuleSet:
+    """Rules in effect after overrides, with a note of which rule replaced which."""
+
+    rules: dict[str, Rule] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+
+    def add(self, rule: Rule) -> None:
+        old = self.rules.get(rule.id)
+        if old is not None and old.source != rule.source:
+            self.overrides.append(f"{rule.id} from {rule.source} replaces the one in {old.source}")
+        self.rules[rule.id] = rule
+
+
+def load_rules(paths: Iterable[Path],
+               functions: Collection[str]) -> tuple[RuleSet, list[RuleError]]:
+    """Load rules in order (later ids replace earlier); bad files are returned, not raised."""
+    ruleset = RuleSet()
+    errors: list[RuleError] = []
+    for root in paths:
+        if not root.exists():
+            errors.append(RuleError(root, None, "no such file or folder"))
+            continue
+        for path in rule_files(root):
+            rules, problems = load_rule_file(path, functions)
+            for rule in rules:
+                ruleset.add(rule)
+            errors += problems
+    return ruleset, errors

@@ -1,0 +1,73 @@
+"""Vectorised interval arithmetic (union, intersection, clipping) on NumPy arrays.
+
+Overlap of compute and communication is the core of the step breakdown; device timelines hold
+millions of tasks, so everything here is sort + cumulative max, never a Python loop per task.
+An interval set is a pair of float64 arrays (starts, ends), merged = sorted and disjoint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Intervals = tuple[np.ndarray, np.ndarray]
+
+
+def merge(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Union of possibly overlapping intervals as a sorted, disjoint set."""
+    starts = np.asarray(starts, dtype="float64")
+    ends = np.asarray(ends, dtype="float64")
+    keep = ~(np.isnan(starts) | np.isnan(ends)) & (ends > starts)
+    starts, ends = starts[keep], ends[keep]
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    running_end = np.maximum.accumulate(ends)
+    # A new block starts where an interval begins after everything before it has ended.
+    new_block = np.empty(starts.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = starts[1:] > running_end[:-1]
+    block_ids = np.cumsum(new_block) - 1
+    merged_starts = starts[new_block]
+    merged_ends = np.zeros(merged_starts.size)
+    np.maximum.at(merged_ends, block_ids, running_end)
+    return merged_starts, merged_ends
+
+
+def total(intervals: Intervals) -> float:
+    starts, ends = intervals
+    return float(np.sum(ends - starts))
+
+
+def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
+    """The part of a merged set inside [lo, hi]."""
+    starts, ends = intervals
+    first = np.searchsorted(ends, lo, side="right")
+    last = np.searchsorted(starts, hi, side="left")
+    s = np.clip(starts[first:last], lo, hi)
+    e = np.clip(ends[first:last], lo, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """Intersection of two merged sets (two-pointer sweep done with searchsorted)."""
+    a_s, a_e = a
+    b_s, b_e = b
+    if a_s.size == 0 or b_s.size == 0:
+        return np.empty(0), np.empty(0)
+    # For each interval of a, the candidate range of b intervals that may overlap it.
+    lo = np.searchsorted(b_e, a_s, side="right")
+    hi = np.searchsorted(b_s, a_e, side="left")
+    counts = np.maximum(hi - lo, 0)
+    a_idx = np.repeat(np.arange(a_s.size), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    b_idx = np.repeat(lo, counts) + offsets
+    s = np.maximum(a_s[a_idx], b_s[b_idx])
+    e = np.minimum(a_e[a_idx], b_e[b_idx])
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def union(a: Intervals, b: Intervals) -> Intervals:
+    return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))

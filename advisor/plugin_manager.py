@@ -1,0 +1,131 @@
+"""Discovers plugins from the `advisor` entry-point group and calls their hooks safely.
+
+Built-in readers, metric providers and rules are registered through the same entry points a
+third party uses, so the built-ins prove the extension mechanism. A plugin that fails to import,
+fails validation or raises inside a hook is recorded (name, distribution, version, error) and
+skipped; the run goes on with the others.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from advisor import hookspecs
+
+ENTRY_POINT_GROUP = "advisor"
+BLOCK_ENV = "ADVISOR_BLOCK_PLUGINS"
+"""Comma-separated plugin (entry-point) names that must not be loaded."""
+
+
+@dataclass
+class PluginInfo:
+    """What `advisor plugins list` shows about one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    module: str
+    status: str  # loaded | blocked | failed
+    error: str = ""
+
+    def describe(self) -> str:
+        origin = f"{self.distribution} {self.version}".strip()
+        text = f"{self.name} ({origin}) [{self.status}]"
+        return f"{text}: {self.error}" if self.error else text
+
+
+def blocked_names() -> set[str]:
+    return {n.strip() for n in os.environ.get(BLOCK_ENV, "").split(",") if n.strip()}
+
+
+class PluginHost:
+    """Owns the pluggy manager and turns every hook call into a failure-tolerant list."""
+
+    def __init__(self, *, entry_points_group: str | None = ENTRY_POINT_GROUP,
+                 extra: Iterable[tuple[str, object]] = ()) -> None:
+        self.pm = pluggy.PluginManager("advisor")
+        self.pm.add_hookspecs(hookspecs)
+        self.infos: list[PluginInfo] = []
+        blocked = blocked_names()
+        if entry_points_group:
+            for ep in sorted(entry_points(group=entry_points_group), key=lambda e: e.name):
+                self._load(ep, blocked)
+        for name, plugin in extra:
+            self._register(name, plugin, "", "", getattr(plugin, "__name__", name))
+
+    def _load(self, ep: EntryPoint, blocked: set[str]) -> None:
+        dist = ep.dist.name if ep.dist else ""
+        version = ep.dist.version if ep.dist else ""
+        if ep.name in blocked:
+            self.pm.set_blocked(ep.name)
+            self.infos.append(PluginInfo(ep.name, dist, version, ep.value, "blocked",
+                                         f"blocked by {BLOCK_ENV}"))
+            return
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # a third-party import may raise anything
+            self.infos.append(PluginInfo(ep.name, dist, version, ep.value, "failed",
+                                         f"import failed: {type(exc).__name__}: {exc}"))
+            return
+        self._register(ep.name, plugin, dist, version, ep.value)
+
+    def _register(self, name: str, plugin: object, dist: str, version: str, module: str) -> None:
+        try:
+            self.pm.register(plugin, name=name)
+            self.pm.check_pending()
+        except Exception as exc:  # pluggy validation errors, duplicate names
+            if self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)
+            self.infos.append(PluginInfo(name, dist, version, module, "failed",
+                                         f"invalid plugin: {exc}"))
+            return
+        self.infos.append(PluginInfo(name, dist, version, module, "loaded"))
+
+    def _fail(self, name: str, error: str) -> None:
+        for info in self.infos:
+            if info.name == name and info.status == "loaded":
+                info.status = "failed"
+                info.error = error
+
+    def call(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call one hook on every plugin separately; a raising plugin is marked failed."""
+        results = []
+        hook = getattr(self.pm.hook, hook_name)
+        for impl in reversed(hook.get_hookimpls()):  # registration order
+            try:
+                value = impl.function(**{k: kwargs[k] for k in impl.argnames})
+            except Exception as exc:
+                self._fail(impl.plugin_name, f"{hook_name} raised {type(exc).__name__}: {exc}")
+                continue
+            if value is not None:
+                results.append((impl.plugin_name, value))
+        return results
+
+    def failed(self) -> list[PluginInfo]:
+        return [i for i in self.infos if i.status == "failed"]
+
+    def readers(self) -> list[tuple[str, hookspecs.Reader]]:
+        return [(name, r) for name, rs in self.call("advisor_readers") for r in rs]
+
+    def metrics(self) -> list[hookspecs.MetricProvider]:
+        return [m for _, ms in self.call("advisor_metrics") for m in ms]
+
+    def rule_paths(self) -> list[tuple[str, Path]]:
+        return [(name, Path(p)) for name, ps in self.call("advisor_rule_paths") for p in ps]
+
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        merged: dict[str, Callable[..., Any]] = {}
+        for _, funcs in self.call("advisor_functions"):
+            merged.update(funcs)
+        return merged
+
+    def report_sections(self, analysis: Any) -> list[hookspecs.ReportSection]:
+        return [s for _, ss in self.call("advisor_report_sections", analysis=analysis)
+                for s in ss]

@@ -1,0 +1,115 @@
+"""Number formatting and report helpers shared by the HTML and text renderers.
+
+Both renderers must show the same numbers the same way, so every value a person reads goes
+through these functions. Missing values (None, NaN) are shown as an en dash rather than "nan"
+or "None", which read like bugs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MISSING = "–"
+SEVERITIES = ("high", "medium", "low")
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _decimals(x: float) -> int:
+    """Fewer decimals for bigger numbers: about three significant digits, never fewer integers."""
+    ax = abs(x)
+    if ax == 0 or ax >= 100:
+        return 0
+    return 2 if ax < 10 else 1
+
+
+def fmt_us(x: float | None) -> str:
+    """A duration given in µs; switches to ms from 10,000 µs so long times stay short."""
+    if _missing(x):
+        return MISSING
+    if abs(x) >= 10_000:
+        ms = x / 1000
+        return f"{ms:,.{_decimals(ms)}f} ms"
+    return f"{x:,.{_decimals(x)}f} µs"
+
+
+def fmt_pct(ratio: float | None) -> str:
+    """A 0..1 ratio as a percentage; tiny non-zero shares say "<0.1%" instead of "0.0%"."""
+    if _missing(ratio):
+        return MISSING
+    pct = ratio * 100
+    if 0 < abs(pct) < 0.05:
+        return "<0.1%"
+    return f"{pct:.1f}%"
+
+
+def fmt_num(x: Any) -> str:
+    """A plain number with thousands separators; anything else as readable text."""
+    if _missing(x):
+        return MISSING
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        if math.isinf(x):
+            return "∞" if x > 0 else "-∞"
+        if x.is_integer() and abs(x) < 1e15:
+            return f"{int(x):,}"
+        if abs(x) >= 100:
+            return f"{x:,.1f}"
+        return f"{x:.4g}"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, list | tuple):
+        return ", ".join(fmt_num(v) for v in x)
+    return json.dumps(x, default=str, ensure_ascii=False)
+
+
+def fmt_value(name: str, x: Any) -> str:
+    """A named value, using the project's unit conventions: `*_us` are µs, `*ratio` are 0..1."""
+    if isinstance(x, int | float) and not isinstance(x, bool):
+        if name.endswith("_us"):
+            return fmt_us(x)
+        if name.endswith("ratio"):
+            return fmt_pct(x)
+    return fmt_num(x)
+
+
+def findings_by_rank(report: dict) -> list[tuple[str, dict]]:
+    """All findings of a report as (rule type, finding), most important first.
+
+    The engine ranks by impact; ties (which should not happen) fall back to severity, then to
+    impact, so the order is still deterministic.
+    """
+    found = [
+        (group.get("Rule Type", name), finding)
+        for name, groups in report["data"].items()
+        for group in groups
+        for finding in group["result"]
+    ]
+    return sorted(
+        found,
+        key=lambda gf: (
+            gf[1]["rank"],
+            SEVERITIES.index(gf[1]["severity"]),
+            -(gf[1]["impact_us"] or 0),
+        ),
+    )
+
+
+def profile_label(profile: dict) -> str:
+    """Names a profile for people: device, rank and path, whichever are known."""
+    device = profile.get("device_name") or profile.get("device_kind") or ""
+    if profile.get("device_id") not in (None, ""):
+        device = f"{device} #{profile['device_id']}".strip()
+    parts = [device] if device else []
+    if profile.get("rank") is not None:
+        world = profile.get("world_size")
+        parts.append(f"rank {profile['rank']}" + (f"/{world}" if world else ""))
+    parts.append(profile["path"])
+    return " · ".join(parts)

@@ -1,0 +1,300 @@
+"""Self-contained HTML report: one page, no scripts, no external resources.
+
+The page is opened from disk, mailed around and attached to tickets, so it must work offline
+and must be safe to open even though it shows strings from untrusted profiles (op names, paths,
+messages). Every profile string therefore goes through Jinja2 autoescaping; only plugin
+`ReportSection.html`, which comes from trusted code, is inserted as is. Charts are inline SVG
+laid out here in Python, so the template only places shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from advisor.hookspecs import ReportSection
+from advisor.render.format import (
+    MISSING,
+    SEVERITIES,
+    findings_by_rank,
+    fmt_num,
+    fmt_pct,
+    fmt_us,
+    fmt_value,
+    profile_label,
+)
+
+MAX_STEPS = 200
+
+# Step components in drawing order. The device split (compute / exposed comm / idle) explains
+# step time better than the msprof iteration split, so it wins when both are present.
+DEVICE_SPLIT = (
+    ("computing_us", "Computing", "#4c78a8"),
+    ("comm_not_overlapped_us", "Communication (not overlapped)", "#f58518"),
+    ("free_us", "Free (device idle)", "#b8b8b8"),
+)
+ITERATION_SPLIT = (
+    ("fp_bp_us", "Forward + backward", "#4c78a8"),
+    ("grad_refresh_us", "Gradient refresh", "#72b7b2"),
+    ("data_aug_bound_us", "Data augmentation bound", "#e45756"),
+)
+OTHER = ("Other / unattributed", "#e3e3e3")
+UNSPLIT = ("Step time", "#4c78a8")  # when a profile has durations but no breakdown
+
+STEP_CHART = {"width": 1000, "height": 280, "left": 70, "right": 12, "top": 12, "bottom": 44}
+CORE_CHART = {"width": 1000, "row": 30, "label": 180, "value": 250, "top": 6}
+LABEL_CHARS = 22  # longer core type names are shortened in the chart, kept whole in tooltips
+
+
+@cache
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("advisor", "render/templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(us=fmt_us, pct=fmt_pct, num=fmt_num)
+    return env
+
+
+def render_html(
+    reports: list[dict],
+    *,
+    title: str = "advisor report",
+    sections: Sequence[ReportSection] = (),
+) -> str:
+    """One self-contained HTML page for one or more profiles (devices/ranks)."""
+    profiles = [_profile_view(i, report) for i, report in enumerate(reports, start=1)]
+    meta = reports[0].get("advisor", {}) if reports else {}
+    return _environment().get_template("report.html.j2").render(
+        title=title,
+        profiles=profiles,
+        version=meta.get("version", ""),
+        generated_at=meta.get("generated_at", ""),
+        # Plugin HTML is trusted code output: the only markup not escaped on this page.
+        sections=[{"title": s.title, "html": Markup(s.html)} for s in sections],
+    )
+
+
+def _profile_view(index: int, report: dict) -> dict[str, Any]:
+    """Everything the template shows for one profile, with every optional field resolved."""
+    profile = report["profile"]
+    anchor = f"p{index}"
+    summary = report["summary"]
+    findings = findings_by_rank(report)
+    device = profile.get("device_name") or profile["device_kind"]
+    if profile.get("device_id") not in (None, ""):
+        device = f"{device} #{profile['device_id']}"
+    rank = profile.get("rank")
+    return {
+        "anchor": anchor,
+        "label": profile_label(profile),
+        "format": profile["source_format"],
+        "framework": profile["framework"],
+        "device": device or MISSING,
+        "rank": MISSING if rank is None else (
+            f"{rank} of {profile['world_size']}" if profile.get("world_size") else str(rank)
+        ),
+        "path": profile["path"],
+        "files_read": profile["files_read"],
+        "versions": sorted((profile.get("versions") or {}).items()),
+        "total_time_us": summary["total_time_us"],
+        "severity_counts": [(s, summary["by_severity"].get(s, 0)) for s in SEVERITIES],
+        "finding_count": len(findings),
+        "top_title": findings[0][1]["title"] if findings else None,
+        "steps": _step_chart(report["metrics"]["steps"]),
+        "cores": _core_chart(report["metrics"]["core_types"]),
+        "findings": [
+            _finding_view(f"{anchor}-f{n}", group, f)
+            for n, (group, f) in enumerate(findings, start=1)
+        ],
+        "not_applicable": sorted(report["not_applicable"], key=lambda r: r["rule_id"]),
+        "warnings": [_warning_view(w) for w in report["warnings"]],
+        "rule_errors": report["rule_errors"],
+    }
+
+
+def _finding_view(anchor: str, group: str, f: dict) -> dict[str, Any]:
+    evidence = f["evidence"]
+    if evidence is not None:
+        columns = evidence["columns"]
+        evidence = {
+            "table": evidence["table"],
+            "columns": columns,
+            "rows": [
+                [fmt_value(columns[i] if i < len(columns) else "", cell)
+                 for i, cell in enumerate(row)]
+                for row in evidence["rows"]
+            ],
+            "shown": len(evidence["rows"]),
+            "total": evidence["total_rows"],
+        }
+    return {
+        "anchor": anchor,
+        "group": group,
+        "rank": f["rank"],
+        "severity": f["severity"],
+        "title": f["title"],
+        "message": f["message"],
+        "impact_us": f["impact_us"],
+        "impact_ratio": f["impact_ratio"],
+        "measured": [(k, fmt_value(k, v)) for k, v in f["values"].items()],
+        "thresholds": [(k, fmt_value(k, v)) for k, v in f["params"].items()],
+        "suggestions": f["suggestions"],
+        "evidence": evidence,
+        "source": f["source"],
+        "rule_id": f["rule_id"],
+        "rule_name": f["rule_name"],
+    }
+
+
+def _warning_view(w: dict) -> dict[str, str]:
+    line = w.get("line")
+    return {
+        "where": w["file"] if line is None else f"{w['file']}:{line}",
+        "column": w.get("column") or MISSING,
+        "problem": w["problem"],
+        "reader": w.get("reader") or MISSING,
+    }
+
+
+def _number(x: Any) -> float:
+    """Chart arithmetic treats missing components as zero-length segments."""
+    if x is None or isinstance(x, bool) or not isinstance(x, int | float) or math.isnan(x):
+        return 0.0
+    return float(x)
+
+
+def _nice_ticks(top: float, count: int = 4) -> list[float]:
+    """Round axis ticks (1, 2, 2.5, 5 × 10^k) from 0 to at least `top`."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
+
+
+def _tick_label(us: float, in_ms: bool) -> str:
+    """Axis labels share one unit and drop trailing zeros ("0", "50 ms", "2.5 ms")."""
+    if us == 0:
+        return "0"
+    value, unit = (us / 1000, "ms") if in_ms else (us, "µs")
+    return f"{value:,.3f}".rstrip("0").rstrip(".") + f" {unit}"
+
+
+def _step_chart(steps: list[dict]) -> dict[str, Any]:
+    """Stacked bars per step; the bar is the step duration, unexplained time shown as "other"."""
+    total_steps = len(steps)
+    steps = steps[:MAX_STEPS]
+    keys = set().union(*steps) if steps else set()
+    split = DEVICE_SPLIT if keys & {k for k, _, _ in DEVICE_SPLIT} else ITERATION_SPLIT
+    components = [c for c in split if c[0] in keys]
+    rest_label, rest_colour = OTHER if components else UNSPLIT
+
+    c = STEP_CHART
+    plot_w = c["width"] - c["left"] - c["right"]
+    plot_h = c["height"] - c["top"] - c["bottom"]
+    totals = []
+    for s in steps:
+        parts = sum(_number(s.get(k)) for k, _, _ in components)
+        totals.append(_number(s["duration_us"]) or parts)
+    ticks = _nice_ticks(max(totals, default=0))
+    in_ms = ticks[-1] >= 10_000
+    scale = plot_h / ticks[-1]
+    slot = plot_w / max(len(steps), 1)
+    bar_w = max(slot * 0.72, 1.0)
+    label_every = max(1, math.ceil(len(steps) / 25))
+    baseline = c["top"] + plot_h
+
+    bars = []
+    rest_sum = 0.0
+    for i, (s, total) in enumerate(zip(steps, totals, strict=True)):
+        x = c["left"] + i * slot + (slot - bar_w) / 2
+        segments, acc = [], 0.0
+        for key, label, colour in components:
+            value = min(_number(s.get(key)), max(total - acc, 0.0))
+            segments.append((label, colour, value))
+            acc += value
+        if total - acc > total * 1e-3:
+            segments.append((rest_label, rest_colour, total - acc))
+            rest_sum += total - acc
+        rects, y = [], float(baseline)
+        for _, colour, value in segments:
+            h = value * scale
+            if h > 0:
+                y -= h
+                rects.append({"x": round(x, 2), "y": round(y, 2), "w": round(bar_w, 2),
+                              "h": round(h, 2), "fill": colour})
+        tooltip = "; ".join(f"{label} {fmt_us(v)}" for label, _, v in segments)
+        bars.append({
+            "step": fmt_num(s["step"]),
+            "tooltip": f"Step {fmt_num(s['step'])}: {fmt_us(total)}" + (
+                f" ({tooltip})" if tooltip else ""),
+            "rects": rects,
+            "label_x": round(x + bar_w / 2, 2) if i % label_every == 0 else None,
+        })
+
+    legend = [{"label": label, "colour": colour,
+               "mean": fmt_us(sum(_number(s.get(k)) for s in steps) / len(steps))}
+              for k, label, colour in components] if steps else []
+    if rest_sum:
+        legend.append({"label": rest_label, "colour": rest_colour,
+                       "mean": fmt_us(rest_sum / len(steps))})
+    return {
+        "count": total_steps,
+        "shown": len(steps),
+        "bars": bars,
+        "legend": legend,
+        "mean": fmt_us(sum(totals) / len(totals)) if totals else MISSING,
+        "min": fmt_us(min(totals, default=None)),
+        "max": fmt_us(max(totals, default=None)),
+        "ticks": [{"y": round(baseline - t * scale, 2), "label": _tick_label(t, in_ms)}
+                  for t in ticks],
+        "axis": {"x1": c["left"], "x2": c["width"] - c["right"], "y": baseline,
+                 "label_y": baseline + 16, "title_y": c["height"] - 6,
+                 "title_x": c["left"] + plot_w / 2, "tick_x": c["left"] - 6},
+        "width": c["width"],
+        "height": c["height"],
+    }
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _core_chart(core_types: list[dict]) -> dict[str, Any]:
+    """One horizontal bar per core type, longest first, labelled with time and share."""
+    c = CORE_CHART
+    rows = sorted(core_types, key=lambda r: -_number(r["total_us"]))
+    longest = max((_number(r["total_us"]) for r in rows), default=0.0) or 1.0
+    bar_area = c["width"] - c["label"] - c["value"]
+    bars = []
+    for i, r in enumerate(rows):
+        y = c["top"] + i * c["row"]
+        w = max(_number(r["total_us"]) / longest * bar_area, 1.0)
+        bars.append({
+            "name": r["core_type"],
+            "short": _shorten(r["core_type"], LABEL_CHARS),
+            "y": y + 4,
+            "h": c["row"] - 8,
+            "w": round(w, 2),
+            "text_y": y + c["row"] / 2 + 4,
+            "value_x": round(c["label"] + w + 8, 2),
+            "value": f"{fmt_us(r['total_us'])} · {fmt_pct(r['ratio'])} · "
+                     f"{fmt_num(r['count'])} tasks",
+        })
+    return {
+        "bars": bars,
+        "x": c["label"],
+        "label_x": c["label"] - 10,
+        "width": c["width"],
+        "height": c["top"] * 2 + len(rows) * c["row"],
+    }

@@ -1,0 +1,99 @@
+"""Builds the prof_rule-style report dict of one profile and validates it against its schema.
+
+The shape `{"status": 0, "data": {<group>: [{"Rule Type", "Rule Description", "result": [...]}]}}`
+is what msprof's prof_rule_{device}.json consumers expect; every other key is an extension
+they ignore. The schema ships in the package (advisor/schemas/report.schema.json).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from importlib.resources import files
+from typing import Any
+
+import jsonschema
+import pandas as pd
+
+from advisor import __version__
+from advisor.engine.evaluate import SEVERITIES, Evaluation, Finding, profile_time_us, to_plain
+from advisor.engine.rules import Rule
+from advisor.model import Profile
+
+REPORT_SCHEMA: dict[str, Any] = json.loads(
+    files("advisor").joinpath("schemas/report.schema.json").read_text(encoding="utf-8"))
+STEP_COLUMNS = ("fp_bp_us", "grad_refresh_us", "data_aug_bound_us", "reduce_us", "computing_us",
+                "communication_us", "comm_not_overlapped_us", "free_us", "bubble_us")
+
+
+def validate_report(report: dict[str, Any]) -> None:
+    """Raise jsonschema.ValidationError when a report breaks the published schema."""
+    jsonschema.validate(report, REPORT_SCHEMA)
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    rule = f.rule
+    tuning_data: list[Any] | dict[str, Any] = f.tune_ops if rule.tune_ops else dict(f.values)
+    return {
+        "Rule Subtype": rule.subtype or rule.title,
+        "Rule Suggestion": " ".join(f"{i}. {s}" for i, s in enumerate(f.suggestions, 1)),
+        "Tuning Data": tuning_data,
+        "rule_id": rule.id, "rule_name": rule.name, "title": rule.title,
+        "severity": f.severity, "message": f.message, "values": f.values, "params": f.params,
+        "impact_us": f.impact_us, "impact_ratio": f.impact_ratio, "rank": f.rank,
+        "evidence": f.evidence, "suggestions": f.suggestions, "source": rule.source,
+    }
+
+
+def step_metrics(profile: Profile) -> list[dict[str, Any]]:
+    steps = profile.tables.get("steps")
+    if steps is None:
+        return []
+    cols = ["step", "duration_us", *(c for c in STEP_COLUMNS if profile.has("steps", c))]
+    return [{c: to_plain(v) for c, v in zip(cols, row, strict=True)}
+            for row in steps[cols].itertuples(index=False)]
+
+
+def core_type_metrics(profile: Profile) -> list[dict[str, Any]]:
+    """Device time per core type, from device_ops (or op_stats when only statistics exist)."""
+    ops = profile.tables.get("device_ops")
+    if ops is not None and not ops.empty:
+        grouped = ops.groupby("core_type", dropna=False)["duration_us"].agg(["sum", "count"])
+    elif (stats := profile.tables.get("op_stats")) is not None and not stats.empty:
+        grouped = stats.groupby("core_type", dropna=False).agg(
+            sum=("total_us", "sum"), count=("count", "sum"))
+    else:
+        return []
+    total = float(grouped["sum"].sum()) or 1.0
+    grouped = grouped.sort_values("sum", ascending=False)
+    return [{"core_type": "unknown" if pd.isna(k) else str(k), "total_us": float(r["sum"]),
+             "ratio": float(r["sum"]) / total, "count": int(r["count"])}
+            for k, r in grouped.iterrows()]
+
+
+def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) -> dict[str, Any]:
+    data: dict[str, list[dict[str, Any]]] = {}
+    for finding in sorted(evaluation.findings, key=lambda f: f.rank):
+        data.setdefault(finding.rule.group, []).append({
+            "Rule Type": finding.rule.type, "Rule Description": finding.rule.title,
+            "result": [_finding(finding)]})
+    by_severity = {s: sum(f.severity == s for f in evaluation.findings) for s in SEVERITIES}
+    meta = profile.meta.to_dict()
+    meta["tables"] = {name: len(df) for name, df in profile.tables.items()}
+    return {
+        "status": 0,
+        "data": data,
+        "advisor": {"version": __version__,
+                    "generated_at": datetime.now(UTC).isoformat(timespec="seconds")},
+        "profile": meta,
+        "summary": {"findings": len(evaluation.findings), "by_severity": by_severity,
+                    "total_time_us": profile_time_us(profile)},
+        "metrics": {"steps": step_metrics(profile), "core_types": core_type_metrics(profile)},
+        "not_applicable": [{"rule_id": r.id, "rule_name": r.name, "title": r.title,
+                            "missing": missing} for r, missing in evaluation.not_applicable],
+        "warnings": [w.to_dict() for w in profile.warnings],
+        "rules": {r.id: {"source": r.source, "params": evaluation.params.get(r.id, {}),
+                         "outcome": evaluation.outcomes.get(r.id, "not_applicable")}
+                  for r in rules},
+        "rule_errors": [{"rule_id": r.id, "problem": p} for r, p in evaluation.errors],
+    }

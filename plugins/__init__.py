@@ -1,0 +1,1 @@
+"""Built-in advisor plugins (readers, metric providers), registered through entry points."""

@@ -1,0 +1,1 @@
+"""Built-in YAML rule pack, shipped as package data."""

@@ -1,0 +1,330 @@
+"""HTML and text rendering of reports: ranking, escaping, self-containment, charts, wrapping."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from html.parser import HTMLParser
+from importlib import resources
+
+import jsonschema
+import pytest
+
+from advisor.hookspecs import ReportSection
+from advisor.render.format import fmt_num, fmt_pct, fmt_us, fmt_value
+from advisor.render.html import MAX_STEPS, render_html
+from advisor.render.text import render_text
+
+SCHEMA = json.loads(resources.files("advisor").joinpath("schemas/report.schema.json").read_text())
+
+PAYLOADS = (
+    "<script>alert(1)</script>",
+    '"onmouseover="x',
+    "</style>",
+    "javascript:alert(1)",
+)
+HOSTILE = " ".join(PAYLOADS)
+
+
+def valid(report: dict) -> dict:
+    """Keeps hand-built test data honest: every report must match the published schema."""
+    jsonschema.validate(report, SCHEMA)
+    return report
+
+
+def minimal_report(path: str = "/data/prof_empty") -> dict:
+    return valid({
+        "status": 0,
+        "data": {},
+        "advisor": {"version": "0.1.0", "generated_at": "2024-05-01T12:00:00Z"},
+        "profile": {
+            "source_format": "msprof", "path": path, "framework": "pytorch",
+            "device_kind": "npu", "files_read": [],
+        },
+        "summary": {"findings": 0, "by_severity": {}, "total_time_us": None},
+        "metrics": {"steps": [], "core_types": []},
+        "not_applicable": [],
+        "warnings": [],
+        "rules": {},
+        "rule_errors": [],
+    })
+
+
+def finding(rank: int, severity: str, title: str, impact_us: float, **extra: object) -> dict:
+    f = {
+        "Rule Subtype": title, "Rule Suggestion": "try this", "Tuning Data": [],
+        "rule_id": f"R{rank:03d}", "rule_name": f"rule_{rank}", "title": title,
+        "severity": severity, "message": f"{title} costs time.", "values": {}, "params": {},
+        "impact_us": impact_us, "impact_ratio": impact_us / 100_000, "rank": rank,
+        "evidence": None, "suggestions": [f"fix {title.lower()}"], "source": "rules/x.yaml",
+    }
+    f.update(extra)
+    return f
+
+
+def full_report() -> dict:
+    """Two findings stored out of rank order, with evidence, skipped rules and warnings."""
+    report = copy.deepcopy(minimal_report("/data/prof_run"))
+    report["profile"].update(device_name="Ascend910B", device_id="3", rank=3, world_size=8,
+                             files_read=["op_summary_0.csv", "step_trace_0.csv"])
+    second = finding(
+        2, "medium", "Small operators dominate", 4_000.0,
+        message="Many tiny ops " + HOSTILE,
+        values={"small_op_ratio": 0.42, HOSTILE: 1},
+        params={"max_ratio": 0.3},
+    )
+    first = finding(
+        1, "high", "AI CPU operators on the critical path", 23_456.0,
+        message=(
+            "AI CPU operators took a long share of every step; moving them to AI Core kernels "
+            "or replacing them with equivalent supported operators would shorten each step."
+        ),
+        values={"aicpu_us": 23_456.0, "aicpu_ratio": 0.2346},
+        params={"max_aicpu_ratio": 0.05},
+        suggestions=["Replace the AI CPU ops listed in the evidence.", "Check dtypes."],
+        evidence={
+            "table": "device_ops",
+            "columns": ["name", "duration_us", "count"],
+            "rows": [[p, 1234.5, 3] for p in PAYLOADS],
+            "total_rows": 17,
+        },
+    )
+    report["data"] = {
+        "operator": [{"Rule Type": "operator", "Rule Description": "op rules", "result": [second]}],
+        "computation": [
+            {"Rule Type": "computation", "Rule Description": "compute rules", "result": [first]}
+        ],
+    }
+    report["summary"] = {"findings": 2, "by_severity": {"high": 1, "medium": 1, "low": 0},
+                         "total_time_us": 1_000_000.0}
+    report["metrics"] = {
+        "steps": [
+            {"step": n, "duration_us": 100_000.0, "fp_bp_us": 70_000.0,
+             "grad_refresh_us": 20_000.0, "data_aug_bound_us": 5_000.0}
+            for n in (1, 2, 3)
+        ],
+        "core_types": [
+            {"core_type": "AI_CORE", "total_us": 600_000.0, "ratio": 0.6, "count": 1200},
+            {"core_type": HOSTILE, "total_us": 400_000.0, "ratio": 0.4, "count": 80},
+        ],
+    }
+    report["not_applicable"] = [
+        {"rule_id": "R900", "rule_name": "comm_slow", "title": "Slow communication",
+         "missing": ["comm_ops.bandwidth_gbps"]},
+        {"rule_id": "R901", "rule_name": "queue_empty", "title": "Empty queues",
+         "missing": [HOSTILE]},
+    ]
+    report["warnings"] = [
+        {"file": f"op_summary_{HOSTILE}.csv", "line": 12, "column": "Task Duration(us)",
+         "problem": f"not a number: {HOSTILE}", "reader": "msprof"},
+    ]
+    report["rules"] = {"R001": {"source": "rules/x.yaml", "params": {}, "outcome": "fired"}}
+    return valid(report)
+
+
+class _Collector(HTMLParser):
+    """Every tag and attribute the browser would see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def parse(page: str) -> list[tuple[str, dict[str, str | None]]]:
+    collector = _Collector()
+    collector.feed(page)
+    return collector.tags
+
+
+# --- formatting -----------------------------------------------------------------------------
+
+
+def test_formatting_helpers() -> None:
+    assert fmt_us(None) == fmt_us(float("nan")) == fmt_pct(None) == fmt_num(float("nan")) == "–"
+    assert fmt_us(0) == "0 µs"
+    assert fmt_us(3.14159) == "3.14 µs"
+    assert fmt_us(1234) == "1,234 µs"
+    assert fmt_us(9_999) == "9,999 µs"
+    assert fmt_us(12_345) == "12.3 ms"
+    assert fmt_us(1_234_567) == "1,235 ms"
+    assert fmt_pct(0.1523) == "15.2%"
+    assert fmt_pct(0.0001) == "<0.1%"
+    assert fmt_num(1234567) == "1,234,567"
+    assert fmt_value("aicpu_ratio", 0.25) == "25.0%"
+    assert fmt_value("wait_us", 20_000) == "20.0 ms"
+    assert fmt_value("count", 3.0) == "3"
+
+
+# --- HTML -----------------------------------------------------------------------------------
+
+
+def test_html_findings_in_rank_order_with_details() -> None:
+    page = render_html([full_report()])
+    first = page.index("AI CPU operators on the critical path")
+    second = page.index("Small operators dominate")
+    assert first < second
+    assert "23.5 ms" in page and "23.5%" in page  # impact in ms and % of step time
+    assert "showing 4 of 17 rows" in page
+    assert "Replace the AI CPU ops listed in the evidence." in page
+    assert "max_aicpu_ratio" in page and "5.0%" in page  # thresholds next to measured values
+    for heading in ("Rules not applicable", "Reader warnings", "Step breakdown",
+                    "Time by core type"):
+        assert heading in page
+    assert "R900" in page and "comm_ops.bandwidth_gbps" in page
+    assert "Rule errors" not in page  # only shown when there are some
+    assert "Ascend910B #3" in page and "rank 3/8" in page
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_html_escapes_profile_strings(payload: str) -> None:
+    page = render_html([full_report()], title=payload)
+    escaped = (payload.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+               .replace('"', "&#34;").replace("'", "&#39;"))
+    assert escaped in page
+    if escaped != payload:
+        assert payload not in page.replace("</style>", "", 1)  # the page's own </style> aside
+    tags = parse(page)
+    assert not [t for t, _ in tags if t in {"script", "iframe", "object", "embed", "img"}]
+    attrs = {k: v or "" for _, a in tags for k, v in a.items()}
+    assert not [k for k in attrs if k.startswith("on")]
+    links = [a[k] or "" for _, a in tags for k in ("href", "src") if k in a]
+    assert links and all(link.startswith("#") for link in links)
+
+
+def test_html_only_closes_style_once() -> None:
+    page = render_html([full_report()])
+    assert page.count("</style>") == 1
+    assert page.count("<script") == 0
+
+
+def test_html_is_self_contained() -> None:
+    page = render_html([full_report(), minimal_report()])
+    assert "http://" not in page and "https://" not in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?//""", page)
+    assert (
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">" in page
+    )
+    assert "<link" not in page and "@import" not in page
+
+
+def test_html_charts_have_one_bar_per_step_and_core_type() -> None:
+    page = render_html([full_report()])
+    assert page.count('class="step-bar"') == 3
+    assert page.count('class="core-bar"') == 2
+    for n in (1, 2, 3):
+        assert f'data-step="{n}"' in page
+    for label in ("Forward + backward", "Gradient refresh", "Data augmentation bound"):
+        assert label in page  # legend
+    assert "Other / unattributed" in page  # 5 ms of each 100 ms step is unexplained
+
+
+def test_html_prefers_device_split_and_limits_long_runs() -> None:
+    report = full_report()
+    report["metrics"]["steps"] = [
+        {"step": n, "duration_us": 1000.0, "computing_us": 600.0,
+         "comm_not_overlapped_us": 300.0, "free_us": 100.0, "fp_bp_us": 900.0}
+        for n in range(250)
+    ]
+    page = render_html([valid(report)])
+    assert page.count('class="step-bar"') == MAX_STEPS
+    assert f"Showing the first {MAX_STEPS} of 250 steps." in page
+    assert "Communication (not overlapped)" in page
+    assert "Forward + backward" not in page
+    assert "Other / unattributed" not in page
+
+
+def test_html_empty_report() -> None:
+    page = render_html([minimal_report()])
+    assert "No problems found" in page
+    assert "no step data" in page
+    assert 'class="step-bar"' not in page and 'class="core-bar"' not in page
+
+
+def test_html_overview_lists_every_profile() -> None:
+    page = render_html([full_report(), minimal_report("/data/other_rank")])
+    header = page[: page.index('<section class="profile"')]
+    assert 'href="#p1"' in header and 'href="#p2"' in header
+    assert "/data/prof_run" in header and "/data/other_rank" in header
+    assert page.count('<section class="profile"') == 2
+
+
+def test_html_fifty_findings_get_a_ranking_table() -> None:
+    report = full_report()
+    report["data"] = {"many": [{"Rule Type": "many", "Rule Description": "", "result": [
+        finding(n, "low", f"Finding number {n}", 1000.0 / n) for n in range(50, 0, -1)
+    ]}]}
+    page = render_html([valid(report)])
+    ranking = page[page.index('<table class="ranking">'):]
+    positions = [ranking.index(f">Finding number {n}<") for n in range(1, 51)]
+    assert positions == sorted(positions)
+    assert page.count('<article class="finding') == 50
+
+
+def test_html_rule_errors_and_plugin_sections() -> None:
+    report = full_report()
+    report["rule_errors"] = [{"rule_id": "R777", "problem": "division by zero"}]
+    sections = [ReportSection(title="Trace <b>x</b>", html='<div class="plugin-x">ok</div>')]
+    page = render_html([valid(report)], sections=sections)
+    assert "Rule errors" in page and "division by zero" in page
+    assert '<div class="plugin-x">ok</div>' in page  # trusted plugin HTML kept as is
+    assert "Trace &lt;b&gt;x&lt;/b&gt;" in page  # but its title is escaped
+    assert page.index("plugin-x") > page.index("Reader warnings")
+
+
+# --- text -----------------------------------------------------------------------------------
+
+
+def test_text_ranked_summary() -> None:
+    out = render_text([full_report()], width=80)
+    assert "AI CPU operators on the critical path" in out
+    assert "23.5 ms (23.5%)" in out
+    assert out.index("AI CPU operators") < out.index("Small operators dominate")
+    assert "→ Replace the AI CPU ops" in out
+    assert "Check dtypes." not in out  # only the first suggestion
+    assert "2 rules not applicable (use --format html or json for details)" in out
+    assert "1 reader warning (use --format html or json for details)" in out
+    assert "Ascend910B #3 · rank 3/8 · /data/prof_run (msprof)" in out
+    assert "\x1b[" not in out
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_text_wrapped_to_width(width: int) -> None:
+    out = render_text([full_report()], width=width)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert len([line for line in lines if "AI CPU operators" in line]) >= 1
+    message_lines = [line for line in lines if line.strip().startswith(("AI CPU", "or replacing"))]
+    assert message_lines  # the long message spans several lines
+
+
+def test_text_limits_findings_and_colours() -> None:
+    out = render_text([full_report()], max_findings=1)
+    assert "Small operators dominate" not in out
+    assert "1 more finding" in out
+    coloured = render_text([full_report()], color=True)
+    assert "\x1b[" in coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == render_text([full_report()])
+
+
+def test_text_neutralises_control_characters() -> None:
+    report = full_report()
+    first = report["data"]["computation"][0]["result"][0]
+    first["title"] = "evil\x1b[2J title"
+    first["message"] = "bell\x07 and\ttab"
+    out = render_text([valid(report)])
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\ufffd[2J title" in out
+    assert "bell\ufffd and tab" in out
+
+
+def test_text_no_problems() -> None:
+    out = render_text([minimal_report(), full_report()])
+    blocks = out.split("\n\n")
+    assert "No problems found" in blocks[0]
+    assert "No problems found" not in blocks[1]
+    assert "not applicable" not in blocks[0]

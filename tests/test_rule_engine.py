@@ -1,0 +1,184 @@
+"""Rule loading (schema, YAML safety, expression checks) and evaluation semantics."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from advisor.engine.evaluate import evaluate, severity_from_share
+from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.rules import load_rule_file, load_rules
+from advisor.model import Profile, ProfileMeta, conform
+
+GOOD_RULE = """
+id: TEAM-001
+name: long-steps
+title: Steps are long
+type: Model Bottleneck Analysis
+requires: [steps.duration_us]
+params:
+  max_us: 100
+let:
+  mean_us: mean(steps.duration_us)
+when: mean_us > max_us
+impact_us: sum(steps.duration_us) - max_us * rows(steps)
+evidence:
+  from: steps
+  where: duration_us > max_us
+  sort: [-duration_us]
+  columns: [step, duration_us]
+message: "Mean step {{ mean_us|us }} above {{ max_us|num }} µs; worst step {{ evidence[0].step }}."
+suggestions: ["Make steps shorter than {{ max_us }} µs."]
+docs: Checks that the mean step time stays below a limit.
+"""
+
+
+def write_rule(tmp_path: Path, text: str, name: str = "rule.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def load_one(path: Path):
+    rules, errors = load_rule_file(path, BUILTIN_FUNCTIONS)
+    return rules, errors
+
+
+def steps_profile(durations: list[float]) -> Profile:
+    start = pd.Series(range(len(durations)), dtype="float64") * 1000.0
+    df = pd.DataFrame({"step": range(1, len(durations) + 1), "start_us": start,
+                       "end_us": start + durations, "duration_us": durations})
+    return Profile(ProfileMeta("test", "mem"), {"steps": conform("steps", df)})
+
+
+def test_good_rule_loads_and_fires_with_evidence_ranked(tmp_path):
+    rules, errors = load_one(write_rule(tmp_path, GOOD_RULE))
+    assert errors == [] and [r.id for r in rules] == ["TEAM-001"]
+    result = evaluate(steps_profile([50, 400, 300]), rules, functions=BUILTIN_FUNCTIONS)
+    (finding,) = result.findings
+    assert finding.values["mean_us"] == pytest.approx(250.0)
+    assert finding.impact_us == pytest.approx(750 - 300)
+    assert finding.evidence["rows"] == [[2, 400.0], [3, 300.0]]
+    assert finding.evidence["total_rows"] == 2
+    assert "worst step 2" in finding.message
+    assert finding.suggestions == ["Make steps shorter than 100 µs."]
+    assert result.outcomes == {"TEAM-001": "fired"}
+
+
+def test_rule_does_not_fire_below_threshold(tmp_path):
+    rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
+    result = evaluate(steps_profile([50, 60]), rules, functions=BUILTIN_FUNCTIONS)
+    assert result.findings == [] and result.outcomes["TEAM-001"] == "passed"
+
+
+def test_param_override_changes_outcome(tmp_path):
+    rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
+    result = evaluate(steps_profile([50, 400, 300]), rules, functions=BUILTIN_FUNCTIONS,
+                      overrides={"TEAM-001": {"max_us": 1000}})
+    assert result.findings == []
+    assert result.params["TEAM-001"] == {"max_us": 1000}
+
+
+def test_missing_table_is_not_applicable_with_name(tmp_path):
+    rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
+    profile = Profile(ProfileMeta("test", "mem"), {})
+    result = evaluate(profile, rules, functions=BUILTIN_FUNCTIONS)
+    ((rule, missing),) = result.not_applicable
+    assert rule.id == "TEAM-001" and "steps.duration_us" in missing
+
+
+def test_all_nan_column_counts_as_missing(tmp_path):
+    rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
+    profile = steps_profile([1.0, 2.0])
+    profile.tables["steps"]["duration_us"] = float("nan")
+    result = evaluate(profile, rules, functions=BUILTIN_FUNCTIONS)
+    assert result.outcomes["TEAM-001"] == "not_applicable"
+
+
+def test_severity_from_impact_share():
+    assert severity_from_share(0.05) == "high"
+    assert severity_from_share(0.049) == "medium"
+    assert severity_from_share(0.03) == "medium"
+    assert severity_from_share(0.029) == "low"
+    assert severity_from_share(None) == "low"
+
+
+def test_findings_ranked_by_impact(tmp_path):
+    second = GOOD_RULE.replace("TEAM-001", "TEAM-002").replace("long-steps", "long-steps-b")
+    second = second.replace("- max_us * rows(steps)", "- 10 * max_us * rows(steps) + 5000")
+    path = write_rule(tmp_path, GOOD_RULE + "\n---\n" + second)
+    rules, errors = load_one(path)
+    assert errors == []
+    result = evaluate(steps_profile([50, 400, 300]), rules, functions=BUILTIN_FUNCTIONS)
+    assert [f.rule.id for f in result.findings] == ["TEAM-002", "TEAM-001"]
+    assert [f.rank for f in result.findings] == [1, 2]
+
+
+def test_runtime_error_is_isolated_to_its_rule(tmp_path):
+    bad = GOOD_RULE.replace("TEAM-001", "TEAM-009").replace("long-steps", "bad-steps")
+    bad = bad.replace("when: mean_us > max_us", "when: steps.duration_us > max_us")
+    rules, _ = load_one(write_rule(tmp_path, GOOD_RULE + "\n---\n" + bad))
+    result = evaluate(steps_profile([50, 400]), rules, functions=BUILTIN_FUNCTIONS)
+    assert result.outcomes == {"TEAM-001": "fired", "TEAM-009": "error"}
+    assert "any()" in result.errors[0][1]
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (("docs:", "colour: red\ndocs:"), "Additional properties are not allowed ('colour'"),
+    (("type: Model", "severity: critical\ntype: Model"), "severity: 'critical' is not one of"),
+    (("when: mean_us > max_us", "when: steps.__class__"), "when:"),
+    (("when: mean_us > max_us", "when: mean_us.real > 0"), "attribute access"),
+    (("when: mean_us > max_us", "when: undefined_thing > 1"), "undefined_thing"),
+    (("when: mean_us > max_us", "when: __import__('os')"), "when:"),
+    (("columns: [step, duration_us]", "columns: [step, no_such]"), "no column 'no_such'"),
+    (("requires: [steps.duration_us]", "requires: [steps.bogus]"), "steps.bogus"),
+    (("message: \"Mean", "message: \"{{ broken"), "message: invalid template"),
+])
+def test_invalid_rules_are_rejected_with_file_and_id(tmp_path, change, expected):
+    path = write_rule(tmp_path, GOOD_RULE.replace(*change))
+    rules, errors = load_one(path)
+    assert rules == []
+    (error,) = errors
+    assert str(path) in str(error) and "TEAM-001" in str(error)
+    assert expected in str(error)
+
+
+def test_duplicate_yaml_keys_rejected(tmp_path):
+    path = write_rule(tmp_path, GOOD_RULE + "title: again\n")
+    _, (error,) = load_one(path)
+    assert "duplicate key 'title'" in str(error)
+
+
+def test_yaml_python_tags_never_construct_objects(tmp_path):
+    marker = tmp_path / "pwned"
+    path = write_rule(tmp_path, f"!!python/object/apply:os.system ['touch {marker}']\n")
+    _, (error,) = load_one(path)
+    assert "invalid YAML" in str(error)
+    assert not marker.exists()
+
+
+def test_one_bad_rule_does_not_hide_good_neighbours(tmp_path):
+    bad = GOOD_RULE.replace("TEAM-001", "TEAM-002").replace("severity", "x") \
+        .replace("type: Model", "severity: nope\ntype: Model")
+    rules, errors = load_one(write_rule(tmp_path, GOOD_RULE + "\n---\n" + bad))
+    assert [r.id for r in rules] == ["TEAM-001"] and len(errors) == 1
+
+
+def test_later_rule_with_same_id_overrides(tmp_path):
+    first = write_rule(tmp_path, GOOD_RULE, "a.yaml")
+    second = write_rule(tmp_path, GOOD_RULE.replace("Steps are long", "Team version"), "b.yaml")
+    ruleset, errors = load_rules([first, second], BUILTIN_FUNCTIONS)
+    assert errors == []
+    assert ruleset.rules["TEAM-001"].title == "Team version"
+    assert "TEAM-001" in ruleset.overrides[0] and "b.yaml" in ruleset.overrides[0]
+
+
+def test_message_template_cannot_reach_python_internals(tmp_path):
+    text = GOOD_RULE.replace('message: "Mean', 'message: "{{ max_us.__class__.__mro__ }} Mean')
+    rules, errors = load_one(write_rule(tmp_path, text))
+    assert errors == []
+    (finding,) = evaluate(steps_profile([500]), rules, functions=BUILTIN_FUNCTIONS).findings
+    assert "<class" not in finding.message and "template error" in finding.message
