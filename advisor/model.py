@@ -183,7 +183,8 @@ class ReaderWarning:
         where = self.file
         if self.line is not None:
             where += f":{self.line}"
-        col = f" (column {self.column!r})" if self.column else ""
+        named = self.column is None or repr(self.column) in self.problem
+        col = "" if named else f" (column {self.column!r})"
         return f"{where}: {self.problem}{col}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,7 +247,11 @@ class Profile:
 
     def warn(self, file: str | Path, problem: str, *, line: int | None = None,
              column: str | None = None, reader: str = "") -> None:
-        self.warnings.append(ReaderWarning(str(file), problem, line, column, reader))
+        """Record a problem; a file path relative to the profile is made whole for the user."""
+        path = Path(file)
+        if not path.is_absolute() and not str(file).startswith("<"):
+            path = Path(self.meta.path) / path
+        self.warnings.append(ReaderWarning(str(path), problem, line, column, reader))
 
 
 def conform(table: str, df: pd.DataFrame) -> pd.DataFrame:

@@ -7,13 +7,9 @@ genuine raw-export timeline sample in shared/fixtures/cann_timeline.
 from __future__ import annotations
 
 import csv
-import importlib
-import importlib.util
 import os
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -29,6 +25,7 @@ from advisor.io import (
     to_numbers,
 )
 from advisor.model import TABLES
+from advisor_plugins import msprof
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "msprof"
@@ -41,23 +38,6 @@ REAL = (ROOT / ".." / "shared" / "fixtures" / "cann_timeline"
 SMALL_OP_SUMMARY = "mindstudio_profiler_output/op_summary_20260105093512.csv"
 
 
-def _reader_module() -> ModuleType:
-    """`advisor_plugins.msprof`, also from a checkout where the package is not installed."""
-    try:
-        return importlib.import_module("advisor_plugins.msprof")
-    except ModuleNotFoundError as exc:
-        if exc.name != "advisor_plugins":
-            raise
-    spec = importlib.util.spec_from_file_location(
-        "advisor_plugins", ROOT / "plugins" / "__init__.py",
-        submodule_search_locations=[str(ROOT / "plugins")])
-    package = importlib.util.module_from_spec(spec)
-    sys.modules["advisor_plugins"] = package
-    spec.loader.exec_module(package)
-    return importlib.import_module("advisor_plugins.msprof")
-
-
-msprof = _reader_module()
 
 
 def read(path: Path) -> list:
@@ -76,8 +56,13 @@ def copy_fixture(src: Path, tmp_path: Path) -> Path:
     return dst
 
 
+def relative(warning, profile) -> str:
+    """The warned file relative to the profile folder (warnings carry the whole path)."""
+    return Path(warning.file).relative_to(profile.meta.path).as_posix()
+
+
 def problems(profile) -> list[tuple[str, str]]:
-    return [(w.file, w.problem) for w in profile.warnings]
+    return [(relative(w, profile), w.problem) for w in profile.warnings]
 
 
 def assert_contract(profile) -> None:
@@ -256,7 +241,7 @@ def test_multidev_two_profiles_slices_and_newest_export() -> None:
     assert stats.loc[("MatMulV2", "AI_CORE"), "count"] == 940
     assert "device_0/summary/op_statistic_0_1_1_20250610120511.csv" in dev0.meta.files_read
     (warning,) = dev0.warnings
-    assert warning.file == "device_0/summary/op_statistic_0_1_1_20250610115002.csv"
+    assert relative(warning, dev0) == "device_0/summary/op_statistic_0_1_1_20250610115002.csv"
     assert "older export of op_statistic" in warning.problem
     assert dev1.warnings == []
 
@@ -372,7 +357,7 @@ def test_truncated_task_time_json_falls_back_to_msprof_json(tmp_path: Path) -> N
     path.write_bytes(data[:len(data) // 2])
     profile = read_one(prof)
     (warning,) = profile.warnings
-    assert warning.file == "device_0/timeline/task_time_0_2_1.json"
+    assert relative(warning, profile) == "device_0/timeline/task_time_0_2_1.json"
     assert warning.problem.startswith("truncated JSON")
     assert warning.reader == "msprof"
     counts = profile.tables["device_ops"]["core_type"].value_counts()
@@ -390,7 +375,7 @@ def test_op_summary_without_task_duration(tmp_path: Path) -> None:
         csv.writer(fh).writerows([r[:drop] + r[drop + 1:] for r in rows])
     profile = read_one(prof)
     (warning,) = profile.warnings
-    assert (warning.file, warning.problem, warning.column) == (
+    assert (relative(warning, profile), warning.problem, warning.column) == (
         SMALL_OP_SUMMARY, "missing column 'Task Duration(us)'", "Task Duration(us)")
     assert "device_ops" not in profile.tables
     assert {"steps", "op_stats", "host_ops"} <= set(profile.tables)
@@ -407,10 +392,10 @@ def test_text_in_numeric_column(tmp_path: Path) -> None:
     path.write_text("".join(lines))
     profile = read_one(prof)
     (warning,) = profile.warnings
-    assert (warning.file, warning.line, warning.column) == (
+    assert (relative(warning, profile), warning.line, warning.column) == (
         SMALL_OP_SUMMARY, 4, "Task Duration(us)")
     assert warning.problem == "2 cells are not numbers (first: 'abc')"
-    assert str(warning) == (f"{SMALL_OP_SUMMARY}:4: 2 cells are not numbers (first: 'abc') "
+    assert str(warning) == (f"{prof / SMALL_OP_SUMMARY}:4: 2 cells are not numbers (first: 'abc') "
                             "(column 'Task Duration(us)')")
     ops = profile.tables["device_ops"]
     assert ops["duration_us"].isna().sum() == 2 and len(ops) == 36
@@ -427,7 +412,8 @@ def test_unreadable_file(tmp_path: Path) -> None:
             assert profile.warnings == [] and "op_stats" in profile.tables
         else:
             (warning,) = profile.warnings
-            assert warning.file == "mindstudio_profiler_output/op_statistic_20260105093512.csv"
+            assert (relative(warning, profile)
+                    == "mindstudio_profiler_output/op_statistic_20260105093512.csv")
             assert warning.problem.startswith("cannot read file")
             assert "op_stats" not in profile.tables
         assert {"steps", "device_ops", "host_ops"} <= set(profile.tables)

@@ -1,0 +1,54 @@
+"""Interval arithmetic checked against a brute-force 1-µs bitmap."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor import intervals
+
+span = st.tuples(st.integers(0, 200), st.integers(0, 50)).map(lambda t: (t[0], t[0] + t[1]))
+spans = st.lists(span, max_size=30)
+
+
+def bitmap(pairs: list[tuple[int, int]]) -> np.ndarray:
+    cover = np.zeros(260, dtype=bool)
+    for s, e in pairs:
+        cover[s:e] = True
+    return cover
+
+
+def as_set(pairs: list[tuple[int, int]]) -> intervals.Intervals:
+    arr = np.array(pairs, dtype="float64").reshape(-1, 2)
+    return intervals.merge(arr[:, 0], arr[:, 1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans)
+def test_merge_total_equals_bitmap(pairs):
+    merged = as_set(pairs)
+    assert intervals.total(merged) == bitmap(pairs).sum()
+    starts, ends = merged
+    assert np.all(starts[1:] > ends[:-1])  # disjoint and sorted
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans, spans)
+def test_intersect_and_union_equal_bitmap(a, b):
+    inter = intervals.intersect(as_set(a), as_set(b))
+    assert intervals.total(inter) == (bitmap(a) & bitmap(b)).sum()
+    assert intervals.total(intervals.union(as_set(a), as_set(b))) == (bitmap(a) | bitmap(b)).sum()
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans, st.integers(0, 250), st.integers(0, 250))
+def test_clip_equals_bitmap_window(pairs, lo, hi):
+    lo, hi = min(lo, hi), max(lo, hi)
+    clipped = intervals.clip(as_set(pairs), lo, hi)
+    assert intervals.total(clipped) == bitmap(pairs)[lo:hi].sum()
+
+
+def test_nan_and_empty_intervals_are_ignored():
+    merged = intervals.merge(np.array([0.0, np.nan, 5.0]), np.array([2.0, 3.0, 5.0]))
+    assert intervals.total(merged) == 2.0

@@ -1,0 +1,80 @@
+"""Step breakdown numbers against values computed by hand from the fixtures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import advisor
+from advisor.derive import derive
+from advisor.model import Profile, ProfileMeta, conform
+from advisor_plugins.step_metrics import PROVIDERS
+
+ROOT = Path(__file__).parents[1]
+SMALL = ROOT / "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"
+REAL = ROOT / "../shared/fixtures/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
+
+
+@pytest.fixture(scope="module")
+def small():
+    (analysis,) = advisor.analyze(SMALL).analyses
+    return analysis
+
+
+def test_small_fixture_step_breakdown_by_hand(small):
+    steps = small.tables["steps"].set_index("step")
+    # Step 1, window [0, 8000]: Conv2D 200 + MatMulV2 100 + GatherV2 10 + SoftmaxV2 50
+    # + LayerNorm 30 = 390 µs of compute; all-reduce 800 + 600 = 1400 µs, not overlapped.
+    assert steps.loc[1, "computing_us"] == pytest.approx(390)
+    assert steps.loc[1, "communication_us"] == pytest.approx(1400)
+    assert steps.loc[1, "comm_not_overlapped_us"] == pytest.approx(1400)
+    assert steps.loc[1, "free_us"] == pytest.approx(8000 - 390 - 1400)
+    # Step 2, window [9000, 17000]: 200 + 100 + 25 + 50 + 30 + 240 = 645 µs of compute.
+    assert steps.loc[2, "computing_us"] == pytest.approx(645)
+    assert steps.loc[2, "free_us"] == pytest.approx(8000 - 645 - 1400)
+    # Step 5: 200 + 100 + 40 + 50 + 30 = 420 compute, one 1000 µs all-reduce.
+    assert steps.loc[5, "computing_us"] == pytest.approx(420)
+    assert steps.loc[5, "communication_us"] == pytest.approx(1000)
+
+
+def test_small_fixture_report_metrics(small):
+    metrics = small.metrics
+    assert [s["step"] for s in metrics["steps"]] == [1, 2, 3, 4, 5]
+    assert metrics["steps"][2]["grad_refresh_us"] == pytest.approx(2500)
+    cores = {c["core_type"]: c for c in metrics["core_types"]}
+    assert cores["AI_CORE"]["total_us"] == pytest.approx(1500)
+    assert cores["AI_VECTOR_CORE"]["total_us"] == pytest.approx(400)
+    assert cores["AI_CPU"]["count"] == 5
+    # total time = wall-clock span of the steps: FP start of step 1 to end of step 5
+    assert small.report["summary"]["total_time_us"] == pytest.approx(48_500)
+
+
+def test_overlapped_communication_is_hidden():
+    ops = pd.DataFrame({
+        "name": ["mm", "ar", "add"], "core_type": ["AI_CORE", "COMMUNICATION", "AI_VECTOR_CORE"],
+        "category": ["compute", "communication", "compute"],
+        "start_us": [0.0, 50.0, 200.0], "duration_us": [100.0, 100.0, 50.0]})
+    steps = pd.DataFrame({"step": [1], "start_us": [0.0], "end_us": [300.0],
+                          "duration_us": [300.0]})
+    profile = Profile(ProfileMeta("t", "mem"), {"device_ops": conform("device_ops", ops),
+                                                "steps": conform("steps", steps)})
+    derive(profile, ["steps.computing_us"], PROVIDERS)
+    row = profile.tables["steps"].iloc[0]
+    assert row["computing_us"] == 150 and row["communication_us"] == 100
+    assert row["comm_not_overlapped_us"] == 50  # [100, 150) is not hidden by compute
+    assert row["free_us"] == 300 - 200
+
+
+def test_steps_without_task_data_get_no_breakdown():
+    """The real sample has tasks for iteration 1 only: later steps are unknown, not idle."""
+    (analysis,) = advisor.analyze(REAL).analyses
+    steps = analysis.tables["steps"].set_index("step")
+    assert len(steps) == 10
+    assert steps.loc[1, "communication_us"] == pytest.approx(41534.3)
+    assert steps.loc[1, "computing_us"] > 0
+    assert all(math.isnan(steps.loc[s, "free_us"]) for s in range(2, 11))
+    assert steps.loc[1, "duration_us"] == pytest.approx(47587.81)
+    assert steps.loc[2, "data_aug_bound_us"] == pytest.approx(32134.95)
