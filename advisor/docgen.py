@@ -7,13 +7,14 @@ committed docs differ from what this produces.
 from __future__ import annotations
 
 import sys
+from importlib.resources import files
 from pathlib import Path
 
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import Rule, load_rules
 from advisor.model import TABLES
 
-RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
+RULES_DIR = Path(str(files("advisor_rules")))
 
 
 def tables_markdown() -> str:

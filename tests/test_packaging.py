@@ -1,0 +1,61 @@
+"""A non-editable install works: rules, plugins, schemas, templates and the example ship."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+EXAMPLE = "advisor/examples/PROF_000001_20260105100000000_DEMO"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The wheel built from this checkout, installed into a folder of its own."""
+    work = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
+                    "--no-build-isolation", "-q", "-w", str(work)], check=True, timeout=300)
+    (wheel,) = work.glob("advisor-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "advisor_rules/step.yaml" in names and "advisor_plugins/msprof.py" in names
+    assert "advisor/schemas/report.schema.json" in names
+    assert "advisor/render/templates/report.html.j2" in names
+    assert f"{EXAMPLE}/mindstudio_profiler_output/op_summary_20260105100731.csv" in names
+    assert not any(n.startswith("tests/") for n in names)
+    site = work / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(site), str(wheel)], check=True, timeout=300)
+    return site
+
+
+def run_installed(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return subprocess.run([sys.executable, "-m", "advisor", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_installed_wheel_runs_the_bundled_example(installed, tmp_path):
+    where = subprocess.run(
+        [sys.executable, "-c", "import advisor, advisor_rules, advisor_plugins;"
+         "print(advisor.__file__, advisor_rules.__file__, advisor_plugins.__file__)"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(installed)}, capture_output=True,
+        text=True, check=True)
+    assert all(path.startswith(str(installed)) for path in where.stdout.split())
+    proc = run_installed(installed, tmp_path, "run", str(installed / EXAMPLE), "-o", "out")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "out/prof_rule_0.json").read_text(encoding="utf-8"))
+    assert report["summary"]["findings"] >= 4
+    assert all(r["source"].startswith(str(installed)) for r in report["rules"].values())
+
+
+def test_installed_wheel_lists_builtin_plugins(installed, tmp_path):
+    proc = run_installed(installed, tmp_path, "plugins", "list")
+    assert proc.returncode == 0, proc.stderr
+    for name in ("msprof", "step_metrics", "builtin_rules"):
+        assert f"{name} (advisor 0.1.0) [loaded]" in proc.stdout
