@@ -97,16 +97,21 @@ def select_rules(ruleset: RuleSet, select: Sequence[str], ignore: Sequence[str])
     return [r for r in rules if not any(r.matches(s) for s in ignore)]
 
 
-def check_overrides(rules: Sequence[Rule], overrides: Mapping[str, Mapping[str, Any]]) -> None:
-    by_id = {r.id: r for r in rules}
-    for rule_id, params in overrides.items():
-        rule = by_id.get(rule_id) or next((r for r in rules if r.name == rule_id), None)
+def resolve_overrides(ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any]]
+                      ) -> dict[str, dict[str, Any]]:
+    """Key overrides by rule id (a rule's name is accepted too) and check every param exists."""
+    resolved: dict[str, dict[str, Any]] = {}
+    for key, params in overrides.items():
+        rule = ruleset.rules.get(key) or next(
+            (r for r in ruleset.rules.values() if r.name == key), None)
         if rule is None:
-            raise ValueError(f"--set: no rule {rule_id!r}")
+            raise ValueError(f"--set: no rule {key!r}")
         unknown = sorted(set(params) - set(rule.params))
         if unknown:
             raise ValueError(f"--set: rule {rule.id} has no param {unknown[0]!r} "
                              f"(params: {', '.join(rule.params) or 'none'})")
+        resolved.setdefault(rule.id, {}).update(params)
+    return resolved
 
 
 def load_ruleset(host: PluginHost, rule_paths: Sequence[Path]) -> tuple[RuleSet, list[RuleError]]:
@@ -152,8 +157,7 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
     host = host or PluginHost()
     ruleset, rule_errors = load_ruleset(host, [Path(p) for p in rules])
     selected = select_rules(ruleset, select, ignore)
-    overrides = {(_resolve_id(selected, k)): v for k, v in (params or {}).items()}
-    check_overrides(selected, overrides)
+    overrides = resolve_overrides(ruleset, params or {})
     result = AnalysisResult(rule_errors=rule_errors, rule_overrides=ruleset.overrides,
                             plugins=host.infos, rules=selected)
     functions = {**BUILTIN_FUNCTIONS, **host.functions()}
@@ -166,7 +170,3 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
             profile, evaluation, build_report(profile, evaluation, selected)))
     return result
 
-
-def _resolve_id(rules: Sequence[Rule], key: str) -> str:
-    """Accept a rule's name where its id is expected."""
-    return next((r.id for r in rules if r.name == key), key)

@@ -191,13 +191,10 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
 
     out_dir = _output_dir(out, paths)
     host = PluginHost()
-    for info in host.failed():
-        _err(f"plugin {info.describe()}")
     result = analyze(*paths, rules=rule_paths, select=select, ignore=ignore,
                      params=parse_overrides(assignments), host=host)
-    for info in host.failed():  # plugins that failed while running
-        if not any(info.describe() in p for p in result.plugin_problems):
-            result.plugin_problems.append(f"plugin {info.describe()}")
+    for info in host.failed():  # failed at import, validation or in a hook
+        _err(f"plugin {info.describe()}")
     for problem in dict.fromkeys(result.plugin_problems):
         _err(problem)
     for error in result.rule_errors:
