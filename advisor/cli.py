@@ -63,7 +63,7 @@ def _inside(child: Path, parent: Path) -> bool:
 def _output_dir(out: str | None, inputs: Sequence[Path]) -> Path:
     path = Path(out) if out else Path.cwd() / f"advisor-report-{datetime.now():%Y%m%d-%H%M%S}"
     for src in inputs:
-        if src.exists() and _inside(path, src if src.is_dir() else src.parent):
+        if src.is_dir() and _inside(path, src):
             raise Failure(f"output folder {path} is inside the input {src}; "
                           "advisor never writes into a profile (choose another -o)", EXIT_USAGE)
     return path
@@ -199,6 +199,9 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
         _err(problem)
     for error in result.rule_errors:
         _err(f"rule file {error}")
+    if not quiet:
+        for note in result.rule_overrides:
+            _err(f"note: rule {note}")
     if any(_inside(Path(e.source), p) for e in result.rule_errors for p in rule_paths):
         raise Failure("fix the rule files above (check them with `advisor rules validate`)",
                       EXIT_USAGE)

@@ -79,14 +79,15 @@ def _loads_or_none(data: bytes) -> Any | None:
 # CSV
 
 
-def read_csv_strings(path: str | Path) -> tuple[list[str], pd.DataFrame]:
+def read_csv_strings(path: str | Path, warn: WarnFn | None = None
+                     ) -> tuple[list[str], pd.DataFrame]:
     """Read a CSV as strings: the header as written, cells stripped of whitespace and tabs.
 
     Returns the header names exactly as written (duplicates kept) and a frame whose columns
     are unique internal names: a repeated header gets `#2`, `#3`... (`Reduce Start(us)#2`), so
     columns that msprof repeats per group stay readable by position. A header-only file gives
     an empty frame. The pyarrow engine is used for speed on million-row exports; files it
-    rejects (ragged rows) are re-read with the C engine.
+    rejects (ragged rows) are re-read with the C engine, and `warn` is told so.
     """
     names = _read_header(path)
     columns = unique_names(names)
@@ -100,6 +101,9 @@ def read_csv_strings(path: str | Path) -> tuple[list[str], pd.DataFrame]:
                 warnings.simplefilter("ignore", pd.errors.ParserWarning)
                 df = pd.read_csv(path, engine="c", index_col=False, on_bad_lines="skip",
                                  **options)
+            if warn is not None:
+                warn(path, "rows with more or fewer cells than the header: extra cells "
+                           "ignored, missing cells left empty")
         except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
             raise UnreadableInput(path, f"cannot parse CSV: {exc}") from None
     except OSError as exc:

@@ -250,7 +250,8 @@ class Profile:
         """Record a problem; a file path relative to the profile is made whole for the user."""
         path = Path(file)
         if not path.is_absolute() and not str(file).startswith("<"):
-            path = Path(self.meta.path) / path
+            base = Path(self.meta.path)
+            path = (base if base.is_dir() else base.parent) / path
         self.warnings.append(ReaderWarning(str(path), problem, line, column, reader))
 
 
@@ -262,6 +263,7 @@ def conform(table: str, df: pd.DataFrame) -> pd.DataFrame:
     rule requiring them is reported "not applicable" rather than evaluated on NaN.
     """
     spec = TABLES[table]
+    df = df.reset_index(drop=True)  # align columns by position, whatever the reader's index
     out = {}
     for col in spec.columns:
         if col.name not in df.columns:

@@ -41,6 +41,10 @@ class PluginInfo:
         return f"{text}: {self.error}" if self.error else text
 
 
+def _is_builtin(ep: EntryPoint) -> bool:
+    return ep.value.split(".")[0] == "advisor_plugins"
+
+
 def blocked_names() -> set[str]:
     return {n.strip() for n in os.environ.get(BLOCK_ENV, "").split(",") if n.strip()}
 
@@ -55,7 +59,9 @@ class PluginHost:
         self.infos: list[PluginInfo] = []
         blocked = blocked_names()
         if entry_points_group:
-            for ep in sorted(entry_points(group=entry_points_group), key=lambda e: e.name):
+            # Built-in plugins first, so plugin-shipped rules can replace built-in ones.
+            for ep in sorted(entry_points(group=entry_points_group),
+                             key=lambda e: (not _is_builtin(e), e.name)):
                 self._load(ep, blocked)
         for name, plugin in extra:
             self._register(name, plugin, "", "", getattr(plugin, "__name__", name))
@@ -98,7 +104,7 @@ class PluginHost:
         """Call one hook on every plugin separately; a raising plugin is marked failed."""
         results = []
         hook = getattr(self.pm.hook, hook_name)
-        for impl in reversed(hook.get_hookimpls()):  # registration order
+        for impl in hook.get_hookimpls():  # registration order
             try:
                 value = impl.function(**{k: kwargs[k] for k in impl.argnames})
             except Exception as exc:

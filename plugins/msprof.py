@@ -365,7 +365,7 @@ class _Csv:
     def __init__(self, path: Path, rel: str, warn: WarnFn) -> None:
         self.rel = rel
         self.warn = warn
-        names, self.df = read_csv_strings(path)
+        names, self.df = read_csv_strings(path, warn)
         self.written = dict(zip(self.df.columns, names, strict=True))  # `X#2` -> `X`
 
     def has(self, column: str) -> bool:

@@ -219,6 +219,8 @@ def test_user_rule_replaces_builtin_and_is_listed(tmp_path):
     listing = invoke("rules", "list", "--rules", team)
     line = next(x for x in listing.output.splitlines() if x.startswith("STEP-001"))
     assert "Team version of input wait" in line and str(team) in line
+    run = invoke("run", DEMO, "-o", tmp_path / "out", "--rules", team, "--format", "json")
+    assert run.exit_code == 0 and f"STEP-001 from {team} replaces" in run.output
     shown = invoke("rules", "show", "STEP-001")
     assert "max_ratio = 0.1" in shown.output and "Data Aug Bound" in shown.output
 

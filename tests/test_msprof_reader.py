@@ -483,7 +483,10 @@ def test_read_csv_strings_duplicates_bom_tabs(tmp_path: Path) -> None:
     names, frame = read_csv_strings(path)
     assert names == ["a", "b"] and frame.empty and list(frame.columns) == ["a", "b"]
     path.write_text("a,b\n1,2,3\n4\n")  # ragged rows: the C engine fallback
-    assert read_csv_strings(path)[1].values.tolist() == [["1", "2"], ["4", ""]]
+    told = []
+    assert read_csv_strings(path, lambda f, p, **_: told.append(p))[1].values.tolist() == [
+        ["1", "2"], ["4", ""]]
+    assert len(told) == 1 and "extra cells ignored" in told[0]
 
 
 def test_to_numbers_reports_bad_cells_once() -> None:

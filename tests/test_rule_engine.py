@@ -182,3 +182,19 @@ def test_message_template_cannot_reach_python_internals(tmp_path):
     assert errors == []
     (finding,) = evaluate(steps_profile([500]), rules, functions=BUILTIN_FUNCTIONS).findings
     assert "<class" not in finding.message and "template error" in finding.message
+
+
+def test_evidence_where_may_not_use_a_name_that_is_also_a_column(tmp_path):
+    text = GOOD_RULE.replace("  mean_us: mean(steps.duration_us)",
+                             "  mean_us: mean(steps.duration_us)\n  step: 3")
+    text = text.replace("where: duration_us > max_us", "where: step > 1")
+    _, (error,) = load_one(write_rule(tmp_path, text))
+    assert "'step' is both a param/let and a column of steps" in str(error)
+
+
+def test_conform_aligns_rows_whatever_the_index():
+    df = pd.DataFrame({"step": [1, 2, 3], "start_us": [0.0, 10.0, 20.0],
+                       "end_us": [5.0, 15.0, 25.0], "duration_us": [5.0, 5.0, 5.0]})
+    filtered = df[df["step"] > 1]  # index 1, 2
+    out = conform("steps", filtered)
+    assert out["step"].tolist() == [2, 3] and out["start_us"].tolist() == [10.0, 20.0]

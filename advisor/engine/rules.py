@@ -77,8 +77,7 @@ class Rule:
             needed.append(self.evidence.table)
             if self.evidence.where is not None:
                 needed += [f"{self.evidence.table}.{n}" for n in sorted(self.evidence.where.names)
-                           if n in TABLES[self.evidence.table].column_names
-                           and n not in self.params and n not in self.let]
+                           if n in TABLES[self.evidence.table].column_names]
         return list(dict.fromkeys(needed))
 
     def matches(self, selector: str) -> bool:
@@ -187,6 +186,10 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
                 raise RuleError(source, rule_id,
                                 f"evidence: {table} has no column {col!r}")
         where = expr(ev["where"], "evidence.where", known | cols) if "where" in ev else None
+        shadowed = sorted(where.names & known & cols) if where else []
+        if shadowed:
+            raise RuleError(source, rule_id, f"evidence.where: {shadowed[0]!r} is both a "
+                                             f"param/let and a column of {table}; rename it")
         evidence = Evidence(table, tuple(ev["columns"]), where, tuple(sort), ev.get("limit", 10))
     tune_ops = raw.get("tune_ops")
     if tune_ops and (evidence is None or tune_ops not in evidence.columns):

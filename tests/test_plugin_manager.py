@@ -1,0 +1,57 @@
+"""Plugin loading order and rule precedence: built-in, then plugin-shipped, then the user's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from advisor.api import load_ruleset
+from advisor.hookspecs import hookimpl
+from advisor.plugin_manager import PluginHost
+
+ROOT = Path(__file__).parents[1]
+
+
+def team_plugin(rule_dir: Path) -> SimpleNamespace:
+    @hookimpl
+    def advisor_rule_paths():
+        return [rule_dir]
+
+    return SimpleNamespace(advisor_rule_paths=advisor_rule_paths)
+
+
+def replacement_rule(tmp_path: Path, title: str, name: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    text = (ROOT / "rules/step.yaml").read_text(encoding="utf-8")
+    (folder / "step.yaml").write_text(text.replace("Data augmentation bound is high", title),
+                                      encoding="utf-8")
+    return folder
+
+
+def test_builtin_plugins_load_first():
+    host = PluginHost()
+    assert [i.name for i in host.infos[:3]] == ["builtin_rules", "msprof", "step_metrics"]
+
+
+def test_plugin_rules_replace_builtin_and_user_rules_replace_plugin(tmp_path):
+    shipped = replacement_rule(tmp_path, "Plugin version", "plugin")
+    host = PluginHost(extra=[("team", team_plugin(shipped))])
+    ruleset, errors = load_ruleset(host, [])
+    assert errors == [] and ruleset.rules["STEP-001"].title == "Plugin version"
+    user = replacement_rule(tmp_path, "User version", "user")
+    ruleset, _ = load_ruleset(host, [user])
+    assert ruleset.rules["STEP-001"].title == "User version"
+    assert sum(o.startswith("STEP-001 ") for o in ruleset.overrides) == 2
+
+
+def test_hook_failure_marks_only_that_plugin_failed():
+    @hookimpl
+    def advisor_functions():
+        raise RuntimeError("bad functions")
+
+    host = PluginHost(extra=[("flaky", SimpleNamespace(advisor_functions=advisor_functions))])
+    assert host.functions() == {}
+    failed = {i.name: i.error for i in host.failed()}
+    assert list(failed) == ["flaky"] and "bad functions" in failed["flaky"]
+    assert len(host.readers()) == 1
