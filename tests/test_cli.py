@@ -282,3 +282,16 @@ def test_default_output_folder_is_created_in_working_directory(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (folder,) = tmp_path.glob("advisor-report-*")
     assert (folder / "prof_rule_0.json").exists()
+
+
+def test_internal_error_is_one_line_unless_debug(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("advisor.cli.analyze", broken)
+    result = invoke("run", DEMO, "-o", tmp_path)
+    assert result.exit_code == 4
+    assert result.output.strip() == ("advisor: internal error: RuntimeError: boom "
+                                     "(run with --debug for details)")
+    debug = invoke("run", DEMO, "-o", tmp_path, "--debug")
+    assert isinstance(debug.exception, RuntimeError)
