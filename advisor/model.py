@@ -89,6 +89,13 @@ TABLES: dict[str, TableSpec] = {
             _c("block_dim", "Int64", "", "cores the task ran on ('Block Dim' / 'Block Num')"),
             _c("category", "string", "",
                "compute, communication, memcpy, memset or other", True),
+            _c("compute_class", "string", "",
+               "finer class (derived): cube, vector, flash_attention, conv, matmul, "
+               "other_compute, aicpu, memcpy, communication, other"),
+            _c("memcpy_kind", "string", "",
+               "HtoD, DtoH, DtoD, PtoP for copies; with host memory pageable or pinned"),
+            _c("host_memory", "string", "", "pageable or pinned, for host<->device copies"),
+            _c("bytes", "float64", "bytes", "bytes moved (copies, communication)"),
             _c("op_state", "string", "", "static or dynamic (shape), where recorded"),
             _c("aicore_time_us", "float64", US, "PMU: AI Core busy time"),
             _c("vec_ratio", "float64", "ratio", "PMU: vector unit busy ratio"),
@@ -98,8 +105,10 @@ TABLES: dict[str, TableSpec] = {
         )),
         TableSpec("host_ops", "framework/host operator or API call", (
             _c("name", "string", "", "API or operator name", True),
-            _c("kind", "string", "", "aten, python, cann_api, dataloader, sync, optimizer, ...",
-               True),
+            _c("kind", "string", "",
+               "aten (framework operator), python, cann_api, runtime, launch (kernel launch), "
+               "sync (stream/device/event synchronisation), compile (operator compilation), "
+               "dataloader, annotation, optimizer, memory", True),
             _c("level", "string", "", "API level (AscendCL, Runtime, Node, Model, ...)"),
             _c("start_us", "float64", US, "call start"),
             _c("duration_us", "float64", US, "call duration (or total time for aggregated rows)",
@@ -150,6 +159,16 @@ TABLES: dict[str, TableSpec] = {
             _c("allocated_bytes", "float64", "bytes", "allocated memory"),
             _c("reserved_bytes", "float64", "bytes", "reserved memory"),
             _c("device", "string", "", "device the sample is for"),
+            _c("capacity_bytes", "float64", "bytes", "total memory of that device"),
+        )),
+        TableSpec("ranks", "step of one rank in a multi-rank run (built across profiles)", (
+            _c("rank", "int64", "", "rank (or device) number", True),
+            _c("step", "Int64", "", "step number"),
+            _c("duration_us", "float64", US, "step time on that rank", True),
+            _c("computing_us", "float64", US, "device compute time"),
+            _c("communication_us", "float64", US, "device communication time"),
+            _c("comm_not_overlapped_us", "float64", US, "communication not hidden by compute"),
+            _c("free_us", "float64", US, "device idle time"),
         )),
         TableSpec("tuning", "AOE-tuned operator or subgraph", (
             _c("kind", "string", "", "op or subgraph", True),

@@ -443,6 +443,7 @@ REJECTED = [
     ("ops * 100000000", "arithmetic on a list is not allowed"),
     ("device_ops.name * 100000000", "arithmetic on text columns is not allowed"),
     ("x\x00", "null bytes"),
+    ("round(x, -10**16)", "ndigits between -100 and 100"),
 ]
 
 

@@ -23,6 +23,7 @@ from advisor.engine.expr import as_mask, is_missing, plain, truthy
 
 MAX_PATTERN = 200  # characters of a regex
 MAX_SUBJECT = 1000  # characters of each string a regex is applied to
+MAX_NDIGITS = 100  # |ndigits| of round()
 
 _SEQUENCES = (list, tuple, set, frozenset)
 
@@ -244,6 +245,8 @@ def round_(x: Any, ndigits: int = 0) -> Any:
     Example: round(mean(steps.duration_us) / 1000, 1) > 100
     """
     ndigits = _whole(ndigits, "round", "ndigits")
+    if abs(ndigits) > MAX_NDIGITS:  # round(1, -10**16) would build 10**(10**16)
+        raise ValueError(f"round() needs ndigits between -{MAX_NDIGITS} and {MAX_NDIGITS}")
     if isinstance(x, pd.Series):
         return x.round(ndigits)
     return math.nan if is_missing(x) else plain(builtins.round(x, ndigits))
