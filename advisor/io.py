@@ -9,6 +9,8 @@ numeric columns. These helpers turn each of those into either a repaired value o
 from __future__ import annotations
 
 import csv
+import gc
+import gzip
 import re
 import warnings
 from collections.abc import Iterable
@@ -21,6 +23,7 @@ import orjson
 import pandas as pd
 
 from advisor.errors import UnreadableInput
+from advisor.progress import FileProgress
 
 # ---------------------------------------------------------------------------------------------
 # JSON
@@ -30,15 +33,18 @@ from advisor.errors import UnreadableInput
 _JSON_TRAILER = re.compile(rb"[\s\[\],]*(?:true)?[\s\[\],]*")
 
 
-def load_json(path: str | Path) -> Any:
-    """Parse a JSON file, repairing only msprof's known trailer artefacts.
+def load_json(path: str | Path, progress: FileProgress | None = None) -> Any:
+    """Parse a JSON file (gzipped when named .gz), repairing only msprof's known trailers.
 
     Raises `UnreadableInput` for unreadable, empty, truncated or otherwise invalid files, with
-    the byte offset of the problem so the user can look at it.
+    the byte offset of the problem so the user can look at it. The garbage collector is paused
+    while decoding: building millions of small objects otherwise triggers it over and over.
     """
-    data = _read_bytes(path)
+    data = read_bytes(path, progress)
     if not data.strip():
         raise UnreadableInput(path, "empty file")
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -48,13 +54,9 @@ def load_json(path: str | Path) -> Any:
         if exc.msg.startswith("unexpected end of data"):
             raise UnreadableInput(path, f"truncated JSON (ends at byte {len(data)})") from None
         raise UnreadableInput(path, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
-
-
-def _read_bytes(path: str | Path) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
+    finally:
+        if gc_was_on:
+            gc.enable()
 
 
 def _repair_json(data: bytes, exc: orjson.JSONDecodeError) -> Any | None:
@@ -77,6 +79,32 @@ def _loads_or_none(data: bytes) -> Any | None:
 
 # ---------------------------------------------------------------------------------------------
 # CSV
+
+
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def read_bytes(path: str | Path, progress: FileProgress | None = None) -> bytes:
+    """The whole content of a file, gunzipped when it ends in .gz, reporting progress.
+
+    Raises UnreadableInput for unreadable files and for a .gz that is not gzip data.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as raw:
+            opened = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
+            chunks = []
+            while chunk := opened.read(CHUNK_BYTES):
+                chunks.append(chunk)
+                if progress is not None:
+                    progress.read(raw.tell() - progress.done_bytes)
+    except gzip.BadGzipFile:
+        raise UnreadableInput(path, "not gzip data although the name ends in .gz") from None
+    except EOFError:
+        raise UnreadableInput(path, "truncated gzip data") from None
+    except OSError as exc:
+        raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
+    return b"".join(chunks)
 
 
 def read_csv_strings(path: str | Path, warn: WarnFn | None = None

@@ -23,6 +23,7 @@ from advisor.engine.expr import as_mask, is_missing, plain, truthy
 
 MAX_PATTERN = 200  # characters of a regex
 MAX_SUBJECT = 1000  # characters of each string a regex is applied to
+MAX_UNBOUNDED = 2  # '*', '+' and '{n,}' in a regex
 MAX_NDIGITS = 100  # |ndigits| of round()
 
 _SEQUENCES = (list, tuple, set, frozenset)
@@ -394,13 +395,15 @@ def startswith(x: Any, prefix: str | tuple[str, ...]) -> Any:
     return not is_missing(x) and str(x).startswith(prefixes)
 
 
-def _repeats_ambiguous_group(pattern: str) -> bool:
-    """True for a repeated group holding a quantifier or alternation: `(a+)+`, `(a|a)*`.
+def _regex_risk(pattern: str) -> str | None:
+    """Why Python's backtracking `re` could spend very long on `pattern`, or None.
 
-    Such groups can match a string in exponentially many ways, and Python's backtracking
-    `re` tries them all on a near miss. Conservative: a few safe patterns are refused too.
+    A repeated group holding a quantifier or alternation (`(a+)+`, `(a|a)*`) can match a
+    string in exponentially many ways, all tried on a near miss; several unbounded repeats
+    (`.*.*.*x`) cost a power of the string length. Conservative: some safe patterns are refused.
     """
     risky = [False]  # per open group: holds a quantifier or alternation
+    unbounded = 0
     i = 0
     while i < len(pattern):
         char = pattern[i]
@@ -417,13 +420,18 @@ def _repeats_ambiguous_group(pattern: str) -> bool:
         i += 1
         if char == ")":
             inner = risky.pop() if len(risky) > 1 else False
-            repeated = i < len(pattern) and pattern[i] in "*+{"
-            if inner and repeated:
-                return True
+            if inner and i < len(pattern) and pattern[i] in "*+{":
+                return ("nested quantifiers: a repeated group holds a quantifier or '|' "
+                        "(like '(a+)+'), which can take exponential time")
             risky[-1] = risky[-1] or inner
         elif char in "*+?{|":
             risky[-1] = True
-    return False
+            unbounded += char in "*+" or (
+                char == "{" and re.match(r"\d*,}", pattern[i:]) is not None)
+    if unbounded > MAX_UNBOUNDED:
+        return (f"more than {MAX_UNBOUNDED} unbounded repeats ('*', '+', '{{n,}}') can take "
+                "very long; use several matches() joined with 'and'")
+    return None
 
 
 def _skip_class(pattern: str, start: int) -> int:
@@ -442,9 +450,9 @@ def _skip_class(pattern: str, start: int) -> int:
 def _regex(pattern: str) -> re.Pattern[str]:
     if len(pattern) > MAX_PATTERN:
         raise ValueError(f"regex is too long ({len(pattern)} characters, at most {MAX_PATTERN})")
-    if _repeats_ambiguous_group(pattern):
-        raise ValueError(f"regex {pattern!r} has nested quantifiers: a repeated group holds a "
-                         "quantifier or '|' (like '(a+)+'), which can take exponential time")
+    risk = _regex_risk(pattern)
+    if risk:
+        raise ValueError(f"regex {pattern!r} is refused: {risk}")
     try:
         return re.compile(pattern)
     except re.error as exc:
