@@ -6,19 +6,23 @@ from the same objects the CLI renders, so both always agree.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from advisor.cluster import build_cluster
 from advisor.derive import derive
 from advisor.engine.evaluate import Evaluation, Finding, evaluate
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import Rule, RuleSet, load_rules
 from advisor.errors import AdvisorError, RuleError, UnreadableInput
-from advisor.locate import locate
+from advisor.locate import Claim, locate
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost, PluginInfo
 from advisor.render.json_report import build_report
@@ -121,32 +125,69 @@ def load_ruleset(host: PluginHost, rule_paths: Sequence[Path]) -> tuple[RuleSet,
     return load_rules(paths, functions)
 
 
-def read_inputs(paths: Sequence[Path], host: PluginHost,
-                result: AnalysisResult) -> list[Profile]:
-    """Read every path with the reader that claims it; failures are recorded, not raised."""
-    profiles: list[Profile] = []
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+"""Below this much input, starting worker processes costs more than it saves."""
+
+
+def _read_claim(claim: Claim) -> list[Profile] | AdvisorError:
+    """Read one claimed path; errors are returned so they cross process boundaries intact."""
+    try:
+        return claim.reader.read(claim.path)
+    except AdvisorError as exc:
+        return exc
+    except Exception as exc:  # reader plugins are third-party code
+        return UnreadableInput(claim.path, f"reader {claim.reader.name!r} (plugin "
+                                           f"{claim.plugin!r}) failed: {type(exc).__name__}: {exc}")
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _workers(claims: Sequence[Claim], jobs: int | None) -> int:
+    """Processes to read with: as asked, or automatically for several large ranks."""
+    if len(claims) < 2:
+        return 1
+    if jobs is None:
+        big = sum(_size(c.path) for c in claims) >= PARALLEL_MIN_BYTES
+        jobs = os.cpu_count() or 1 if big else 1
+    return max(1, min(jobs, len(claims)))
+
+
+def read_inputs(paths: Sequence[Path], host: PluginHost, result: AnalysisResult,
+                jobs: int | None = None) -> list[Profile]:
+    """Read every path with the reader that claims it; several ranks in parallel processes.
+
+    Failures are recorded in `result`, never raised: the readable inputs are still analysed.
+    """
+    claims: list[Claim] = []
     readers = host.readers()
     for path in paths:
         try:
-            claims = locate(path, readers, result.plugin_problems)
+            claims += locate(path, readers, result.plugin_problems)
         except UnreadableInput as exc:
             result.input_errors.append(exc)
-            continue
-        for claim in claims:
-            try:
-                profiles += claim.reader.read(claim.path)
-            except AdvisorError as exc:
-                result.input_errors.append(exc)
-            except Exception as exc:  # reader plugins are third-party code
-                result.input_errors.append(UnreadableInput(
-                    claim.path, f"reader {claim.reader.name!r} (plugin {claim.plugin!r}) "
-                                f"failed: {type(exc).__name__}: {exc}"))
+    workers = _workers(claims, jobs)
+    if workers > 1:
+        # spawn, not fork: readers may have started threads (pyarrow) that fork would break
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            outcomes = list(pool.map(_read_claim, claims))
+    else:
+        outcomes = [_read_claim(claim) for claim in claims]
+    profiles: list[Profile] = []
+    for outcome in outcomes:
+        if isinstance(outcome, AdvisorError):
+            result.input_errors.append(outcome)
+        else:
+            profiles += outcome
     return profiles
 
 
 def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequence[str] = (),
             ignore: Sequence[str] = (), params: Mapping[str, Mapping[str, Any]] | None = None,
-            host: PluginHost | None = None) -> AnalysisResult:
+            host: PluginHost | None = None, jobs: int | None = None) -> AnalysisResult:
     """Analyse profiles and return tables, metrics and ranked findings.
 
     Example:
@@ -163,10 +204,18 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
     functions = {**BUILTIN_FUNCTIONS, **host.functions()}
     providers = host.metrics()
     needs = [n for r in selected for n in r.needs()]
-    for profile in read_inputs([Path(p) for p in paths], host, result):
+    profiles = read_inputs([Path(p) for p in paths], host, result, jobs)
+    per_profile = [r for r in selected if not r.needs_ranks]
+    for profile in profiles:
         derive(profile, [*needs, "steps.computing_us", "op_stats"], providers)
-        evaluation = evaluate(profile, selected, functions=functions, overrides=overrides)
+        evaluation = evaluate(profile, per_profile, functions=functions, overrides=overrides)
         result.analyses.append(ProfileAnalysis(
-            profile, evaluation, build_report(profile, evaluation, selected)))
+            profile, evaluation, build_report(profile, evaluation, per_profile)))
+    cluster = build_cluster(profiles)
+    cross_rank = [r for r in selected if r.needs_ranks]
+    if cluster is not None and cross_rank:
+        evaluation = evaluate(cluster, cross_rank, functions=functions, overrides=overrides)
+        result.analyses.append(ProfileAnalysis(
+            cluster, evaluation, build_report(cluster, evaluation, cross_rank)))
     return result
 

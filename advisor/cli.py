@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from advisor import __version__
+from advisor import __version__, progress
 from advisor.api import AnalysisResult, analyze, load_ruleset, parse_overrides
 from advisor.engine.evaluate import SEVERITIES, at_least
 from advisor.engine.functions import BUILTIN_FUNCTIONS
@@ -79,7 +79,8 @@ def _report_names(result: AnalysisResult) -> list[str]:
     for analysis in result.analyses:
         meta = analysis.profile.meta
         key = meta.device_id if meta.device_id is not None else (
-            str(meta.rank) if meta.rank is not None else Path(meta.path).name)
+            str(meta.rank) if meta.rank is not None else
+            "cluster" if meta.source_format == "cluster" else Path(meta.path).name)
         name = f"prof_rule_{_safe_label(key)}.json"
         n = 2
         while name in names:
@@ -167,12 +168,14 @@ def main() -> None:
               help="Override a rule parameter, e.g. --set STEP-001.max_ratio=0.2.")
 @click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
               help="Exit with 1 when a finding of this severity or higher exists.")
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes to read several ranks with (default: automatic).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (no progress).")
 @debug_option
 def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
                 rule_paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...],
-                assignments: tuple[str, ...], fail_on: str | None, quiet: bool,
-                debug: bool) -> None:
+                assignments: tuple[str, ...], fail_on: str | None, jobs: int | None,
+                quiet: bool, debug: bool) -> None:
     """Analyse profiles and write prof_rule JSON, an HTML report and a summary.
 
     \b
@@ -181,18 +184,19 @@ def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
       advisor run PROF_000001 --set STEP-001.max_ratio=0.2 --ignore OP-003
     """
     _guard(debug, _run, paths, out, _formats(formats), rule_paths, select, ignore,
-           assignments, fail_on, quiet)
+           assignments, fail_on, jobs, quiet)
 
 
 def _run(paths: Sequence[Path], out: str | None, formats: list[str],
          rule_paths: Sequence[Path], select: Sequence[str], ignore: Sequence[str],
-         assignments: Sequence[str], fail_on: str | None, quiet: bool) -> int:
+         assignments: Sequence[str], fail_on: str | None, jobs: int | None, quiet: bool) -> int:
     from advisor.render.text import render_text
 
     out_dir = _output_dir(out, paths)
+    progress.set_quiet(quiet)
     host = PluginHost()
     result = analyze(*paths, rules=rule_paths, select=select, ignore=ignore,
-                     params=parse_overrides(assignments), host=host)
+                     params=parse_overrides(assignments), host=host, jobs=jobs)
     for info in host.failed():  # failed at import, validation or in a hook
         _err(f"plugin {info.describe()}")
     for problem in dict.fromkeys(result.plugin_problems):

@@ -17,6 +17,9 @@ class UnreadableInput(AdvisorError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # crosses process boundaries
+        return (type(self), (self.path, self.problem))
+
 
 class RuleError(AdvisorError):
     """A rule file is invalid: bad YAML, schema violation or an unsafe expression."""
@@ -27,3 +30,6 @@ class RuleError(AdvisorError):
         self.problem = problem
         where = f"{self.source} [{rule_id}]" if rule_id else self.source
         super().__init__(f"{where}: {problem}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str | None, str]]:
+        return (type(self), (self.source, self.rule_id, self.problem))

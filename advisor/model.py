@@ -161,14 +161,15 @@ TABLES: dict[str, TableSpec] = {
             _c("device", "string", "", "device the sample is for"),
             _c("capacity_bytes", "float64", "bytes", "total memory of that device"),
         )),
-        TableSpec("ranks", "step of one rank in a multi-rank run (built across profiles)", (
+        TableSpec("ranks", "rank of a multi-rank run (built across its profiles; means per step)", (
             _c("rank", "int64", "", "rank (or device) number", True),
-            _c("step", "Int64", "", "step number"),
-            _c("duration_us", "float64", US, "step time on that rank", True),
-            _c("computing_us", "float64", US, "device compute time"),
-            _c("communication_us", "float64", US, "device communication time"),
-            _c("comm_not_overlapped_us", "float64", US, "communication not hidden by compute"),
-            _c("free_us", "float64", US, "device idle time"),
+            _c("steps", "int64", "", "number of steps profiled on that rank", True),
+            _c("duration_us", "float64", US, "mean step time on that rank", True),
+            _c("computing_us", "float64", US, "mean device compute time per step"),
+            _c("communication_us", "float64", US, "mean device communication time per step"),
+            _c("comm_not_overlapped_us", "float64", US,
+               "mean communication not hidden by compute per step"),
+            _c("free_us", "float64", US, "mean device idle time per step"),
         )),
         TableSpec("tuning", "AOE-tuned operator or subgraph", (
             _c("kind", "string", "", "op or subgraph", True),

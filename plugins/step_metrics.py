@@ -1,10 +1,13 @@
-"""Built-in metric providers: operator statistics, step assignment and step overlap breakdown.
+"""Built-in metric providers: statistics, step assignment, overlap breakdown, compute classes.
 
 These derive what most profiles lack on disk: per-step computing / communication / uncovered
-communication / free time from device task intervals, and per-type statistics from tasks.
+communication / free time from device task intervals, per-type statistics from tasks, and the
+compute class of every device task (the compare tool's cube/vector/flash-attention/... split).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -42,16 +45,56 @@ def _step_index(starts: np.ndarray, step_start: np.ndarray, step_end: np.ndarray
     return idx
 
 
-def assign_steps(profile: Profile) -> None:
-    """Give every device task the step whose [start, end) window contains its start."""
-    ops, steps = profile.tables["device_ops"], profile.tables["steps"]
-    idx = _step_index(ops["start_us"].to_numpy("float64", na_value=np.nan),
+def _assign_steps(profile: Profile, table: str) -> None:
+    """Give every row the step whose [start, end) window contains its start."""
+    rows, steps = profile.tables[table], profile.tables["steps"]
+    idx = _step_index(rows["start_us"].to_numpy("float64", na_value=np.nan),
                       steps["start_us"].to_numpy("float64"), steps["end_us"].to_numpy("float64"))
     step_numbers = steps["step"].to_numpy("int64")
     values = pd.array(step_numbers[np.clip(idx, 0, None)] if len(step_numbers) else idx,
                       dtype="Int64")
     values[idx < 0] = pd.NA
-    profile.tables["device_ops"] = ops.assign(step=values)
+    profile.tables[table] = rows.assign(step=values)
+
+
+def assign_device_steps(profile: Profile) -> None:
+    _assign_steps(profile, "device_ops")
+
+
+def assign_host_steps(profile: Profile) -> None:
+    _assign_steps(profile, "host_ops")
+
+
+# Name patterns of the compare tool's categories (msprof-analyze compare_config.ini masks).
+_FLASH = re.compile(r"flash_?attention|fusion_?attention|flashattn|flash2attn|"
+                    r"efficient_attention|xformers_flash|fusedinferattention|fmha", re.I)
+_CONV = re.compile(r"conv|fprop|dgrad|wgrad", re.I)
+_MATMUL = re.compile(r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm", re.I)
+
+
+def compute_classes(profile: Profile) -> None:
+    """device_ops.compute_class: cube, vector, flash_attention, conv, matmul, other_compute,
+    aicpu, memcpy, communication or other (first match wins, in that order of specificity)."""
+    ops = profile.tables["device_ops"]
+    label = (ops["op_type"].fillna(ops["name"]) if "op_type" in ops else ops["name"])
+    text = (label.fillna("") + " " + ops["name"].fillna("")).astype(str)
+    core = ops["core_type"].fillna("").astype(str).str.upper()
+    category = ops["category"].fillna("other").astype(str)
+    conditions = [
+        category == "communication",
+        category.isin(["memcpy", "memset"]),
+        core == "AI_CPU",
+        category != "compute",
+        text.str.contains(_FLASH),
+        text.str.contains(_CONV),
+        text.str.contains(_MATMUL),
+        core.isin(["AI_CORE", "MIX_AIC", "CUBE"]),
+        core.isin(["AI_VECTOR_CORE", "MIX_AIV", "VECTOR"]),
+    ]
+    choices = ["communication", "memcpy", "aicpu", "other", "flash_attention", "conv", "matmul",
+               "cube", "vector"]
+    classes = np.select([c.to_numpy(bool) for c in conditions], choices, default="other_compute")
+    profile.tables["device_ops"] = ops.assign(compute_class=pd.array(classes, dtype="string"))
 
 
 def mark_first_in_step(profile: Profile) -> None:
@@ -104,8 +147,15 @@ PROVIDERS = [
                    op_stats_from_device_ops,
                    "op_stats aggregated from device tasks when the source has no statistics"),
     MetricProvider("device_op_steps", ("device_ops.start_us", "steps.start_us", "steps.end_us"),
-                   ("device_ops.step",), assign_steps,
+                   ("device_ops.step",), assign_device_steps,
                    "device_ops.step from the step windows"),
+    MetricProvider("host_op_steps", ("host_ops.start_us", "steps.start_us", "steps.end_us"),
+                   ("host_ops.step",), assign_host_steps,
+                   "host_ops.step from the step windows"),
+    MetricProvider("compute_class", ("device_ops.name", "device_ops.core_type",
+                                     "device_ops.category"),
+                   ("device_ops.compute_class",), compute_classes,
+                   "device_ops.compute_class from names, op types and core types"),
     MetricProvider("first_in_step", ("device_ops.start_us",), ("device_ops.first_in_step",),
                    mark_first_in_step, "device_ops.first_in_step from the step windows"),
     MetricProvider("step_overlap",

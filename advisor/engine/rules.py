@@ -80,6 +80,11 @@ class Rule:
                            if n in TABLES[self.evidence.table].column_names]
         return list(dict.fromkeys(needed))
 
+    @property
+    def needs_ranks(self) -> bool:
+        """Cross-rank rules read the `ranks` table and run on the cluster profile only."""
+        return any(n.split(".")[0] == "ranks" for n in self.needs())
+
     def matches(self, selector: str) -> bool:
         """True when --select/--ignore names this rule by id, name or tag."""
         return selector in (self.id, self.name) or selector in self.tags
