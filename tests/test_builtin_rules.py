@@ -125,3 +125,142 @@ def test_dominant_op_type_feeds_tune_ops():
     assert finding.tune_ops == ["mm1", "mm2"]
     even = ops([(f"op{i}", f"T{i}", "AI_CORE", 100) for i in range(5)])
     assert run("OP-005", device_ops=even) == []
+
+
+def breakdown(n: int, duration: float, **cols: float) -> pd.DataFrame:
+    return steps(n, duration, **cols)
+
+
+def test_uncovered_communication_fires_and_quiet():
+    (finding,) = run("COMM-001", steps=breakdown(4, 10_000, communication_us=4_000,
+                                                 comm_not_overlapped_us=2_000))
+    assert finding.values["ratio"] == pytest.approx(0.2)
+    assert finding.impact_us == pytest.approx(8_000)
+    assert run("COMM-001", steps=breakdown(4, 10_000, communication_us=4_000,
+                                           comm_not_overlapped_us=500)) == []
+
+
+def test_uncovered_communication_ignores_steps_without_breakdown():
+    frame = breakdown(4, 10_000, communication_us=3_000, comm_not_overlapped_us=2_000)
+    frame.loc[2:, "comm_not_overlapped_us"] = float("nan")  # no task data for steps 3, 4
+    (finding,) = run("COMM-001", steps=frame)
+    assert finding.values["ratio"] == pytest.approx(4_000 / 20_000)
+
+
+def test_free_time_fires_and_quiet():
+    (finding,) = run("STEP-003", steps=breakdown(5, 10_000, free_us=3_000))
+    assert finding.values["ratio"] == pytest.approx(0.3) and finding.impact_us == 15_000
+    assert run("STEP-003", steps=breakdown(5, 10_000, free_us=500)) == []
+
+
+def comm(rows: list[tuple[str, float, float]]) -> pd.DataFrame:
+    """rows of (name, bytes, duration_us)."""
+    df = pd.DataFrame(rows, columns=["name", "bytes", "duration_us"])
+    df["bandwidth_gbps"] = df["bytes"] / df["duration_us"] / 1000
+    df["op"] = "allreduce"
+    return df
+
+
+def test_low_bandwidth_only_for_large_messages():
+    mib = 1024 * 1024
+    # 64 MiB in 10 ms = 6.7 GB/s: slow; 64 MiB in 2 ms = 33.6 GB/s: fine; 1 MiB slow but small
+    data = comm([("slow", 64 * mib, 10_000), ("fast", 64 * mib, 2_000), ("tiny", mib, 1_000)])
+    (finding,) = run("COMM-002", comm_ops=data)
+    assert finding.values["slow_count"] == 1 and finding.values["large_count"] == 2
+    assert finding.impact_us == pytest.approx(10_000 - 64 * mib / 14_400)
+    assert [r[0] for r in finding.evidence["rows"]] == ["slow"]
+    assert run("COMM-002", comm_ops=comm([("fast", 64 * mib, 2_000)])) == []
+
+
+def host(rows: list[tuple[str, str, float, float]]) -> pd.DataFrame:
+    """rows of (name, kind, start_us, duration_us)."""
+    return pd.DataFrame(rows, columns=["name", "kind", "start_us", "duration_us"])
+
+
+def test_slow_dataloader_by_share_and_quiet():
+    loads = [("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "dataloader",
+              i * 10_000.0, 1_000.0) for i in range(4)]
+    (finding,) = run("HOST-001", steps=steps(4, 10_000), host_ops=host(loads))
+    assert finding.values["ratio"] == pytest.approx(0.1)
+    assert finding.values["per_step_us"] == pytest.approx(1_000)
+    quick = [(n, k, s, 100.0) for n, k, s, _ in loads]
+    assert run("HOST-001", steps=steps(4, 10_000), host_ops=host(quick)) == []
+
+
+def test_slow_dataloader_by_absolute_time():
+    # 12 ms per step is only 4% of a 300 ms step, but above msprof-analyze's 10 ms
+    loads = [("DataLoader", "dataloader", i * 300_000.0, 12_000.0) for i in range(2)]
+    (finding,) = run("HOST-001", steps=steps(2, 300_000), host_ops=host(loads))
+    assert finding.values["per_step_us"] == pytest.approx(12_000)
+
+
+def test_frequent_sync_per_launch_and_quiet():
+    calls = [("cudaLaunchKernel", "launch", float(i), 5.0) for i in range(10)]
+    calls += [("cudaStreamSynchronize", "sync", 100.0 + i, 50.0) for i in range(6)]
+    (finding,) = run("HOST-002", steps=steps(2, 1_000), host_ops=host(calls))
+    assert finding.values["per_launch"] == pytest.approx(0.6)
+    assert finding.impact_us == pytest.approx(300)
+    calls = calls[:10] + calls[10:12]  # 2 syncs for 10 launches in 2 steps
+    assert run("HOST-002", steps=steps(2, 1_000), host_ops=host(calls)) == []
+
+
+def test_recompilation_above_msprof_analyze_threshold():
+    compiles = [("AscendCL@aclopCompileAndExecute", "compile", float(i), 100.0)
+                for i in range(21)]
+    (finding,) = run("HOST-003", host_ops=host(compiles))
+    assert finding.values["compiles"] == 21 and finding.impact_us == pytest.approx(2_100)
+    assert run("HOST-003", host_ops=host(compiles[:11])) == []
+
+
+def test_dynamic_shape_share():
+    device = ops([(f"op{i}", "Add", "AI_CORE", 10.0) for i in range(4)])
+    device["op_state"] = ["dynamic", "dynamic", "dynamic", "static"]
+    (finding,) = run("OP-006", device_ops=device)
+    assert finding.values["ratio"] == pytest.approx(0.75) and finding.severity == "medium"
+    device["op_state"] = ["dynamic", "static", "static", "static"]
+    assert run("OP-006", device_ops=device) == []
+
+
+def test_tiny_kernels():
+    tiny = [(f"k{i}", "add_kernel", "GPU", 3.0) for i in range(150)]
+    big = [(f"g{i}", "gemm", "GPU", 500.0) for i in range(50)]
+    (finding,) = run("OP-007", device_ops=ops(tiny + big))
+    assert finding.values["tiny_count"] == 150
+    assert finding.values["count_share"] == pytest.approx(0.75)
+    assert finding.impact_us == pytest.approx(150 * 5)
+    assert run("OP-007", device_ops=ops(tiny[:60] + big)) == []
+
+
+def test_pageable_copies():
+    device = ops([("Memcpy HtoD (Pageable -> Device)", "Memcpy", "GPU", 80.0),
+                  ("Memcpy HtoD (Pinned -> Device)", "Memcpy", "GPU", 20.0)])
+    device["category"] = "memcpy"
+    device["host_memory"] = ["pageable", "pinned"]
+    device["memcpy_kind"] = "HtoD"
+    (finding,) = run("MEM-001", device_ops=device)
+    assert finding.values["pageable_count"] == 1 and finding.impact_us == 80
+    device["host_memory"] = "pinned"
+    assert run("MEM-001", device_ops=device) == []
+
+
+def test_memory_near_capacity():
+    gib = 1024 ** 3
+    memory = pd.DataFrame({"time_us": [0.0, 1.0], "reserved_bytes": [30 * gib, 76 * gib],
+                           "capacity_bytes": 80 * gib})
+    (finding,) = run("MEM-002", memory=memory)
+    assert finding.values["ratio"] == pytest.approx(0.95)
+    memory["reserved_bytes"] = [30 * gib, 60 * gib]
+    assert run("MEM-002", memory=memory) == []
+
+
+def ranks(durations: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"rank": range(len(durations)), "steps": 10,
+                         "duration_us": durations})
+
+
+def test_slow_rank_names_the_rank():
+    (finding,) = run("CLUSTER-001", ranks=ranks([10_000, 10_100, 12_000, 10_050]))
+    assert finding.values["slow_rank"] == 2
+    assert finding.impact_us == pytest.approx(2_000 * 10)
+    assert "Rank 2 is the slowest of 4 ranks" in finding.message
+    assert run("CLUSTER-001", ranks=ranks([10_000, 10_100, 10_200])) == []

@@ -59,7 +59,10 @@ def test_multi_device_profile_gets_one_report_per_device(tmp_path):
     result = invoke("run", MULTI, "-o", tmp_path, "--format", "json")
     assert result.exit_code == 0, result.output
     names = sorted(p.name for p in tmp_path.glob("prof_rule_*.json"))
-    assert names == ["prof_rule_0.json", "prof_rule_1.json"]
+    assert names == ["prof_rule_0.json", "prof_rule_1.json", "prof_rule_cluster.json"]
+    cluster = json.loads((tmp_path / "prof_rule_cluster.json").read_text(encoding="utf-8"))
+    assert cluster["profile"]["tables"] == {"ranks": 2}
+    assert cluster["rules"]["CLUSTER-001"]["outcome"] == "passed"  # both devices alike
 
 
 def test_demo_findings_and_tune_ops_file(tmp_path):

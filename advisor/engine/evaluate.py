@@ -67,7 +67,11 @@ class Evaluation:
 
 def profile_time_us(profile: Profile) -> float | None:
     """The time findings are measured against: the wall-clock span of all steps (gaps between
-    iterations, e.g. msprof's Data Aug Bound, included), else the device timeline span."""
+    iterations, e.g. msprof's Data Aug Bound, included), else the device timeline span; for a
+    cluster, the slowest rank's mean step times the most steps any rank profiled."""
+    ranks = profile.tables.get("ranks")
+    if ranks is not None and not ranks.empty:
+        return float(ranks["duration_us"].max() * ranks["steps"].max())
     steps = profile.tables.get("steps")
     if steps is not None and not steps.empty and steps["end_us"].notna().any():
         return float(steps["end_us"].max() - steps["start_us"].min())
