@@ -207,7 +207,8 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
     profiles = read_inputs([Path(p) for p in paths], host, result, jobs)
     per_profile = [r for r in selected if not r.needs_ranks]
     for profile in profiles:
-        derive(profile, [*needs, "steps.computing_us", "op_stats"], providers)
+        derive(profile, [*needs, "steps.computing_us", "op_stats", "device_ops.compute_class",
+                         "host_ops.step"], providers)
         evaluation = evaluate(profile, per_profile, functions=functions, overrides=overrides)
         result.analyses.append(ProfileAnalysis(
             profile, evaluation, build_report(profile, evaluation, per_profile)))

@@ -111,6 +111,7 @@ def _profile_view(index: int, report: dict) -> dict[str, Any]:
         "top_title": findings[0][1]["title"] if findings else None,
         "steps": _step_chart(report["metrics"]["steps"]),
         "cores": _core_chart(report["metrics"]["core_types"]),
+        "classes": _core_chart(report["metrics"].get("compute_classes", []), "compute_class"),
         "findings": [
             _finding_view(f"{anchor}-f{n}", group, f)
             for n, (group, f) in enumerate(findings, start=1)
@@ -270,10 +271,10 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _core_chart(core_types: list[dict]) -> dict[str, Any]:
-    """One horizontal bar per core type, longest first, labelled with time and share."""
+def _core_chart(rows: list[dict], key: str = "core_type") -> dict[str, Any]:
+    """One horizontal bar per core type (or other `key`), longest first, with time and share."""
     c = CORE_CHART
-    rows = sorted(core_types, key=lambda r: -_number(r["total_us"]))
+    rows = sorted(rows, key=lambda r: -_number(r["total_us"]))
     longest = max((_number(r["total_us"]) for r in rows), default=0.0) or 1.0
     bar_area = c["width"] - c["label"] - c["value"]
     bars = []
@@ -281,8 +282,8 @@ def _core_chart(core_types: list[dict]) -> dict[str, Any]:
         y = c["top"] + i * c["row"]
         w = max(_number(r["total_us"]) / longest * bar_area, 1.0)
         bars.append({
-            "name": r["core_type"],
-            "short": _shorten(r["core_type"], LABEL_CHARS),
+            "name": r[key],
+            "short": _shorten(r[key], LABEL_CHARS),
             "y": y + 4,
             "h": c["row"] - 8,
             "w": round(w, 2),

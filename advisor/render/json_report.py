@@ -54,21 +54,59 @@ def step_metrics(profile: Profile) -> list[dict[str, Any]]:
             for row in steps[cols].itertuples(index=False)]
 
 
+def _time_by(ops: pd.DataFrame, key: str) -> list[dict[str, Any]]:
+    return _shares(ops.groupby(key, dropna=False)["duration_us"].agg(["sum", "count"]), key)
+
+
+def _shares(grouped: pd.DataFrame, key: str) -> list[dict[str, Any]]:
+    """Rows of {key, total_us, ratio, count} from a frame with `sum` and `count` columns."""
+    total = float(grouped["sum"].sum()) or 1.0
+    grouped = grouped.sort_values("sum", ascending=False)
+    return [{key: "unknown" if pd.isna(k) else str(k), "total_us": float(r["sum"]),
+             "ratio": float(r["sum"]) / total, "count": int(r["count"])}
+            for k, r in grouped.iterrows()]
+
+
+def compute_class_metrics(profile: Profile) -> list[dict[str, Any]]:
+    """Device time per compute class (cube, vector, flash attention, ..., communication)."""
+    if not profile.has("device_ops", "compute_class"):
+        return []
+    return _time_by(profile.tables["device_ops"], "compute_class")
+
+
+def host_metrics(profile: Profile) -> dict[str, Any]:
+    """Host-side counts: data loading per step, synchronisations, compilations, launches,
+    and the share of compute kernels shorter than 10 µs."""
+    out: dict[str, Any] = {}
+    host = profile.tables.get("host_ops")
+    steps = len(profile.tables["steps"]) if profile.has("steps") else 0
+    if host is not None and "kind" in host:
+        kinds = host["kind"]
+        for kind, label in (("sync", "sync_calls"), ("compile", "compile_calls"),
+                            ("launch", "launch_calls")):
+            out[label] = int((kinds == kind).sum())
+        loader = host.loc[(kinds == "dataloader").fillna(False), "duration_us"]
+        if steps and not loader.empty:
+            out["dataloader_us_per_step"] = float(loader.sum()) / steps
+    ops = profile.tables.get("device_ops")
+    if ops is not None and "category" in ops:
+        compute = ops.loc[(ops["category"] == "compute").fillna(False), "duration_us"]
+        if not compute.empty:
+            out["small_kernel_share"] = float((compute < 10).mean())
+            out["kernels"] = int(len(compute))
+    return out
+
+
 def core_type_metrics(profile: Profile) -> list[dict[str, Any]]:
     """Device time per core type, from device_ops (or op_stats when only statistics exist)."""
     ops = profile.tables.get("device_ops")
     if ops is not None and not ops.empty:
-        grouped = ops.groupby("core_type", dropna=False)["duration_us"].agg(["sum", "count"])
-    elif (stats := profile.tables.get("op_stats")) is not None and not stats.empty:
-        grouped = stats.groupby("core_type", dropna=False).agg(
-            sum=("total_us", "sum"), count=("count", "sum"))
-    else:
+        return _time_by(ops, "core_type")
+    stats = profile.tables.get("op_stats")
+    if stats is None or stats.empty:
         return []
-    total = float(grouped["sum"].sum()) or 1.0
-    grouped = grouped.sort_values("sum", ascending=False)
-    return [{"core_type": "unknown" if pd.isna(k) else str(k), "total_us": float(r["sum"]),
-             "ratio": float(r["sum"]) / total, "count": int(r["count"])}
-            for k, r in grouped.iterrows()]
+    return _shares(stats.groupby("core_type", dropna=False).agg(
+        sum=("total_us", "sum"), count=("count", "sum")), "core_type")
 
 
 def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) -> dict[str, Any]:
@@ -88,7 +126,9 @@ def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) ->
         "profile": meta,
         "summary": {"findings": len(evaluation.findings), "by_severity": by_severity,
                     "total_time_us": profile_time_us(profile)},
-        "metrics": {"steps": step_metrics(profile), "core_types": core_type_metrics(profile)},
+        "metrics": {"steps": step_metrics(profile), "core_types": core_type_metrics(profile),
+                    "compute_classes": compute_class_metrics(profile),
+                    "host": host_metrics(profile)},
         "not_applicable": [{"rule_id": r.id, "rule_name": r.name, "title": r.title,
                             "missing": missing} for r, missing in evaluation.not_applicable],
         "warnings": [w.to_dict() for w in profile.warnings],
