@@ -78,3 +78,27 @@ def test_steps_without_task_data_get_no_breakdown():
     assert all(math.isnan(steps.loc[s, "free_us"]) for s in range(2, 11))
     assert steps.loc[1, "duration_us"] == pytest.approx(47587.81)
     assert steps.loc[2, "data_aug_bound_us"] == pytest.approx(32134.95)
+
+
+def test_report_host_and_compute_class_metrics():
+    from advisor.render.json_report import compute_class_metrics, host_metrics
+
+    host = pd.DataFrame({"name": ["DataLoader", "DataLoader", "cudaStreamSynchronize",
+                                  "cudaLaunchKernel", "cudaLaunchKernel"],
+                         "kind": ["dataloader", "dataloader", "sync", "launch", "launch"],
+                         "start_us": [0.0, 100.0, 50.0, 10.0, 110.0],
+                         "duration_us": [30.0, 50.0, 5.0, 2.0, 2.0]})
+    ops = pd.DataFrame({"name": ["gemm", "add", "nccl"], "core_type": "GPU",
+                        "category": ["compute", "compute", "communication"],
+                        "start_us": [0.0, 20.0, 40.0], "duration_us": [100.0, 4.0, 50.0]})
+    steps = pd.DataFrame({"step": [1, 2], "start_us": [0.0, 100.0], "end_us": [100.0, 200.0],
+                          "duration_us": [100.0, 100.0]})
+    profile = Profile(ProfileMeta("t", "mem"), {"host_ops": conform("host_ops", host),
+                                                "device_ops": conform("device_ops", ops),
+                                                "steps": conform("steps", steps)})
+    derive(profile, ["device_ops.compute_class"], PROVIDERS)
+    assert host_metrics(profile) == {"sync_calls": 1, "compile_calls": 0, "launch_calls": 2,
+                                     "dataloader_us_per_step": 40.0,
+                                     "small_kernel_share": 0.5, "kernels": 2}
+    classes = {r["compute_class"]: r["total_us"] for r in compute_class_metrics(profile)}
+    assert classes == {"matmul": 100.0, "other_compute": 4.0, "communication": 50.0}
