@@ -1,0 +1,582 @@
+"""The PyTorch profiler (Kineto) trace reader against real traces and broken copies of them.
+
+Expected numbers are computed here from the raw JSON with the standard library only, never by
+the code under test.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli import main
+from advisor.errors import UnreadableInput
+from advisor.model import TABLES
+from advisor.render.json_report import validate_report
+from advisor_plugins.kineto import KinetoReader, kernel_op_type
+
+ROOT = Path(__file__).parents[1]
+SHARED = ROOT / ".." / "shared" / "fixtures" / "kineto"
+OWN = ROOT / "tests" / "fixtures" / "kineto_own"
+SHARED_TRACES = sorted(SHARED.glob("*.json*"))
+OWN_TRACES = sorted(OWN.glob("*.pt.trace.json.gz"))
+ALL_TRACES = SHARED_TRACES + OWN_TRACES
+NCCL = SHARED / "nccl_parser_config__nccl_data.json.gz"
+ROCM = SHARED / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+LEGACY = SHARED / "trace_file_list__inference_rank_1.json.gz"
+CPU_ONLY = SHARED / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
+SAMPLED = SHARED / "timeline_analysis__sampled_rank-0.json.gz"
+
+READER = KinetoReader()
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent expectations
+
+
+@functools.cache
+def raw(path: Path) -> dict:
+    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else \
+            open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def cat(event: dict) -> str:
+    return str(event.get("cat", "")).lower()
+
+
+def complete(events: list[dict]) -> list[dict]:
+    return [e for e in events if e.get("ph") == "X" and isinstance(e.get("dur"), int | float)
+            and math.isfinite(e["dur"])]
+
+
+def expected(doc: dict) -> dict:
+    events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
+    timed = complete(events) + [e for e in events if e.get("ph") == "i"]
+    origin = min(e["ts"] for e in timed)
+    steps: dict[int, tuple[float, float]] = {}
+    for e in complete(events):
+        match = re.match(r"ProfilerStep#(\d+)", e.get("name", ""))
+        if match and cat(e) in ("cpu_op", "user_annotation", "operator"):
+            n = int(match.group(1))
+            if n not in steps or e["dur"] > steps[n][1]:
+                steps[n] = (e["ts"] - origin, e["dur"])
+    kernels = [e for e in complete(events) if cat(e) == "kernel"]
+    copies = [e for e in complete(events) if cat(e) in ("gpu_memcpy", "memcpy")]
+    nccl = [e for e in kernels if "nccl" in e["name"].lower() or "rccl" in e["name"].lower()]
+    memory = [e for e in events if e.get("ph") == "i" and e.get("name") == "[memory]"]
+    allocated = [e["args"]["Total Allocated"] for e in memory if "Total Allocated" in e["args"]]
+    info = doc.get("distributedInfo", {})
+    return {
+        "steps": dict(sorted(steps.items())),
+        "kernels": len(kernels), "kernel_us": sum(e["dur"] for e in kernels),
+        "memcpy": len(copies), "pageable": sum("Pageable" in e["name"] for e in copies),
+        "nccl": len(nccl), "nccl_us": sum(e["dur"] for e in nccl),
+        "memory": len(memory), "max_allocated": max(allocated, default=None),
+        "rank": info.get("rank"), "world_size": info.get("world_size"),
+    }
+
+
+def read_one(path: Path):
+    profiles = READER.read(path)
+    assert len(profiles) == 1
+    return profiles[0]
+
+
+def rows(profile, table: str) -> int:
+    return len(profile.tables[table]) if table in profile.tables else 0
+
+
+def warnings_of(profile) -> list[str]:
+    return [w.problem for w in profile.warnings]
+
+
+# ---------------------------------------------------------------------------------------------
+# Every real trace
+
+
+def test_fixtures_are_there():
+    assert len(SHARED_TRACES) >= 6, SHARED
+    assert [p.name for p in OWN_TRACES] == [
+        "dataloader_bound.pt.trace.json.gz", "ddp_rank0.pt.trace.json.gz",
+        "ddp_rank1.pt.trace.json.gz", "healthy.pt.trace.json.gz"]
+
+
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
+def test_trace_matches_raw_json(path):
+    assert READER.detect(path)
+    profile = read_one(path)
+    want = expected(raw(path))
+    meta = profile.meta
+    assert meta.source_format == "kineto" and meta.framework == "PyTorch"
+    assert meta.files_read == [path.name]
+
+    steps = profile.tables.get("steps")
+    if want["steps"]:
+        assert steps["step"].tolist() == list(want["steps"])
+        assert steps["duration_us"].tolist() == pytest.approx(
+            [d for _, d in want["steps"].values()])
+        assert steps["start_us"].tolist() == pytest.approx(
+            [s for s, _ in want["steps"].values()], abs=1e-3)
+        assert (steps["end_us"] - steps["start_us"]).tolist() == pytest.approx(
+            steps["duration_us"].tolist())
+    else:
+        assert steps is None
+
+    ops = profile.tables.get("device_ops")
+    if want["kernels"] or want["memcpy"]:
+        kernels = ops[ops["category"].isin(["compute", "communication"])]
+        assert len(kernels) == want["kernels"]
+        assert kernels["duration_us"].sum() == pytest.approx(want["kernel_us"])
+        copies = ops[ops["category"] == "memcpy"]
+        assert len(copies) == want["memcpy"]
+        assert (copies["host_memory"] == "pageable").sum() == want["pageable"]
+        assert (ops["core_type"] == "GPU").all()
+        assert "compute_class" not in ops
+        assert meta.device_kind == "GPU"
+    else:
+        assert ops is None
+
+    comm = profile.tables.get("comm_ops")
+    nccl = comm[~comm["name"].str.startswith("gloo:")] if comm is not None else []
+    assert len(nccl) == want["nccl"]
+    if want["nccl"]:
+        assert nccl["duration_us"].sum() == pytest.approx(want["nccl_us"])
+        assert (ops["category"] == "communication").sum() == want["nccl"]
+
+    memory = profile.tables.get("memory")
+    assert rows(profile, "memory") == want["memory"]
+    if want["max_allocated"] is not None:
+        assert memory["allocated_bytes"].max() == want["max_allocated"]
+
+    if want["rank"] is not None:
+        assert meta.rank == want["rank"]
+    assert meta.world_size == want["world_size"]
+
+    for name, frame in profile.tables.items():
+        spec = TABLES[name]
+        assert set(frame.columns) <= set(spec.column_names)
+        for column in ("start_us", "time_us"):
+            if column in frame:
+                assert frame[column].min() >= 0
+    earliest = min(frame[c].min() for frame in profile.tables.values()
+                   for c in ("start_us", "time_us") if c in frame)
+    assert earliest >= 0 and "time_origin_us" in meta.extra
+
+
+def test_nccl_trace_comm_ops_have_op_group_bytes_and_bandwidth():
+    profile = read_one(NCCL)
+    comm = profile.tables["comm_ops"]
+    kernels = [e for e in complete(raw(NCCL)["traceEvents"])
+               if cat(e) == "kernel" and "nccl" in e["name"].lower()]
+    sizes = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1}
+    want = [e["args"]["In msg nelems"] * sizes[e["args"]["dtype"]] for e in kernels]
+    assert comm["bytes"].tolist() == want
+    assert comm["bandwidth_gbps"].tolist() == pytest.approx(
+        [b / e["dur"] / 1000 for b, e in zip(want, kernels, strict=True)])
+    assert sorted(set(comm["op"])) == ["allreduce", "broadcast"]
+    assert set(comm["group"]) == {"0 (default_pg)"}
+    assert comm["transport"].isna().all() if "transport" in comm else True
+    assert profile.meta.versions["nccl_version"] == "2.17.1"
+    assert profile.meta.device_name == "NVIDIA A100-PG509-200"
+    kinds = {kind: set(names) for kind, names in profile.tables["host_ops"].groupby("kind")["name"]}
+    assert {"cudaLaunchKernel", "cudaLaunchKernelExC"} <= kinds["launch"]
+    assert {"cudaDeviceSynchronize", "cudaEventSynchronize"} <= kinds["sync"]
+    assert "cudaMemcpyAsync" in kinds["runtime"]
+    assert "Optimizer.step#SGD.step" in kinds["optimizer"]
+    assert not profile.tables["host_ops"]["name"].str.startswith("ProfilerStep#").any()
+
+
+def test_sendrecv_kernels_without_collective_metadata_get_op_from_name():
+    profile = read_one(SAMPLED)
+    comm = profile.tables["comm_ops"]
+    assert set(comm["op"]) == {"sendrecv"} and comm["bytes"].isna().all()
+
+
+def test_copies_kinds_and_bytes():
+    profile = read_one(SAMPLED)
+    copies = profile.tables["device_ops"].query("category == 'memcpy'")
+    assert set(copies["memcpy_kind"]) == {"HtoD", "DtoH", "DtoD"}
+    pinned = copies[copies["name"] == "Memcpy HtoD (Pinned -> Device)"]
+    assert len(pinned) == 8 and set(pinned["host_memory"]) == {"pinned"}
+    assert copies[copies["memcpy_kind"] == "DtoD"]["host_memory"].isna().all()
+    raw_bytes = [e["args"]["bytes"] for e in complete(raw(SAMPLED)["traceEvents"])
+                 if cat(e) == "gpu_memcpy"]
+    assert copies["bytes"].tolist() == raw_bytes
+    assert set(profile.tables["device_ops"]["stream"].dropna()) >= {23}
+
+
+def test_rocm_trace():
+    profile = read_one(ROCM)
+    meta = profile.meta
+    assert meta.device_kind == "GPU" and meta.device_id == "2"
+    assert meta.device_name == "AMD Radeon Graphics"
+    assert meta.extra["gpu_runtime"] == "ROCm"
+    assert meta.rank is None and "no distributedInfo: rank and world size unknown" in \
+        warnings_of(profile)
+    host = profile.tables["host_ops"]
+    kinds = dict(zip(host["name"], host["kind"], strict=True))
+    assert kinds["hipLaunchKernel"] == "launch" and kinds["hipExtModuleLaunchKernel"] == "launch"
+    assert kinds["hipDeviceSynchronize"] == "sync"
+    assert kinds["hipGetDevicePropertiesR0600"] == "runtime"
+    # the GPU mirror of ProfilerStep#1 (gpu_user_annotation) is not a second step 1
+    assert profile.tables["steps"]["step"].tolist() == [1, 2]
+
+
+def test_legacy_categories_from_hta():
+    profile = read_one(LEGACY)
+    assert profile.meta.rank == 1 and profile.meta.world_size is None
+    assert rows(profile, "device_ops") == 4
+    host = profile.tables["host_ops"]
+    assert sorted(set(host["kind"])) == ["launch", "runtime"]
+    assert set(host["thread"]) == {1010370}
+
+
+def test_cpu_only_trace_has_gloo_comm_and_no_device_tables():
+    profile = read_one(CPU_ONLY)
+    assert profile.meta.device_kind == "CPU" and profile.meta.device_name == ""
+    assert profile.meta.rank == 34 and profile.meta.world_size == 300
+    comm = profile.tables["comm_ops"]
+    gloo = [e for e in complete(raw(CPU_ONLY)["traceEvents"]) if e["name"] == "gloo:all_reduce"]
+    assert len(comm) == len(gloo) == 10
+    assert set(comm["op"]) == {"allreduce"}
+    assert comm["bytes"].tolist() == [math.prod(e["args"]["Input Dims"][0]) * 4 for e in gloo]
+
+
+def test_own_dataloader_trace():
+    profile = read_one(OWN / "dataloader_bound.pt.trace.json.gz")
+    host = profile.tables["host_ops"]
+    loads = host[host["kind"] == "dataloader"]
+    steps = profile.tables["steps"]
+    assert len(loads) == len(steps) == 6
+    assert loads["name"].str.startswith("enumerate(DataLoader)").all()
+    # the Dataset sleeps 3 ms per sample, 8 samples per batch
+    assert (loads["duration_us"] > 20_000).all()
+    assert loads["duration_us"].sum() > 0.7 * steps["duration_us"].sum()
+    assert set(profile.tables["memory"]["device"]) == {"cpu"}
+    assert profile.tables["memory"]["capacity_bytes"].isna().all()
+
+
+def test_own_healthy_trace_has_short_steps_and_no_dataloader():
+    profile = read_one(OWN / "healthy.pt.trace.json.gz")
+    assert "dataloader" not in set(profile.tables["host_ops"]["kind"])
+    assert profile.tables["steps"]["duration_us"].max() < 20_000
+
+
+def test_own_ddp_traces_name_their_ranks_and_the_slow_one():
+    rank0 = read_one(OWN / "ddp_rank0.pt.trace.json.gz")
+    rank1 = read_one(OWN / "ddp_rank1.pt.trace.json.gz")
+    assert (rank0.meta.rank, rank0.meta.world_size) == (0, 2)
+    assert (rank1.meta.rank, rank1.meta.world_size) == (1, 2)
+    assert rank0.meta.extra["backend"] == "gloo"
+    assert not any("distributedInfo" in w for w in warnings_of(rank0))
+    # rank 0 waits in the gradient all-reduce for rank 1, which sleeps 20 ms per step
+    wait0 = rank0.tables["comm_ops"]["duration_us"].sum()
+    wait1 = rank1.tables["comm_ops"]["duration_us"].sum()
+    assert wait0 > wait1
+    # duplicate thread_name metadata: the last one wins (the gloo thread is renamed)
+    doc = raw(OWN / "ddp_rank0.pt.trace.json.gz")
+    last = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            last[str(e["tid"])] = e["args"]["name"]
+    assert rank0.meta.extra["threads"] == last
+    assert "pt_gloo_runloop" in " ".join(last.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection
+
+
+def test_detect(tmp_path):
+    bare = tmp_path / "trace_view.json"
+    bare.write_text('[{"ph": "X", "name": "a", "ts": "1.0", "dur": 1}]')
+    chrome = tmp_path / "other.json"
+    chrome.write_text('{"traceEvents": [{"ph": "X", "cat": "foo", "name": "a"}]}')
+    kineto = tmp_path / "mine.json"
+    kineto.write_text('{"schemaVersion": 1, "traceEvents": []}')
+    zipped = tmp_path / "mine.json.gz"
+    zipped.write_bytes(gzip.compress(kineto.read_bytes()))
+    not_gzip = tmp_path / "plain.json.gz"
+    not_gzip.write_bytes(kineto.read_bytes())
+    assert not READER.detect(bare)
+    assert not READER.detect(chrome)
+    assert READER.detect(kineto) and READER.detect(zipped)
+    assert not READER.detect(not_gzip)
+    assert not READER.detect(tmp_path)
+    assert not READER.detect(SHARED)
+    assert not READER.detect(tmp_path / "missing.pt.trace.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input (broken copies in tmp_path)
+
+
+def text_of(path: Path) -> str:
+    return json.dumps(raw(path), indent=1)
+
+
+def write(tmp_path: Path, name: str, doc_or_text) -> Path:
+    path = tmp_path / name
+    text = doc_or_text if isinstance(doc_or_text, str) else json.dumps(doc_or_text)
+    if name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def kineto_text(doc: dict) -> tuple[str, list[int]]:
+    """The trace written the way Kineto writes it (header keys, then events one by one), and
+    the offset just past each event."""
+    head = "".join(f"{json.dumps(k)}: {json.dumps(v)}, " for k, v in doc.items()
+                   if k != "traceEvents")
+    text = "{" + head + '"traceEvents": [\n'
+    ends = []
+    for index, event in enumerate(doc["traceEvents"]):
+        text += ("" if index == 0 else ",\n") + json.dumps(event, indent=2)
+        ends.append(len(text))
+    return text + "\n]}", ends
+
+
+@pytest.mark.parametrize("where", [0.3, 0.9])
+def test_truncated_mid_event(tmp_path, where):
+    source = OWN / "healthy.pt.trace.json.gz"
+    full = read_one(source)
+    text, ends = kineto_text(raw(source))
+    kept = int(len(ends) * where)
+    while ends[kept] - ends[kept - 1] < 80:  # cut inside an event long enough to cut into
+        kept += 1
+    path = write(tmp_path, "cut.pt.trace.json", text[:ends[kept - 1] + 60])
+    profile = read_one(path)
+    assert f"truncated trace: {kept} events recovered" in warnings_of(profile)
+    assert 0 < rows(profile, "host_ops") <= rows(full, "host_ops")
+    assert 0 < rows(profile, "steps") <= rows(full, "steps")
+    assert sum(map(len, profile.tables.values())) < sum(map(len, full.tables.values()))
+    # what was recovered is what the complete file says about those events
+    assert profile.tables["host_ops"]["name"].tolist() == \
+        full.tables["host_ops"]["name"].tolist()[:rows(profile, "host_ops")]
+
+
+def test_unclosed_event_list_of_a_crashed_run(tmp_path):
+    text, ends = kineto_text(raw(SAMPLED))
+    kept = len(ends) // 2
+    path = write(tmp_path, "crashed.pt.trace.json", text[:ends[kept - 1]] + ",\n")
+    profile = read_one(path)
+    assert f"truncated trace: {kept} events recovered" in warnings_of(profile)
+    assert profile.meta.rank == 0 and profile.meta.device_kind == "GPU"
+    assert rows(profile, "device_ops") > 0
+
+
+def test_cut_gzip_file(tmp_path):
+    data = (OWN / "ddp_rank1.pt.trace.json.gz").read_bytes()
+    path = tmp_path / "cut.pt.trace.json.gz"
+    path.write_bytes(data[:len(data) // 2])
+    profile = read_one(path)
+    problems = warnings_of(profile)
+    assert any(p.startswith("truncated gzip data") for p in problems)
+    assert any(re.fullmatch(r"truncated trace: \d+ events recovered", p) for p in problems)
+    assert profile.meta.rank == 1  # distributedInfo comes before the events in torch 2.x
+    assert rows(profile, "host_ops") > 0
+
+
+def test_cut_before_any_event_is_unreadable(tmp_path):
+    text, ends = kineto_text(raw(LEGACY))
+    path = write(tmp_path, "early.pt.trace.json", text[:ends[0] - 5])
+    with pytest.raises(UnreadableInput, match="early.pt.trace.json"):
+        READER.read(path)
+
+
+def test_trace_without_steps(tmp_path):
+    doc = json.loads(text_of(SAMPLED))
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    profile = read_one(write(tmp_path, "nosteps.pt.trace.json", doc))
+    full = read_one(SAMPLED)
+    assert rows(full, "steps") == 2
+    assert "steps" not in profile.tables
+    for table in ("device_ops", "host_ops", "comm_ops"):
+        assert rows(profile, table) == rows(full, table)
+    assert profile.tables["device_ops"]["duration_us"].sum() == pytest.approx(
+        full.tables["device_ops"]["duration_us"].sum())
+
+
+def test_nan_and_infinity(tmp_path):
+    doc = json.loads(text_of(LEGACY))
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "Kernel"]
+    kernels[0]["dur"] = float("nan")
+    kernels[1]["args"]["bytes"] = float("inf")
+    doc["traceEvents"].append({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
+                               "ts": kernels[2]["ts"],
+                               "args": {"Total Allocated": float("inf"),
+                                        "Total Reserved": 1024, "Device Type": 1,
+                                        "Device Id": 0}})
+    text = json.dumps(doc)  # writes NaN and Infinity, as Python's json does
+    assert "NaN" in text and "Infinity" in text
+    profile = read_one(write(tmp_path, "nan.pt.trace.json", text))
+    problems = warnings_of(profile)
+    assert sum("NaN or Infinity" in p for p in problems) == 1
+    assert "1 complete events without a valid duration (dur) skipped" in problems
+    assert rows(profile, "device_ops") == 3
+    memory = profile.tables["memory"]
+    assert memory["allocated_bytes"].isna().all() and memory["reserved_bytes"].tolist() == [1024]
+    assert memory["device"].tolist() == ["cuda:0"]
+
+
+def test_events_without_dur(tmp_path):
+    doc = json.loads(text_of(OWN / "healthy.pt.trace.json.gz"))
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    for event in ops[:3]:
+        del event["dur"]
+    profile = read_one(write(tmp_path, "nodur.pt.trace.json", doc))
+    full = read_one(OWN / "healthy.pt.trace.json.gz")
+    assert "3 complete events without a valid duration (dur) skipped" in warnings_of(profile)
+    assert rows(profile, "host_ops") == rows(full, "host_ops") - 3
+
+
+def test_gz_that_is_not_gzip(tmp_path):
+    path = tmp_path / "plain.pt.trace.json.gz"
+    path.write_text(text_of(LEGACY), encoding="utf-8")
+    with pytest.raises(UnreadableInput) as info:
+        READER.read(path)
+    assert info.value.path == str(path) and "gzip" in info.value.problem
+
+
+def test_not_json_at_all(tmp_path):
+    path = write(tmp_path, "junk.pt.trace.json", '{"traceEvents": [{"ph": "X"} oops ]}')
+    with pytest.raises(UnreadableInput, match="invalid JSON"):
+        READER.read(path)
+
+
+def test_duplicate_metadata_last_wins(tmp_path):
+    doc = json.loads(text_of(LEGACY))
+    events = json.dumps(doc["traceEvents"])
+    text = ('{"distributedInfo": {"rank": 5, "world_size": 8}, "schemaVersion": 1, '
+            f'"traceEvents": {events}, '
+            '"distributedInfo": {"rank": 3, "world_size": 4}}')
+    doc["traceEvents"] += [
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": 42, "args": {"name": "first"}},
+        {"ph": "M", "name": "thread_name", "pid": 7, "tid": 42, "args": {"name": "second"}},
+        {"ph": "M", "name": "process_name", "pid": 1010370, "tid": 0,
+         "args": {"name": "renamed"}},
+    ]
+    assert any(e.get("name") == "process_name" and e["pid"] == 1010370
+               and e["args"]["name"] == "python" for e in doc["traceEvents"])
+    profile = read_one(write(tmp_path, "dup.pt.trace.json", text))
+    assert (profile.meta.rank, profile.meta.world_size) == (3, 4)
+    named = read_one(write(tmp_path, "dupthreads.pt.trace.json", doc))
+    assert named.meta.extra["threads"]["42"] == "second"
+    assert named.meta.extra["process_name"] == "renamed"
+
+
+def test_legacy_2021_trace_with_string_tids(tmp_path):
+    """Categories and spellings of PyTorch 1.8-1.9 traces (formats.md 1.4-1.10)."""
+    t0 = 1623143089861000
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 25738,
+         "tid": "25738", "ts": t0, "dur": 1000},
+        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 25738, "tid": "25738",
+         "ts": t0 + 10, "dur": 100, "args": {"Input dims": [[8, 3, 224, 224]]}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 25738,
+         "tid": "25738", "ts": t0 + 20, "dur": 5, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaMemcpy", "pid": 25738, "tid": "25738",
+         "ts": t0 + 30, "dur": 50},
+        {"ph": "X", "cat": "Kernel", "name": "implicit_convolve_sgemm", "pid": 0,
+         "tid": "stream 7", "ts": t0 + 40, "dur": 300},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
+         "tid": "stream 7", "ts": t0 + 400, "dur": 20, "args": {"bytes": 4096}},
+        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7",
+         "ts": t0 + 430, "dur": 2},
+        {"ph": "X", "cat": "Python", "name": "train.py(10): step", "pid": 25738,
+         "tid": "25738", "ts": t0 + 1, "dur": 900},
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 25738, "tid": "25738",
+         "ts": t0 + 15, "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4}},
+        {"ph": "s", "cat": "async", "name": "launch", "id": 1, "pid": 25738, "tid": "25738",
+         "ts": t0 + 20},
+    ]
+    doc = {"schemaVersion": 1, "computeProperties": [{"id": 0, "name": "Tesla V100"}],
+           "traceEvents": events}
+    profile = read_one(write(tmp_path, "worker0.1623143089861.pt.trace.json", doc))
+    assert profile.meta.device_kind == "GPU" and profile.meta.device_name == "Tesla V100"
+    steps = profile.tables["steps"]
+    assert steps[["step", "start_us", "duration_us"]].values.tolist() == [[3, 0.0, 1000.0]]
+    ops = profile.tables["device_ops"]
+    assert ops["stream"].tolist() == [7, 7, 7]
+    assert ops["category"].tolist() == ["compute", "memcpy", "memset"]
+    assert ops["start_us"].tolist() == [40.0, 400.0, 430.0]
+    assert ops["memcpy_kind"].tolist()[1] == "HtoD"
+    assert ops["host_memory"].tolist()[1] == "pageable" and ops["bytes"].tolist()[1] == 4096
+    host = profile.tables["host_ops"]
+    assert dict(zip(host["name"], host["kind"], strict=True)) == {
+        "aten::conv2d": "aten", "cudaLaunchKernel": "launch", "cudaMemcpy": "sync",
+        "train.py(10): step": "python"}
+    assert set(host["thread"]) == {25738}
+    memory = profile.tables["memory"]
+    assert memory["device"].tolist() == ["cpu"] and memory["allocated_bytes"].isna().all()
+    assert profile.meta.extra["time_origin_us"] == t0
+    assert "no distributedInfo: rank and world size unknown" in warnings_of(profile)
+
+
+def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path):
+    doc = json.loads(text_of(LEGACY))
+    del doc["distributedInfo"]
+    profile = read_one(write(tmp_path, "job_rank_3.pt.trace.json", doc))
+    assert profile.meta.rank == 3 and profile.meta.world_size is None
+    assert "no distributedInfo: rank and world size unknown" in warnings_of(profile)
+
+
+def test_memory_capacity_from_device_properties(tmp_path):
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU-A",
+                                                     "totalGlobalMem": 1000},
+                                                    {"id": 1, "name": "GPU-B",
+                                                     "totalGlobalMem": 2000}],
+           "distributedInfo": {"rank": 0, "world_size": 1},
+           "traceEvents": [
+               {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
+                "pid": 1, "tid": 1, "ts": 5.0,
+                "args": {"Total Allocated": 10, "Total Reserved": 20, "Device Type": 1,
+                         "Device Id": device}} for device in (1, 0, -1)]}
+    doc["traceEvents"][2]["args"]["Device Type"] = 0
+    memory = read_one(write(tmp_path, "mem.pt.trace.json", doc)).tables["memory"]
+    assert memory["device"].tolist() == ["cuda:1", "cuda:0", "cpu"]
+    assert memory["capacity_bytes"].tolist()[:2] == [2000.0, 1000.0]
+    assert math.isnan(memory["capacity_bytes"].tolist()[2])
+
+
+@pytest.mark.parametrize(("name", "op_type"), [
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
+     "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<int>, "
+     "at::detail::Array<char*, 1>)", "vectorized_elementwise_kernel"),
+    ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel"
+     "<float, 4>(int)", "distribution_elementwise_grid_stride_kernel"),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>"
+     "(cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4::Params)",
+     "cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4"),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+     "ncclKernel_AllReduce_RING_LL_Sum_float"),
+    ("ampere_sgemm_32x32_sliced1x4_tn", "ampere_sgemm_32x32_sliced1x4_tn"),
+    ("_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11"
+     "threadblockEEEEEvNT_6ParamsE", "ImplicitGemmConvolution"),
+])
+def test_kernel_op_type(name, op_type):
+    assert kernel_op_type(name) == op_type
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end
+
+
+def test_advisor_run_on_a_gpu_trace_writes_a_valid_report(tmp_path):
+    result = CliRunner().invoke(main, ["run", str(NCCL), "-o", str(tmp_path / "out"),
+                                       "--format", "json", "-q"])
+    assert result.exit_code == 0, result.output
+    reports = sorted((tmp_path / "out").glob("prof_rule_*.json"))
+    assert len(reports) == 1
+    validate_report(json.loads(reports[0].read_text(encoding="utf-8")))
