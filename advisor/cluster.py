@@ -30,7 +30,10 @@ def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
     for rank, profile in sorted(by_rank.items()):
         steps = profile.tables["steps"]
         row = {"rank": rank, "steps": len(steps)}
-        row |= {c: steps[c].mean() for c in _MEANS if c in steps}
+        row |= {c: steps[c].mean() for c in _MEANS if profile.has("steps", c)}
+        if "communication_us" not in row and profile.has("comm_ops", "duration_us"):
+            # no device timeline (e.g. CPU/gloo): host-side collective time per step
+            row["communication_us"] = profile.tables["comm_ops"]["duration_us"].sum() / len(steps)
         rows.append(row)
     members = list(by_rank.values())
     first = members[0].meta

@@ -264,3 +264,13 @@ def test_slow_rank_names_the_rank():
     assert finding.impact_us == pytest.approx(2_000 * 10)
     assert "Rank 2 is the slowest of 4 ranks" in finding.message
     assert run("CLUSTER-001", ranks=ranks([10_000, 10_100, 10_200])) == []
+
+
+def test_late_rank_is_the_one_that_waits_least():
+    table = ranks([50_000, 50_100, 49_900])
+    table["communication_us"] = [25_000, 2_000, 24_000]
+    (finding,) = run("CLUSTER-002", ranks=table)
+    assert finding.values["late_rank"] == 1 and finding.values["waiting_rank"] == 0
+    assert finding.impact_us == pytest.approx(23_000 * 10)
+    table["communication_us"] = [2_100, 2_000, 2_050]
+    assert run("CLUSTER-002", ranks=table) == []

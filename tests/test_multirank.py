@@ -124,3 +124,14 @@ def test_progress_only_on_a_terminal(monkeypatch, capsys):
     finally:
         progress.set_quiet(False)
     assert not FileProgress("small.json", 1000).active
+
+
+def test_own_ddp_traces_name_the_delayed_rank(tmp_path):
+    """Rank 1 of the gloo DDP run sleeps before backward (tests/fixtures/kineto_own)."""
+    for rank in (0, 1):
+        shutil.copy(ROOT / f"tests/fixtures/kineto_own/ddp_rank{rank}.pt.trace.json.gz", tmp_path)
+    result = advisor.analyze(tmp_path)
+    cluster = result.analyses[-1]
+    assert cluster.profile.meta.source_format == "cluster"
+    findings = {f.rule.id: f for f in cluster.findings}
+    assert findings["CLUSTER-002"].values["late_rank"] == 1

@@ -228,6 +228,14 @@ def argmax(labels: Any, values: Any) -> Any:
     return plain(labels.to_numpy()[int(np.nanargmax(numbers.to_numpy("float64")))])
 
 
+def argmin(labels: Any, values: Any) -> Any:
+    """The label at the smallest value (ties: the first); None when there are no values.
+
+    Example: argmin(ranks.rank, ranks.communication_us) == 1
+    """
+    return argmax(labels, -_numbers(values, "argmin"))
+
+
 # --- elementwise -------------------------------------------------------------------------------
 
 def abs_(x: Any) -> Any:
@@ -475,7 +483,8 @@ def matches(x: Any, pattern: str) -> Any:
 BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": sum_, "mean": mean, "median": median, "min": min_, "max": max_, "std": std,
     "quantile": quantile, "count": count, "rows": rows, "nunique": nunique, "any": any_,
-    "all": all_, "top": top, "argmax": argmax, "abs": abs_, "round": round_, "share": share,
+    "all": all_, "top": top, "argmax": argmax, "argmin": argmin, "abs": abs_, "round": round_,
+    "share": share,
     "where": where,
     "filter": filter_, "isin": isin, "coalesce": coalesce, "clip": clip, "log10": log10,
     "isna": isna, "notna": notna, "contains": contains, "startswith": startswith,
