@@ -178,7 +178,7 @@ class _ExportReader:
         for kind, files in _in_read_order(chosen):
             for path in files:
                 rel = self._rel(path)
-                frame = _read_csv_table(kind, path, rel, self._shared_warn)
+                frame = read_csv_table(kind, path, rel, self._shared_warn)
                 if frame is None:
                     continue
                 for device_id, rows in _split_devices(frame, rel, self._shared_warn):
@@ -231,7 +231,7 @@ class _ExportReader:
         for kind, paths in _in_read_order(chosen):
             for path in paths:
                 rel = self._rel(path)
-                frame = _read_csv_table(kind, path, rel, warn)
+                frame = read_csv_table(kind, path, rel, warn)
                 if frame is not None:
                     self._add_csv_rows(dev, kind, frame, rel)
 
@@ -249,13 +249,13 @@ class _ExportReader:
         for old in superseded:
             warn(self._rel(old.ignored[0]), self._superseded(old))
 
-        def load(kind: str) -> _Trace | None:
+        def load(kind: str) -> Trace | None:
             return self._load_trace(chosen.get(kind, []), warn)
 
         for table, (frame, kind) in _timeline_tables(load).items():
             dev.add(table, frame, [self._rel(path) for path in chosen.get(kind, [])])
 
-    def _load_trace(self, files: list[Path], warn: WarnFn) -> _Trace | None:
+    def _load_trace(self, files: list[Path], warn: WarnFn) -> Trace | None:
         """Concatenate the events of a timeline's slices; None when no slice was readable."""
         events: list[dict[str, Any]] = []
         read_any = False
@@ -273,7 +273,7 @@ class _ExportReader:
                 continue
             events += [e for e in data if isinstance(e, dict)]
             read_any = True
-        return _Trace(events) if read_any else None
+        return Trace(events) if read_any else None
 
     def _superseded(self, old: Superseded) -> str:
         ignored = ", ".join(self._rel(p) for p in old.ignored)
@@ -359,7 +359,7 @@ def _in_read_order(chosen: dict[str, list[Path]]) -> list[tuple[str, list[Path]]
 # Summary CSVs: one function per file type
 
 
-class _Csv:
+class SummaryCsv:
     """One summary CSV: string cells, plus numeric columns that report their bad cells."""
 
     def __init__(self, path: Path, rel: str, warn: WarnFn) -> None:
@@ -405,7 +405,7 @@ def _frame(columns: dict[str, pd.Series | None]) -> pd.DataFrame:
     return pd.DataFrame({k: v for k, v in columns.items() if v is not None})
 
 
-def _steps_from_step_trace(csv: _Csv) -> pd.DataFrame:
+def _steps_from_step_trace(csv: SummaryCsv) -> pd.DataFrame:
     end = csv.number("Iteration End(us)")
     duration = csv.number("Iteration Time(us)")
     reduces = [csv.number(c) for c in csv.copies("Reduce Duration(us)")]
@@ -424,7 +424,7 @@ def _steps_from_step_trace(csv: _Csv) -> pd.DataFrame:
     })
 
 
-def _device_ops_from_op_summary(csv: _Csv) -> pd.DataFrame:
+def device_ops_from_op_summary(csv: SummaryCsv) -> pd.DataFrame:
     core_type = csv.text("Task Type").fillna("UNKNOWN")
     if csv.has("Task Start Time(us)"):
         start = csv.number("Task Start Time(us)")
@@ -444,7 +444,7 @@ def _device_ops_from_op_summary(csv: _Csv) -> pd.DataFrame:
         "input_dtypes": csv.text("Input Data Types"),
         "output_shapes": csv.text("Output Shapes"),
         "block_dim": csv.number(csv.first("Block Num", "Block Dim")),
-        "category": core_type.map(_category),
+        "category": core_type.map(task_category),
         "op_state": csv.text("OP State"),
         "aicore_time_us": csv.number("aicore_time(us)"),
         "vec_ratio": csv.coalesce("aic_vec_ratio", "aiv_vec_ratio", "vec_ratio"),
@@ -457,7 +457,7 @@ def _device_ops_from_op_summary(csv: _Csv) -> pd.DataFrame:
 _KERNEL_TYPES = {"KERNEL_AICORE": "AI_CORE", "KERNEL_AICPU": "AI_CPU"}
 
 
-def _device_ops_from_task_time(csv: _Csv) -> pd.DataFrame:
+def _device_ops_from_task_time(csv: SummaryCsv) -> pd.DataFrame:
     kernel_type = csv.text("kernel_type").fillna("UNKNOWN")
     core_type = kernel_type.map(lambda t: _KERNEL_TYPES.get(t, t))
     return _frame({
@@ -467,11 +467,11 @@ def _device_ops_from_task_time(csv: _Csv) -> pd.DataFrame:
         "duration_us": csv.number("task_time(us)"),
         "stream": csv.number("stream_id"),
         "task_id": csv.number("task_id"),
-        "category": core_type.map(_category),
+        "category": core_type.map(task_category),
     })
 
 
-def _op_stats_from_op_statistic(csv: _Csv) -> pd.DataFrame:
+def _op_stats_from_op_statistic(csv: SummaryCsv) -> pd.DataFrame:
     ratio = csv.number("Ratio(%)")
     return _frame({
         "op_type": csv.text("OP Type"),
@@ -485,7 +485,7 @@ def _op_stats_from_op_statistic(csv: _Csv) -> pd.DataFrame:
     })
 
 
-def _host_ops_from_api_statistic(csv: _Csv) -> pd.DataFrame:
+def _host_ops_from_api_statistic(csv: SummaryCsv) -> pd.DataFrame:
     frame = _frame({
         "name": csv.text("API Name"),
         "level": csv.text("Level"),
@@ -499,13 +499,13 @@ def _host_ops_from_api_statistic(csv: _Csv) -> pd.DataFrame:
 class _CsvKind:
     table: str
     required: tuple[str, ...]
-    build: Callable[[_Csv], pd.DataFrame]
+    build: Callable[[SummaryCsv], pd.DataFrame]
 
 
 # Read order matters: op_summary before task_time (see `_add_csv_rows`).
 _CSV_TABLES: dict[str, _CsvKind] = {
     "op_summary": _CsvKind("device_ops", ("Op Name", "Task Type", "Task Duration(us)"),
-                           _device_ops_from_op_summary),
+                           device_ops_from_op_summary),
     "task_time": _CsvKind("device_ops", ("kernel_name", "kernel_type", "task_time(us)"),
                           _device_ops_from_task_time),
     "step_trace": _CsvKind("steps", ("Iteration ID", "Iteration End(us)", "Iteration Time(us)"),
@@ -517,11 +517,11 @@ _CSV_TABLES: dict[str, _CsvKind] = {
 }
 
 
-def _read_csv_table(kind: str, path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
+def read_csv_table(kind: str, path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
     """Read one summary CSV of a known kind; warn and return None when it is unusable."""
     spec = _CSV_TABLES[kind]
     try:
-        csv = _Csv(path, rel, warn)
+        csv = SummaryCsv(path, rel, warn)
     except UnreadableInput as exc:
         warn(rel, exc.problem)
         return None
@@ -552,7 +552,7 @@ def _split_devices(frame: pd.DataFrame, rel: str,
             for device_id, rows in frame.groupby(DEVICE_COLUMN, sort=False)]
 
 
-def _category(core_type: str) -> str:
+def task_category(core_type: str) -> str:
     """Category of a task type: what overlap and time-breakdown metrics group by."""
     upper = str(core_type).upper()
     if upper == "COMMUNICATION" or upper.startswith(("HCCL", "NOTIFY", "REDUCE_ASYNC")):
@@ -570,7 +570,7 @@ def _category(core_type: str) -> str:
 # Timeline JSONs (Chrome trace lists)
 
 
-class _Trace:
+class Trace:
     """Events of one timeline with process and thread names resolved."""
 
     def __init__(self, events: list[dict[str, Any]]) -> None:
@@ -586,10 +586,10 @@ class _Trace:
             elif e.get("name") == "thread_name":
                 self.threads[(e.get("pid"), e.get("tid"))] = str(name)
 
-    def process(self, *names: str) -> _Trace:
+    def process(self, *names: str) -> Trace:
         """The events of the processes with these names (metadata included)."""
         pids = {pid for pid, name in self.processes.items() if name in names}
-        return _Trace([e for e in self.events if e.get("pid") in pids])
+        return Trace([e for e in self.events if e.get("pid") in pids])
 
     def thread_name(self, event: dict[str, Any]) -> str:
         return self.threads.get((event.get("pid"), event.get("tid")), "")
@@ -608,7 +608,7 @@ def _f(value: Any) -> float:
         return float("nan")
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
     number = _f(value)
     return int(number) if np.isfinite(number) else None
 
@@ -622,7 +622,7 @@ def _iteration_of(event: dict[str, Any], pattern: re.Pattern[str]) -> int | None
     """The iteration an event is for: its `Iteration ID` arg, else the number in its name."""
     args = event.get("args") or {}
     if "Iteration ID" in args:
-        return _int_or_none(args["Iteration ID"])
+        return int_or_none(args["Iteration ID"])
     match = pattern.search(str(event.get("name", "")))
     return int(match.group(1)) if match else None
 
@@ -636,7 +636,7 @@ _STEP_DURATIONS = {"Iteration Time": "duration_us", "FP_BP Time": "fp_bp_us",
 _STEP_CATEGORIES = {*_STEP_DURATIONS, "Reduce", "Data_aug Bound"}
 
 
-def _steps_from_trace(trace: _Trace) -> pd.DataFrame | None:
+def _steps_from_trace(trace: Trace) -> pd.DataFrame | None:
     """Steps from step-trace events (`Iteration N`, `FP_BP Time N`, `Reduce_<iter>_<k>`...).
 
     start_us is the `Iteration N` event's ts (the previous iteration end, or FP start for the
@@ -685,7 +685,7 @@ def _op_type(name: str) -> str:
     return _OP_SUFFIX.sub("", str(name).rsplit("/", 1)[-1])
 
 
-def _device_ops_from_trace(trace: _Trace, hccl_streams: set[int]) -> pd.DataFrame | None:
+def _device_ops_from_trace(trace: Trace, hccl_streams: set[int]) -> pd.DataFrame | None:
     """Device tasks from `Stream N` threads; HCCL's own streams are left to comm_ops.
 
     Tasks on a stream that the HCCL timeline uses (Notify, Reduce_Inline and Memcpy of a
@@ -695,16 +695,16 @@ def _device_ops_from_trace(trace: _Trace, hccl_streams: set[int]) -> pd.DataFram
     rows = []
     for e in trace.complete(_STREAM_THREAD):
         args = e.get("args") or {}
-        stream = _int_or_none(args.get("Stream Id"))
+        stream = int_or_none(args.get("Stream Id"))
         if stream is None:
             stream = int(_STREAM_THREAD.search(trace.thread_name(e)).group(1))
         if stream in hccl_streams:
             continue
         core_type = str(args.get("Task Type") or "UNKNOWN")
         rows.append({"name": str(e.get("name", "")), "op_type": _op_type(e.get("name", "")),
-                     "core_type": core_type, "category": _category(core_type),
+                     "core_type": core_type, "category": task_category(core_type),
                      "start_us": _f(e.get("ts")), "duration_us": _f(e.get("dur")),
-                     "stream": stream, "task_id": _int_or_none(args.get("Task Id"))})
+                     "stream": stream, "task_id": int_or_none(args.get("Task Id"))})
     return pd.DataFrame(rows) if rows else None
 
 
@@ -713,13 +713,13 @@ _COLLECTIVES = ("reducescatter", "allreduce", "allgather", "alltoallv", "alltoal
 _GROUP_THREAD = re.compile(r"Group (\S+) Communication")
 
 
-def _collective(name: str) -> str | None:
+def collective(name: str) -> str | None:
     """`Default/AllReduce-op534_0`, `hcom_allReduce__123_0_1` -> `allreduce`."""
     flat = re.sub(r"[^a-z]", "", str(name).rsplit("/", 1)[-1].lower())
     return next((c for c in _COLLECTIVES if c in flat), None)
 
 
-def _comm_from_trace(trace: _Trace) -> tuple[pd.DataFrame | None, set[int]]:
+def comm_from_trace(trace: Trace) -> tuple[pd.DataFrame | None, set[int]]:
     """Communication ops, and the device streams the collectives ran on.
 
     Op-level events sit on the communication-op thread (`Communication Kernel`, or `Group
@@ -727,7 +727,7 @@ def _comm_from_trace(trace: _Trace) -> tuple[pd.DataFrame | None, set[int]]:
     Memcpy, Reduce_Inline) are not ops, they only give the transport and the streams.
     """
     tasks = [e for e in trace.complete() if "transport type" in (e.get("args") or {})]
-    streams = {s for e in tasks if (s := _int_or_none(e["args"].get("stream id"))) is not None}
+    streams = {s for e in tasks if (s := int_or_none(e["args"].get("stream id"))) is not None}
     ops = [e for e in trace.complete(re.compile("Communication"))
            if "transport type" not in (e.get("args") or {})]
     if not ops:
@@ -741,31 +741,31 @@ def _comm_from_trace(trace: _Trace) -> tuple[pd.DataFrame | None, set[int]]:
         group = _GROUP_THREAD.search(trace.thread_name(e))
         lo, hi = np.searchsorted(starts, [start, start + duration], side="left")
         transports = pd.Series([t for _, t in moving[lo:hi]], dtype="object")
-        rows.append({"name": str(e.get("name", "")), "op": _collective(e.get("name", "")),
+        rows.append({"name": str(e.get("name", "")), "op": collective(e.get("name", "")),
                      "group": group.group(1) if group else None, "start_us": start,
                      "duration_us": duration,
                      "transport": transports.mode().iloc[0] if len(transports) else None})
     return pd.DataFrame(rows), streams
 
 
-def _comm_as_device_ops(comm: pd.DataFrame) -> pd.DataFrame:
+def comm_as_device_ops(comm: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"name": comm["name"], "op_type": comm["name"].map(_op_type),
                          "core_type": "COMMUNICATION", "category": "communication",
                          "start_us": comm["start_us"], "duration_us": comm["duration_us"]})
 
 
-def _host_ops_from_trace(trace: _Trace) -> pd.DataFrame | None:
+def _host_ops_from_trace(trace: Trace) -> pd.DataFrame | None:
     """CANN API calls (`AscendCL@aclrtSynchronizeStream`, `GE@Infer`): level before the `@`."""
     rows = []
     for e in trace.complete():
         level, _, api = str(e.get("name", "")).rpartition("@")
         rows.append({"name": api, "kind": "cann_api", "level": level or None,
                      "start_us": _f(e.get("ts")), "duration_us": _f(e.get("dur")),
-                     "thread": _int_or_none(e.get("tid"))})
+                     "thread": int_or_none(e.get("tid"))})
     return pd.DataFrame(rows) if rows else None
 
 
-def _timeline_tables(load: Callable[[str], _Trace | None]
+def _timeline_tables(load: Callable[[str], Trace | None]
                      ) -> dict[str, tuple[pd.DataFrame, str]]:
     """Tables of one device's timeline, each with the file type it came from.
 
@@ -781,7 +781,7 @@ def _timeline_tables(load: Callable[[str], _Trace | None]
 
     streams: set[int] = set()
     if (trace := load("hccl")) is not None:
-        comm, streams = _comm_from_trace(trace)
+        comm, streams = comm_from_trace(trace)
         keep("comm_ops", comm, "hccl")
     if (trace := load("step_trace")) is not None:
         keep("steps", _steps_from_trace(trace), "step_trace")
@@ -790,7 +790,7 @@ def _timeline_tables(load: Callable[[str], _Trace | None]
     if (trace := load("msprof")) is not None:
         hardware = trace.process("Ascend Hardware")
         if "comm_ops" not in tables:
-            comm, more = _comm_from_trace(trace.process("HCCL", "Communication"))
+            comm, more = comm_from_trace(trace.process("HCCL", "Communication"))
             streams |= more
             keep("comm_ops", comm, "msprof")
         if "steps" not in tables:
@@ -800,7 +800,7 @@ def _timeline_tables(load: Callable[[str], _Trace | None]
         keep("host_ops", _host_ops_from_trace(trace.process("CANN")), "msprof")
     if "comm_ops" in tables and "device_ops" in tables:
         ops, kind = tables["device_ops"]
-        comm_rows = _comm_as_device_ops(tables["comm_ops"][0])
+        comm_rows = comm_as_device_ops(tables["comm_ops"][0])
         tables["device_ops"] = (pd.concat([ops, comm_rows], ignore_index=True), kind)
     return tables
 
@@ -814,7 +814,7 @@ def _build_profile(dev: _Device) -> Profile:
     profile = dev.profile
     tables = {name: pd.concat(parts, ignore_index=True) for name, parts in dev.parts.items()}
     if "device_ops" in tables:
-        tables["device_ops"] = _with_wait(tables["device_ops"])
+        tables["device_ops"] = with_wait(tables["device_ops"])
     origin = _earliest(tables)
     if origin is not None:
         profile.meta.extra["time_origin_us"] = origin
@@ -826,7 +826,7 @@ def _build_profile(dev: _Device) -> Profile:
     return profile
 
 
-def _with_wait(ops: pd.DataFrame) -> pd.DataFrame:
+def with_wait(ops: pd.DataFrame) -> pd.DataFrame:
     """msprof's Task Wait Time where the source lacks it: the idle gap before each task.
 
     wait = max(0, start - (previous start + previous duration)) over the device's tasks in

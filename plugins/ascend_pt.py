@@ -1,0 +1,1070 @@
+"""Reader for Ascend PyTorch (torch_npu) and MindSpore >= 2.3 profiler folders.
+
+A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) folder is one rank:
+`profiler_info_{rank}.json` and `profiler_metadata.json` (config, environment), the CANN export
+`PROF_*/` and the analysed `ASCEND_PROFILER_OUTPUT/`, which is what is read here:
+
+- `trace_view.json`: a bare list of Chrome trace events whose `ts` is usually a string of µs
+  with three decimals. Framework ops (`Python` process) -> host_ops and `ProfilerStep#N` ->
+  steps; `CANN` API calls -> host_ops (compile, sync, launch, cann_api); `Ascend Hardware`
+  tasks -> device_ops; `HCCL`/`Communication` ops -> comm_ops; `Overlap Analysis` (Computing,
+  Communication, Communication(Not Overlapped), Free) -> the per-step breakdown of `steps`.
+- `kernel_details.csv` -> device_ops (preferred over the trace's tasks: it has shapes and PMU
+  ratios); `step_trace_time.csv` -> the step breakdown where the trace gives none;
+  `op_statistic.csv` -> op_stats; `api_statistic.csv` -> host_ops when the trace has no CANN
+  calls; `communication.json` / `communication_matrix.json` -> comm_ops; `memory_record.csv`
+  -> memory.
+
+Timestamps are epoch µs (~1.7e15), where float64 keeps only 0.25 µs. Every timestamp is
+therefore split into its whole µs, taken exactly, and its fraction, and the whole part is
+rebased on one integer origin before the two are added: times keep the digits written. All
+files share one clock; a file whose times do not overlap the trace's (another run) keeps its
+rows but loses its start times, with a warning. When the folder has no usable
+ASCEND_PROFILER_OUTPUT but a CANN export, the export is read by the msprof reader.
+
+Not read: the `.db` files, operator_details.csv, operator_memory.csv, npu_module_mem.csv and
+MindSpore's `FRAMEWORK/` raw data (no documented text layout).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from advisor import intervals
+from advisor.errors import UnreadableInput
+from advisor.hookspecs import hookimpl
+from advisor.io import WarnFn, load_json
+from advisor.model import Profile, ProfileMeta, conform
+from advisor.progress import FileProgress
+from advisor_plugins.msprof import (
+    MsprofReader,
+    SummaryCsv,
+    Trace,
+    collective,
+    comm_as_device_ops,
+    comm_from_trace,
+    device_ops_from_op_summary,
+    int_or_none,
+    read_csv_table,
+    task_category,
+    with_wait,
+)
+
+READER = "ascend_pt"
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+FOLDER_SUFFIXES = {"_ascend_pt": "PyTorch", "_ascend_ms": "MindSpore"}
+TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
+                "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
+OUTPUT_FILES = ("trace_view.json", "kernel_details.csv", "step_trace_time.csv",
+                "op_statistic.csv", "api_statistic.csv", "communication.json",
+                "communication_matrix.json", "memory_record.csv")
+CLOCK_TOLERANCE_US = 60e6  # how far outside the trace's span another file's times may lie
+MB = 1e6  # communication sizes: decimal MB (MB/ms is the GB/s written beside them)
+MIB = float(2**20)  # memory_record: MB of the allocator, binary
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugin entry points
+
+
+class AscendPtReader:
+    """Reads one `*_ascend_pt` / `*_ascend_ms` folder (or its ASCEND_PROFILER_OUTPUT)."""
+
+    name = "ascend_pt"
+    formats = ("Ascend PyTorch / MindSpore profiler output (*_ascend_pt, *_ascend_ms, "
+               "ASCEND_PROFILER_OUTPUT)",)
+
+    def detect(self, path: Path) -> bool:
+        """Folder names only: the output folder itself, a rank folder, or a folder holding one."""
+        path = Path(path)
+        if not path.is_dir():
+            return False
+        return (path.name == OUTPUT_DIR or path.name.endswith(tuple(FOLDER_SUFFIXES))
+                or (path / OUTPUT_DIR).is_dir())
+
+    def read(self, path: Path) -> list[Profile]:
+        return _FolderReader(Path(path)).read()
+
+
+@hookimpl
+def advisor_readers() -> list[AscendPtReader]:
+    return [AscendPtReader()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact timestamps on one clock
+
+_PLAIN_DECIMAL = r"^(?P<sign>[+-]?)(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
+
+
+def _texts(values: Iterable[Any]) -> list[str | None]:
+    """Timestamps as text: strings as written, numbers by their shortest repr."""
+    return [v if isinstance(v, str) else None if v is None or isinstance(v, bool) else repr(v)
+            for v in values]
+
+
+def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Whole µs and fraction of each timestamp as written (strings or numbers); NaN if none.
+
+    `"1704161511420306.491"` -> (1704161511420306.0, 0.491): the whole part is exact in float64
+    up to 2**53 µs, and the fraction keeps its digits, so `(whole - origin) + fraction` is the
+    exact difference to within float64 rounding of a small number. Numbers that are not plain
+    decimals (`1.7e15`) carry no more precision than their float value.
+    """
+    texts = pc.utf8_trim_whitespace(pa.array(_texts(values), type=pa.string()))
+    parts = pc.extract_regex(texts, _PLAIN_DECIMAL)
+    whole = pc.cast(pc.struct_field(parts, "whole"), pa.float64())
+    digits = pc.struct_field(parts, "frac")
+    length = pc.utf8_length(digits)
+    frac = pc.divide(pc.cast(pc.if_else(pc.equal(length, 0), "0", digits), pa.float64()),
+                     pc.power(10.0, pc.cast(length, pa.float64())))
+    negative = pc.fill_null(pc.equal(pc.struct_field(parts, "sign"), "-"), False)
+    negative = negative.to_numpy(zero_copy_only=False)
+    whole = whole.to_numpy(zero_copy_only=False).astype("float64")
+    frac = frac.to_numpy(zero_copy_only=False).astype("float64")
+    whole = np.where(negative, -whole, whole)
+    frac = np.where(negative, -frac, frac)
+    other = np.isnan(whole) & pc.is_valid(texts).to_numpy(zero_copy_only=False)
+    if other.any():  # exponents and the like: as precise as their float value
+        text = pd.Series(texts.to_numpy(zero_copy_only=False)[other], dtype="object")
+        value = np.array(pd.to_numeric(text, errors="coerce"), dtype="float64")
+        value[~np.isfinite(value)] = np.nan
+        whole[other] = np.floor(value)
+        frac[other] = value - np.floor(value)
+    return whole, np.where(np.isnan(whole), np.nan, frac)
+
+
+class _Clock:
+    """One integer origin (whole µs) for every time of a profile, fixed by the first file."""
+
+    def __init__(self) -> None:
+        self.origin: float | None = None
+
+    def us(self, values: Iterable[Any]) -> np.ndarray:
+        whole, frac = exact_parts(values)
+        if self.origin is None:
+            valid = whole[np.isfinite(whole)]
+            if valid.size:
+                self.origin = float(valid.min())
+        return (whole - (self.origin or 0.0)) + frac
+
+
+def _floats(values: Iterable[Any]) -> np.ndarray:
+    """Numbers (None -> NaN); other text also NaN."""
+    values = list(values)
+    try:
+        return np.array(values, dtype="float64")
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype="object"),
+                             errors="coerce").to_numpy("float64", na_value=np.nan)
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification of host calls and device tasks
+
+_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+_SYNC_APIS = ("aclrtSynchronizeStream", "aclrtSynchronizeDevice", "aclrtSynchronizeEvent")
+
+
+def framework_kind(name: str, cat: str) -> str:
+    """host_ops.kind of a framework-side event (the trace's Python/CPU process)."""
+    lower, cat = name.lower(), cat.lower()
+    if cat in ("enqueue", "dequeue"):
+        return "runtime"  # torch_npu's task queue: Enqueue, Dequeue@aclnnXxx
+    if cat in ("user_annotation", "gpu_user_annotation", "mstx", "ms_tx"):
+        return "annotation"
+    if "dataloader" in lower:
+        return "dataloader"
+    if lower.startswith("optimizer.") or "optimizer.step" in lower:
+        return "optimizer"
+    if cat in ("python_function", "gc"):
+        return "python"
+    return "aten"
+
+
+def cann_kind(api: str) -> str:
+    """host_ops.kind of a CANN API call (`AscendCL@<api>`, `Node@launch`, ...)."""
+    if api.startswith("aclopCompile"):
+        return "compile"
+    if api.startswith(_SYNC_APIS):
+        return "sync"
+    if "launch" in api.lower():
+        return "launch"
+    return "cann_api"
+
+
+def device_category(task_type: str) -> str:
+    """Category of an Ascend task type.
+
+    DMA copies are memcpy; HCCL/COMMUNICATION communication; EVENT_*/STREAM_*/... other.
+    `Other` stays compute: older CANN labels AI Core kernels `Other`, and torch_npu's Overlap
+    Analysis counts those tasks as Computing.
+    """
+    upper = str(task_type).upper()
+    if upper.startswith(("SDMA", "PCIE_DMA", "MEMCPY")):
+        return "memcpy"
+    if upper.startswith(("WRITE_VALUE", "PLACE_HOLDER", "CAPTURE_")):
+        return "other"
+    return task_category(upper)
+
+
+def _op_type_from_task(name: str) -> str | None:
+    """`aclnnMm_TransData_TransData` -> `TransData` (aclnn API, kernel, op type)."""
+    parts = name.split("_")
+    return parts[-1] if name.startswith("aclnn") and len(parts) >= 3 and parts[-1] else None
+
+
+# ---------------------------------------------------------------------------------------------
+# trace_view.json
+
+_FRAMEWORK_PROCESSES = {"Python", "CPU", "MindSpore", "PyTorch"}
+_OTHER_CPU_PROCESSES = {"CANN", "CPU Usage", "Memory Usage", "OS Runtime API", "GC"}
+_OVERLAP_KINDS = {"Computing": "computing_us", "Communication": "communication_us",
+                  "Communication(Not Overlapped)": "comm_not_overlapped_us", "Free": "free_us"}
+_ROLES = ("framework", "cann", "hardware", "comm", "overlap")
+
+
+def _role(process: str, labels: str) -> str | None:
+    if process == "Overlap Analysis":
+        return "overlap"
+    if process in ("HCCL", "Communication"):
+        return "comm"
+    if process.startswith("Ascend Hardware"):
+        return "hardware"
+    if process == "CANN":
+        return "cann"
+    if process in _FRAMEWORK_PROCESSES or (labels == "CPU" and process
+                                           and process not in _OTHER_CPU_PROCESSES):
+        return "framework"
+    return None
+
+
+@dataclass
+class _TraceTables:
+    """What trace_view.json gave (times already on the profile clock)."""
+
+    span: tuple[float, float] | None = None
+    steps: pd.DataFrame | None = None  # from ProfilerStep#N
+    overlap: dict[str, intervals.Intervals] = field(default_factory=dict)  # merged, per track
+    overlap_span: tuple[float, float] | None = None  # Overlap Analysis E2E
+    host_ops: list[pd.DataFrame] = field(default_factory=list)
+    device_ops: pd.DataFrame | None = None
+    comm_ops: pd.DataFrame | None = None
+    comm_streams: set[int] = field(default_factory=set)
+
+
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def parse_trace(events: Sequence[Any], clock: _Clock, warn: WarnFn,
+                rel: str) -> _TraceTables:
+    """Tables from the decoded events of one trace_view.json."""
+    processes: dict[Any, str] = {}
+    labels: dict[Any, str] = {}
+    threads: dict[tuple[Any, Any], str] = {}
+    metadata: list[dict[str, Any]] = []
+    by_pid: dict[Any, list[dict[str, Any]]] = {}
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        ph = e.get("ph")
+        if ph == "X":
+            by_pid.setdefault(e.get("pid"), []).append(e)
+        elif ph == "M":
+            metadata.append(e)
+            kind, value = e.get("name"), _args(e)
+            if kind == "process_name":
+                processes[e.get("pid")] = str(value.get("name", ""))
+            elif kind == "process_labels":
+                labels[e.get("pid")] = str(value.get("labels", ""))
+            elif kind == "thread_name":
+                threads[(e.get("pid"), e.get("tid"))] = str(value.get("name", ""))
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for pid, evs in by_pid.items():
+        role = _role(processes.get(pid, ""), labels.get(pid, ""))
+        if role is not None:
+            by_role.setdefault(role, []).extend(evs)
+    kept = [e for role in _ROLES for e in by_role.get(role, [])]
+    out = _TraceTables()
+    if not kept:
+        return out
+    # One conversion for all events: the clock's origin is the trace's earliest event.
+    ts = clock.us(e.get("ts") for e in kept)
+    dur = _floats(e.get("dur") for e in kept)
+    bad = ~(np.isfinite(ts) & np.isfinite(dur))
+    if bad.any():
+        warn(rel, f"{int(bad.sum())} events without a numeric 'ts' or 'dur' ignored")
+    if (~bad).any():
+        out.span = (float(np.min(ts[~bad])), float(np.max((ts + dur)[~bad])))
+    position = 0
+    for role in _ROLES:
+        evs = by_role.get(role, [])
+        part = slice(position, position + len(evs))
+        position += len(evs)
+        keep = ~bad[part]
+        evs = [e for e, k in zip(evs, keep, strict=True) if k]
+        if not evs:
+            continue
+        role_ts, role_dur = ts[part][keep], dur[part][keep]
+        if role == "framework":
+            _framework_tables(out, evs, role_ts, role_dur)
+        elif role == "cann":
+            out.host_ops.append(_cann_ops(evs, role_ts, role_dur))
+        elif role == "hardware":
+            out.device_ops = _hardware_ops(evs, role_ts, role_dur, threads)
+        elif role == "comm":
+            pids = {e.get("pid") for e in evs}
+            timed = [dict(e, ts=t, dur=d) for e, t, d in zip(evs, role_ts, role_dur,
+                                                              strict=True)]
+            comm, out.comm_streams = comm_from_trace(
+                Trace([m for m in metadata if m.get("pid") in pids] + timed))
+            out.comm_ops = comm
+        else:
+            _overlap(out, evs, role_ts, role_dur, threads)
+    if out.device_ops is not None and out.comm_streams:
+        ops = out.device_ops
+        out.device_ops = ops[~ops["stream"].isin(out.comm_streams)].reset_index(drop=True)
+    return out
+
+
+def _framework_tables(out: _TraceTables, evs: list[dict[str, Any]], ts: np.ndarray,
+                      dur: np.ndarray) -> None:
+    names = [str(e.get("name", "")) for e in evs]
+    steps = [(i, int(m.group(1))) for i, n in enumerate(names) if (m := _STEP_NAME.match(n))]
+    if steps:
+        index = [i for i, _ in steps]
+        frame = pd.DataFrame({"step": [s for _, s in steps], "start_us": ts[index],
+                              "duration_us": dur[index]})
+        frame["end_us"] = frame["start_us"] + frame["duration_us"]
+        frame = frame.sort_values("start_us", kind="stable").drop_duplicates("step")
+        out.steps = frame.reset_index(drop=True)
+    is_step = np.zeros(len(evs), dtype=bool)
+    is_step[[i for i, _ in steps]] = True
+    cats = [str(e.get("cat", "")) for e in evs]
+    cache: dict[tuple[str, str], str] = {}
+    kind = []
+    for key in zip(names, cats, strict=True):
+        if key not in cache:
+            cache[key] = framework_kind(*key)
+        kind.append(cache[key])
+    frame = pd.DataFrame({"name": names, "kind": kind, "start_us": ts, "duration_us": dur,
+                          "thread": _floats(e.get("tid") for e in evs)})
+    out.host_ops.append(frame[~is_step].reset_index(drop=True))
+
+
+def _cann_ops(evs: list[dict[str, Any]], ts: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+    split = [str(e.get("name", "")).rpartition("@") for e in evs]
+    apis = [api for _, _, api in split]
+    return pd.DataFrame({
+        "name": apis, "kind": [cann_kind(api) for api in apis],
+        "level": [level or None for level, _, _ in split],
+        "start_us": ts, "duration_us": dur,
+        "thread": _floats(_args(e).get("Thread Id", e.get("tid")) for e in evs)})
+
+
+_STREAM_THREAD = re.compile(r"^Stream (\d+)$")
+
+
+def _hardware_ops(evs: list[dict[str, Any]], ts: np.ndarray, dur: np.ndarray,
+                  threads: dict[tuple[Any, Any], str]) -> pd.DataFrame:
+    args = [_args(e) for e in evs]
+    stream = _floats(a.get("Stream Id") for a in args)
+    for i in np.flatnonzero(np.isnan(stream)):  # newest msprof: thread name / physical id
+        match = _STREAM_THREAD.match(threads.get((evs[i].get("pid"), evs[i].get("tid")), ""))
+        number = int(match.group(1)) if match else int_or_none(args[i].get("Physic Stream Id"))
+        stream[i] = np.nan if number is None else number
+    names = [str(e.get("name", "")) for e in evs]
+    task_types = [str(a.get("Task Type") or "UNKNOWN") for a in args]
+    categories = {t: device_category(t) for t in set(task_types)}
+    return pd.DataFrame({
+        "name": names, "op_type": [_op_type_from_task(n) for n in names],
+        "core_type": task_types, "category": [categories[t] for t in task_types],
+        "stream": stream,
+        "task_id": _floats(a.get("Task Id") for a in args),
+        "bytes": _floats(a.get("size(B)", a.get("size(Byte)")) for a in args),
+        "start_us": ts, "duration_us": dur})
+
+
+def _overlap(out: _TraceTables, evs: list[dict[str, Any]], ts: np.ndarray, dur: np.ndarray,
+             threads: dict[tuple[Any, Any], str]) -> None:
+    kinds = []
+    for e in evs:
+        name = str(e.get("name", ""))
+        kinds.append(name if name in _OVERLAP_KINDS
+                     else threads.get((e.get("pid"), e.get("tid")), ""))
+    kinds_array = np.array(kinds, dtype=object)
+    for kind in _OVERLAP_KINDS:
+        chosen = kinds_array == kind
+        out.overlap[kind] = intervals.merge(ts[chosen], ts[chosen] + dur[chosen])
+    every = np.isin(kinds_array, list(_OVERLAP_KINDS))
+    if every.any():
+        out.overlap_span = (float(ts[every].min()), float((ts[every] + dur[every]).max()))
+
+
+def covered_in(merged: intervals.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Time of a merged interval set inside each window [lo, hi] (vectorised)."""
+    return _covered_before(merged, hi) - _covered_before(merged, lo)
+
+
+def _covered_before(merged: intervals.Intervals, points: np.ndarray) -> np.ndarray:
+    starts, ends = merged
+    points = np.asarray(points, dtype="float64")
+    if starts.size == 0:
+        return np.zeros(points.shape)
+    lengths = ends - starts
+    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    k = np.searchsorted(starts, points, side="right")  # intervals starting at or before
+    last = np.maximum(k - 1, 0)
+    partial = np.clip(points - starts[last], 0.0, lengths[last])
+    return np.where(k > 0, before[last] + partial, 0.0)
+
+
+def _steps_with_breakdown(trace: _TraceTables, step_number: int) -> pd.DataFrame | None:
+    """ProfilerStep windows (or one window over the Overlap Analysis span) with the time of
+    each Overlap Analysis track inside them."""
+    steps = trace.steps
+    span = trace.overlap_span
+    if steps is None:
+        if span is None:
+            return None
+        start, end = span
+        steps = pd.DataFrame({"step": [step_number], "start_us": [start], "end_us": [end],
+                              "duration_us": [end - start]})
+    if span is None:
+        return steps
+    lo, hi = steps["start_us"].to_numpy(float), steps["end_us"].to_numpy(float)
+    columns = {column: covered_in(trace.overlap[kind], lo, hi)
+               for kind, column in _OVERLAP_KINDS.items()}
+    if trace.comm_ops is not None and not trace.comm_ops.empty:
+        comm = trace.comm_ops
+        receive = comm["name"].str.lower().str.contains("receive").to_numpy(dtype=bool)
+        if receive.any():
+            start = comm["start_us"].to_numpy(float)[receive]
+            merged = intervals.merge(start, start + comm["duration_us"].to_numpy(float)[receive])
+            columns["bubble_us"] = covered_in(merged, lo, hi)
+    return steps.assign(**columns)
+
+
+def _step_of(times: np.ndarray, steps: pd.DataFrame) -> pd.array:
+    """Step whose [start, end) window holds each time (<NA> outside every step)."""
+    start = steps["start_us"].to_numpy(float)
+    end = steps["end_us"].to_numpy(float)
+    order = np.argsort(start, kind="stable")
+    pos = np.searchsorted(start[order], times, side="right") - 1
+    idx = order[np.clip(pos, 0, None)]
+    inside = (pos >= 0) & (times < end[idx])
+    values = pd.array(steps["step"].to_numpy()[idx], dtype="Int64")
+    values[~inside] = pd.NA
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV and JSON files of ASCEND_PROFILER_OUTPUT
+
+# kernel_details.csv header -> the op_summary header the msprof mapping reads.
+_KERNEL_COLUMNS = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
+                   "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
+                   "Wait Time(us)": "Task Wait Time(us)"}
+_KERNEL_REQUIRED = ("Name", "Accelerator Core", "Duration(us)")
+_SHAPE_COLUMNS = ("input_shapes", "output_shapes")
+_VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
+_VECTOR_PMU = {"vec_ratio": "aiv_vec_ratio", "scalar_ratio": "aiv_scalar_ratio",
+               "mte2_ratio": "aiv_mte2_ratio"}
+
+
+def _open_csv(path: Path, rel: str, warn: WarnFn, required: Sequence[str],
+              any_of: Sequence[str] = ()) -> SummaryCsv | None:
+    try:
+        csv = SummaryCsv(path, rel, warn)
+    except UnreadableInput as exc:
+        warn(rel, exc.problem)
+        return None
+    missing = [c for c in required if not csv.has(c)]
+    if any_of and not any(csv.has(c) for c in any_of):
+        missing.append(any_of[0])
+    if missing:
+        warn(rel, f"missing column {missing[0]!r}", column=missing[0])
+        return None
+    if csv.df.empty:
+        warn(rel, "no data rows (header only)")
+        return None
+    return csv
+
+
+def read_kernel_details(path: Path, rel: str, clock: _Clock, warn: WarnFn
+                        ) -> pd.DataFrame | None:
+    """device_ops from kernel_details.csv through the msprof op_summary mapping."""
+    csv = _open_csv(path, rel, warn, _KERNEL_REQUIRED)
+    if csv is None:
+        return None
+    mapping = {k: v for k, v in _KERNEL_COLUMNS.items() if csv.has(k) and not csv.has(v)}
+    csv.df = csv.df.rename(columns=mapping)
+    csv.written = {mapping.get(c, c): w for c, w in csv.written.items()}
+    ops = device_ops_from_op_summary(csv)
+    if "start_us" in ops:  # the same cells again, parsed exactly (bad cells already warned)
+        exact = clock.us(csv.df["Task Start Time(us)"])
+        ops["start_us"] = np.where(ops["start_us"].notna(), exact, np.nan)
+    ops["category"] = ops["core_type"].map(device_category)
+    # kernel_details writes 0, not N/A, in the aic_ columns of vector kernels, so the
+    # aic-first choice of the op_summary mapping would give them the cube unit's 0.
+    vector = ops["core_type"].isin(_VECTOR_CORES).to_numpy(dtype=bool)
+    for column, source in _VECTOR_PMU.items():
+        if vector.any() and column in ops and csv.has(source):
+            values = pd.to_numeric(csv.df[source], errors="coerce")  # warned about above
+            ops[column] = ops[column].mask(vector & values.notna().to_numpy(), values)
+    for column in _SHAPE_COLUMNS:  # `"""8,3;4"""` in the file reads as `"8,3;4"`
+        if column in ops:
+            shapes = ops[column].str.strip('"')
+            ops[column] = shapes.mask(shapes == "")
+    step = csv.number("Step Id")
+    if step is not None:
+        ops["step"] = step
+    device = csv.text("Device_id")
+    if device is not None and device.notna().any():
+        ops.attrs["device_id"] = str(device.dropna().iloc[0])
+    return ops
+
+
+_STEP_TRACE_COLUMNS = {"Computing": "computing_us", "Communication": "communication_us",
+                       "Communication(Not Overlapped)": "comm_not_overlapped_us",
+                       "Free": "free_us", "Bubble": "bubble_us", "Preparing": "preparing_us"}
+
+
+def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
+    """Per-step breakdown (µs) from step_trace_time.csv; `step` NaN where the file has none."""
+    csv = _open_csv(path, rel, warn, ("Computing", "Free"))
+    if csv is None:
+        return None
+    frame = pd.DataFrame({"step": csv.number("Step") if csv.has("Step")
+                          else pd.Series(np.nan, index=csv.df.index)})
+    for written, column in _STEP_TRACE_COLUMNS.items():
+        if csv.has(written):
+            frame[column] = csv.number(written)
+    if csv.has("Type"):  # cluster_step_trace_time.csv layout: keep the rank rows
+        frame = frame[csv.text("Type").fillna("").str.lower().isin(["rank", ""])]
+    return frame.reset_index(drop=True)
+
+
+def read_memory_record(path: Path, rel: str, clock: _Clock, warn: WarnFn
+                       ) -> pd.DataFrame | None:
+    """Allocator samples; one component's series (PTA+GE, else PTA, else every row)."""
+    csv = _open_csv(path, rel, warn, ("Timestamp(us)",),
+                    any_of=("Total Allocated(MB)", "Total Reserved(MB)"))
+    if csv is None:
+        return None
+    valid = csv.number("Timestamp(us)").notna().to_numpy()
+    frame = pd.DataFrame({"time_us": np.where(valid, clock.us(csv.df["Timestamp(us)"]), np.nan)})
+    for written, column in (("Total Allocated(MB)", "allocated_bytes"),
+                            ("Total Reserved(MB)", "reserved_bytes")):
+        if csv.has(written):
+            frame[column] = csv.number(written) * MIB
+    device = csv.text("Device Type")
+    if device is not None:
+        frame["device"] = device
+    component = csv.text("Component")
+    if component is not None:
+        present = set(component.dropna())
+        chosen = next((c for c in ("PTA+GE", "PTA") if c in present), None)
+        if chosen is not None:
+            frame = frame[(component == chosen).to_numpy(dtype=bool)]
+    return frame.reset_index(drop=True)
+
+
+def _op_and_group(key: str) -> tuple[str, str | None]:
+    name, _, group = str(key).partition("@")
+    return name, group or None
+
+
+def _blocks(data: Any) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(`op@group` key, value) of `{step: {collective|p2p: {key: value}}}`."""
+    if not isinstance(data, dict):
+        return
+    for per_step in data.values():
+        if not isinstance(per_step, dict):
+            continue
+        for per_kind in per_step.values():
+            if not isinstance(per_kind, dict):
+                continue
+            for key, value in per_kind.items():
+                if isinstance(value, dict):
+                    yield str(key), value
+
+
+def _number(mapping: dict[str, Any], key: str) -> float:
+    try:
+        value = float(mapping.get(key))
+    except (TypeError, ValueError):
+        return float("nan")
+    return value if np.isfinite(value) else float("nan")
+
+
+def parse_communication(data: Any, clock: _Clock
+                        ) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
+    """comm_ops from communication.json, and bandwidth per transport from its totals."""
+    rows, starts = [], []
+    totals: dict[str, dict[str, float]] = {}
+    for key, block in _blocks(data):
+        time_info = block.get("Communication Time Info")
+        bandwidth = block.get("Communication Bandwidth Info")
+        bandwidth = bandwidth if isinstance(bandwidth, dict) else {}
+        transports = {t: v for t, v in bandwidth.items() if isinstance(v, dict)}
+        if key.startswith("Total Op Info"):
+            for transport, info in transports.items():
+                total = totals.setdefault(transport, {"bytes": 0.0, "transit_us": 0.0})
+                total["bytes"] += np.nan_to_num(_number(info, "Transit Size(MB)")) * MB
+                total["transit_us"] += np.nan_to_num(_number(info, "Transit Time(ms)")) * 1e3
+            continue
+        if not isinstance(time_info, dict):
+            continue
+        name, group = _op_and_group(key)
+        sizes = {t: _number(v, "Transit Size(MB)") for t, v in transports.items()}
+        moved = {t: s for t, s in sizes.items() if s > 0}
+        main = max(moved, key=moved.__getitem__) if moved else None
+        starts.append(time_info.get("Start Timestamp(us)"))
+        rows.append({
+            "name": name, "op": collective(name), "group": group,
+            "duration_us": _number(time_info, "Elapse Time(ms)") * 1e3,
+            "wait_us": _number(time_info, "Wait Time(ms)") * 1e3,
+            "transit_us": _number(time_info, "Transit Time(ms)") * 1e3,
+            "bytes": sum(moved.values()) * MB if moved else np.nan,
+            "transport": main,
+            "bandwidth_gbps": _number(transports[main], "Bandwidth(GB/s)") if main else np.nan,
+        })
+    for total in totals.values():
+        total["bandwidth_gbps"] = (total["bytes"] / total["transit_us"] / 1e3
+                                   if total["transit_us"] else float("nan"))
+    if not rows:
+        return None, totals
+    return pd.DataFrame(rows).assign(start_us=clock.us(starts)), totals
+
+
+def parse_communication_matrix(data: Any) -> pd.DataFrame | None:
+    """comm_ops rows per link (`src->dst`) from communication_matrix.json."""
+    rows = []
+    for key, links in _blocks(data):
+        if key.startswith("Total Op Info"):
+            continue
+        name, group = _op_and_group(key)
+        for link, info in links.items():
+            if not isinstance(info, dict):
+                continue
+            src, _, dst = str(link).partition("-")
+            transit_us = _number(info, "Transit Time(ms)") * 1e3
+            rows.append({
+                "name": f"{src}->{dst}" if dst else str(link),
+                "op": collective(str(info.get("Op Name") or name)), "group": group,
+                "duration_us": transit_us, "transit_us": transit_us,
+                "bytes": _number(info, "Transit Size(MB)") * MB,
+                "transport": info.get("Transport Type"),
+                "bandwidth_gbps": _number(info, "Bandwidth(GB/s)"),
+            })
+    return pd.DataFrame(rows) if rows else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata files
+
+_VERSION_NAMES = {"torch_npu_version": "torch_npu", "cann_version": "CANN",
+                  "ms_version": "MindSpore", "mindspore_version": "MindSpore",
+                  "torch_version": "torch"}
+_PROFILER_INFO = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+
+
+def _versions(data: dict[str, Any], depth: int = 0) -> dict[str, str]:
+    """`*version*` keys of a metadata file and of its sections (not its environment)."""
+    found = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            if depth < 1 and key not in ("ENV_VARIABLES", "config"):
+                found.update(_versions(value, depth + 1))
+        elif "version" in str(key).lower() and isinstance(value, str | int | float) \
+                and str(value):
+            found[_VERSION_NAMES.get(str(key), str(key))] = str(value)
+    return found
+
+
+def _int(value: Any) -> int | None:
+    number = int_or_none(value)
+    return number if number is not None and number >= 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading one folder
+
+
+class _FolderReader:
+    """One `read()` of one rank folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        inside_output = path.name == OUTPUT_DIR
+        self.output = path if inside_output else path / OUTPUT_DIR
+        self.root = path.parent if inside_output else path
+        framework = next((fw for suffix, fw in FOLDER_SUFFIXES.items()
+                          if self.root.name.endswith(suffix)), None)
+        self.framework_known = framework is not None
+        meta = ProfileMeta(source_format="ascend-pt", path=str(path),
+                           framework=framework or "PyTorch", device_kind="NPU")
+        self._set_framework(meta, meta.framework)
+        self.profile = Profile(meta)
+        self.clock = _Clock()
+        self.tables: dict[str, pd.DataFrame] = {}
+        self.trace_span: tuple[float, float] | None = None
+
+    @staticmethod
+    def _set_framework(meta: ProfileMeta, framework: str) -> None:
+        meta.framework = framework
+        meta.source_format = "ascend-ms" if framework == "MindSpore" else "ascend-pt"
+
+    def warn(self, file: str | Path, problem: str, *, line: int | None = None,
+             column: str | None = None) -> None:
+        self.profile.warn(file, problem, line=line, column=column, reader=READER)
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.path).as_posix()
+        except ValueError:
+            return str(path)
+
+    def _file(self, name: str) -> Path | None:
+        path = self.output / name
+        return path if path.is_file() else None
+
+    def _read(self, path: Path) -> None:
+        rel = self.rel(path)
+        if rel not in self.profile.meta.files_read:
+            self.profile.meta.files_read.append(rel)
+
+    # -- orchestration ------------------------------------------------------------------------
+
+    def read(self) -> list[Profile]:
+        if not self.path.is_dir():
+            raise UnreadableInput(self.path, "not a directory")
+        self._read_metadata()
+        trace = self._read_trace()
+        kernels = self._read_kernels()
+        step_table = self._read_csv_file(
+            "step_trace_time.csv", lambda path, rel: read_step_trace_time(path, rel, self.warn))
+        self._build_steps(trace, step_table, kernels)
+        self._build_device_ops(trace, kernels)
+        self._build_host_ops(trace)
+        self._read_op_statistic()
+        self._build_comm_ops(trace)
+        memory = self._read_csv_file(
+            "memory_record.csv",
+            lambda path, rel: read_memory_record(path, rel, self.clock, self.warn))
+        if memory is not None and not memory.empty:
+            self.tables["memory"] = self._same_clock(memory, "time_us", "memory_record.csv")
+        if not self.tables:
+            return self._without_output()
+        self._finish()
+        return [self.profile]
+
+    def _without_output(self) -> list[Profile]:
+        """No table from ASCEND_PROFILER_OUTPUT: read the CANN export beside it, if any."""
+        problems = "; ".join(f"{Path(w.file).name}: {w.problem}"
+                             for w in self.profile.warnings[:3])
+        exports = sorted(p for p in self.root.glob("PROF_*") if p.is_dir())
+        looked = f"{OUTPUT_DIR}/{{{', '.join(OUTPUT_FILES)}}}"
+        if not self.output.is_dir():
+            what = f"no {OUTPUT_DIR} folder"
+        elif problems:
+            what = f"nothing readable in {OUTPUT_DIR} ({problems})"
+        else:
+            what = f"no profiler output found (looked for {looked})"
+        if not exports:
+            raise UnreadableInput(self.path, what)
+        profiles: list[Profile] = []
+        errors = []
+        for export in exports:
+            try:
+                profiles += MsprofReader().read(export)
+            except UnreadableInput as exc:
+                errors.append(f"{export.name}: {exc.problem}")
+        if not profiles:
+            raise UnreadableInput(self.path, f"{what}; {'; '.join(errors)}")
+        meta = self.profile.meta
+        for profile in profiles:
+            profile.meta.framework = meta.framework
+            profile.meta.rank = meta.rank if meta.rank is not None else profile.meta.rank
+            profile.meta.world_size = meta.world_size
+            profile.meta.versions = {**meta.versions, **profile.meta.versions}
+            profile.meta.extra = {**meta.extra, **profile.meta.extra}
+            profile.warnings[:0] = self.profile.warnings
+            profile.warn(self.path, f"{what}; read the CANN export "
+                                    f"{Path(profile.meta.path).name} instead", reader=READER)
+        return profiles
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def _read_metadata(self) -> None:
+        meta = self.profile.meta
+        for path in sorted(self.root.glob("profiler_info*.json")):
+            match = _PROFILER_INFO.match(path.name)
+            if match is None or not path.is_file():
+                continue
+            info = self._load(path)
+            if not isinstance(info, dict):
+                continue
+            rank = _int(info.get("rank_id"))
+            if rank is None and match.group(1) is not None:
+                rank = int(match.group(1))
+            meta.rank = rank if rank is not None else meta.rank
+            meta.versions.update(_versions(info))
+            config = info.get("config")
+            experimental = config.get("experimental_config") if isinstance(config, dict) else None
+            if isinstance(experimental, dict):
+                for key in ("_profiler_level", "_aic_metrics"):
+                    if experimental.get(key) not in (None, ""):
+                        meta.extra[key.strip("_")] = str(experimental[key])
+            if not self.framework_known and ("ms_version" in info or "mindspore" in str(
+                    info.get("framework", "")).lower()):
+                self._set_framework(meta, "MindSpore")
+            self._read(path)
+        path = self.root / "profiler_metadata.json"
+        if path.is_file():
+            data = self._load(path)
+            if isinstance(data, dict):
+                self._apply_metadata(data)
+                self._read(path)
+        if not self.framework_known and self.output.is_dir() and any(
+                self.output.glob("ascend_mindspore_profiler*.db")):
+            self._set_framework(meta, "MindSpore")
+        devices = sorted({d.name.removeprefix("device_") for prof in self.root.glob("PROF_*")
+                          for d in prof.glob("device_*")
+                          if d.is_dir() and d.name.removeprefix("device_").isdigit()})
+        if len(devices) == 1:
+            meta.device_id = devices[0]
+
+    def _apply_metadata(self, data: dict[str, Any]) -> None:
+        meta = self.profile.meta
+        env = data.get("ENV_VARIABLES")
+        if isinstance(env, dict):
+            meta.extra["env"] = {str(k): "" if v is None else str(v) for k, v in env.items()}
+        distributed = data.get("distributed_args")
+        distributed = distributed if isinstance(distributed, dict) else {}
+        world = _int(distributed.get("world_size", data.get("world_size")))
+        if world:
+            meta.world_size = world
+        rank = _int(distributed.get("rank", data.get("rank_id")))
+        if meta.rank is None and rank is not None:
+            meta.rank = rank
+        for name, version in _versions(data).items():
+            meta.versions.setdefault(name, version)
+
+    def _load(self, path: Path) -> Any:
+        try:
+            return load_json(path)
+        except UnreadableInput as exc:
+            self.warn(self.rel(path), exc.problem)
+            return None
+
+    # -- trace_view.json ----------------------------------------------------------------------
+
+    def _read_trace(self) -> _TraceTables:
+        path = self._file("trace_view.json")
+        if path is None:
+            return _TraceTables()
+        rel = self.rel(path)
+        progress = FileProgress(rel, path.stat().st_size)
+        try:
+            data = load_json(path, progress)
+            if isinstance(data, dict):
+                data = data.get("traceEvents")
+            if isinstance(data, list):
+                progress.decoded(len(data))
+        except UnreadableInput as exc:
+            self.warn(rel, exc.problem)
+            return _TraceTables()
+        finally:
+            progress.close()
+        if not isinstance(data, list):
+            self.warn(rel, "not a list of trace events")
+            return _TraceTables()
+        gc_was_on = gc.isenabled()
+        gc.disable()  # a million decoded dicts: each collection would walk them all
+        try:
+            trace = parse_trace(data, self.clock, self.warn, rel)
+        finally:
+            del data
+            if gc_was_on:
+                gc.enable()
+        self.trace_span = trace.span
+        if trace.span is None:
+            self.warn(rel, "no timed events of a known process (Python, CANN, Ascend Hardware, "
+                           "HCCL, Overlap Analysis)")
+        else:
+            self._read(path)
+        return trace
+
+    # -- CSV files ----------------------------------------------------------------------------
+
+    def _read_csv_file(self, name: str, parse: Callable[[Path, str], pd.DataFrame | None]
+                       ) -> pd.DataFrame | None:
+        path = self._file(name)
+        if path is None:
+            return None
+        frame = parse(path, self.rel(path))
+        if frame is not None and not frame.empty:
+            self._read(path)
+        return frame
+
+    def _read_kernels(self) -> pd.DataFrame | None:
+        kernels = self._read_csv_file(
+            "kernel_details.csv",
+            lambda path, rel: read_kernel_details(path, rel, self.clock, self.warn))
+        if kernels is None or kernels.empty:
+            return None
+        device = kernels.attrs.get("device_id")
+        if device is not None and self.profile.meta.device_id is None:
+            self.profile.meta.device_id = device
+        return self._same_clock(kernels, "start_us", "kernel_details.csv")
+
+    def _same_clock(self, frame: pd.DataFrame, column: str, name: str) -> pd.DataFrame:
+        """Drop a file's times when they cannot be on the trace's clock (another run)."""
+        if self.trace_span is None or column not in frame or frame[column].isna().all():
+            return frame
+        lo, hi = frame[column].min(), frame[column].max()
+        first, last = self.trace_span
+        if hi >= first - CLOCK_TOLERANCE_US and lo <= last + CLOCK_TOLERANCE_US:
+            return frame
+        gap = max(first - hi, lo - last) / 1e6
+        self.warn(self.rel(self.output / name),
+                  f"times are {gap:,.0f} s away from trace_view.json's, so the files come "
+                  f"from different runs or clocks; its {column} values are left out")
+        return frame.assign(**{column: np.nan})
+
+    def _read_op_statistic(self) -> None:
+        path = self._file("op_statistic.csv")
+        if path is None:
+            return
+        frame = read_csv_table("op_statistic", path, self.rel(path), self.warn)
+        if frame is not None and not frame.empty:
+            self.tables["op_stats"] = frame
+            self._read(path)
+
+    # -- assembling tables --------------------------------------------------------------------
+
+    def _build_steps(self, trace: _TraceTables, table: pd.DataFrame | None,
+                     kernels: pd.DataFrame | None) -> None:
+        single = (table is not None and len(table) == 1 and pd.notna(table["step"].iloc[0]))
+        steps = _steps_with_breakdown(trace, int(table["step"].iloc[0]) if single else 0)
+        if table is not None and not table.empty:
+            steps = (_fill_breakdown(steps, table) if steps is not None
+                     else _steps_from_table(table, kernels))
+        if steps is not None and not steps.empty:
+            self.tables["steps"] = steps.drop(columns=["preparing_us"], errors="ignore")
+
+    def _build_device_ops(self, trace: _TraceTables, kernels: pd.DataFrame | None) -> None:
+        if kernels is not None:
+            self.tables["device_ops"] = kernels
+            return
+        parts = [trace.device_ops] if trace.device_ops is not None else []
+        if trace.comm_ops is not None and not trace.comm_ops.empty:
+            # the op-level rows stand for the collectives' tasks, as in kernel_details
+            parts = [p[p["category"] != "communication"] for p in parts]
+            parts.append(comm_as_device_ops(trace.comm_ops))
+        parts = [p for p in parts if not p.empty]
+        if parts:
+            self.tables["device_ops"] = with_wait(pd.concat(parts, ignore_index=True))
+
+    def _build_host_ops(self, trace: _TraceTables) -> None:
+        parts = [p for p in trace.host_ops if not p.empty]
+        has_cann = any("level" in p for p in parts)
+        if not has_cann and (path := self._file("api_statistic.csv")) is not None:
+            frame = read_csv_table("api_statistic", path, self.rel(path), self.warn)
+            if frame is not None and not frame.empty:
+                parts.append(frame.assign(kind=frame["name"].fillna("").map(cann_kind)))
+                self._read(path)
+        if not parts:
+            return
+        host = pd.concat(parts, ignore_index=True)
+        steps = self.tables.get("steps")
+        if steps is not None and "start_us" in host and steps["start_us"].notna().any():
+            host["step"] = _step_of(host["start_us"].to_numpy(float, na_value=np.nan), steps)
+        self.tables["host_ops"] = host
+
+    def _build_comm_ops(self, trace: _TraceTables) -> None:
+        parts = []
+        path = self._file("communication.json")
+        data = self._load(path) if path is not None else None
+        if data is not None:
+            comm, totals = parse_communication(data, self.clock)
+            if totals:
+                self.profile.meta.extra["comm_bandwidth"] = totals
+            if comm is not None:
+                parts.append(self._same_clock(comm, "start_us", "communication.json"))
+            if comm is not None or totals:
+                self._read(path)
+            else:
+                self.warn(self.rel(path), "no communication op found")
+        if not parts and trace.comm_ops is not None and not trace.comm_ops.empty:
+            parts.append(trace.comm_ops)
+        path = self._file("communication_matrix.json")
+        data = self._load(path) if path is not None else None
+        if data is not None:
+            links = parse_communication_matrix(data)
+            if links is not None:
+                parts.append(links)
+                self._read(path)
+            else:
+                self.warn(self.rel(path), "no communication link found")
+        if parts:
+            self.tables["comm_ops"] = pd.concat(parts, ignore_index=True)
+
+    def _finish(self) -> None:
+        """Rebase every time on the earliest one, cast to the contract."""
+        tables = self.tables
+        lows = [float(tables[name][c].min()) for name, columns in TIME_COLUMNS.items()
+                if name in tables for c in columns if c in tables[name]]
+        lows = [v for v in lows if np.isfinite(v)]
+        if lows and self.clock.origin is not None:
+            shift = min(lows)
+            self.profile.meta.extra["time_origin_us"] = self.clock.origin + shift
+            for name, columns in TIME_COLUMNS.items():
+                if name in tables:
+                    tables[name] = tables[name].assign(
+                        **{c: tables[name][c] - shift for c in columns if c in tables[name]})
+        self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
+
+
+def _fill_breakdown(steps: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Breakdown columns from step_trace_time.csv that the trace did not give, by step."""
+    if len(table) == 1 and len(steps) == 1 and pd.isna(table["step"].iloc[0]):
+        table = table.assign(step=steps["step"].iloc[0])
+    table = table.dropna(subset=["step"]).drop_duplicates("step").set_index("step")
+    filled = steps.copy()
+    for column in table.columns:
+        if column == "preparing_us" or (column in filled and filled[column].notna().any()):
+            continue
+        filled[column] = filled["step"].map(table[column]).to_numpy(dtype=float)
+    return filled
+
+
+def _steps_from_table(table: pd.DataFrame, kernels: pd.DataFrame | None) -> pd.DataFrame:
+    """Steps from step_trace_time.csv alone: step time = Computing + Communication(Not
+    Overlapped) + Free; the start is the step's first kernel less its Preparing time."""
+    steps = table.assign(step=table["step"].fillna(0))
+    parts = [c for c in ("computing_us", "comm_not_overlapped_us", "free_us") if c in steps]
+    steps["duration_us"] = steps[parts].fillna(0.0).sum(axis=1)
+    start = pd.Series(np.nan, index=steps.index)
+    if kernels is not None and {"step", "start_us"} <= set(kernels.columns):
+        first = kernels.dropna(subset=["start_us"]).groupby("step")["start_us"].min()
+        start = steps["step"].map(first).astype(float)
+        if "preparing_us" in steps:
+            start = start - steps["preparing_us"].fillna(0.0)
+    steps["start_us"] = start
+    steps["end_us"] = steps["start_us"] + steps["duration_us"]
+    return steps.reset_index(drop=True)

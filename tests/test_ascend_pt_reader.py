@@ -1,0 +1,554 @@
+"""The Ascend PyTorch / MindSpore (`*_ascend_pt`, `*_ascend_ms`) reader.
+
+Expected numbers are computed here from the raw fixture files with json, csv and Decimal, never
+by the code under test. Fixtures: shared/fixtures/ascend_pt (genuine torch_npu outputs: the
+trace_view.json and the older kernel_details.csv of rank0_ascend_pt come from different runs,
+and a2_kernel_details holds a newer kernel_details.csv).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli import main
+from advisor.errors import UnreadableInput
+from advisor.hookspecs import Reader
+from advisor.locate import locate
+from advisor.model import TABLES
+from advisor.plugin_manager import PluginHost
+from advisor.render.json_report import validate_report
+from advisor_plugins import ascend_pt
+
+ROOT = Path(__file__).parents[1]
+SHARED = ROOT / ".." / "shared" / "fixtures" / "ascend_pt"
+RANK0 = SHARED / "rank0_ascend_pt"
+TRACE = RANK0 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+OLD_KERNELS = RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+A2_KERNELS = SHARED / "a2_kernel_details" / "kernel_details.csv"
+SMALL_PROF = ROOT / "tests" / "fixtures" / "msprof" / "PROF_000001_20260105093000123_SMALLCASE"
+OUT = "ASCEND_PROFILER_OUTPUT"
+
+
+def read_one(path: Path):
+    profiles = ascend_pt.AscendPtReader().read(path)
+    assert len(profiles) == 1
+    return profiles[0]
+
+
+def rank_folder(tmp_path: Path, name: str = "w_1_ascend_pt", **files: Path | str) -> Path:
+    """A rank folder whose ASCEND_PROFILER_OUTPUT holds the given files (path or text)."""
+    folder = tmp_path / name
+    (folder / OUT).mkdir(parents=True)
+    for file_name, content in files.items():
+        target = folder / OUT / file_name.replace("__", ".")
+        if isinstance(content, Path):
+            shutil.copy(content, target)
+        else:
+            target.write_text(content, encoding="utf-8")
+    return folder
+
+
+def problems(profile) -> list[tuple[str, str]]:
+    return [(Path(w.file).name, w.problem) for w in profile.warnings]
+
+
+def assert_contract(profile) -> None:
+    for name, frame in profile.tables.items():
+        spec = TABLES[name]
+        assert set(frame.columns) <= set(spec.column_names), name
+        for column in spec.columns:
+            if column.required:
+                assert column.name in frame.columns, (name, column.name)
+
+
+def raw_trace() -> list[dict]:
+    return json.loads(TRACE.read_text(encoding="utf-8"))
+
+
+def process_events(events: list[dict], process: str) -> list[dict]:
+    pids = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+            and e["args"]["name"] == process}
+    return [e for e in events if e.get("ph") == "X" and e.get("pid") in pids]
+
+
+def kernel_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugin surface and detection
+
+
+def test_hook_returns_a_reader() -> None:
+    (reader,) = ascend_pt.advisor_readers()
+    assert isinstance(reader, Reader)
+    assert reader.name == "ascend_pt"
+
+
+def test_detects_rank_folders_by_name_only(tmp_path: Path) -> None:
+    reader = ascend_pt.AscendPtReader()
+    (tmp_path / "a_ascend_ms").mkdir()
+    (tmp_path / "plain" / OUT).mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "file_ascend_pt").write_text("not a folder")
+    assert reader.detect(RANK0)
+    assert reader.detect(RANK0 / OUT)
+    assert reader.detect(tmp_path / "a_ascend_ms")
+    assert reader.detect(tmp_path / "plain")
+    assert not reader.detect(tmp_path / "other")
+    assert not reader.detect(tmp_path / "file_ascend_pt")
+    assert not reader.detect(SMALL_PROF)
+
+
+def test_prof_folder_inside_is_claimed_with_its_parent(tmp_path: Path) -> None:
+    """The installed readers claim the rank folder once; its PROF_* is not read again."""
+    folder = rank_folder(tmp_path, trace_view__json=TRACE)
+    shutil.copytree(SMALL_PROF, folder / SMALL_PROF.name)
+    problems_seen: list[str] = []
+    claims = locate(tmp_path, PluginHost().readers(), problems_seen)
+    assert [(c.path, c.plugin) for c in claims] == [(folder, "ascend_pt")]
+    assert problems_seen == []
+
+
+# ---------------------------------------------------------------------------------------------
+# rank0_ascend_pt: the genuine trace_view.json (+ an older kernel_details.csv of another run)
+
+
+def test_rank0_meta_and_contract() -> None:
+    profile = read_one(RANK0)
+    meta = profile.meta
+    assert (meta.source_format, meta.framework, meta.device_kind) == ("ascend-pt", "PyTorch",
+                                                                      "NPU")
+    assert sorted(meta.files_read) == [f"{OUT}/kernel_details.csv", f"{OUT}/trace_view.json"]
+    assert sorted(profile.tables) == ["device_ops", "host_ops", "steps"]
+    assert_contract(profile)
+
+
+def test_rank0_kernel_details_from_another_run_lose_their_start_times() -> None:
+    profile = read_one(RANK0)
+    ((file, problem),) = problems(profile)
+    assert file == "kernel_details.csv" and "different runs or clocks" in problem
+    assert profile.tables["device_ops"]["start_us"].isna().all()
+
+
+def test_rank0_steps_from_profiler_step() -> None:
+    events = raw_trace()
+    steps_raw = [e for e in process_events(events, "Python")
+                 if e["name"].startswith("ProfilerStep#")]
+    steps = read_one(RANK0).tables["steps"]
+    assert len(steps) == len(steps_raw) == 1
+    assert steps["step"].tolist() == [int(e["name"].split("#")[1]) for e in steps_raw]
+    assert steps["duration_us"].tolist() == pytest.approx([float(e["dur"]) for e in steps_raw])
+    earliest = min(Decimal(str(e["ts"])) for e in events if e.get("ph") == "X")
+    expected_start = [float(Decimal(e["ts"]) - earliest) for e in steps_raw]
+    assert steps["start_us"].tolist() == pytest.approx(expected_start, abs=1e-6)
+    assert (steps["end_us"] - steps["start_us"]).tolist() == pytest.approx(
+        steps["duration_us"].tolist())
+
+
+def test_rank0_overlap_analysis_totals_fill_the_step_breakdown() -> None:
+    totals: Counter[str] = Counter()
+    for e in process_events(raw_trace(), "Overlap Analysis"):
+        totals[e["name"]] += float(e["dur"])
+    assert set(totals) == {"Computing", "Free"}  # a single card: no communication
+    steps = read_one(RANK0).tables["steps"]
+    assert steps["computing_us"].sum() == pytest.approx(totals["Computing"], abs=1e-6)
+    assert steps["free_us"].sum() == pytest.approx(totals["Free"], abs=1e-6)
+    assert steps["communication_us"].sum() == 0.0
+    assert steps["comm_not_overlapped_us"].sum() == 0.0
+    assert "bubble_us" not in steps
+
+
+def test_rank0_host_ops_kinds_and_counts() -> None:
+    events = raw_trace()
+    cann = Counter(e["name"] for e in process_events(events, "CANN"))
+    python = [e for e in process_events(events, "Python")
+              if not e["name"].startswith("ProfilerStep#")]
+    host = read_one(RANK0).tables["host_ops"]
+    assert len(host) == sum(cann.values()) + len(python)
+    acl = host[host["level"] == "AscendCL"]
+    counts = acl["name"].value_counts()
+    assert cann["AscendCL@aclopCompileAndExecute"] == 11
+    assert counts["aclopCompileAndExecute"] == 11
+    assert counts["aclrtSynchronizeStream"] == cann["AscendCL@aclrtSynchronizeStream"] == 4
+    compile_ops = acl[acl["kind"] == "compile"]
+    assert set(compile_ops["name"]) == {"aclopCompileAndExecute"}
+    sync = acl[acl["kind"] == "sync"]
+    assert len(sync) == sum(n for name, n in cann.items()
+                            if name.startswith(("AscendCL@aclrtSynchronizeStream",
+                                                "AscendCL@aclrtSynchronizeDevice",
+                                                "AscendCL@aclrtSynchronizeEvent")))
+    framework = host[host["level"].isna()]
+    assert (framework["kind"] == "runtime").sum() == sum(
+        e["cat"] in ("enqueue", "dequeue") for e in python)
+    assert (framework["kind"] == "aten").sum() + (framework["kind"] == "dataloader").sum() \
+        + (framework["kind"] == "optimizer").sum() == sum(e["cat"] == "cpu_op" for e in python)
+    assert set(host["step"].dropna()) == {1}
+
+
+def test_rank0_string_ts_keeps_sub_microsecond_precision() -> None:
+    events = raw_trace()
+    earliest = min(Decimal(str(e["ts"])) for e in events if e.get("ph") == "X")
+    cann = sorted(process_events(events, "CANN"), key=lambda e: Decimal(e["ts"]))
+    host = read_one(RANK0).tables["host_ops"]
+    starts = np.sort(host.loc[host["level"] == "AscendCL", "start_us"].to_numpy())
+    expected = np.array([float(Decimal(e["ts"]) - earliest) for e in cann])
+    assert len(starts) == len(expected)
+    assert np.max(np.abs(starts - expected)) < 1e-6  # a float parse of ts would be ~0.1 off
+    assert any(str(e["ts"]).split(".")[1] not in ("0", "25", "5", "75") for e in cann)
+
+
+def test_rank0_device_ops_from_kernel_details_per_accelerator_core() -> None:
+    rows = kernel_rows(OLD_KERNELS)
+    expected = Counter(r["Accelerator Core"] for r in rows)
+    assert expected == {"AI_VECTOR_CORE": 520, "MIX_AIV": 25, "HCCL": 19, "AI_CORE": 13,
+                        "AI_CPU": 7, "DSA_SQE": 7}
+    ops = read_one(RANK0).tables["device_ops"]
+    assert ops["core_type"].value_counts().to_dict() == dict(expected)
+    assert ops["duration_us"].sum() == pytest.approx(sum(float(r["Duration(us)"])
+                                                         for r in rows))
+    assert set(ops.loc[ops["core_type"] == "HCCL", "category"]) == {"communication"}
+    assert set(ops.loc[ops["core_type"] != "HCCL", "category"]) == {"compute"}
+    hccl = ops[ops["core_type"] == "HCCL"]
+    assert hccl["stream"].isna().all() and hccl["task_id"].isna().all()  # N/A cells
+    assert ops["step"].tolist() == [int(r["Step Id"]) for r in rows]
+    assert ops["input_shapes"].iloc[0] == rows[0]["Input Shapes"].strip('"')
+
+
+def test_trace_only_device_ops_per_task_type(tmp_path: Path) -> None:
+    folder = rank_folder(tmp_path, trace_view__json=TRACE)
+    hardware = process_events(raw_trace(), "Ascend Hardware")
+    expected = Counter(e["args"]["Task Type"] for e in hardware)
+    assert expected["AI_CPU"] == 2
+    ops = read_one(folder).tables["device_ops"]
+    assert ops["core_type"].value_counts().to_dict() == dict(expected)
+    assert ops["duration_us"].sum() == pytest.approx(sum(float(e["dur"]) for e in hardware))
+    assert set(ops["stream"]) == {int(e["args"]["Stream Id"]) for e in hardware}
+    assert set(ops["category"]) == {"compute"}
+    assert (ops["wait_us"] >= 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# a2_kernel_details: newer header, trailing tabs, MIX_AIC, PMU
+
+
+def test_a2_kernel_details_cells(tmp_path: Path) -> None:
+    rows = kernel_rows(A2_KERNELS)
+    assert any(r["Start Time(us)"].endswith("\t") for r in rows)
+    ops = read_one(rank_folder(tmp_path, kernel_details__csv=A2_KERNELS)).tables["device_ops"]
+    assert len(ops) == len(rows)
+    assert (ops["core_type"] == "MIX_AIC").sum() == sum(
+        r["Accelerator Core"] == "MIX_AIC" for r in rows) == 9
+    assert ops["block_dim"].tolist() == [int(r["Block Dim"]) for r in rows]
+    starts = [Decimal(r["Start Time(us)"].strip()) for r in rows]
+    expected = np.array([float(s - min(starts)) for s in starts])
+    assert np.max(np.abs(ops["start_us"].to_numpy() - expected)) < 1e-6
+    assert ops["mac_ratio"].tolist() == pytest.approx([float(r["aic_mac_ratio"]) for r in rows])
+    assert ops["vec_ratio"].tolist() == pytest.approx([float(r["aiv_vec_ratio"]) for r in rows])
+    unit = {"AI_VECTOR_CORE": "aiv"}  # vector kernels: 0 in every aic_ column
+    for column in ("mte2_ratio", "scalar_ratio"):
+        assert ops[column].tolist() == pytest.approx(
+            [float(r[f"{unit.get(r['Accelerator Core'], 'aic')}_{column}"]) for r in rows])
+    assert ops["aicore_time_us"].tolist() == pytest.approx(
+        [float(r["aicore_time(us)"]) for r in rows])
+    assert ops["op_state"].tolist() == [r["OP State"] for r in rows]
+    assert ops["wait_us"].tolist() == pytest.approx([float(r["Wait Time(us)"]) for r in rows])
+    assert ops["input_shapes"].iloc[0] == "81920,4096;8192,512"
+    assert set(ops["step"]) == {19}
+
+
+def test_block_num_header(tmp_path: Path) -> None:
+    text = A2_KERNELS.read_text(encoding="utf-8").replace("Block Dim", "Block Num", 1)
+    ops = read_one(rank_folder(tmp_path, kernel_details__csv=text)).tables["device_ops"]
+    assert ops["block_dim"].tolist() == [int(r["Block Dim"]) for r in kernel_rows(A2_KERNELS)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input (on copies)
+
+
+def test_truncated_trace_view_other_files_still_read(tmp_path: Path) -> None:
+    data = TRACE.read_bytes()
+    folder = rank_folder(tmp_path, kernel_details__csv=A2_KERNELS,
+                         trace_view__json=data[: len(data) // 2].decode("utf-8", "ignore"))
+    profile = read_one(folder)
+    ((file, problem),) = problems(profile)
+    assert file == "trace_view.json" and "truncated" in problem
+    assert len(profile.tables["device_ops"]) == len(kernel_rows(A2_KERNELS))
+    assert profile.meta.files_read == [f"{OUT}/kernel_details.csv"]
+
+
+def test_kernel_details_missing_column_falls_back_to_the_trace(tmp_path: Path) -> None:
+    frame = pd.read_csv(A2_KERNELS, dtype=str, keep_default_na=False)
+    text = frame.drop(columns=["Accelerator Core"]).to_csv(index=False)
+    folder = rank_folder(tmp_path, kernel_details__csv=text, trace_view__json=TRACE)
+    profile = read_one(folder)
+    assert problems(profile) == [("kernel_details.csv", "missing column 'Accelerator Core'")]
+    assert profile.warnings[0].column == "Accelerator Core"
+    assert len(profile.tables["device_ops"]) == len(process_events(raw_trace(),
+                                                                   "Ascend Hardware"))
+
+
+def test_text_in_numeric_cells(tmp_path: Path) -> None:
+    lines = A2_KERNELS.read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    cells = lines[3].split(",")
+    cells[header.index("Duration(us)")] = "abc"
+    lines[3] = ",".join(cells)
+    profile = read_one(rank_folder(tmp_path, kernel_details__csv="\n".join(lines) + "\n"))
+    (warning,) = profile.warnings
+    assert (Path(warning.file).name, warning.line, warning.column) == (
+        "kernel_details.csv", 4, "Duration(us)")
+    assert "'abc'" in warning.problem
+    durations = profile.tables["device_ops"]["duration_us"]
+    assert durations.isna().tolist() == [i == 2 for i in range(len(durations))]
+
+
+def test_empty_output_folder_is_unreadable(tmp_path: Path) -> None:
+    folder = rank_folder(tmp_path)
+    with pytest.raises(UnreadableInput, match="no profiler output found") as info:
+        read_one(folder)
+    assert info.value.path == str(folder)
+    assert "trace_view.json" in info.value.problem
+
+
+def test_broken_files_only_name_their_problems(tmp_path: Path) -> None:
+    folder = rank_folder(tmp_path, trace_view__json="[{", kernel_details__csv="")
+    with pytest.raises(UnreadableInput, match="nothing readable") as info:
+        read_one(folder)
+    assert "trace_view.json" in info.value.problem and "kernel_details.csv" in info.value.problem
+
+
+def test_without_output_reads_the_cann_export_beside_it(tmp_path: Path) -> None:
+    folder = tmp_path / "w_ascend_pt"
+    shutil.copytree(SMALL_PROF, folder / SMALL_PROF.name)
+    (folder / "profiler_info_3.json").write_text('{"config": {}}')
+    (profile,) = ascend_pt.AscendPtReader().read(folder)
+    assert profile.meta.source_format.startswith("msprof")
+    assert (profile.meta.framework, profile.meta.rank) == ("PyTorch", 3)
+    assert "no ASCEND_PROFILER_OUTPUT folder" in profile.warnings[-1].problem
+    assert "device_ops" in profile.tables
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic files for what the genuine fixtures lack (layouts from the research notes)
+
+STEP_TRACE_TIME = """\
+Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,\
+Bubble,Communication(Not Overlapped and Exclude Receive),Preparing
+0,19,1000.5,200,50,250,99.5,1100,10,190,5
+"""
+
+COMMUNICATION = {
+    "step19": {
+        "collective": {
+            "hcom_allReduce__1_0_1@group_a": {
+                "Communication Time Info": {
+                    "Start Timestamp(us)": 1736413971558975.0, "Elapse Time(ms)": 0.25,
+                    "Transit Time(ms)": 0.1, "Wait Time(ms)": 0.12,
+                    "Synchronization Time(ms)": 0.01, "Idle Time(ms)": 0.03},
+                "Communication Bandwidth Info": {
+                    "HCCS": {"Transit Size(MB)": 2.0, "Transit Time(ms)": 0.1,
+                             "Bandwidth(GB/s)": 20.0, "Large Packet Ratio": 0.5,
+                             "Size Distribution": {}},
+                    "RDMA": {"Transit Size(MB)": 0, "Transit Time(ms)": 0,
+                             "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0,
+                             "Size Distribution": {}}}},
+            "Total Op Info": {
+                "Communication Time Info": {"Elapse Time(ms)": 0.25},
+                "Communication Bandwidth Info": {
+                    "HCCS": {"Transit Size(MB)": 2.0, "Transit Time(ms)": 0.1,
+                             "Bandwidth(GB/s)": 20.0}}}},
+        "p2p": {}}}
+
+MATRIX = {"step19": {"collective": {"allreduce-top1@group_a": {
+    "0-1": {"Transport Type": "HCCS", "Transit Size(MB)": 1.5, "Transit Time(ms)": 0.05,
+            "Bandwidth(GB/s)": 30.0, "Op Name": "hcom_allReduce__1_0_1"}}}}}
+
+MEMORY_RECORD = """\
+Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,\
+Device Type
+PTA,1736413971558973.5\t,10,20,10,1,NPU:0
+GE,1736413971558974.5\t,1,2,1,1,NPU:0
+PTA,1736413971558980.25\t,12,20,12,1,NPU:0
+"""
+
+
+def test_synthetic_mindspore_folder(tmp_path: Path) -> None:
+    folder = rank_folder(tmp_path, "rank-1_20250101_ascend_ms",
+                         kernel_details__csv=A2_KERNELS,
+                         step_trace_time__csv=STEP_TRACE_TIME,
+                         communication__json=json.dumps(COMMUNICATION),
+                         communication_matrix__json=json.dumps(MATRIX),
+                         memory_record__csv=MEMORY_RECORD)
+    (folder / "profiler_info_1.json").write_text(json.dumps(
+        {"config": {"experimental_config": {"_profiler_level": "Level1"}},
+         "ms_version": "2.5.0"}))
+    (folder / "profiler_metadata.json").write_text(json.dumps(
+        {"ENV_VARIABLES": {"HCCL_BUFFSIZE": "200", "EMPTY": None},
+         "distributed_args": {"world_size": 8, "rank": 1}}))
+    profile = read_one(folder)
+    meta = profile.meta
+    assert (meta.source_format, meta.framework, meta.rank, meta.world_size) == (
+        "ascend-ms", "MindSpore", 1, 8)
+    assert meta.versions["MindSpore"] == "2.5.0"
+    assert meta.extra["env"] == {"HCCL_BUFFSIZE": "200", "EMPTY": ""}
+    assert meta.extra["profiler_level"] == "Level1"
+    assert profile.warnings == []
+    assert_contract(profile)
+
+    starts = [Decimal(r["Start Time(us)"].strip()) for r in kernel_rows(A2_KERNELS)]
+    origin = min(starts)
+    (step,) = profile.tables["steps"].to_dict("records")
+    assert step["step"] == 19
+    assert step["computing_us"] == 1000.5 and step["free_us"] == 99.5
+    assert step["communication_us"] == 250 and step["comm_not_overlapped_us"] == 200
+    assert step["bubble_us"] == 10
+    assert step["duration_us"] == pytest.approx(1000.5 + 200 + 99.5)
+    # The step starts at its first kernel less Preparing: the profile's earliest time.
+    assert step["start_us"] == 0.0
+    assert profile.tables["device_ops"]["start_us"].min() == pytest.approx(5.0)
+
+    comm = profile.tables["comm_ops"]
+    op, link = comm.to_dict("records")
+    assert (op["name"], op["group"], op["op"], op["transport"]) == (
+        "hcom_allReduce__1_0_1", "group_a", "allreduce", "HCCS")
+    assert op["duration_us"] == pytest.approx(250) and op["wait_us"] == pytest.approx(120)
+    assert op["transit_us"] == pytest.approx(100) and op["bytes"] == pytest.approx(2e6)
+    assert op["bandwidth_gbps"] == 20.0
+    assert op["start_us"] == pytest.approx(
+        float(Decimal("1736413971558975.0") - origin) + 5.0, abs=1e-6)
+    assert (link["name"], link["transport"], link["bytes"], link["bandwidth_gbps"]) == (
+        "0->1", "HCCS", 1.5e6, 30.0)
+    assert meta.extra["comm_bandwidth"]["HCCS"]["bandwidth_gbps"] == pytest.approx(20.0)
+
+    memory = profile.tables["memory"]
+    assert memory["allocated_bytes"].tolist() == [10 * 2**20, 12 * 2**20]
+    assert memory["device"].tolist() == ["NPU:0", "NPU:0"]
+    expected = [float(Decimal(t) - origin) + 5.0 for t in ("1736413971558973.5",
+                                                           "1736413971558980.25")]
+    assert memory["time_us"].tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_reading_the_output_folder_itself(tmp_path: Path) -> None:
+    folder = rank_folder(tmp_path, trace_view__json=TRACE)
+    (folder / "profiler_info_5.json").write_text("{}")
+    profile = read_one(folder / OUT)
+    assert profile.meta.rank == 5
+    assert profile.meta.files_read[-1] == "trace_view.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end
+
+
+def test_cli_run_writes_a_schema_valid_report(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["run", str(RANK0), "-o", str(tmp_path / "out"),
+                                       "--format", "json"])
+    assert result.exit_code == 0, result.output
+    reports = sorted((tmp_path / "out").glob("prof_rule_*.json"))
+    assert len(reports) == 1
+    validate_report(json.loads(reports[0].read_text(encoding="utf-8")))
+
+
+def synthetic_comm_trace() -> list[dict]:
+    """Two collectives on a communication process, tasks on a compute and an HCCL stream, and
+    the Overlap Analysis tracks torch_npu writes for them; no ProfilerStep."""
+    base = 1_000_000_000_000_000
+
+    def ts(us: str) -> str:
+        return f"{base + int(us.split('.')[0])}.{us.split('.')[1]}" if "." in us else \
+            str(base + int(us))
+
+    def meta(pid, tid, kind, name):
+        return {"ph": "M", "pid": pid, "tid": tid, "name": kind, "args": {"name": name}}
+
+    def x(pid, tid, name, start, dur, **args):
+        return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts(start), "dur": dur,
+                "args": args}
+
+    return [
+        meta(10, 0, "process_name", "Communication"),
+        meta(10, 1, "thread_name", "Group hccl_world_group Communication"),
+        meta(10, 2, "thread_name", "Plane 0"),
+        meta(20, 0, "process_name", "Ascend Hardware"),
+        meta(20, 3, "thread_name", "Stream 3"),
+        meta(20, 7, "thread_name", "Stream 7"),
+        meta(30, 0, "process_name", "Overlap Analysis"),
+        x(10, 1, "hcom_allReduce__1_0_1", "100.125", 49.875),
+        x(10, 1, "hcom_receive__2_0_1", "300", 20.0),
+        x(10, 2, "Memcpy", "110", 10.0, **{"transport type": "SDMA", "size(Byte)": 1024,
+                                           "stream id": 7}),
+        x(20, 7, "Memcpy", "110", 10.0, **{"Task Type": "SDMA_SQE", "Stream Id": 7}),
+        x(20, 3, "aclnnMm_MatMulV2_MatMulV2", "100", 30.0, **{"Task Type": "AI_CORE",
+                                                              "Stream Id": 3, "Task Id": 1}),
+        x(20, 3, "aclnnInplaceCopy_Copy", "200", 5.0, **{"Task Type": "SDMA_SQE",
+                                                         "Stream Id": 3, "size(B)": 4096}),
+        x(20, 3, "EventWait", "210", 1.0, **{"Task Type": "EVENT_WAIT_SQE", "Stream Id": 3}),
+        x(30, 0, "Computing", "100", 30.0),
+        x(30, 1, "Communication", "100.125", 49.875),
+        x(30, 1, "Communication", "300", 20.0),
+        x(30, 2, "Communication(Not Overlapped)", "130", 20.0),
+        x(30, 2, "Communication(Not Overlapped)", "300", 20.0),
+        x(30, 3, "Free", "150", 150.0),
+    ]
+
+
+def test_communication_trace_without_profiler_step(tmp_path: Path) -> None:
+    folder = rank_folder(tmp_path, trace_view__json=json.dumps(synthetic_comm_trace()))
+    profile = read_one(folder)
+    assert profile.warnings == []
+    (step,) = profile.tables["steps"].to_dict("records")  # one step over the E2E span
+    assert (step["step"], step["start_us"], step["end_us"]) == (0, 0.0, 220.0)
+    assert step["computing_us"] == pytest.approx(30.0)
+    assert step["communication_us"] == pytest.approx(69.875)
+    assert step["comm_not_overlapped_us"] == pytest.approx(40.0)
+    assert step["free_us"] == pytest.approx(150.0)
+    assert step["bubble_us"] == pytest.approx(20.0)  # hcom_receive time
+
+    comm = profile.tables["comm_ops"]
+    assert comm["name"].tolist() == ["hcom_allReduce__1_0_1", "hcom_receive__2_0_1"]
+    assert comm["op"].tolist() == ["allreduce", "receive"]
+    assert comm["group"].tolist() == ["hccl_world_group"] * 2
+    assert comm["start_us"].tolist() == [0.125, 200.0]
+    assert comm["transport"].iloc[0] == "SDMA"
+
+    ops = profile.tables["device_ops"]
+    assert 7 not in set(ops["stream"].dropna())  # the collective's own tasks: stood for above
+    by_name = ops.set_index("name")
+    assert by_name.loc["aclnnMm_MatMulV2_MatMulV2", ["op_type", "category"]].tolist() == [
+        "MatMulV2", "compute"]
+    assert by_name.loc["aclnnInplaceCopy_Copy", ["category", "bytes"]].tolist() == [
+        "memcpy", 4096.0]
+    assert by_name.loc["EventWait", "category"] == "other"
+    assert by_name.loc["hcom_allReduce__1_0_1", "category"] == "communication"
+
+
+def test_op_statistic_and_api_statistic(tmp_path: Path) -> None:
+    summaries = SMALL_PROF / "mindstudio_profiler_output"
+    op_csv = next(summaries.glob("op_statistic_*.csv"))
+    api_csv = next(summaries.glob("api_statistic_*.csv"))
+    folder = rank_folder(tmp_path, op_statistic__csv=op_csv, api_statistic__csv=api_csv)
+    profile = read_one(folder)
+    assert sorted(profile.tables) == ["host_ops", "op_stats"]
+    stats = profile.tables["op_stats"]
+    rows = kernel_rows(op_csv)
+    assert stats["op_type"].tolist() == [r["OP Type"] for r in rows]
+    assert stats["ratio"].tolist() == pytest.approx([float(r["Ratio(%)"]) / 100 for r in rows])
+    host = profile.tables["host_ops"]
+    api_rows = kernel_rows(api_csv)
+    assert host["name"].tolist() == [r["API Name"] for r in api_rows]
+    assert host["count"].tolist() == [int(r["Count"]) for r in api_rows]
+    sync = host["name"].str.startswith("aclrtSynchronize").fillna(False)
+    assert set(host.loc[sync, "kind"]) <= {"sync"}
