@@ -18,8 +18,9 @@ from advisor.model import Profile, conform
 
 
 def op_stats_from_device_ops(profile: Profile) -> None:
-    """Aggregate device tasks by (op type, core type) like msprof's op_statistic."""
+    """Aggregate compute tasks by (op type, core type) like msprof's op_statistic."""
     ops = profile.tables["device_ops"]
+    ops = ops[(ops["category"] == "compute").fillna(False)] if "category" in ops else ops
     op_type = ops["op_type"] if "op_type" in ops else ops["name"]
     frame = pd.DataFrame({"op_type": op_type.fillna(ops["name"]),
                           "core_type": ops["core_type"].fillna("unknown"),

@@ -274,3 +274,12 @@ def test_late_rank_is_the_one_that_waits_least():
     assert finding.impact_us == pytest.approx(23_000 * 10)
     table["communication_us"] = [2_100, 2_000, 2_050]
     assert run("CLUSTER-002", ranks=table) == []
+
+
+@pytest.mark.parametrize("core", ["COMMUNICATION", "HCCL"])
+def test_communication_is_never_the_dominant_operator(core):
+    device = ops([("bcast", "hcom_broadcast_", core, 5_000), ("mm", "MatMulV2", "AI_CORE", 300),
+                  ("add", "Add", "AI_VECTOR_CORE", 300), ("c", "Cast", "AI_VECTOR_CORE", 300),
+                  ("s", "Sub", "AI_VECTOR_CORE", 300)])
+    device.loc[0, "category"] = "communication"
+    assert run("OP-005", device_ops=device) == []
