@@ -14,6 +14,7 @@ from advisor_plugins.builtin_rules import advisor_rule_paths
 from advisor_plugins.step_metrics import PROVIDERS
 
 RULES, ERRORS = load_rules(advisor_rule_paths(), BUILTIN_FUNCTIONS)
+ROOT_RULES = advisor_rule_paths()[0]
 
 
 def run(rule_id: str, **tables: pd.DataFrame):
@@ -283,3 +284,34 @@ def test_communication_is_never_the_dominant_operator(core):
                   ("s", "Sub", "AI_VECTOR_CORE", 300)])
     device.loc[0, "category"] = "communication"
     assert run("OP-005", device_ops=device) == []
+
+
+def test_recompilation_by_share_of_profiled_time():
+    # 5 compilations, far below 20, but 5 ms of a 20 ms step
+    compiles = [("AscendCL@aclopCompileAndExecute", "compile", i * 100.0, 1_000.0)
+                for i in range(5)]
+    (finding,) = run("HOST-003", steps=steps(1, 20_000), host_ops=host(compiles))
+    assert finding.values["ratio"] == pytest.approx(0.25)
+    quick = [(n, k, s, 10.0) for n, k, s, _ in compiles]
+    assert run("HOST-003", steps=steps(1, 20_000), host_ops=host(quick)) == []
+
+
+def test_unfused_optimizer_fires_for_plain_adam_only():
+    calls = [("Optimizer.step#Adam.step", "optimizer", 0.0, 3_000.0)]
+    (finding,) = run("HOST-004", steps=steps(1, 20_000), host_ops=host(calls))
+    assert finding.values["calls"] == 1 and finding.impact_us == 3_000
+    fused = [("Optimizer.step#NpuFusedAdam.step", "optimizer", 0.0, 3_000.0)]
+    assert run("HOST-004", steps=steps(1, 20_000), host_ops=host(fused)) == []
+    short = [("Optimizer.step#Adam.step", "optimizer", 0.0, 100.0)]
+    assert run("HOST-004", steps=steps(1, 20_000), host_ops=host(short)) == []
+
+
+def test_total_us_is_a_reserved_name(tmp_path):
+    from advisor.engine.rules import load_rule_file
+
+    text = (ROOT_RULES / "host.yaml").read_text(encoding="utf-8").replace(
+        "max_share: 0.05    #", "total_us: 0.05    #")
+    path = tmp_path / "host.yaml"
+    path.write_text(text, encoding="utf-8")
+    _, errors = load_rule_file(path, BUILTIN_FUNCTIONS)
+    assert any("'total_us' is a built-in name" in str(e) for e in errors)

@@ -134,7 +134,7 @@ def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
                   functions: Mapping[str, Callable[..., Any]],
                   total_us: float | None) -> Finding | None:
     """Evaluate one applicable rule; raise ExprError on a runtime problem."""
-    values: dict[str, Any] = dict(params)
+    values: dict[str, Any] = {"total_us": math.nan if total_us is None else total_us, **params}
     for name, expr in rule.let.items():
         values[name] = _eval(expr, Scope(profile.tables, values, functions))
     scope = Scope(profile.tables, values, functions)

@@ -26,6 +26,8 @@ RULE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8"))
 _VALIDATOR = jsonschema.Draft202012Validator(RULE_SCHEMA)
 MAX_RULE_FILE_BYTES = 1_000_000
+BUILTIN_NAMES = frozenset({"total_us"})
+"""Names every expression can read: `total_us` is the profiled time impact shares refer to."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,10 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
         raise RuleError(source, rule_id, problem)
     tables = _table_columns()
     params = dict(raw.get("params", {}))
-    known = set(params)
+    reserved = sorted(BUILTIN_NAMES & (set(params) | set(raw.get("let", {}))))
+    if reserved:
+        raise RuleError(source, rule_id, f"{reserved[0]!r} is a built-in name; rename it")
+    known = set(params) | BUILTIN_NAMES
 
     def expr(text: Any, what: str, names: Collection[str]) -> Expression:
         try:
@@ -169,7 +174,7 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
             raise RuleError(source, rule_id, f"requires: unknown table or column {req!r}")
     let: dict[str, Expression] = {}
     for name, text in raw.get("let", {}).items():
-        if name in known:
+        if name in params:
             raise RuleError(source, rule_id, f"let: {name!r} is already a param")
         let[name] = expr(text, f"let.{name}", known)
         known.add(name)
