@@ -1,0 +1,191 @@
+"""Streaming decode of Chrome-trace files: the event array in batches, never all at once.
+
+Profiler traces are hundreds of MB. Decoding a whole file builds a Python dict per event, which
+costs 5-8x the file size in memory. Here the file is read in chunks, the event array is cut at
+element boundaries, and each slice is decoded with orjson on its own, so a reader can turn one
+batch into columns before the next is decoded: memory follows the kept columns, not the file.
+
+A cut is proposed at `}` `,` `{` (with optional whitespace) and accepted only when the slice
+decodes: a `},{` inside a string leaves an unterminated string and is skipped. The first batch
+ends after at least `chunk_bytes`; the last one is decoded together with whatever follows the
+array (Kineto writes `distributedInfo` and `traceName` after it), which gives the header.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from advisor.errors import UnreadableInput
+from advisor.progress import FileProgress
+
+CHUNK_BYTES = 8 * 1024 * 1024
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+MAX_HEADER_BYTES = 64 * 1024 * 1024
+
+
+def _loads_lenient(data: bytes) -> Any:
+    """stdlib json accepts NaN and Infinity, which some writers emit and orjson refuses."""
+    return json.loads(data)
+
+
+@dataclass
+class EventStream:
+    """Batches of decoded events of one trace file, plus what decoding noticed.
+
+    Iterate once. Afterwards `header` holds the top-level keys other than `traceEvents` (empty
+    for a bare list), `non_finite` whether NaN/Infinity appeared, and `truncated` how many
+    events were recovered from a file that ends in the middle of the array.
+    """
+
+    path: Path
+    progress: FileProgress | None = None
+    chunk_bytes: int = CHUNK_BYTES
+    header: dict[str, Any] = field(default_factory=dict)
+    non_finite: bool = False
+    truncated: int | None = None
+    events: int = 0
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        gc_was_on = gc.isenabled()
+        gc.disable()  # millions of small objects would trigger collections over and over
+        try:
+            with open(self.path, "rb") as raw:
+                source: BinaryIO = (gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz"
+                                    else raw)
+                yield from self._batches(source, raw)
+        except gzip.BadGzipFile:
+            raise UnreadableInput(self.path, "not gzip data although the name ends in .gz") \
+                from None
+        except (EOFError, OSError) as exc:
+            if isinstance(exc, EOFError) or "gzip" in str(exc).lower() or "CRC" in str(exc):
+                raise UnreadableInput(self.path, "truncated or corrupt gzip data") from None
+            raise UnreadableInput(self.path, f"cannot read file: {exc.strerror or exc}") \
+                from None
+        finally:
+            if gc_was_on:
+                gc.enable()
+
+    # reading ------------------------------------------------------------------------------
+
+    def _read(self, source: BinaryIO, raw: BinaryIO) -> bytes:
+        chunk = source.read(self.chunk_bytes)
+        if self.progress is not None and chunk:
+            self.progress.read(raw.tell() - self.progress.done_bytes)
+        return chunk
+
+    def _decode(self, data: bytes) -> Any:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            value = _loads_lenient(data)  # raises ValueError when really invalid
+            self.non_finite = True
+            return value
+
+    def _batches(self, source: BinaryIO, raw: BinaryIO) -> Iterator[list[Any]]:
+        buf = self._read(source, raw)
+        if buf.startswith(b"\xef\xbb\xbf"):
+            buf = buf[3:]
+        start = len(buf) - len(buf.lstrip())
+        while start >= len(buf):  # leading whitespace longer than a chunk
+            more = self._read(source, raw)
+            if not more:
+                raise UnreadableInput(self.path, "empty file")
+            buf += more
+            start = len(buf) - len(buf.lstrip())
+        if buf[start:start + 1] == b"[":
+            prefix, pos = b"", start + 1
+        elif buf[start:start + 1] == b"{":
+            match = _EVENTS_KEY.search(buf)
+            while match is None and len(buf) < MAX_HEADER_BYTES:
+                more = self._read(source, raw)
+                if not more:
+                    break
+                buf += more
+                match = _EVENTS_KEY.search(buf)
+            if match is None:
+                raise UnreadableInput(self.path, "no traceEvents array in this JSON object")
+            prefix, pos = buf[start:match.start()], match.end()
+        else:
+            raise UnreadableInput(self.path, "not a JSON trace (expected '[' or '{')")
+        eof = False
+        while True:
+            target = pos + self.chunk_bytes
+            while not eof and len(buf) < target + 1024:
+                more = self._read(source, raw)
+                eof = not more
+                buf += more
+            if eof:
+                break
+            batch, cut = self._leading_batch(buf, pos, target)
+            if batch is None:  # no decodable cut yet: read on
+                more = self._read(source, raw)
+                eof = not more
+                buf += more
+                continue
+            self.events += len(batch)
+            if self.progress is not None:
+                self.progress.decoded(len(batch))
+            yield batch
+            buf, pos = buf[cut:], 0
+        yield self._last_batch(prefix, buf[pos:])
+
+    def _leading_batch(self, buf: bytes, pos: int, target: int) -> tuple[list[Any] | None, int]:
+        """Decode buf[pos:cut] at the first accepted boundary after `target`."""
+        for match in _BOUNDARY.finditer(buf, target):
+            end = match.start() + 1
+            try:
+                batch = self._decode(b"[" + buf[pos:end] + b"]")
+            except ValueError:
+                continue  # the `},{` was inside a string
+            return batch, match.end() - 1  # next batch starts at that `{`
+        return None, pos
+
+    def _last_batch(self, prefix: bytes, rest: bytes) -> list[Any]:
+        """The remaining events, decoded with the text around the array to get the header."""
+        whole = (prefix + b'"traceEvents":[' + rest) if prefix else b"[" + rest
+        try:
+            doc = self._decode(whole)
+        except ValueError:
+            events = self._salvage(rest)
+            self.truncated = self.events + len(events)
+            doc = {"traceEvents": events} if prefix else events
+        if prefix:
+            if not isinstance(doc, dict):
+                raise UnreadableInput(self.path, "the trace object is not a JSON object")
+            events = doc.pop("traceEvents", [])
+            self.header = doc
+        else:
+            events = doc
+        if not isinstance(events, list):
+            raise UnreadableInput(self.path, "traceEvents is not a list")
+        self.events += len(events)
+        if self.progress is not None:
+            self.progress.decoded(len(events))
+        return events
+
+    def _salvage(self, rest: bytes) -> list[Any]:
+        """The complete events before the point where a cut file ends."""
+        ends = [m.start() + 1 for m in _BOUNDARY.finditer(rest)]
+        ends.append(rest.rfind(b"}") + 1)
+        for end in sorted(set(ends), reverse=True):
+            if end <= 0:
+                continue
+            try:
+                events = self._decode(b"[" + rest[:end] + b"]")
+            except ValueError:
+                continue
+            if isinstance(events, list):
+                return events
+        if self.events:
+            return []
+        raise UnreadableInput(self.path, "truncated or invalid JSON: no complete event")

@@ -1,0 +1,101 @@
+"""The streaming trace decoder gives exactly what decoding the whole file gives."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.errors import UnreadableInput
+from advisor.stream import EventStream
+
+ROOT = Path(__file__).parents[1]
+SHARED = ROOT / ".." / "shared" / "fixtures"
+
+text = st.text(alphabet=st.sampled_from(list('ab},{[]":\\ \n\tµ')), max_size=12)
+event = st.fixed_dictionaries({
+    "ph": st.sampled_from(["X", "M", "i"]), "name": text,
+    "ts": st.floats(0, 1e12, allow_nan=False), "dur": st.integers(0, 10**6),
+    "args": st.dictionaries(st.sampled_from(["a", "b c", "x"]), text | st.integers(), max_size=3),
+})
+
+
+def decode_all(stream: EventStream) -> list:
+    return [e for batch in stream for e in batch]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(event, max_size=40), st.sampled_from(["bare", "object", "object-tail"]),
+       st.sampled_from([None, 1, 2]), st.integers(1, 300))
+def test_batches_equal_whole_decode(tmp_path_factory, events, shape, indent, chunk):
+    path = tmp_path_factory.mktemp("s") / "t.json"
+    if shape == "bare":
+        doc = events
+    elif shape == "object":
+        doc = {"schemaVersion": 1, "traceEvents": events}
+    else:
+        doc = {"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3},
+               "traceName": "x},{y"}
+    path.write_text(json.dumps(doc, indent=indent), encoding="utf-8")
+    stream = EventStream(path, chunk_bytes=chunk)
+    assert decode_all(stream) == events
+    expected_header = {} if shape == "bare" else {k: v for k, v in doc.items()
+                                                  if k != "traceEvents"}
+    assert stream.header == expected_header
+    assert stream.truncated is None and stream.events == len(events)
+
+
+@pytest.mark.parametrize("fixture", sorted((SHARED / "kineto").glob("*.json.gz"))
+                         + [SHARED / "ascend_pt/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/"
+                                     "trace_view.json"], ids=lambda p: p.name)
+def test_real_traces_stream_like_a_whole_decode(fixture):
+    raw = fixture.read_bytes()
+    whole = orjson.loads(gzip.decompress(raw) if fixture.suffix == ".gz" else raw)
+    stream = EventStream(fixture, chunk_bytes=64 * 1024)
+    events = decode_all(stream)
+    expected = whole if isinstance(whole, list) else whole["traceEvents"]
+    assert events == expected
+    if isinstance(whole, dict):
+        assert stream.header == {k: v for k, v in whole.items() if k != "traceEvents"}
+
+
+def test_truncated_file_keeps_complete_events(tmp_path):
+    events = [{"ph": "X", "name": f"e{i}", "ts": i, "dur": 1} for i in range(50)]
+    data = json.dumps({"traceEvents": events}).encode()
+    path = tmp_path / "cut.json"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    stream = EventStream(path, chunk_bytes=100)
+    got = decode_all(stream)
+    assert got == events[: len(got)] and 0 < len(got) < 50
+    assert stream.truncated == len(got)
+
+
+def test_nan_and_infinity_are_accepted_and_noted(tmp_path):
+    path = tmp_path / "nan.json"
+    path.write_text('[{"ts": NaN, "dur": Infinity}, {"ts": 1, "dur": 2}]')
+    stream = EventStream(path)
+    events = decode_all(stream)
+    assert len(events) == 2 and stream.non_finite
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"", "empty file"), (b"   \n ", "empty file"), (b"hello", "not a JSON trace"),
+    (b'{"a": 1}', "no traceEvents array"),
+])
+def test_unreadable_inputs(tmp_path, content, problem):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(UnreadableInput, match=problem):
+        decode_all(EventStream(path))
+
+
+def test_gz_that_is_not_gzip(tmp_path):
+    path = tmp_path / "trace.json.gz"
+    path.write_text("[]")
+    with pytest.raises(UnreadableInput, match="not gzip data"):
+        decode_all(EventStream(path))
