@@ -15,6 +15,10 @@ A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) fo
   calls; `communication.json` / `communication_matrix.json` -> comm_ops; `memory_record.csv`
   -> memory.
 
+trace_view.json is decoded in batches (`advisor.stream.EventStream`); of each event only the
+fields the tables need are kept, as columns, so memory follows those columns, not the file. A
+trace cut short keeps its complete events, with a warning.
+
 Timestamps are epoch µs (~1.7e15), where float64 keeps only 0.25 µs. Every timestamp is
 therefore split into its whole µs, taken exactly, and its fraction, and the whole part is
 rebased on one integer origin before the two are added: times keep the digits written. All
@@ -28,7 +32,6 @@ MindSpore's `FRAMEWORK/` raw data (no documented text layout).
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -46,13 +49,13 @@ from advisor.hookspecs import hookimpl
 from advisor.io import WarnFn, load_json
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
+from advisor.stream import EventStream
 from advisor_plugins.msprof import (
     MsprofReader,
     SummaryCsv,
-    Trace,
     collective,
     comm_as_device_ops,
-    comm_from_trace,
+    comm_from_columns,
     device_ops_from_op_summary,
     int_or_none,
     read_csv_table,
@@ -107,10 +110,17 @@ def advisor_readers() -> list[AscendPtReader]:
 _PLAIN_DECIMAL = r"^(?P<sign>[+-]?)(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
 
 
-def _texts(values: Iterable[Any]) -> list[str | None]:
+def _texts(values: Iterable[Any]) -> pa.Array:
     """Timestamps as text: strings as written, numbers by their shortest repr."""
-    return [v if isinstance(v, str) else None if v is None or isinstance(v, bool) else repr(v)
-            for v in values]
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):
+        return pa.array(values, from_pandas=True)  # the arrow cells themselves, no copy out
+    values = values if isinstance(values, list) else list(values)
+    try:  # the usual case: every value a string (or null)
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):
+        pass
+    return pa.array([_utf8(v) if isinstance(v, str) else None if v is None or isinstance(v, bool)
+                     else repr(v) for v in values], type=pa.string())
 
 
 def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +131,10 @@ def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
     exact difference to within float64 rounding of a small number. Numbers that are not plain
     decimals (`1.7e15`) carry no more precision than their float value.
     """
-    texts = pc.utf8_trim_whitespace(pa.array(_texts(values), type=pa.string()))
+    texts = pc.utf8_trim_whitespace(_texts(values))
+    fast = _same_layout_parts(texts)
+    if fast is not None:
+        return fast
     parts = pc.extract_regex(texts, _PLAIN_DECIMAL)
     whole = pc.cast(pc.struct_field(parts, "whole"), pa.float64())
     digits = pc.struct_field(parts, "frac")
@@ -132,8 +145,9 @@ def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
     negative = negative.to_numpy(zero_copy_only=False)
     whole = whole.to_numpy(zero_copy_only=False).astype("float64")
     frac = frac.to_numpy(zero_copy_only=False).astype("float64")
-    whole = np.where(negative, -whole, whole)
-    frac = np.where(negative, -frac, frac)
+    if negative.any():
+        whole = np.where(negative, -whole, whole)
+        frac = np.where(negative, -frac, frac)
     other = np.isnan(whole) & pc.is_valid(texts).to_numpy(zero_copy_only=False)
     if other.any():  # exponents and the like: as precise as their float value
         text = pd.Series(texts.to_numpy(zero_copy_only=False)[other], dtype="object")
@@ -144,6 +158,34 @@ def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
     return whole, np.where(np.isnan(whole), np.nan, frac)
 
 
+def _same_layout_parts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """exact_parts of texts that all have the same length and the `.` at the same place.
+
+    Profilers write every ts with the same digits (`1704161511420306.491`), so the common case
+    needs no regex: the two parts are fixed slices. None when the layout varies or a part is
+    not all ASCII digits (signs, exponents, spaces inside): the regex then reads them.
+    """
+    if len(texts) == 0 or texts.null_count or not pc.all(pc.string_is_ascii(texts)).as_py():
+        return None
+    lengths = pc.min_max(pc.binary_length(texts)).as_py()
+    dots = pc.min_max(pc.find_substring(texts, ".")).as_py()
+    length, dot = lengths["max"], dots["max"]
+    if lengths["min"] != length or dots["min"] != dot or dot == 0:
+        return None
+    whole_text = texts if dot < 0 else pc.utf8_slice_codeunits(texts, 0, dot)
+    if not pc.all(pc.ascii_is_decimal(whole_text)).as_py():
+        return None
+    whole = pc.cast(whole_text, pa.float64()).to_numpy(zero_copy_only=False)
+    digits = length - dot - 1
+    if dot < 0 or digits == 0:
+        return whole, np.zeros(len(whole))
+    frac_text = pc.utf8_slice_codeunits(texts, dot + 1, length)
+    if not pc.all(pc.ascii_is_decimal(frac_text)).as_py():
+        return None
+    frac = pc.cast(frac_text, pa.float64()).to_numpy(zero_copy_only=False) / 10.0 ** digits
+    return whole, frac
+
+
 class _Clock:
     """One integer origin (whole µs) for every time of a profile, fixed by the first file."""
 
@@ -151,9 +193,15 @@ class _Clock:
         self.origin: float | None = None
 
     def us(self, values: Iterable[Any]) -> np.ndarray:
-        whole, frac = exact_parts(values)
+        return self.from_parts(*exact_parts(values))
+
+    def from_parts(self, whole: np.ndarray, frac: np.ndarray,
+                   among: np.ndarray | None = None) -> np.ndarray:
+        """Times from `exact_parts`; the first call fixes the origin at its earliest whole µs
+        (of the rows `among` selects, when given)."""
         if self.origin is None:
-            valid = whole[np.isfinite(whole)]
+            valid = whole if among is None else whole[among]
+            valid = valid[np.isfinite(valid)]
             if valid.size:
                 self.origin = float(valid.min())
         return (whole - (self.origin or 0.0)) + frac
@@ -161,12 +209,23 @@ class _Clock:
 
 def _floats(values: Iterable[Any]) -> np.ndarray:
     """Numbers (None -> NaN); other text also NaN."""
-    values = list(values)
+    values = values if isinstance(values, list) else list(values)
     try:
         return np.array(values, dtype="float64")
     except (TypeError, ValueError):
+        pass
+    try:
         return pd.to_numeric(pd.Series(values, dtype="object"),
                              errors="coerce").to_numpy("float64", na_value=np.nan)
+    except (TypeError, ValueError):  # lists or objects among the values
+        return np.array([_float(v) for v in values], dtype="float64")
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,86 +322,284 @@ class _TraceTables:
     comm_streams: set[int] = field(default_factory=set)
 
 
+_ROLE_CODES = {role: code for code, role in enumerate(_ROLES)}
+_NO_ARGS: dict[str, Any] = {}
+
+
 def _args(event: dict[str, Any]) -> dict[str, Any]:
     args = event.get("args")
     return args if isinstance(args, dict) else {}
 
 
-def parse_trace(events: Sequence[Any], clock: _Clock, warn: WarnFn,
-                rel: str) -> _TraceTables:
-    """Tables from the decoded events of one trace_view.json."""
-    processes: dict[Any, str] = {}
-    labels: dict[Any, str] = {}
-    threads: dict[tuple[Any, Any], str] = {}
-    metadata: list[dict[str, Any]] = []
-    by_pid: dict[Any, list[dict[str, Any]]] = {}
-    for e in events:
-        if not isinstance(e, dict):
-            continue
-        ph = e.get("ph")
-        if ph == "X":
-            by_pid.setdefault(e.get("pid"), []).append(e)
-        elif ph == "M":
-            metadata.append(e)
-            kind, value = e.get("name"), _args(e)
-            if kind == "process_name":
-                processes[e.get("pid")] = str(value.get("name", ""))
-            elif kind == "process_labels":
-                labels[e.get("pid")] = str(value.get("labels", ""))
-            elif kind == "thread_name":
-                threads[(e.get("pid"), e.get("tid"))] = str(value.get("name", ""))
-    by_role: dict[str, list[dict[str, Any]]] = {}
-    for pid, evs in by_pid.items():
-        role = _role(processes.get(pid, ""), labels.get(pid, ""))
-        if role is not None:
-            by_role.setdefault(role, []).extend(evs)
-    kept = [e for role in _ROLES for e in by_role.get(role, [])]
-    out = _TraceTables()
-    if not kept:
+def _key(value: Any) -> Any:
+    """A pid or tid usable as a dict key (a list or object, which no writer emits: its repr)."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+class _Codes:
+    """Small integer codes of pids (or tids), in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def encode(self, values: list[Any]) -> np.ndarray:
+        index = self.index
+        try:
+            new = [v for v in dict.fromkeys(values) if v not in index]
+        except TypeError:
+            values = [_key(v) for v in values]
+            new = [v for v in dict.fromkeys(values) if v not in index]
+        for value in new:
+            index[value] = len(self.values)
+            self.values.append(value)
+        return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
+
+
+def _strings(values: list[Any]) -> pa.Array:
+    """`str()` of each value as one arrow array (None is "None", as str() writes it)."""
+    try:
+        array = pa.array(values, type=pa.large_string())
+        if array.null_count == 0:
+            return array
+    except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):
+        pass
+    return pa.array([_utf8(v if isinstance(v, str) else str(v)) for v in values],
+                    type=pa.large_string())
+
+
+def _utf8(text: str) -> str:
+    """The text, with a lone surrogate (which only the lenient NaN parser lets through) as �."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _unique(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
+    """(code of each row, the distinct texts) of an arrow string array without nulls."""
+    encoded = pc.dictionary_encode(texts)
+    return (encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp),
+            encoded.dictionary.to_pylist())
+
+
+def _expand(codes: np.ndarray, values: list[Any]) -> np.ndarray:
+    """values[code] of each row, as an object array (the distinct values shared)."""
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array[codes]
+
+
+def _per_row(texts: pa.Array, fn: Callable[[str], Any]) -> np.ndarray:
+    """fn of each row's text, called once per distinct text."""
+    codes, uniques = _unique(texts)
+    return _expand(codes, [fn(text) for text in uniques])
+
+
+# The numbers and texts kept of each complete event; `thread_id` is CANN's `Thread Id` (else
+# the tid), `stream` ... `bytes` the arguments of device tasks.
+_NUMBER_COLUMNS = ("pid", "tid", "whole", "frac", "dur", "thread_id", "stream",
+                   "physical_stream", "task_id", "bytes")
+_TEXT_COLUMNS = ("name", "cat", "task_type")
+
+
+class _TraceColumns:
+    """The fields the tables need of each complete (`X`) event, taken batch by batch.
+
+    Only these columns (codes, numbers, arrow strings) and the metadata outlive a batch. Which
+    process, hence which table, an event belongs to is settled at the end, by pid, since the
+    metadata may come after the events it names.
+    """
+
+    def __init__(self) -> None:
+        self.pids, self.tids = _Codes(), _Codes()
+        self.processes: dict[Any, str] = {}
+        self.labels: dict[Any, str] = {}
+        self.threads: dict[tuple[Any, Any], str] = {}
+        self.size = 0
+        self.number_chunks: dict[str, list[np.ndarray]] = {k: [] for k in _NUMBER_COLUMNS}
+        self.text_chunks: dict[str, list[pa.Array]] = {k: [] for k in _TEXT_COLUMNS}
+        # per-plane communication tasks: row -> (transport type, stream id, size(Byte))
+        self.plane_tasks: dict[int, tuple[str, Any, Any]] = {}
+        self.number: dict[str, np.ndarray] = {}
+        self.text: dict[str, pa.Array] = {}
+
+    def add(self, batch: list[Any]) -> None:
+        """Take the fields of one batch's complete events, and its metadata.
+
+        One loop reads every field of an event while its dict is in the CPU cache: one pass
+        per field costs several times more on a large trace (a cache miss per event and pass).
+        """
+        pid, tid, ts, dur, name, cat = [], [], [], [], [], []
+        thread_id, stream, physical, task_id, size, task_type = [], [], [], [], [], []
+        planes: dict[int, tuple[str, Any, Any]] = {}
+        row = self.size
+        for e in batch:
+            if not isinstance(e, dict):
+                continue
+            ph = e.get("ph")
+            if ph != "X":
+                if ph == "M":
+                    self._metadata(e)
+                continue
+            pid.append(e.get("pid"))
+            tid.append(t := e.get("tid"))
+            ts.append(e.get("ts"))
+            dur.append(e.get("dur"))
+            name.append(e.get("name", ""))
+            cat.append(e.get("cat", ""))
+            a = e.get("args")
+            if not a or not isinstance(a, dict):
+                a = _NO_ARGS
+            thread_id.append(a.get("Thread Id", t))
+            stream.append(a.get("Stream Id"))
+            physical.append(a.get("Physic Stream Id"))
+            task_id.append(a.get("Task Id"))
+            size.append(a["size(B)"] if "size(B)" in a else a.get("size(Byte)"))
+            task_type.append(a.get("Task Type") or "UNKNOWN")
+            if "transport type" in a:
+                planes[row] = (str(a["transport type"]), a.get("stream id"), a.get("size(Byte)"))
+            row += 1
+        if row == self.size:
+            return
+        self.size = row
+        whole, frac = exact_parts(ts)
+        del ts
+        numbers = {"pid": self.pids.encode(pid), "tid": self.tids.encode(tid),
+                   "whole": whole, "frac": frac, "dur": _floats(dur),
+                   "thread_id": _floats(thread_id), "stream": _floats(stream),
+                   "physical_stream": _floats(physical), "task_id": _floats(task_id),
+                   "bytes": _floats(size)}
+        for key, values in numbers.items():
+            self.number_chunks[key].append(values)
+        for key, texts in (("name", name), ("cat", cat), ("task_type", task_type)):
+            self.text_chunks[key].append(_strings(texts))
+        self.plane_tasks.update(planes)
+
+    def _metadata(self, e: dict[str, Any]) -> None:
+        kind, value = e.get("name"), _args(e)
+        if kind == "process_name":
+            self.processes[_key(e.get("pid"))] = str(value.get("name", ""))
+        elif kind == "process_labels":
+            self.labels[_key(e.get("pid"))] = str(value.get("labels", ""))
+        elif kind == "thread_name":
+            self.threads[(_key(e.get("pid")), _key(e.get("tid")))] = str(value.get("name", ""))
+
+    def _concatenate(self) -> None:
+        for key, chunks in self.number_chunks.items():
+            self.number[key] = np.concatenate(chunks)
+            chunks.clear()
+        for key, chunks in self.text_chunks.items():
+            self.text[key] = pa.concat_arrays(chunks)  # one array: `take` on chunks is slow
+            chunks.clear()
+
+    def thread_names(self, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """(code of each row, the distinct names) of the rows' threads ("" when unnamed)."""
+        pairs = (self.number["pid"][rows].astype(np.int64) * len(self.tids.values)
+                 + self.number["tid"][rows])
+        uniques, codes = np.unique(pairs, return_inverse=True)
+        width, pids, tids = len(self.tids.values), self.pids.values, self.tids.values
+        names = [self.threads.get((pids[p // width], tids[p % width]), "")
+                 for p in uniques.tolist()]
+        return codes.reshape(-1), names
+
+    def tables(self, clock: _Clock, warn: WarnFn, rel: str) -> _TraceTables:
+        out = _TraceTables()
+        if not self.size:
+            return out
+        self._concatenate()
+        number = self.number
+        pid = number["pid"]
+        roles = [_role(self.processes.get(p, ""), self.labels.get(p, "")) for p in self.pids.values]
+        role = np.array([-1 if r is None else _ROLE_CODES[r] for r in roles], dtype=np.int8)[pid]
+        kept = role >= 0
+        if not kept.any():
+            return out
+        # One origin for all events: the clock's origin is the trace's earliest kept event.
+        ts = clock.from_parts(number.pop("whole"), number.pop("frac"), among=kept)
+        dur = number["dur"]
+        bad = kept & ~(np.isfinite(ts) & np.isfinite(dur))
+        if bad.any():
+            warn(rel, f"{int(bad.sum())} events without a numeric 'ts' or 'dur' ignored")
+        good = kept & ~bad
+        if good.any():
+            out.span = (float(np.min(ts[good])), float(np.max((ts + dur)[good])))
+        for code, name in enumerate(_ROLES):
+            index = np.flatnonzero(good & (role == code))
+            if not index.size:
+                continue
+            index = index[np.argsort(pid[index], kind="stable")]  # process by process
+            rows = _Rows(self, index, ts[index], dur[index])
+            if name == "framework":
+                _framework_tables(out, rows)
+            elif name == "cann":
+                out.host_ops.append(_cann_ops(rows))
+            elif name == "hardware":
+                out.device_ops = _hardware_ops(rows)
+            elif name == "comm":
+                out.comm_ops, out.comm_streams = _comm_ops(rows, self.plane_tasks)
+            else:
+                _overlap(out, rows)
+        if out.device_ops is not None and out.comm_streams:
+            ops = out.device_ops
+            out.device_ops = ops[~ops["stream"].isin(out.comm_streams)].reset_index(drop=True)
         return out
-    # One conversion for all events: the clock's origin is the trace's earliest event.
-    ts = clock.us(e.get("ts") for e in kept)
-    dur = _floats(e.get("dur") for e in kept)
-    bad = ~(np.isfinite(ts) & np.isfinite(dur))
-    if bad.any():
-        warn(rel, f"{int(bad.sum())} events without a numeric 'ts' or 'dur' ignored")
-    if (~bad).any():
-        out.span = (float(np.min(ts[~bad])), float(np.max((ts + dur)[~bad])))
-    position = 0
-    for role in _ROLES:
-        evs = by_role.get(role, [])
-        part = slice(position, position + len(evs))
-        position += len(evs)
-        keep = ~bad[part]
-        evs = [e for e, k in zip(evs, keep, strict=True) if k]
-        if not evs:
-            continue
-        role_ts, role_dur = ts[part][keep], dur[part][keep]
-        if role == "framework":
-            _framework_tables(out, evs, role_ts, role_dur)
-        elif role == "cann":
-            out.host_ops.append(_cann_ops(evs, role_ts, role_dur))
-        elif role == "hardware":
-            out.device_ops = _hardware_ops(evs, role_ts, role_dur, threads)
-        elif role == "comm":
-            pids = {e.get("pid") for e in evs}
-            timed = [dict(e, ts=t, dur=d) for e, t, d in zip(evs, role_ts, role_dur,
-                                                              strict=True)]
-            comm, out.comm_streams = comm_from_trace(
-                Trace([m for m in metadata if m.get("pid") in pids] + timed))
-            out.comm_ops = comm
-        else:
-            _overlap(out, evs, role_ts, role_dur, threads)
-    if out.device_ops is not None and out.comm_streams:
-        ops = out.device_ops
-        out.device_ops = ops[~ops["stream"].isin(out.comm_streams)].reset_index(drop=True)
-    return out
 
 
-def _framework_tables(out: _TraceTables, evs: list[dict[str, Any]], ts: np.ndarray,
-                      dur: np.ndarray) -> None:
-    names = [str(e.get("name", "")) for e in evs]
-    steps = [(i, int(m.group(1))) for i, n in enumerate(names) if (m := _STEP_NAME.match(n))]
+@dataclass
+class _Rows:
+    """The events of one role: positions in the trace's columns, times on the clock."""
+
+    columns: _TraceColumns
+    index: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+
+    def number(self, key: str) -> np.ndarray:
+        return self.columns.number[key][self.index]
+
+    def text(self, key: str) -> pa.Array:
+        return self.columns.text[key].take(pa.array(self.index))
+
+    def tid_numbers(self) -> np.ndarray:
+        """The rows' tids as numbers (NaN where not one)."""
+        return _floats(self.columns.tids.values)[self.number("tid")]
+
+    def thread_names(self, which: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+        return self.columns.thread_names(self.index if which is None else self.index[which])
+
+
+def parse_trace(batches: Iterable[list[Any]], clock: _Clock, warn: WarnFn,
+                rel: str) -> _TraceTables:
+    """Tables from one trace_view.json, its events given batch by batch (an EventStream).
+
+    Each batch is turned into columns before the next is decoded, so memory follows the kept
+    columns, not the file. Raises UnreadableInput when the file cannot be decoded at all.
+    """
+    columns = _TraceColumns()
+    for batch in batches:
+        columns.add(batch)
+    if isinstance(batches, EventStream):
+        if batches.truncated is not None:
+            warn(rel, f"truncated trace: {batches.truncated} events recovered")
+        if batches.non_finite:
+            warn(rel, "the trace holds NaN or Infinity, which is not valid JSON: read with the "
+                      "standard parser; those values are treated as missing")
+    return columns.tables(clock, warn, rel)
+
+
+def _framework_tables(out: _TraceTables, rows: _Rows) -> None:
+    names = rows.text("name")
+    ts, dur = rows.ts, rows.dur
+    candidates = np.flatnonzero(pc.starts_with(names, "ProfilerStep#")
+                                .to_numpy(zero_copy_only=False))
+    steps = [(i, int(m.group(1))) for i in candidates.tolist()
+             if (m := _STEP_NAME.match(names[i].as_py()))]
     if steps:
         index = [i for i, _ in steps]
         frame = pd.DataFrame({"step": [s for _, s in steps], "start_us": ts[index],
@@ -350,65 +607,86 @@ def _framework_tables(out: _TraceTables, evs: list[dict[str, Any]], ts: np.ndarr
         frame["end_us"] = frame["start_us"] + frame["duration_us"]
         frame = frame.sort_values("start_us", kind="stable").drop_duplicates("step")
         out.steps = frame.reset_index(drop=True)
-    is_step = np.zeros(len(evs), dtype=bool)
+    is_step = np.zeros(len(names), dtype=bool)
     is_step[[i for i, _ in steps]] = True
-    cats = [str(e.get("cat", "")) for e in evs]
-    cache: dict[tuple[str, str], str] = {}
-    kind = []
-    for key in zip(names, cats, strict=True):
-        if key not in cache:
-            cache[key] = framework_kind(*key)
-        kind.append(cache[key])
-    frame = pd.DataFrame({"name": names, "kind": kind, "start_us": ts, "duration_us": dur,
-                          "thread": _floats(e.get("tid") for e in evs)})
+    name_codes, name_values = _unique(names)
+    cat_codes, cat_values = _unique(rows.text("cat"))
+    pairs = name_codes.astype(np.int64) * len(cat_values) + cat_codes
+    uniques, codes = np.unique(pairs, return_inverse=True)
+    kinds = np.empty(len(uniques), dtype=object)
+    kinds[:] = [framework_kind(name_values[p // len(cat_values)], cat_values[p % len(cat_values)])
+                for p in uniques.tolist()]
+    frame = pd.DataFrame({"name": names.to_pandas(), "kind": kinds[codes.reshape(-1)],
+                          "start_us": ts, "duration_us": dur,
+                          "thread": rows.tid_numbers()})
     out.host_ops.append(frame[~is_step].reset_index(drop=True))
 
 
-def _cann_ops(evs: list[dict[str, Any]], ts: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
-    split = [str(e.get("name", "")).rpartition("@") for e in evs]
-    apis = [api for _, _, api in split]
+def _cann_ops(rows: _Rows) -> pd.DataFrame:
+    codes, names = _unique(rows.text("name"))
+    split = [name.rpartition("@") for name in names]
     return pd.DataFrame({
-        "name": apis, "kind": [cann_kind(api) for api in apis],
-        "level": [level or None for level, _, _ in split],
-        "start_us": ts, "duration_us": dur,
-        "thread": _floats(_args(e).get("Thread Id", e.get("tid")) for e in evs)})
+        "name": _expand(codes, [api for _, _, api in split]),
+        "kind": _expand(codes, [cann_kind(api) for _, _, api in split]),
+        "level": _expand(codes, [level or None for level, _, _ in split]),
+        "start_us": rows.ts, "duration_us": rows.dur,
+        "thread": rows.number("thread_id")})
 
 
 _STREAM_THREAD = re.compile(r"^Stream (\d+)$")
 
 
-def _hardware_ops(evs: list[dict[str, Any]], ts: np.ndarray, dur: np.ndarray,
-                  threads: dict[tuple[Any, Any], str]) -> pd.DataFrame:
-    args = [_args(e) for e in evs]
-    stream = _floats(a.get("Stream Id") for a in args)
-    for i in np.flatnonzero(np.isnan(stream)):  # newest msprof: thread name / physical id
-        match = _STREAM_THREAD.match(threads.get((evs[i].get("pid"), evs[i].get("tid")), ""))
-        number = int(match.group(1)) if match else int_or_none(args[i].get("Physic Stream Id"))
-        stream[i] = np.nan if number is None else number
-    names = [str(e.get("name", "")) for e in evs]
-    task_types = [str(a.get("Task Type") or "UNKNOWN") for a in args]
-    categories = {t: device_category(t) for t in set(task_types)}
+def _hardware_ops(rows: _Rows) -> pd.DataFrame:
+    stream = rows.number("stream")
+    missing = np.flatnonzero(np.isnan(stream))
+    if missing.size:  # newest msprof: the thread name `Stream N`, else the physical id
+        codes, threads = rows.thread_names(missing)
+        numbered = np.array([float(m.group(1)) if (m := _STREAM_THREAD.match(t)) else np.nan
+                             for t in threads], dtype="float64")[codes]
+        physical = np.trunc(rows.number("physical_stream")[missing])
+        physical[~np.isfinite(physical)] = np.nan
+        stream[missing] = np.where(np.isnan(numbered), physical, numbered)
+    names = rows.text("name")
+    task_types = rows.text("task_type")
     return pd.DataFrame({
-        "name": names, "op_type": [_op_type_from_task(n) for n in names],
-        "core_type": task_types, "category": [categories[t] for t in task_types],
-        "stream": stream,
-        "task_id": _floats(a.get("Task Id") for a in args),
-        "bytes": _floats(a.get("size(B)", a.get("size(Byte)")) for a in args),
-        "start_us": ts, "duration_us": dur})
+        "name": names.to_pandas(), "op_type": _per_row(names, _op_type_from_task),
+        "core_type": task_types.to_pandas(), "category": _per_row(task_types, device_category),
+        "stream": stream, "task_id": rows.number("task_id"), "bytes": rows.number("bytes"),
+        "start_us": rows.ts, "duration_us": rows.dur})
 
 
-def _overlap(out: _TraceTables, evs: list[dict[str, Any]], ts: np.ndarray, dur: np.ndarray,
-             threads: dict[tuple[Any, Any], str]) -> None:
-    kinds = []
-    for e in evs:
-        name = str(e.get("name", ""))
-        kinds.append(name if name in _OVERLAP_KINDS
-                     else threads.get((e.get("pid"), e.get("tid")), ""))
-    kinds_array = np.array(kinds, dtype=object)
+def _comm_ops(rows: _Rows, plane_tasks: dict[int, tuple[str, Any, Any]]
+              ) -> tuple[pd.DataFrame | None, set[int]]:
+    """comm_ops from the HCCL/Communication process: msprof's reading of its timeline."""
+    is_task = np.isin(rows.index, np.fromiter(plane_tasks, dtype=np.int64,
+                                              count=len(plane_tasks)))
+    codes, threads = rows.thread_names()
+    on_op_thread = np.array(["Communication" in t for t in threads], dtype=bool)[codes]
+    op = np.flatnonzero(on_op_thread & ~is_task)
+    task = np.flatnonzero(is_task)
+    planes = [plane_tasks[i] for i in rows.index[task].tolist()]
+    ops = pd.DataFrame({
+        "name": rows.text("name").to_numpy(zero_copy_only=False)[op],
+        "start_us": rows.ts[op], "duration_us": rows.dur[op],
+        "thread": _expand(codes, threads)[op]})
+    tasks = pd.DataFrame({
+        "start_us": rows.ts[task], "transport": [t for t, _, _ in planes],
+        "stream": pd.Series([s for _, s, _ in planes], dtype="object"),
+        "bytes": pd.Series([b for _, _, b in planes], dtype="object")})
+    return comm_from_columns(ops, tasks)
+
+
+def _overlap(out: _TraceTables, rows: _Rows) -> None:
+    kinds = _per_row(rows.text("name"), lambda name: name if name in _OVERLAP_KINDS else "")
+    other = np.flatnonzero(kinds == "")
+    if other.size:  # the track is named by its thread
+        codes, threads = rows.thread_names(other)
+        kinds[other] = _expand(codes, threads)
+    ts, dur = rows.ts, rows.dur
     for kind in _OVERLAP_KINDS:
-        chosen = kinds_array == kind
+        chosen = kinds == kind
         out.overlap[kind] = intervals.merge(ts[chosen], ts[chosen] + dur[chosen])
-    every = np.isin(kinds_array, list(_OVERLAP_KINDS))
+    every = np.isin(kinds, list(_OVERLAP_KINDS))
     if every.any():
         out.overlap_span = (float(ts[every].min()), float((ts[every] + dur[every]).max()))
 
@@ -516,7 +794,8 @@ def read_kernel_details(path: Path, rel: str, clock: _Clock, warn: WarnFn
     if "start_us" in ops:  # the same cells again, parsed exactly (bad cells already warned)
         exact = clock.us(csv.df["Task Start Time(us)"])
         ops["start_us"] = np.where(ops["start_us"].notna(), exact, np.nan)
-    ops["category"] = ops["core_type"].map(device_category)
+    codes, core_types = pd.factorize(ops["core_type"], use_na_sentinel=False)
+    ops["category"] = _expand(codes, [device_category(t) for t in core_types])
     # kernel_details writes 0, not N/A, in the aic_ columns of vector kernels, so the
     # aic-first choice of the op_summary mapping would give them the cube unit's 0.
     vector = ops["core_type"].isin(_VECTOR_CORES).to_numpy(dtype=bool)
@@ -880,27 +1159,12 @@ class _FolderReader:
         rel = self.rel(path)
         progress = FileProgress(rel, path.stat().st_size)
         try:
-            data = load_json(path, progress)
-            if isinstance(data, dict):
-                data = data.get("traceEvents")
-            if isinstance(data, list):
-                progress.decoded(len(data))
+            trace = parse_trace(EventStream(path, progress), self.clock, self.warn, rel)
         except UnreadableInput as exc:
             self.warn(rel, exc.problem)
             return _TraceTables()
         finally:
             progress.close()
-        if not isinstance(data, list):
-            self.warn(rel, "not a list of trace events")
-            return _TraceTables()
-        gc_was_on = gc.isenabled()
-        gc.disable()  # a million decoded dicts: each collection would walk them all
-        try:
-            trace = parse_trace(data, self.clock, self.warn, rel)
-        finally:
-            del data
-            if gc_was_on:
-                gc.enable()
         self.trace_span = trace.span
         if trace.span is None:
             self.warn(rel, "no timed events of a known process (Python, CANN, Ascend Hardware, "

@@ -17,6 +17,7 @@ origin is kept in `meta.extra["time_origin_us"]`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -727,25 +728,60 @@ def comm_from_trace(trace: Trace) -> tuple[pd.DataFrame | None, set[int]]:
     Memcpy, Reduce_Inline) are not ops, they only give the transport and the streams.
     """
     tasks = [e for e in trace.complete() if "transport type" in (e.get("args") or {})]
-    streams = {s for e in tasks if (s := int_or_none(e["args"].get("stream id"))) is not None}
     ops = [e for e in trace.complete(re.compile("Communication"))
            if "transport type" not in (e.get("args") or {})]
-    if not ops:
+    return comm_from_columns(
+        pd.DataFrame({"name": pd.Series([str(e.get("name", "")) for e in ops], dtype=object),
+                      "start_us": pd.Series([e.get("ts") for e in ops], dtype=object),
+                      "duration_us": pd.Series([e.get("dur") for e in ops], dtype=object),
+                      "thread": pd.Series([trace.thread_name(e) for e in ops], dtype=object)}),
+        pd.DataFrame({"start_us": pd.Series([e.get("ts") for e in tasks], dtype=object),
+                      "transport": pd.Series([str(e["args"]["transport type"]) for e in tasks],
+                                             dtype=object),
+                      "stream": pd.Series([e["args"].get("stream id") for e in tasks],
+                                          dtype=object),
+                      "bytes": pd.Series([e["args"].get("size(Byte)") for e in tasks],
+                                         dtype=object)}))
+
+
+def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
+                      ) -> tuple[pd.DataFrame | None, set[int]]:
+    """comm_from_trace on columns of the events (trace numbers as written or already floats).
+
+    `ops`, the op-level events: name, start_us, duration_us, thread (its thread's name, which
+    gives the group). `tasks`, the per-plane tasks (those with a transport type): start_us,
+    transport, stream, bytes. An op's transport is the commonest among the tasks that moved
+    data inside it.
+    """
+    streams = {s for value in tasks["stream"].tolist() if (s := int_or_none(value)) is not None}
+    if ops.empty:
         return None, streams
-    moving = sorted((_f(e.get("ts")), str(e["args"]["transport type"])) for e in tasks
-                    if _f(e["args"].get("size(Byte)")) > 0)
-    starts = np.array([ts for ts, _ in moving])
-    rows = []
-    for e in ops:
-        start, duration = _f(e.get("ts")), _f(e.get("dur"))
-        group = _GROUP_THREAD.search(trace.thread_name(e))
-        lo, hi = np.searchsorted(starts, [start, start + duration], side="left")
-        transports = pd.Series([t for _, t in moving[lo:hi]], dtype="object")
-        rows.append({"name": str(e.get("name", "")), "op": collective(e.get("name", "")),
-                     "group": group.group(1) if group else None, "start_us": start,
-                     "duration_us": duration,
-                     "transport": transports.mode().iloc[0] if len(transports) else None})
-    return pd.DataFrame(rows), streams
+    moving = sorted((_f(ts), str(transport)) for ts, transport, size in zip(
+        tasks["start_us"].tolist(), tasks["transport"].tolist(), tasks["bytes"].tolist(),
+        strict=True) if _f(size) > 0)
+    starts = np.array([ts for ts, _ in moving], dtype="float64")
+    transports = [t for _, t in moving]
+    names = [str(name) for name in ops["name"].tolist()]
+    start = np.array([_f(v) for v in ops["start_us"].tolist()], dtype="float64")
+    duration = np.array([_f(v) for v in ops["duration_us"].tolist()], dtype="float64")
+    lo = np.searchsorted(starts, start, side="left")
+    hi = np.searchsorted(starts, start + duration, side="left")
+    groups = [m.group(1) if (m := _GROUP_THREAD.search(str(thread))) else None
+              for thread in ops["thread"].tolist()]
+    return pd.DataFrame({
+        "name": names, "op": [collective(name) for name in names], "group": groups,
+        "start_us": start, "duration_us": duration,
+        "transport": [_commonest(transports[a:b]) for a, b in zip(lo.tolist(), hi.tolist(),
+                                                                 strict=True)]}), streams
+
+
+def _commonest(values: list[str]) -> str | None:
+    """The most frequent value, the smallest of ties (as pandas' mode); None if none."""
+    if not values:
+        return None
+    counts = Counter(values)
+    top = max(counts.values())
+    return min(v for v, n in counts.items() if n == top)
 
 
 def comm_as_device_ops(comm: pd.DataFrame) -> pd.DataFrame:

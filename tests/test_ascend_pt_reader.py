@@ -12,8 +12,11 @@ import csv
 import json
 import shutil
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -27,6 +30,7 @@ from advisor.locate import locate
 from advisor.model import TABLES
 from advisor.plugin_manager import PluginHost
 from advisor.render.json_report import validate_report
+from advisor.stream import EventStream
 from advisor_plugins import ascend_pt
 
 ROOT = Path(__file__).parents[1]
@@ -278,15 +282,66 @@ def test_block_num_header(tmp_path: Path) -> None:
 # Bad input (on copies)
 
 
-def test_truncated_trace_view_other_files_still_read(tmp_path: Path) -> None:
+def complete_events(text: str) -> list[dict]:
+    """The events of a cut JSON list that are complete, decoded one by one with json."""
+    decoder = json.JSONDecoder()
+    events, pos = [], text.index("[") + 1
+    while True:
+        while pos < len(text) and text[pos] in ", \n\r\t":
+            pos += 1
+        try:
+            event, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return events
+        events.append(event)
+
+
+def test_truncated_trace_view_keeps_its_complete_events(tmp_path: Path) -> None:
     data = TRACE.read_bytes()
-    folder = rank_folder(tmp_path, kernel_details__csv=A2_KERNELS,
-                         trace_view__json=data[: len(data) // 2].decode("utf-8", "ignore"))
+    cut = data[: len(data) // 2].decode("utf-8", "ignore")
+    folder = rank_folder(tmp_path, kernel_details__csv=A2_KERNELS, trace_view__json=cut)
     profile = read_one(folder)
-    ((file, problem),) = problems(profile)
-    assert file == "trace_view.json" and "truncated" in problem
+    kept = complete_events(cut)
+    assert 0 < len(kept) < len(raw_trace())
+    (trace_warning, kernel_warning) = problems(profile)
+    assert trace_warning == ("trace_view.json", f"truncated trace: {len(kept)} events recovered")
+    # a2_kernel_details comes from another run than the trace: its times are dropped
+    assert kernel_warning[0] == "kernel_details.csv" and "different runs" in kernel_warning[1]
     assert len(profile.tables["device_ops"]) == len(kernel_rows(A2_KERNELS))
+    python = [e for e in process_events(kept, "Python")
+              if not e["name"].startswith("ProfilerStep#")]
+    cann = process_events(kept, "CANN")
+    assert cann and python
+    assert len(profile.tables["host_ops"]) == len(python) + len(cann)
+    assert sorted(profile.meta.files_read) == [f"{OUT}/kernel_details.csv",
+                                               f"{OUT}/trace_view.json"]
+
+
+def test_trace_cut_before_its_metadata_reads_the_other_files(tmp_path: Path) -> None:
+    """No process is named before the cut: no event has a known role."""
+    data = TRACE.read_bytes()
+    cut = data[: len(data) // 4].decode("utf-8", "ignore")
+    assert '"process_name"' not in cut
+    folder = rank_folder(tmp_path, kernel_details__csv=A2_KERNELS, trace_view__json=cut)
+    profile = read_one(folder)
+    (truncated, unknown) = problems(profile)
+    assert truncated == ("trace_view.json",
+                         f"truncated trace: {len(complete_events(cut))} events recovered")
+    assert unknown[0] == "trace_view.json" and "no timed events of a known process" in unknown[1]
     assert profile.meta.files_read == [f"{OUT}/kernel_details.csv"]
+    assert len(profile.tables["device_ops"]) == len(kernel_rows(A2_KERNELS))
+
+
+def test_nan_in_the_trace_is_read_with_a_warning(tmp_path: Path) -> None:
+    events = synthetic_comm_trace()
+    text = json.dumps(events).replace('"dur": 30.0', '"dur": NaN', 1)
+    assert "NaN" in text
+    profile = read_one(rank_folder(tmp_path, trace_view__json=text))
+    found = problems(profile)
+    assert ("trace_view.json", "1 events without a numeric 'ts' or 'dur' ignored") in found
+    assert any("NaN or Infinity" in problem for _, problem in found)
+    names = profile.tables["device_ops"]["name"].tolist()
+    assert "aclnnMm_MatMulV2_MatMulV2" not in names and "EventWait" in names
 
 
 def test_kernel_details_missing_column_falls_back_to_the_trace(tmp_path: Path) -> None:
@@ -552,3 +607,56 @@ def test_op_statistic_and_api_statistic(tmp_path: Path) -> None:
     assert host["count"].tolist() == [int(r["Count"]) for r in api_rows]
     sync = host["name"].str.startswith("aclrtSynchronize").fillna(False)
     assert set(host.loc[sync, "kind"]) <= {"sync"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming: batch boundaries and where the metadata sits change nothing
+
+
+@dataclass
+class SmallBatches(EventStream):
+    """The decoder with batches of a few events, counting them."""
+
+    chunk_bytes: int = 256
+    seen: ClassVar[list[int]] = []
+
+    def __iter__(self) -> Iterator[list]:
+        for batch in super().__iter__():
+            SmallBatches.seen.append(len(batch))
+            yield batch
+
+
+@pytest.mark.parametrize("trace", ["rank0", "communication"])
+def test_batches_and_late_metadata_give_the_same_tables(tmp_path: Path, monkeypatch,
+                                                        trace: str) -> None:
+    events = raw_trace() if trace == "rank0" else synthetic_comm_trace()
+    whole = read_one(rank_folder(tmp_path / "whole", trace_view__json=json.dumps(events)))
+    metadata_last = ([e for e in events if e.get("ph") != "M"]
+                     + [e for e in events if e.get("ph") == "M"])
+    SmallBatches.seen.clear()
+    monkeypatch.setattr(ascend_pt, "EventStream", SmallBatches)
+    batched = read_one(rank_folder(tmp_path / "batched",
+                                   trace_view__json=json.dumps(metadata_last)))
+    assert len(SmallBatches.seen) > 3 and sum(SmallBatches.seen) == len(events)
+    assert problems(batched) == problems(whole)
+    assert sorted(batched.tables) == sorted(whole.tables)
+    for name, table in whole.tables.items():
+        pd.testing.assert_frame_equal(batched.tables[name], table, check_exact=True)
+
+
+def test_exact_parts_of_every_kind_of_timestamp() -> None:
+    values = ["1704161511420306.491", "1704161511420306.5", "17", 7, 1.5, " 12.5 ", "-1.25",
+              "1e3", None, True, "abc", "3."]
+    whole, frac = ascend_pt.exact_parts(values)
+    expected = [(1704161511420306, 0.491), (1704161511420306, 0.5), (17, 0.0), (7, 0.0),
+                (1, 0.5), (12, 0.5), (-1, -0.25), (1000, 0.0), None, None, None, (3, 0.0)]
+    for w, f, want in zip(whole, frac, expected, strict=True):
+        if want is None:
+            assert np.isnan(w) and np.isnan(f)
+        else:
+            assert (w, f) == pytest.approx(want, abs=1e-12)
+    # one layout for every value: read by fixed slices, to the same digits
+    same = ["1704161511420306.491", "1704161511420307.000", "0000000000000001.999"]
+    whole, frac = ascend_pt.exact_parts(same)
+    assert whole.tolist() == [1704161511420306.0, 1704161511420307.0, 1.0]
+    assert frac.tolist() == [0.491, 0.0, 0.999]  # the digits as written, not 1.999 - 1
