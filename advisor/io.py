@@ -48,7 +48,7 @@ def load_json(path: str | Path, progress: FileProgress | None = None) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        repaired = _repair_json(data, exc)
+        repaired = repair_json(data, exc)
         if repaired is not None:
             return repaired
         if exc.msg.startswith("unexpected end of data"):
@@ -59,7 +59,7 @@ def load_json(path: str | Path, progress: FileProgress | None = None) -> Any:
             gc.enable()
 
 
-def _repair_json(data: bytes, exc: orjson.JSONDecodeError) -> Any | None:
+def repair_json(data: bytes, exc: orjson.JSONDecodeError) -> Any | None:
     """Return the document when the error is a known writer artefact, else None."""
     if exc.msg.startswith("unexpected content after document"):
         if _JSON_TRAILER.fullmatch(data[exc.pos:]):

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from advisor.errors import UnreadableInput
+from advisor.io import repair_json
 from advisor.progress import FileProgress
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -83,11 +84,16 @@ class EventStream:
             self.progress.read(raw.tell() - self.progress.done_bytes)
         return chunk
 
-    def _decode(self, data: bytes) -> Any:
+    def _decode(self, data: bytes, *, repair: bool = False) -> Any:
+        """orjson, then (for the end of a file) msprof's known trailer artefacts, then the
+        NaN-tolerant stdlib parser; ValueError when the bytes are really invalid."""
         try:
             return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            value = _loads_lenient(data)  # raises ValueError when really invalid
+        except orjson.JSONDecodeError as exc:
+            repaired = repair_json(data, exc) if repair else None
+            if repaired is not None:
+                return repaired
+            value = _loads_lenient(data)
             self.non_finite = True
             return value
 
@@ -154,7 +160,7 @@ class EventStream:
         """The remaining events, decoded with the text around the array to get the header."""
         whole = (prefix + b'"traceEvents":[' + rest) if prefix else b"[" + rest
         try:
-            doc = self._decode(whole)
+            doc = self._decode(whole, repair=True)
         except ValueError:
             events = self._salvage(rest)
             self.truncated = self.events + len(events)

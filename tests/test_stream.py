@@ -99,3 +99,11 @@ def test_gz_that_is_not_gzip(tmp_path):
     path.write_text("[]")
     with pytest.raises(UnreadableInput, match="not gzip data"):
         decode_all(EventStream(path))
+
+
+@pytest.mark.parametrize("tail", [b',]', b', ]\n', b']\n[ true]'])
+def test_known_writer_trailers_are_repaired_not_truncated(tmp_path, tail):
+    path = tmp_path / "t.json"
+    path.write_bytes(b'[{"ph": "X", "ts": 1, "dur": 2}, {"ph": "X", "ts": 3, "dur": 4}' + tail)
+    stream = EventStream(path)
+    assert len(decode_all(stream)) == 2 and stream.truncated is None
