@@ -55,6 +55,7 @@ class EventStream:
     non_finite: bool = False
     truncated: int | None = None
     events: int = 0
+    offset: int = field(default=0, repr=False)  # bytes of the array already decoded
 
     def __iter__(self) -> Iterator[list[Any]]:
         gc_was_on = gc.isenabled()
@@ -142,17 +143,27 @@ class EventStream:
             if self.progress is not None:
                 self.progress.decoded(len(batch))
             yield batch
+            del batch  # free it before the next slice is decoded
+            self.offset += cut
             buf, pos = buf[cut:], 0
         yield self._last_batch(prefix, buf[pos:])
 
     def _leading_batch(self, buf: bytes, pos: int, target: int) -> tuple[list[Any] | None, int]:
-        """Decode buf[pos:cut] at the first accepted boundary after `target`."""
+        """Decode buf[pos:cut] at the first accepted boundary after `target`.
+
+        A boundary inside a string leaves that string unterminated, so only that error means
+        "try the next boundary"; any other error is corruption, reported with its offset.
+        """
         for match in _BOUNDARY.finditer(buf, target):
             end = match.start() + 1
             try:
                 batch = self._decode(b"[" + buf[pos:end] + b"]")
-            except ValueError:
-                continue  # the `},{` was inside a string
+            except json.JSONDecodeError as exc:
+                if exc.msg.startswith("Unterminated string"):
+                    continue
+                at = self.offset + pos + max(exc.pos - 1, 0)
+                raise UnreadableInput(self.path, f"invalid JSON at byte {at}: {exc.msg}") \
+                    from None
             return batch, match.end() - 1  # next batch starts at that `{`
         return None, pos
 
@@ -164,7 +175,7 @@ class EventStream:
         except ValueError:
             events = self._salvage(rest)
             self.truncated = self.events + len(events)
-            doc = {"traceEvents": events} if prefix else events
+            doc = {**self._header_only(prefix), "traceEvents": events} if prefix else events
         if prefix:
             if not isinstance(doc, dict):
                 raise UnreadableInput(self.path, "the trace object is not a JSON object")
@@ -178,6 +189,14 @@ class EventStream:
         if self.progress is not None:
             self.progress.decoded(len(events))
         return events
+
+    def _header_only(self, prefix: bytes) -> dict[str, Any]:
+        """The keys written before `traceEvents` of a file cut later on (best effort)."""
+        try:
+            header = orjson.loads(prefix + b'"traceEvents":[]}')
+        except orjson.JSONDecodeError:
+            return {}
+        return header if isinstance(header, dict) else {}
 
     def _salvage(self, rest: bytes) -> list[Any]:
         """The complete events before the point where a cut file ends."""

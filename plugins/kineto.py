@@ -9,18 +9,20 @@ legacy (`Operator`, `Kernel`, `Memcpy`, `Runtime`, string tids) categories are b
 absolute epoch microseconds otherwise. Every table is rebased to the earliest timed event
 (float64 µs); the epoch time of that origin is kept in `meta.extra["time_origin_us"]`.
 
-The event list is walked once, appending to per-table column lists; each table is built once
-from its lists. Nothing per event is kept beyond those lists.
+The file is decoded in batches (`advisor.stream.EventStream`); each batch is walked once and
+freed before the next is decoded. The walk appends to compact per-table columns: numbers in
+`array('d')` / `array('q')`, names as codes into one list of distinct names per category. Each
+table is built once from its columns at the end, so memory follows the kept columns, not the
+file.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
+import contextlib
 import math
 import re
 import zlib
-from collections.abc import Callable
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +32,15 @@ import pandas as pd
 
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
-from advisor.io import load_json, read_bytes
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
+from advisor.stream import CHUNK_BYTES, EventStream  # batch size: a module global for tests
 
 READER = "kineto"
 HEAD_BYTES = 64 * 1024
-SALVAGE_TRIES = 64  # candidate cut points tried when recovering a truncated trace
+HEADER_BYTES = 1024 * 1024  # how far the header of a cut file is looked for
 MAX_OP_TYPE = 64
+GZIP_CUT = "truncated or corrupt gzip data"  # EventStream's problem for a cut gzip file
 
 # What a `*.json` file that starts with `{"traceEvents"` must also show in its first bytes to
 # be taken for a PyTorch trace rather than another Chrome-trace writer's.
@@ -46,6 +49,7 @@ _KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo
                    b'"cuda_runtime"', b'"Runtime"', b'"kernel"', b'"Kernel"',
                    b'"user_annotation"', b'"python_function"', b'"gpu_memcpy"',
                    b'"PyTorch Profiler')
+_BLANK = b" \t\r\n\xef\xbb\xbf"  # whitespace and a UTF-8 byte order mark
 
 # ---------------------------------------------------------------------------------------------
 # Event categories (current names and the 2021 legacy ones, see formats.md 1.4)
@@ -65,14 +69,6 @@ _CATEGORIES = {
 }
 
 
-def _category(cat: Any, cache: dict[Any, int]) -> int:
-    """The event family of a `cat` value, case-insensitively (cached per distinct value)."""
-    kind = cache.get(cat)
-    if kind is None:
-        kind = _CATEGORIES.get(cat.lower(), OTHER) if isinstance(cat, str) else OTHER
-        cache[cat] = kind
-    return kind
-
 
 _STEP = re.compile(r"ProfilerStep#(\d+)")
 _LAUNCH = re.compile(r"^(?:cuda|cu|hip)\w*Launch")  # cudaLaunchKernel, hipExtModuleLaunchKernel,
@@ -90,7 +86,6 @@ _MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]to[A-Za-z])\b")
 _COPY_ENDS = re.compile(r"\(\s*(\w+)\s*->\s*(\w+)\s*\)")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _DIGITS = re.compile(r"-?\d+")
-_NAN_TOKEN = re.compile(rb"-?(?:NaN|Infinity)")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 # Collective names, normalised (lowercase, no underscores) and matched by prefix, in order.
@@ -151,58 +146,31 @@ def advisor_readers() -> list[KinetoReader]:
     return [KinetoReader()]
 
 
-def _head(path: Path) -> bytes:
+def _head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    """The first `size` bytes of the (decompressed) file; what there is of a cut gzip file;
+    nothing when it cannot be read."""
     try:
         with open(path, "rb") as raw:
-            if path.name.lower().endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw) as gz:
-                    return gz.read(HEAD_BYTES)
-            return raw.read(HEAD_BYTES)
-    except (OSError, EOFError, zlib.error):
+            data = raw.read(size)
+        if path.name.lower().endswith(".gz"):
+            data = zlib.decompressobj(wbits=31).decompress(data, size)
+        return data
+    except (OSError, zlib.error):
         return b""
 
 
-# ---------------------------------------------------------------------------------------------
-# Loading: fast path through load_json, repairs only when it fails
-
-
-def _loads_nan(data: bytes) -> Any:
-    """Strict JSON first; the standard library (which accepts NaN/Infinity) where needed."""
+def _leading_header(path: Path) -> dict[str, Any]:
+    """The header keys written before traceEvents (Kineto writes them first), for a file whose
+    end, and so the rest of the object, was lost; empty when they cannot be read."""
+    head = _head(path, HEADER_BYTES).lstrip(_BLANK)
+    key = _EVENTS_KEY.search(head)
+    if key is None:
+        return {}
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        if not _NAN_TOKEN.match(data, exc.pos):
-            raise
-    return json.loads(data)
-
-
-class _Loaded:
-    """The decoded document and what had to be repaired to get it."""
-
-    def __init__(self, doc: Any, *, non_finite: bool = False, truncated: int | None = None,
-                 gzip_cut: bool = False) -> None:
-        self.doc = doc
-        self.non_finite = non_finite
-        self.truncated = truncated  # events recovered from a cut file
-        self.gzip_cut = gzip_cut
-
-
-def _load(path: Path) -> _Loaded:
-    progress = FileProgress(path.name, _size(path))
-    try:
-        try:
-            doc = load_json(path, progress)
-        except UnreadableInput as exc:
-            if not exc.problem.startswith(("truncated JSON", "invalid JSON", "truncated gzip")):
-                raise
-            loaded = _repair(path, exc)
-        else:
-            loaded = _Loaded(doc)
-        events = loaded.doc.get("traceEvents") if isinstance(loaded.doc, dict) else None
-        progress.decoded(len(events) if isinstance(events, list) else 0)
-    finally:
-        progress.close()
-    return loaded
+        header = orjson.loads(head[:key.start()].rstrip().rstrip(b",") + b"}")
+    except orjson.JSONDecodeError:
+        return {}
+    return header if isinstance(header, dict) else {}
 
 
 def _size(path: Path) -> int:
@@ -210,85 +178,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _repair(path: Path, first_error: UnreadableInput) -> _Loaded:
-    """Second read of a file load_json rejected: NaN/Infinity, a cut file or cut gzip data."""
-    gzip_cut = first_error.problem.startswith("truncated gzip")
-    data = _partial_gunzip(path) if gzip_cut else read_bytes(path)
-    non_finite = False
-    try:
-        return _Loaded(orjson.loads(data), gzip_cut=gzip_cut)
-    except orjson.JSONDecodeError as exc:
-        error_at, message = exc.pos, exc.msg
-        if _NAN_TOKEN.match(data, exc.pos):
-            non_finite = True
-            try:
-                return _Loaded(json.loads(data), non_finite=True, gzip_cut=gzip_cut)
-            except json.JSONDecodeError as std:
-                error_at, message = std.pos, std.msg
-                if len(data) - std.pos > HEAD_BYTES:  # an error well before the end: not a cut
-                    raise UnreadableInput(path, f"invalid JSON at byte {std.pos}: {std.msg}") \
-                        from None
-        elif not exc.msg.startswith("unexpected end of data"):
-            raise UnreadableInput(path, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
-    salvaged = _salvage(data, _loads_nan if non_finite else orjson.loads)
-    if salvaged is None:
-        raise UnreadableInput(path, f"truncated JSON and no complete event before the cut "
-                                    f"(error at byte {error_at}: {message})")
-    header, events = salvaged
-    if not events:
-        raise UnreadableInput(path, "truncated JSON: cut before the first complete event")
-    header["traceEvents"] = events
-    return _Loaded(header, non_finite=non_finite, truncated=len(events), gzip_cut=gzip_cut)
-
-
-def _partial_gunzip(path: Path) -> bytes:
-    """What a cut gzip file decompresses to before the cut."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
-    try:
-        return zlib.decompressobj(wbits=31).decompress(raw)
-    except zlib.error as exc:
-        raise UnreadableInput(path, f"corrupt gzip data: {exc}") from None
-
-
-def _salvage(data: bytes, loads: Callable[[bytes], Any]
-             ) -> tuple[dict[str, Any], list[Any]] | None:
-    """The header keys and the complete events of a trace cut short, or None.
-
-    Kineto writes the header, then events one by one, and closes the list only at the end,
-    so a crashed run or a cut copy leaves `{header..., "traceEvents": [ev, ev, ev, {partial`.
-    The events list is closed after the last `}` that ends a complete event; candidates are
-    tried from the end, each checked by the JSON parser.
-    """
-    key = _EVENTS_KEY.search(data)
-    if key is None:
-        return None
-    head = data[:key.start()].rstrip().rstrip(b",").rstrip()
-    try:
-        header = loads(head + b"}") if head != b"{" else {}
-    except ValueError:
-        header = {}
-    header = header if isinstance(header, dict) else {}
-    body = key.end()
-    end, tries = len(data), 0
-    while tries < SALVAGE_TRIES:
-        end = data.rfind(b"}", body, end)
-        if end < 0:
-            return header, []
-        after = data[end + 1:end + 65].lstrip()[:1]
-        if after in (b",", b"]", b""):
-            tries += 1
-            try:
-                events = loads(b"[" + data[body:end + 1] + b"]")
-            except ValueError:
-                pass
-            else:
-                return header, events
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,16 +199,29 @@ def _num(value: Any) -> float | None:
     return None
 
 
-def _tid(value: Any, cache: dict[Any, int | None]) -> int | None:
-    """Thread or stream id: ints as is (made positive), legacy strings like `stream 7`."""
+def _num_or_nan(value: Any) -> float:
+    number = _num(value)
+    return math.nan if number is None else number
+
+
+NO_ID = -(2**63)  # a missing stream or thread id in the int64 columns
+
+
+def _tid(value: Any, cache: dict[Any, int]) -> int:
+    """Thread or stream id: ints as is (made positive), legacy strings like `stream 7`; NO_ID
+    when there is none."""
     if value.__class__ is int:
         return -value if value < 0 else value
-    if value in cache:
+    try:
         return cache[value]
-    number = None
+    except KeyError:
+        pass
+    except TypeError:  # unhashable: a list or an object
+        return NO_ID
+    number = NO_ID
     if isinstance(value, str):
         match = _DIGITS.search(value)
-        number = abs(int(match.group())) if match else None
+        number = abs(int(match.group())) if match else NO_ID
     elif isinstance(value, float) and value.is_integer():
         number = abs(int(value))
     cache[value] = number
@@ -455,13 +357,6 @@ def _host_kind(family: int, name: str) -> str | None:
 # One trace file
 
 
-class _Columns(dict):
-    """Column name -> list of values, appended in step."""
-
-    def __init__(self, *names: str) -> None:
-        super().__init__((n, []) for n in names)
-
-
 class _TraceReader:
     """One `read()` of one trace file."""
 
@@ -475,29 +370,44 @@ class _TraceReader:
         self.profile.warn(self.path.name, problem, reader=READER)
 
     def read(self) -> Profile:
-        if self.path.is_dir():
-            raise UnreadableInput(self.path, "a directory, not a trace file")
-        loaded = _load(self.path)
-        doc = loaded.doc
-        if isinstance(doc, list):
-            raise UnreadableInput(self.path, "a bare list of events, not a PyTorch profiler "
-                                             "trace (an Ascend trace_view.json?)")
-        if not isinstance(doc, dict):
-            raise UnreadableInput(self.path, "not a JSON object with traceEvents")
-        events = doc.get("traceEvents")
-        if not isinstance(events, list):
-            raise UnreadableInput(self.path, "no traceEvents list")
-        if not events:
-            raise UnreadableInput(self.path, "traceEvents is empty")
-        if loaded.gzip_cut:
+        path = self.path
+        if path.is_dir():
+            raise UnreadableInput(path, "a directory, not a trace file")
+        if _head(path).lstrip(_BLANK).startswith(b"["):
+            raise UnreadableInput(path, "a bare list of events, not a PyTorch profiler "
+                                        "trace (an Ascend trace_view.json?)")
+        walk = _EventWalk()
+        progress = FileProgress(path.name, _size(path))
+        stream = EventStream(path, progress, chunk_bytes=CHUNK_BYTES)
+        gzip_cut = False
+        try:
+            for batch in stream:
+                walk.walk(batch, stream.non_finite)
+                # The stream's generator still holds this list while it decodes the next
+                # batch: empty it so that its events are freed now.
+                batch.clear()
+        except UnreadableInput as exc:
+            # A cut gzip file ends the stream with an error: keep the batches walked so far.
+            if exc.problem != GZIP_CUT or not stream.events:
+                raise
+            gzip_cut = True
+        finally:
+            progress.close()
+        if not stream.events:
+            raise UnreadableInput(path, "traceEvents is empty")
+        header = stream.header
+        if gzip_cut:
             self.warn("truncated gzip data: read what was written before the cut")
-        if loaded.truncated is not None:
-            self.warn(f"truncated trace: {loaded.truncated} events recovered")
-        if loaded.non_finite:
+            self.warn(f"truncated trace: {stream.events} events recovered")
+        elif stream.truncated is not None:
+            self.warn(f"truncated trace: {stream.truncated} events recovered")
+        if (gzip_cut or stream.truncated is not None) and not header:
+            header = _leading_header(path)
+        if stream.non_finite:
             self.warn("the trace holds NaN or Infinity, which is not valid JSON: read with "
                       "the standard parser; those values are treated as missing")
-        self._meta(doc)
-        self._finish(doc, _EventWalk().walk(events))
+        self._meta(header)
+        self._finish(header, walk)
         return self.profile
 
     # -- header keys -----------------------------------------------------------------------
@@ -538,7 +448,7 @@ class _TraceReader:
             self.warn(f"{walk.not_events} entries of traceEvents are not event objects; skipped")
         properties = _device_properties(doc)
         device_pid = walk.main_device()
-        if walk.device["name"] or properties:
+        if walk.device_names or properties:
             meta.device_kind = "GPU"
         if device_pid is not None:
             meta.device_id = str(device_pid)
@@ -564,6 +474,8 @@ class _TraceReader:
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
 
 
+
+
 def _int_or_none(value: Any) -> int | None:
     number = _num(value)
     return int(number) if number is not None and number.is_integer() else None
@@ -583,17 +495,48 @@ def _device_properties(doc: dict[str, Any]) -> dict[Any, dict[str, Any]]:
     return found
 
 
+# Host name codes that are no host_ops row; a gloo annotation is row `GLOO - code`.
+STEP, SKIP, GLOO = -1, -2, -3
+_NO_ARGS: dict[str, Any] = {}
+
+
+def _drop_non_finite(events: list[Any]) -> None:
+    """NaN/Infinity `ts` and `dur` (only the standard parser lets them in) become missing."""
+    for ev in events:
+        if ev.__class__ is dict:
+            for key in ("ts", "dur"):
+                value = ev.get(key)
+                if value.__class__ is float and not math.isfinite(value):
+                    ev[key] = None
+
+
 class _EventWalk:
-    """The single pass over traceEvents, filling per-table column lists."""
+    """The pass over traceEvents, one batch at a time, filling compact per-table columns.
+
+    Names are kept once: a row holds the code of its (category, name) in `device_names` /
+    `host_names`, which also carry what is derived from the name (op_type, kind...).
+    """
 
     def __init__(self) -> None:
         self.steps: dict[int, tuple[float, float]] = {}
-        self.device = _Columns("name", "op_type", "start_us", "duration_us", "stream",
-                               "category", "memcpy_kind", "host_memory", "bytes", "_pid")
-        self.host = _Columns("name", "kind", "start_us", "duration_us", "thread")
-        self.comm = _Columns("name", "op", "group", "start_us", "duration_us", "bytes")
-        self.memory = _Columns("time_us", "allocated_bytes", "reserved_bytes", "device",
-                               "_type", "_id")
+        self.cats: dict[Any, tuple[int, dict[str, int]]] = {}  # cat -> (family, name codes)
+        self.tids: dict[Any, int] = {}
+        # device_ops: (name, op_type, category, memcpy_kind, host_memory) per code
+        self.device_names: list[tuple[str, str, str, str | None, str | None]] = []
+        self.d_code, self.d_stream = array("i"), array("q")
+        self.d_start, self.d_dur, self.d_bytes = array("d"), array("d"), array("d")
+        self.device_pids: dict[int, int] = {}  # device events per int pid
+        # host_ops: (name, kind) per code
+        self.host_names: list[tuple[str, str]] = []
+        self.h_code, self.h_thread = array("i"), array("q")
+        self.h_start, self.h_dur = array("d"), array("d")
+        # comm_ops (few rows): (name, op, group, start_us, duration_us, bytes)
+        self.comm: list[tuple[str, str | None, str | None, float, float, float | None]] = []
+        # memory: (device, device type, device id) per code
+        self.memory_devices: list[tuple[str | None, int | None, int | None]] = []
+        self.memory_codes: dict[tuple[Any, Any], int] = {}
+        self.m_code = array("i")
+        self.m_time, self.m_allocated, self.m_reserved = array("d"), array("d"), array("d")
         self.threads: dict[int, str] = {}
         self.process_names: dict[Any, str] = {}
         self.process_labels: dict[Any, str] = {}
@@ -601,99 +544,161 @@ class _EventWalk:
         self.no_dur = self.no_ts = self.not_events = 0
         self.other_min = math.inf  # earliest event that is in no table (spans, instants)
 
-    def walk(self, events: list[Any]) -> _EventWalk:
-        cats: dict[Any, int] = {}
-        tids: dict[Any, int | None] = {}
-        facts: dict[str, tuple[str, str, str | None, str | None]] = {}
-        kinds: dict[tuple[int, str], str | None] = {}
-        steps = self.steps
-        dev, host = self.device, self.host
-        d_name, d_type, d_start, d_dur, d_stream, d_cat, d_kind, d_host, d_bytes, d_pid = (
-            dev[c] for c in dev)
-        h_name, h_kind, h_start, h_dur, h_thread = (host[c] for c in host)
-        num = _num
+    def walk(self, events: list[Any], non_finite: bool = False) -> None:
+        """Add one batch of events. `non_finite`: it may hold NaN/Infinity (else every float
+        is finite: orjson refuses the others)."""
+        if non_finite:
+            _drop_non_finite(events)
+        cats, tids, num, num_or_nan, tid_of = self.cats, self.tids, _num, _num_or_nan, _tid
+        d_code, d_stream = self.d_code.append, self.d_stream.append
+        d_start, d_dur, d_bytes = self.d_start.append, self.d_dur.append, self.d_bytes.append
+        h_code, h_thread = self.h_code.append, self.h_thread.append
+        h_start, h_dur = self.h_start.append, self.h_dur.append
+        pids = self.device_pids
+        no_ts = no_dur = not_events = 0
+        other_min = self.other_min
+        nan = math.nan
         for ev in events:
             if ev.__class__ is not dict:
-                self.not_events += 1
+                not_events += 1
                 continue
             ph = ev.get("ph")
             if ph == "X":
                 ts = ev.get("ts")
-                ts = ts if ts.__class__ is float and ts - ts == 0 else num(ts)
-                dur = ev.get("dur")
-                dur = dur if dur.__class__ is float and dur - dur == 0 else num(dur)
-                if ts is None:
-                    self.no_ts += 1
-                    continue
-                if dur is None or dur < 0:
-                    self.no_dur += 1
-                    continue
-                family = _category(ev.get("cat"), cats)
-                name = ev.get("name")
-                if not isinstance(name, str):
-                    name = "" if name is None else str(name)
-                if family <= MEMSET:  # kernel, memcpy, memset
-                    fact = facts.get(name)
-                    if fact is None:
-                        fact = facts[name] = _device_op_facts(name, family)
-                    args = ev.get("args")
-                    args = args if args.__class__ is dict else {}
-                    stream = args.get("stream")
-                    d_name.append(name)
-                    d_type.append(fact[0])
-                    d_start.append(ts)
-                    d_dur.append(dur)
-                    d_stream.append(stream if stream.__class__ is int
-                                    else _tid(ev.get("tid"), tids))
-                    d_cat.append(fact[1])
-                    d_kind.append(fact[2])
-                    d_host.append(fact[3])
-                    d_bytes.append(num(args.get("bytes")))
-                    d_pid.append(ev.get("pid"))
-                    if fact[1] == "communication":
-                        self._comm(name, ts, dur, args)
-                elif family == OTHER:
-                    if ts < self.other_min:
-                        self.other_min = ts
-                else:
-                    if family in (OPERATOR, ANNOTATION):
-                        step = _STEP.match(name)
-                        if step is not None:
-                            number = int(step.group(1))
-                            if number not in steps or dur > steps[number][1]:
-                                steps[number] = (ts, dur)
-                            continue
-                        if family == ANNOTATION and name.startswith("gloo:"):
-                            self._gloo(name, ts, dur, ev.get("args"))
-                    key = (family, name)
-                    kind = kinds.get(key, "")
-                    if kind == "":
-                        kind = kinds[key] = _host_kind(family, name)
-                        if family == RUNTIME:
-                            self.runtime_families.add("ROCm" if name.startswith("hip")
-                                                      else "CUDA" if name.startswith("cu")
-                                                      else "other")
-                    if kind is None:
+                if ts.__class__ is not float and ts.__class__ is not int:
+                    ts = num(ts)
+                    if ts is None:
+                        no_ts += 1
                         continue
-                    h_name.append(name)
-                    h_kind.append(kind)
-                    h_start.append(ts)
-                    h_dur.append(dur)
-                    h_thread.append(_tid(ev.get("tid"), tids))
+                dur = ev.get("dur")
+                if dur.__class__ is not float and dur.__class__ is not int:
+                    dur = num(dur)
+                    if dur is None:
+                        no_dur += 1
+                        continue
+                if dur < 0:
+                    no_dur += 1
+                    continue
+                cat = ev.get("cat")
+                try:
+                    family, codes = cats[cat]
+                except (KeyError, TypeError):
+                    family, codes = self._category(cat)
+                if family == OTHER:
+                    if ts < other_min:
+                        other_min = ts
+                    continue
+                name = ev.get("name")
+                if name.__class__ is not str:
+                    name = "" if name is None else str(name)
+                code = codes.get(name)
+                if family > MEMSET:  # a host event
+                    if code is None:
+                        code = self._host_code(family, name, codes)
+                    if code >= 0:
+                        tid = ev.get("tid")
+                        if tid.__class__ is not int:
+                            tid = tid_of(tid, tids)
+                        elif tid < 0:
+                            tid = -tid
+                        h_code(code)
+                        h_start(ts)
+                        h_dur(dur)
+                        h_thread(tid)
+                    else:
+                        self._host_special(code, name, ts, dur, ev)
+                    continue
+                # kernel, memcpy, memset
+                if code is None:
+                    code = self._device_code(family, name, codes)
+                args = ev.get("args")
+                if args.__class__ is not dict:
+                    args = _NO_ARGS
+                stream = args.get("stream")
+                if stream.__class__ is not int:
+                    stream = tid_of(ev.get("tid"), tids)
+                nbytes = args.get("bytes")
+                if nbytes.__class__ is not float and nbytes.__class__ is not int:
+                    nbytes = nan if nbytes is None else num_or_nan(nbytes)
+                pid = ev.get("pid")
+                if pid.__class__ is int:
+                    pids[pid] = pids.get(pid, 0) + 1
+                if code < 0:  # an NCCL/RCCL kernel
+                    code = ~code
+                    self._comm(name, ts, dur, args)
+                d_code(code)
+                d_start(ts)
+                d_dur(dur)
+                d_stream(stream)
+                d_bytes(nbytes)
             elif ph == "i" or ph == "I":
                 ts = num(ev.get("ts"))
                 if ts is None:
-                    self.no_ts += 1
-                    continue
-                if ev.get("name") == "[memory]":
+                    no_ts += 1
+                elif ev.get("name") == "[memory]":
                     self._memory(ts, ev.get("args"))
-                elif ts < self.other_min:
-                    self.other_min = ts
+                elif ts < other_min:
+                    other_min = ts
             elif ph == "M":
                 self._metadata(ev)
-        return self
+        self.other_min = other_min
+        self.no_ts += no_ts
+        self.no_dur += no_dur
+        self.not_events += not_events
+
+    # -- first sight of a category or name -------------------------------------------------
+
+    def _category(self, cat: Any) -> tuple[int, dict[str, int]]:
+        """The event family of a `cat` value (case-insensitive) and its name codes."""
+        family = _CATEGORIES.get(cat.lower(), OTHER) if isinstance(cat, str) else OTHER
+        entry: tuple[int, dict[str, int]] = (family, {})
+        with contextlib.suppress(TypeError):  # an unhashable cat is looked at every time
+            self.cats[cat] = entry
+        return entry
+
+    def _host_code(self, family: int, name: str, codes: dict[str, int]) -> int:
+        if family in (OPERATOR, ANNOTATION) and _STEP.match(name):
+            code = STEP
+        else:
+            kind = _host_kind(family, name)
+            if family == RUNTIME:
+                self.runtime_families.add("ROCm" if name.startswith("hip")
+                                          else "CUDA" if name.startswith("cu") else "other")
+            if kind is None:
+                code = SKIP
+            else:
+                code = len(self.host_names)
+                self.host_names.append((name, kind))
+                if family == ANNOTATION and name.startswith("gloo:"):
+                    code = GLOO - code
+        codes[name] = code
+        return code
+
+    def _device_code(self, family: int, name: str, codes: dict[str, int]) -> int:
+        facts = _device_op_facts(name, family)
+        code = len(self.device_names)
+        self.device_names.append((name, *facts))
+        if facts[1] == "communication":
+            code = ~code
+        codes[name] = code
+        return code
 
     # -- per-event helpers (for the rarer events) --------------------------------------------
+
+    def _host_special(self, code: int, name: str, ts: float, dur: float,
+                      ev: dict[str, Any]) -> None:
+        """A ProfilerStep (a step, no host op), a gloo collective (a host op and a comm op)."""
+        if code == STEP:
+            number = int(_STEP.match(name).group(1))
+            steps = self.steps
+            if number not in steps or dur > steps[number][1]:
+                steps[number] = (ts, dur)
+        elif code <= GLOO:
+            self._gloo(name, ts, dur, ev.get("args"))
+            self.h_code.append(GLOO - code)
+            self.h_start.append(ts)
+            self.h_dur.append(dur)
+            self.h_thread.append(_tid(ev.get("tid"), self.tids))
 
     def _comm(self, name: str, ts: float, dur: float, args: dict[str, Any]) -> None:
         op = _collective(args.get("Collective name"))
@@ -709,8 +714,8 @@ class _EventWalk:
             group = str(group_name if group_name not in (None, "") else group_desc)
         size = _dtype_bytes(args.get("dtype"))
         count = _num(args.get("In msg nelems"))
-        self._comm_row(name, op, group, ts, dur,
-                       count * size if size is not None and count is not None else None)
+        self.comm.append((name, op, group, ts, dur,
+                          count * size if size is not None and count is not None else None))
 
     def _gloo(self, name: str, ts: float, dur: float, args: Any) -> None:
         """CPU collectives (gloo) run on the host: their annotations are the comm ops."""
@@ -728,35 +733,34 @@ class _EventWalk:
                     elements *= _num(extent) or 0.0
                 total += elements * size
             total = total or None
-        self._comm_row(name, _collective(name.split(":", 1)[1]), None, ts, dur, total)
-
-    def _comm_row(self, name: str, op: str | None, group: str | None, ts: float, dur: float,
-                  nbytes: float | None) -> None:
-        comm = self.comm
-        comm["name"].append(name)
-        comm["op"].append(op)
-        comm["group"].append(group)
-        comm["start_us"].append(ts)
-        comm["duration_us"].append(dur)
-        comm["bytes"].append(nbytes)
+        self.comm.append((name, _collective(name.split(":", 1)[1]), None, ts, dur, total))
 
     def _memory(self, ts: float, args: Any) -> None:
-        args = args if isinstance(args, dict) else {}
-        device_type = _int_or_none(args.get("Device Type"))
-        device_id = _int_or_none(args.get("Device Id"))
+        if args.__class__ is not dict:
+            args = _NO_ARGS
+        key = (args.get("Device Type"), args.get("Device Id"))
+        try:
+            code = self.memory_codes[key]
+        except (KeyError, TypeError):
+            code = self._memory_device(key)
+        self.m_code.append(code)
+        self.m_time.append(ts)
+        self.m_allocated.append(_num_or_nan(args.get("Total Allocated")))
+        self.m_reserved.append(_num_or_nan(args.get("Total Reserved")))
+
+    def _memory_device(self, key: tuple[Any, Any]) -> int:
+        device_type, device_id = _int_or_none(key[0]), _int_or_none(key[1])
         if device_type is None:
             device = None
         else:
             device = _DEVICE_TYPES.get(device_type, f"device_type_{device_type}")
             if device_id is not None and device_id >= 0:
                 device = f"{device}:{device_id}"
-        memory = self.memory
-        memory["time_us"].append(ts)
-        memory["allocated_bytes"].append(_num(args.get("Total Allocated")))
-        memory["reserved_bytes"].append(_num(args.get("Total Reserved")))
-        memory["device"].append(device)
-        memory["_type"].append(device_type)
-        memory["_id"].append(device_id)
+        code = len(self.memory_devices)
+        self.memory_devices.append((device, device_type, device_id))
+        with contextlib.suppress(TypeError):
+            self.memory_codes[key] = code
+        return code
 
     def _metadata(self, ev: dict[str, Any]) -> None:
         """process/thread names; a later event for the same process or thread wins."""
@@ -769,31 +773,27 @@ class _EventWalk:
         if not isinstance(label, str):
             return
         if kind == "thread_name":
-            tid = _tid(ev.get("tid"), {})
-            if tid is not None and isinstance(ev.get("pid"), int) and "stream" not in label:
+            tid = _tid(ev.get("tid"), self.tids)
+            if tid != NO_ID and isinstance(ev.get("pid"), int) and "stream" not in label:
                 self.threads[tid] = label.strip()
         elif kind == "process_name":
             self.process_names[ev.get("pid")] = label
 
     # -- after the pass ------------------------------------------------------------------------
 
-    def main_device(self) -> Any:
-        """The device (pid of device events) most device ops ran on."""
-        pids = [p for p in self.device["_pid"] if p.__class__ is int]
-        if not pids:
-            return None
-        values, counts = np.unique(np.asarray(pids, dtype=np.int64), return_counts=True)
-        return int(values[int(np.argmax(counts))])
+    def main_device(self) -> int | None:
+        """The device (pid of device events) most device ops ran on (the lowest of a tie)."""
+        pids = self.device_pids
+        return min(pids, key=lambda pid: (-pids[pid], pid)) if pids else None
 
     def earliest(self) -> float | None:
-        starts = [self.other_min]
-        for column in (self.device["start_us"], self.host["start_us"], self.comm["start_us"],
-                       self.memory["time_us"]):
-            if column:
+        starts = [self.other_min, *(start for start, _ in self.steps.values())]
+        for column in (self.d_start, self.h_start, self.m_time,
+                       [row[3] for row in self.comm]):
+            if len(column):
                 starts.append(float(np.min(np.asarray(column, dtype=np.float64))))
-        starts += [start for start, _ in self.steps.values()]
         origin = min(starts)
-        return None if origin == math.inf else origin
+        return None if origin == math.inf else float(origin)
 
     def frames(self, origin: float, properties: dict[Any, dict[str, Any]]
                ) -> dict[str, pd.DataFrame]:
@@ -805,52 +805,69 @@ class _EventWalk:
             tables["steps"] = pd.DataFrame({"step": numbers, "start_us": start,
                                             "end_us": start + duration,
                                             "duration_us": duration})
-        if self.device["name"]:
-            dev = self.device
+        if self.d_code:
+            codes = _floats(self.d_code, np.int32)
+            name, op_type, category, memcpy_kind, host_memory = (
+                _strings(column, codes) for column in zip(*self.device_names, strict=True))
+            nbytes = _floats(self.d_bytes)
             tables["device_ops"] = pd.DataFrame({
-                "name": dev["name"], "op_type": dev["op_type"], "core_type": "GPU",
-                "start_us": _times(dev["start_us"], origin),
-                "duration_us": np.asarray(dev["duration_us"], dtype=np.float64),
-                "stream": pd.array(dev["stream"], dtype="Int64"),
-                "category": dev["category"], "memcpy_kind": dev["memcpy_kind"],
-                "host_memory": dev["host_memory"],
-                "bytes": np.asarray(dev["bytes"], dtype=np.float64),
+                "name": name, "op_type": op_type, "core_type": "GPU",
+                "start_us": _floats(self.d_start) - origin,
+                "duration_us": _floats(self.d_dur),
+                "stream": _ids(self.d_stream), "category": category,
+                "memcpy_kind": memcpy_kind, "host_memory": host_memory,
+                "bytes": np.where(np.isfinite(nbytes), nbytes, np.nan),
             })
-        if self.host["name"]:
-            host = self.host
+        if self.h_code:
+            codes = _floats(self.h_code, np.int32)
+            name, kind = (_strings(column, codes)
+                          for column in zip(*self.host_names, strict=True))
             tables["host_ops"] = pd.DataFrame({
-                "name": host["name"], "kind": host["kind"],
-                "start_us": _times(host["start_us"], origin),
-                "duration_us": np.asarray(host["duration_us"], dtype=np.float64),
-                "thread": pd.array(host["thread"], dtype="Int64"),
+                "name": name, "kind": kind,
+                "start_us": _floats(self.h_start) - origin,
+                "duration_us": _floats(self.h_dur),
+                "thread": _ids(self.h_thread),
             })
-        if self.comm["name"]:
-            comm = self.comm
-            duration = np.asarray(comm["duration_us"], dtype=np.float64)
-            nbytes = np.asarray(comm["bytes"], dtype=np.float64)
+        if self.comm:
+            name, op, group, start, duration, nbytes = zip(*self.comm, strict=True)
+            duration = np.asarray(duration, dtype=np.float64)
+            nbytes = np.asarray(nbytes, dtype=np.float64)
             with np.errstate(divide="ignore", invalid="ignore"):
                 bandwidth = np.where(duration > 0, nbytes / duration / 1e3, np.nan)
             tables["comm_ops"] = pd.DataFrame({
-                "name": comm["name"], "op": comm["op"], "group": comm["group"],
-                "start_us": _times(comm["start_us"], origin), "duration_us": duration,
-                "bytes": nbytes, "bandwidth_gbps": bandwidth,
+                "name": name, "op": op, "group": group,
+                "start_us": np.asarray(start, dtype=np.float64) - origin,
+                "duration_us": duration, "bytes": nbytes, "bandwidth_gbps": bandwidth,
             })
-        if self.memory["time_us"]:
-            memory = self.memory
-            capacity = [_capacity(t, i, properties)
-                        for t, i in zip(memory["_type"], memory["_id"], strict=True)]
+        if self.m_code:
+            codes = _floats(self.m_code, np.int32)
+            capacity = np.array([_capacity(t, i, properties) for _, t, i in self.memory_devices],
+                                dtype=np.float64)
             tables["memory"] = pd.DataFrame({
-                "time_us": _times(memory["time_us"], origin),
-                "allocated_bytes": np.asarray(memory["allocated_bytes"], dtype=np.float64),
-                "reserved_bytes": np.asarray(memory["reserved_bytes"], dtype=np.float64),
-                "device": memory["device"],
-                "capacity_bytes": np.asarray(capacity, dtype=np.float64),
+                "time_us": _floats(self.m_time) - origin,
+                "allocated_bytes": _floats(self.m_allocated),
+                "reserved_bytes": _floats(self.m_reserved),
+                "device": _strings([d for d, _, _ in self.memory_devices], codes),
+                "capacity_bytes": capacity[codes],
             })
         return tables
 
 
-def _times(values: list[float], origin: float) -> np.ndarray:
-    return np.asarray(values, dtype=np.float64) - origin
+def _floats(column: array, dtype: type = np.float64) -> np.ndarray:
+    """An array column seen as a NumPy array, without a copy (the frame copies it)."""
+    return np.frombuffer(column, dtype=dtype)
+
+
+def _ids(column: array) -> pd.api.extensions.ExtensionArray:
+    """An int64 column with NO_ID for missing as a nullable Int64 array."""
+    values = np.frombuffer(column, dtype=np.int64)
+    return pd.arrays.IntegerArray(values, values == NO_ID)
+
+
+def _strings(values: tuple[str | None, ...] | list[str | None], codes: np.ndarray
+             ) -> pd.api.extensions.ExtensionArray:
+    """A string column from its distinct values and each row's code into them."""
+    return pd.array(list(values), dtype="string").take(codes)
 
 
 def _capacity(device_type: int | None, device_id: int | None,

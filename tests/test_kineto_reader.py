@@ -375,16 +375,32 @@ def test_unclosed_event_list_of_a_crashed_run(tmp_path):
     assert rows(profile, "device_ops") > 0
 
 
-def test_cut_gzip_file(tmp_path):
-    data = (OWN / "ddp_rank1.pt.trace.json.gz").read_bytes()
+def test_cut_gzip_file(tmp_path, monkeypatch):
+    # The batches decoded before the cut are kept; small batches, so this small file has some.
+    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 16 * 1024)
+    source = OWN / "ddp_rank1.pt.trace.json.gz"
+    data = source.read_bytes()
     path = tmp_path / "cut.pt.trace.json.gz"
     path.write_bytes(data[:len(data) // 2])
     profile = read_one(path)
     problems = warnings_of(profile)
     assert any(p.startswith("truncated gzip data") for p in problems)
-    assert any(re.fullmatch(r"truncated trace: \d+ events recovered", p) for p in problems)
+    counts = [re.fullmatch(r"truncated trace: (\d+) events recovered", p) for p in problems]
+    recovered = next(int(m.group(1)) for m in counts if m)
+    assert 0 < recovered < len(raw(source)["traceEvents"])
     assert profile.meta.rank == 1  # distributedInfo comes before the events in torch 2.x
-    assert rows(profile, "host_ops") > 0
+    full = read_one(source)
+    assert 0 < rows(profile, "host_ops") < rows(full, "host_ops")
+    assert profile.tables["host_ops"]["name"].tolist() == \
+        full.tables["host_ops"]["name"].tolist()[:rows(profile, "host_ops")]
+
+
+def test_cut_gzip_file_before_the_first_batch(tmp_path):
+    data = (OWN / "ddp_rank1.pt.trace.json.gz").read_bytes()
+    path = tmp_path / "cut.pt.trace.json.gz"
+    path.write_bytes(data[:len(data) // 2])
+    with pytest.raises(UnreadableInput, match="cut.pt.trace.json.gz: truncated or corrupt gzip"):
+        READER.read(path)
 
 
 def test_cut_before_any_event_is_unreadable(tmp_path):

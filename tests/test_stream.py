@@ -107,3 +107,26 @@ def test_known_writer_trailers_are_repaired_not_truncated(tmp_path, tail):
     path.write_bytes(b'[{"ph": "X", "ts": 1, "dur": 2}, {"ph": "X", "ts": 3, "dur": 4}' + tail)
     stream = EventStream(path)
     assert len(decode_all(stream)) == 2 and stream.truncated is None
+
+
+def test_corrupt_byte_mid_file_is_reported_at_once(tmp_path):
+    events = [{"ph": "X", "name": f"event {i}", "ts": i, "dur": 1} for i in range(20_000)]
+    data = bytearray(json.dumps({"traceEvents": events}).encode())
+    spot = data.index(b'"ts":', len(data) // 3) + 4  # the colon: structure, not text
+    data[spot] = ord("@")
+    path = tmp_path / "corrupt.json"
+    path.write_bytes(bytes(data))
+    with pytest.raises(UnreadableInput, match="invalid JSON at byte") as err:
+        decode_all(EventStream(path, chunk_bytes=4096))
+    at = int(str(err.value).split("byte ")[1].split(":")[0])
+    assert abs(at - spot) < 64
+
+
+def test_header_before_the_array_survives_a_cut(tmp_path):
+    events = [{"ph": "X", "name": f"e{i}", "ts": i, "dur": 1} for i in range(50)]
+    data = json.dumps({"distributedInfo": {"rank": 5}, "traceEvents": events}).encode()
+    path = tmp_path / "cut.json"
+    path.write_bytes(data[: len(data) // 2])
+    stream = EventStream(path, chunk_bytes=100)
+    decode_all(stream)
+    assert stream.header == {"distributedInfo": {"rank": 5}} and stream.truncated
