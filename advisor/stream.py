@@ -44,7 +44,8 @@ class EventStream:
     """Batches of decoded events of one trace file, plus what decoding noticed.
 
     Iterate once. Afterwards `header` holds the top-level keys other than `traceEvents` (empty
-    for a bare list), `non_finite` whether NaN/Infinity appeared, and `truncated` how many
+    for a bare list; after a cut, or an error while reading, the keys written before the
+    array), `non_finite` whether NaN/Infinity appeared, and `truncated` how many
     events were recovered from a file that ends in the middle of the array.
     """
 
@@ -122,6 +123,7 @@ class EventStream:
             if match is None:
                 raise UnreadableInput(self.path, "no traceEvents array in this JSON object")
             prefix, pos = buf[start:match.start()], match.end()
+            self.header = self._header_only(prefix)  # kept even if the file is cut later
         else:
             raise UnreadableInput(self.path, "not a JSON trace (expected '[' or '{')")
         eof = False
@@ -175,7 +177,7 @@ class EventStream:
         except ValueError:
             events = self._salvage(rest)
             self.truncated = self.events + len(events)
-            doc = {**self._header_only(prefix), "traceEvents": events} if prefix else events
+            doc = {**self.header, "traceEvents": events} if prefix else events
         if prefix:
             if not isinstance(doc, dict):
                 raise UnreadableInput(self.path, "the trace object is not a JSON object")

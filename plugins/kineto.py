@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
 from advisor.errors import UnreadableInput
@@ -38,7 +37,6 @@ from advisor.stream import CHUNK_BYTES, EventStream  # batch size: a module glob
 
 READER = "kineto"
 HEAD_BYTES = 64 * 1024
-HEADER_BYTES = 1024 * 1024  # how far the header of a cut file is looked for
 MAX_OP_TYPE = 64
 GZIP_CUT = "truncated or corrupt gzip data"  # EventStream's problem for a cut gzip file
 
@@ -157,20 +155,6 @@ def _head(path: Path, size: int = HEAD_BYTES) -> bytes:
         return data
     except (OSError, zlib.error):
         return b""
-
-
-def _leading_header(path: Path) -> dict[str, Any]:
-    """The header keys written before traceEvents (Kineto writes them first), for a file whose
-    end, and so the rest of the object, was lost; empty when they cannot be read."""
-    head = _head(path, HEADER_BYTES).lstrip(_BLANK)
-    key = _EVENTS_KEY.search(head)
-    if key is None:
-        return {}
-    try:
-        header = orjson.loads(head[:key.start()].rstrip().rstrip(b",") + b"}")
-    except orjson.JSONDecodeError:
-        return {}
-    return header if isinstance(header, dict) else {}
 
 
 def _size(path: Path) -> int:
@@ -401,8 +385,6 @@ class _TraceReader:
             self.warn(f"truncated trace: {stream.events} events recovered")
         elif stream.truncated is not None:
             self.warn(f"truncated trace: {stream.truncated} events recovered")
-        if (gzip_cut or stream.truncated is not None) and not header:
-            header = _leading_header(path)
         if stream.non_finite:
             self.warn("the trace holds NaN or Infinity, which is not valid JSON: read with "
                       "the standard parser; those values are treated as missing")
