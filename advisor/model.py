@@ -301,3 +301,21 @@ def conform(table: str, df: pd.DataFrame) -> pd.DataFrame:
             series = series.astype("string")
         out[col.name] = series
     return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
+
+
+def contract_problems(profile: Profile) -> list[str]:
+    """What breaks the table contract: unknown tables or columns, missing required columns.
+
+    Readers (built-in and third-party) can assert this is empty in their tests.
+    """
+    problems = []
+    for name, frame in profile.tables.items():
+        spec = TABLES.get(name)
+        if spec is None:
+            problems.append(f"unknown table {name!r}")
+            continue
+        problems += [f"{name}: unknown column {c!r}" for c in frame.columns
+                     if c not in spec.column_names]
+        problems += [f"{name}: missing required column {c.name!r}" for c in spec.columns
+                     if c.required and c.name not in frame.columns]
+    return problems

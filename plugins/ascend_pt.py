@@ -33,7 +33,7 @@ MindSpore's `FRAMEWORK/` raw data (no documented text layout).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,12 +52,12 @@ from advisor.progress import FileProgress
 from advisor.stream import EventStream
 from advisor_plugins.msprof import (
     MsprofReader,
-    SummaryCsv,
     collective,
     comm_as_device_ops,
     comm_from_columns,
     device_ops_from_op_summary,
     int_or_none,
+    open_csv,
     read_csv_table,
     task_category,
     with_wait,
@@ -762,29 +762,10 @@ _VECTOR_PMU = {"vec_ratio": "aiv_vec_ratio", "scalar_ratio": "aiv_scalar_ratio",
                "mte2_ratio": "aiv_mte2_ratio"}
 
 
-def _open_csv(path: Path, rel: str, warn: WarnFn, required: Sequence[str],
-              any_of: Sequence[str] = ()) -> SummaryCsv | None:
-    try:
-        csv = SummaryCsv(path, rel, warn)
-    except UnreadableInput as exc:
-        warn(rel, exc.problem)
-        return None
-    missing = [c for c in required if not csv.has(c)]
-    if any_of and not any(csv.has(c) for c in any_of):
-        missing.append(any_of[0])
-    if missing:
-        warn(rel, f"missing column {missing[0]!r}", column=missing[0])
-        return None
-    if csv.df.empty:
-        warn(rel, "no data rows (header only)")
-        return None
-    return csv
-
-
 def read_kernel_details(path: Path, rel: str, clock: _Clock, warn: WarnFn
                         ) -> pd.DataFrame | None:
     """device_ops from kernel_details.csv through the msprof op_summary mapping."""
-    csv = _open_csv(path, rel, warn, _KERNEL_REQUIRED)
+    csv = open_csv(path, rel, warn, _KERNEL_REQUIRED)
     if csv is None:
         return None
     mapping = {k: v for k, v in _KERNEL_COLUMNS.items() if csv.has(k) and not csv.has(v)}
@@ -823,7 +804,7 @@ _STEP_TRACE_COLUMNS = {"Computing": "computing_us", "Communication": "communicat
 
 def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
     """Per-step breakdown (µs) from step_trace_time.csv; `step` NaN where the file has none."""
-    csv = _open_csv(path, rel, warn, ("Computing", "Free"))
+    csv = open_csv(path, rel, warn, ("Computing", "Free"))
     if csv is None:
         return None
     frame = pd.DataFrame({"step": csv.number("Step") if csv.has("Step")
@@ -839,7 +820,7 @@ def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | N
 def read_memory_record(path: Path, rel: str, clock: _Clock, warn: WarnFn
                        ) -> pd.DataFrame | None:
     """Allocator samples; one component's series (PTA+GE, else PTA, else every row)."""
-    csv = _open_csv(path, rel, warn, ("Timestamp(us)",),
+    csv = open_csv(path, rel, warn, ("Timestamp(us)",),
                     any_of=("Total Allocated(MB)", "Total Reserved(MB)"))
     if csv is None:
         return None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -518,20 +518,32 @@ _CSV_TABLES: dict[str, _CsvKind] = {
 }
 
 
-def read_csv_table(kind: str, path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
-    """Read one summary CSV of a known kind; warn and return None when it is unusable."""
-    spec = _CSV_TABLES[kind]
+def open_csv(path: Path, rel: str, warn: WarnFn, required: Sequence[str],
+             any_of: Sequence[str] = ()) -> SummaryCsv | None:
+    """A CSV with its required columns (and one of `any_of`) and at least one row; otherwise
+    warn with the problem and return None."""
     try:
         csv = SummaryCsv(path, rel, warn)
     except UnreadableInput as exc:
         warn(rel, exc.problem)
         return None
-    missing = [c for c in spec.required if not csv.has(c)]
+    missing = [c for c in required if not csv.has(c)]
+    if any_of and not any(csv.has(c) for c in any_of):
+        missing.append(any_of[0])
     if missing:
         warn(rel, f"missing column {missing[0]!r}", column=missing[0])
         return None
     if csv.df.empty:
         warn(rel, "no data rows (header only)")
+        return None
+    return csv
+
+
+def read_csv_table(kind: str, path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
+    """Read one summary CSV of a known kind; warn and return None when it is unusable."""
+    spec = _CSV_TABLES[kind]
+    csv = open_csv(path, rel, warn, spec.required)
+    if csv is None:
         return None
     frame = spec.build(csv)
     devices = csv.text("Device_id")

@@ -27,7 +27,7 @@ from advisor.cli import main
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import Reader
 from advisor.locate import locate
-from advisor.model import TABLES
+from advisor.model import contract_problems
 from advisor.plugin_manager import PluginHost
 from advisor.render.json_report import validate_report
 from advisor.stream import EventStream
@@ -67,12 +67,7 @@ def problems(profile) -> list[tuple[str, str]]:
 
 
 def assert_contract(profile) -> None:
-    for name, frame in profile.tables.items():
-        spec = TABLES[name]
-        assert set(frame.columns) <= set(spec.column_names), name
-        for column in spec.columns:
-            if column.required:
-                assert column.name in frame.columns, (name, column.name)
+    assert contract_problems(profile) == []
 
 
 def raw_trace() -> list[dict]:
