@@ -33,7 +33,10 @@ def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
         row |= {c: steps[c].mean() for c in _MEANS if profile.has("steps", c)}
         if "communication_us" not in row and profile.has("comm_ops", "duration_us"):
             # no device timeline (e.g. CPU/gloo): host-side collective time per step
-            row["communication_us"] = profile.tables["comm_ops"]["duration_us"].sum() / len(steps)
+            comm = profile.tables["comm_ops"]
+            if "kind" in comm:
+                comm = comm[(comm["kind"] != "link").fillna(True)]
+            row["communication_us"] = comm["duration_us"].sum() / len(steps)
         rows.append(row)
     members = list(by_rank.values())
     first = members[0].meta

@@ -128,7 +128,10 @@ TABLES: dict[str, TableSpec] = {
             _c("ratio", "float64", "ratio", "share of total device op time (0..1)", True),
         )),
         TableSpec("comm_ops", "communication operation", (
-            _c("name", "string", "", "communication op name", True),
+            _c("name", "string", "", "communication op name (for a link: src->dst)", True),
+            _c("kind", "string", "",
+               "op (one collective or point-to-point operation) or link (a rank-to-rank link of "
+               "an op, from a communication matrix); absent means op"),
             _c("op", "string", "", "allreduce, allgather, broadcast, ..."),
             _c("group", "string", "", "communication group"),
             _c("start_us", "float64", US, "op start"),

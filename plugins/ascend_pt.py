@@ -894,7 +894,7 @@ def parse_communication(data: Any, clock: _Clock
         main = max(moved, key=moved.__getitem__) if moved else None
         starts.append(time_info.get("Start Timestamp(us)"))
         rows.append({
-            "name": name, "op": collective(name), "group": group,
+            "name": name, "kind": "op", "op": collective(name), "group": group,
             "duration_us": _number(time_info, "Elapse Time(ms)") * 1e3,
             "wait_us": _number(time_info, "Wait Time(ms)") * 1e3,
             "transit_us": _number(time_info, "Transit Time(ms)") * 1e3,
@@ -923,7 +923,7 @@ def parse_communication_matrix(data: Any) -> pd.DataFrame | None:
             src, _, dst = str(link).partition("-")
             transit_us = _number(info, "Transit Time(ms)") * 1e3
             rows.append({
-                "name": f"{src}->{dst}" if dst else str(link),
+                "name": f"{src}->{dst}" if dst else str(link), "kind": "link",
                 "op": collective(str(info.get("Op Name") or name)), "group": group,
                 "duration_us": transit_us, "transit_us": transit_us,
                 "bytes": _number(info, "Transit Size(MB)") * MB,

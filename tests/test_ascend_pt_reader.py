@@ -481,6 +481,7 @@ def test_synthetic_mindspore_folder(tmp_path: Path) -> None:
         float(Decimal("1736413971558975.0") - origin) + 5.0, abs=1e-6)
     assert (link["name"], link["transport"], link["bytes"], link["bandwidth_gbps"]) == (
         "0->1", "HCCS", 1.5e6, 30.0)
+    assert (op["kind"], link["kind"]) == ("op", "link")
     assert meta.extra["comm_bandwidth"]["HCCS"]["bandwidth_gbps"] == pytest.approx(20.0)
 
     memory = profile.tables["memory"]

@@ -135,3 +135,19 @@ def test_own_ddp_traces_name_the_delayed_rank(tmp_path):
     assert cluster.profile.meta.source_format == "cluster"
     findings = {f.rule.id: f for f in cluster.findings}
     assert findings["CLUSTER-002"].values["late_rank"] == 1
+
+
+def test_cluster_communication_fallback_ignores_link_rows():
+    from advisor.cluster import build_cluster
+
+    def rank(number: int, op_us: float) -> Profile:
+        steps = pd.DataFrame({"step": [1, 2], "start_us": [0.0, 100.0], "end_us": [100.0, 200.0],
+                              "duration_us": [100.0, 100.0]})
+        comm = pd.DataFrame({"name": ["allreduce", "0->1"], "kind": ["op", "link"],
+                             "duration_us": [op_us, 1_000.0]})
+        meta = ProfileMeta("t", f"/r{number}", rank=number)
+        return Profile(meta, {"steps": conform("steps", steps),
+                              "comm_ops": conform("comm_ops", comm)})
+
+    cluster = build_cluster([rank(0, 60.0), rank(1, 20.0)])
+    assert cluster.tables["ranks"]["communication_us"].tolist() == [30.0, 10.0]
