@@ -2,8 +2,10 @@
 
 Profiler traces are hundreds of MB. Decoding a whole file builds a Python dict per event, which
 costs 5-8x the file size in memory. Here the file is read in chunks, the event array is cut at
-element boundaries, and each slice is decoded with orjson on its own, so a reader can turn one
-batch into columns before the next is decoded: memory follows the kept columns, not the file.
+element boundaries, and each slice is decoded on its own (orjson, or the reader's own `decode`,
+e.g. a typed decoder that skips the fields it does not use), so a reader can turn one batch into
+columns before the next is decoded: memory follows the kept columns, not the file. The last
+batch and the fallbacks (NaN/Infinity, a salvaged cut file) always give dicts.
 
 A cut is proposed at `}` `,` `{` (with optional whitespace) and accepted only when the slice
 decodes: a `},{` inside a string leaves an unterminated string and is skipped. The first batch
@@ -17,7 +19,7 @@ import gc
 import gzip
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -47,11 +49,16 @@ class EventStream:
     for a bare list; after a cut, or an error while reading, the keys written before the
     array), `non_finite` whether NaN/Infinity appeared, and `truncated` how many
     events were recovered from a file that ends in the middle of the array.
+
+    `decode` turns the bytes of a JSON array of events into a list for every batch but the
+    last; it must raise ValueError on invalid JSON (the slice is then retried with the
+    NaN-tolerant stdlib parser, which also tells a cut inside a string from corruption).
     """
 
     path: Path
     progress: FileProgress | None = None
     chunk_bytes: int = CHUNK_BYTES
+    decode: Callable[[bytes], list[Any]] = orjson.loads
     header: dict[str, Any] = field(default_factory=dict)
     non_finite: bool = False
     truncated: int | None = None
@@ -86,13 +93,15 @@ class EventStream:
             self.progress.read(raw.tell() - self.progress.done_bytes)
         return chunk
 
-    def _decode(self, data: bytes, *, repair: bool = False) -> Any:
-        """orjson, then (for the end of a file) msprof's known trailer artefacts, then the
-        NaN-tolerant stdlib parser; ValueError when the bytes are really invalid."""
+    def _decode(self, data: bytes, *, repair: bool = False,
+                decode: Callable[[bytes], Any] = orjson.loads) -> Any:
+        """`decode` (orjson), then (for the end of a file) msprof's known trailer artefacts,
+        then the NaN-tolerant stdlib parser; ValueError when the bytes are really invalid."""
         try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            repaired = repair_json(data, exc) if repair else None
+            return decode(data)
+        except ValueError as exc:
+            repaired = (repair_json(data, exc)
+                        if repair and isinstance(exc, orjson.JSONDecodeError) else None)
             if repaired is not None:
                 return repaired
             value = _loads_lenient(data)
@@ -159,7 +168,7 @@ class EventStream:
         for match in _BOUNDARY.finditer(buf, target):
             end = match.start() + 1
             try:
-                batch = self._decode(b"[" + buf[pos:end] + b"]")
+                batch = self._decode(b"[" + buf[pos:end] + b"]", decode=self.decode)
             except json.JSONDecodeError as exc:
                 if exc.msg.startswith("Unterminated string"):
                     continue

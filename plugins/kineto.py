@@ -10,10 +10,12 @@ absolute epoch microseconds otherwise. Every table is rebased to the earliest ti
 (float64 µs); the epoch time of that origin is kept in `meta.extra["time_origin_us"]`.
 
 The file is decoded in batches (`advisor.stream.EventStream`); each batch is walked once and
-freed before the next is decoded. The walk appends to compact per-table columns: numbers in
-`array('d')` / `array('q')`, names as codes into one list of distinct names per category. Each
-table is built once from its columns at the end, so memory follows the kept columns, not the
-file.
+freed before the next is decoded. Batches are decoded with msgspec into `_Event` structs that
+hold only the fields the walk reads (the others are skipped, never built); a batch the stream
+gives as dicts (the last one, NaN/Infinity, an odd shape) is converted to them first. The
+walk appends to compact per-table columns: numbers in `array('d')` / `array('q')`, names as
+codes into one list of distinct names per category. Each table is built once from its columns
+at the end, so memory follows the kept columns, not the file.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
+import orjson
 import pandas as pd
 
 from advisor.errors import UnreadableInput
@@ -362,11 +366,11 @@ class _TraceReader:
                                         "trace (an Ascend trace_view.json?)")
         walk = _EventWalk()
         progress = FileProgress(path.name, _size(path))
-        stream = EventStream(path, progress, chunk_bytes=CHUNK_BYTES)
+        stream = EventStream(path, progress, chunk_bytes=CHUNK_BYTES, decode=_decode_events)
         gzip_cut = False
         try:
             for batch in stream:
-                walk.walk(batch, stream.non_finite)
+                walk.walk(batch)
                 # The stream's generator still holds this list while it decodes the next
                 # batch: empty it so that its events are freed now.
                 batch.clear()
@@ -479,17 +483,90 @@ def _device_properties(doc: dict[str, Any]) -> dict[Any, dict[str, Any]]:
 
 # Host name codes that are no host_ops row; a gloo annotation is row `GLOO - code`.
 STEP, SKIP, GLOO = -1, -2, -3
-_NO_ARGS: dict[str, Any] = {}
 
 
-def _drop_non_finite(events: list[Any]) -> None:
-    """NaN/Infinity `ts` and `dur` (only the standard parser lets them in) become missing."""
+_NO_RAW = msgspec.Raw()  # a missing key (msgspec takes no union of Raw)
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The `args` keys the walk reads. `Any`: a value of any JSON type is taken as it is and
+    checked where it is used. The gloo shapes (lists on every operator) stay raw JSON until a
+    gloo event needs them (in args converted from a dict, they are the decoded value)."""
+
+    stream: Any = None
+    bytes: Any = None
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    group_name: Any = msgspec.field(default=None, name="Process Group Name")
+    group_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    dtype: Any = None
+    nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    name: Any = None
+    labels: Any = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The event keys the walk reads; `args` is None when missing or not an object."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: _Args | None = None
+
+
+_NO_ARGS = _Args()
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_ARG_ATTRS = dict(zip(_Args.__struct_encode_fields__, _Args.__struct_fields__, strict=True))
+
+
+def _decode_events(data: bytes) -> list[Any]:
+    """A JSON array of events as `_Event`s; as dicts where an event or its args is no object
+    or a number is out of range (the walk converts them); ValueError for invalid JSON."""
+    try:
+        return _EVENTS.decode(data)
+    except msgspec.ValidationError:
+        return orjson.loads(data)
+    except msgspec.DecodeError as exc:  # not a ValueError in every msgspec version
+        raise ValueError(str(exc)) from None
+
+
+def _as_events(events: list[Any]) -> list[Any]:
+    """Decoded dicts as `_Event`s (non-objects kept as they are, to be counted); NaN/Infinity
+    `ts` and `dur` (only the standard parser lets them in) become missing."""
+    converted: list[Any] = []
+    append, attrs = converted.append, _ARG_ATTRS
     for ev in events:
-        if ev.__class__ is dict:
-            for key in ("ts", "dur"):
-                value = ev.get(key)
-                if value.__class__ is float and not math.isfinite(value):
-                    ev[key] = None
+        if ev.__class__ is not dict:
+            append(ev)
+            continue
+        args = ev.get("args")
+        if args.__class__ is dict:
+            args = _Args(**{attrs[key]: value for key, value in args.items() if key in attrs})
+        else:
+            args = None
+        ts, dur = ev.get("ts"), ev.get("dur")
+        if ts.__class__ is float and not math.isfinite(ts):
+            ts = None
+        if dur.__class__ is float and not math.isfinite(dur):
+            dur = None
+        append(_Event(ev.get("ph"), ev.get("cat"), ev.get("name"), ev.get("pid"),
+                      ev.get("tid"), ts, dur, args))
+    return converted
+
+
+def _raw_json(value: Any) -> Any:
+    if value.__class__ is not msgspec.Raw:
+        return value
+    return msgspec.json.decode(value) if value else None
 
 
 class _EventWalk:
@@ -526,11 +603,10 @@ class _EventWalk:
         self.no_dur = self.no_ts = self.not_events = 0
         self.other_min = math.inf  # earliest event that is in no table (spans, instants)
 
-    def walk(self, events: list[Any], non_finite: bool = False) -> None:
-        """Add one batch of events. `non_finite`: it may hold NaN/Infinity (else every float
-        is finite: orjson refuses the others)."""
-        if non_finite:
-            _drop_non_finite(events)
+    def walk(self, events: list[Any]) -> None:
+        """Add one batch of events: `_Event`s, or dicts from the stream's fallbacks."""
+        if events and events[0].__class__ is not _Event:
+            events = _as_events(events)
         cats, tids, num, num_or_nan, tid_of = self.cats, self.tids, _num, _num_or_nan, _tid
         d_code, d_stream = self.d_code.append, self.d_stream.append
         d_start, d_dur, d_bytes = self.d_start.append, self.d_dur.append, self.d_bytes.append
@@ -541,18 +617,18 @@ class _EventWalk:
         other_min = self.other_min
         nan = math.nan
         for ev in events:
-            if ev.__class__ is not dict:
+            if ev.__class__ is not _Event:
                 not_events += 1
                 continue
-            ph = ev.get("ph")
+            ph = ev.ph
             if ph == "X":
-                ts = ev.get("ts")
+                ts = ev.ts
                 if ts.__class__ is not float and ts.__class__ is not int:
                     ts = num(ts)
                     if ts is None:
                         no_ts += 1
                         continue
-                dur = ev.get("dur")
+                dur = ev.dur
                 if dur.__class__ is not float and dur.__class__ is not int:
                     dur = num(dur)
                     if dur is None:
@@ -561,7 +637,7 @@ class _EventWalk:
                 if dur < 0:
                     no_dur += 1
                     continue
-                cat = ev.get("cat")
+                cat = ev.cat
                 try:
                     family, codes = cats[cat]
                 except (KeyError, TypeError):
@@ -570,7 +646,7 @@ class _EventWalk:
                     if ts < other_min:
                         other_min = ts
                     continue
-                name = ev.get("name")
+                name = ev.name
                 if name.__class__ is not str:
                     name = "" if name is None else str(name)
                 code = codes.get(name)
@@ -578,7 +654,7 @@ class _EventWalk:
                     if code is None:
                         code = self._host_code(family, name, codes)
                     if code >= 0:
-                        tid = ev.get("tid")
+                        tid = ev.tid
                         if tid.__class__ is not int:
                             tid = tid_of(tid, tids)
                         elif tid < 0:
@@ -593,16 +669,16 @@ class _EventWalk:
                 # kernel, memcpy, memset
                 if code is None:
                     code = self._device_code(family, name, codes)
-                args = ev.get("args")
-                if args.__class__ is not dict:
+                args = ev.args
+                if args is None:
                     args = _NO_ARGS
-                stream = args.get("stream")
+                stream = args.stream
                 if stream.__class__ is not int:
-                    stream = tid_of(ev.get("tid"), tids)
-                nbytes = args.get("bytes")
+                    stream = tid_of(ev.tid, tids)
+                nbytes = args.bytes
                 if nbytes.__class__ is not float and nbytes.__class__ is not int:
                     nbytes = nan if nbytes is None else num_or_nan(nbytes)
-                pid = ev.get("pid")
+                pid = ev.pid
                 if pid.__class__ is int:
                     pids[pid] = pids.get(pid, 0) + 1
                 if code < 0:  # an NCCL/RCCL kernel
@@ -614,11 +690,11 @@ class _EventWalk:
                 d_stream(stream)
                 d_bytes(nbytes)
             elif ph == "i" or ph == "I":
-                ts = num(ev.get("ts"))
+                ts = num(ev.ts)
                 if ts is None:
                     no_ts += 1
-                elif ev.get("name") == "[memory]":
-                    self._memory(ts, ev.get("args"))
+                elif ev.name == "[memory]":
+                    self._memory(ts, ev.args)
                 elif ts < other_min:
                     other_min = ts
             elif ph == "M":
@@ -668,7 +744,7 @@ class _EventWalk:
     # -- per-event helpers (for the rarer events) --------------------------------------------
 
     def _host_special(self, code: int, name: str, ts: float, dur: float,
-                      ev: dict[str, Any]) -> None:
+                      ev: _Event) -> None:
         """A ProfilerStep (a step, no host op), a gloo collective (a host op and a comm op)."""
         if code == STEP:
             number = int(_STEP.match(name).group(1))
@@ -676,34 +752,34 @@ class _EventWalk:
             if number not in steps or dur > steps[number][1]:
                 steps[number] = (ts, dur)
         elif code <= GLOO:
-            self._gloo(name, ts, dur, ev.get("args"))
+            self._gloo(name, ts, dur, ev.args)
             self.h_code.append(GLOO - code)
             self.h_start.append(ts)
             self.h_dur.append(dur)
-            self.h_thread.append(_tid(ev.get("tid"), self.tids))
+            self.h_thread.append(_tid(ev.tid, self.tids))
 
-    def _comm(self, name: str, ts: float, dur: float, args: dict[str, Any]) -> None:
-        op = _collective(args.get("Collective name"))
+    def _comm(self, name: str, ts: float, dur: float, args: _Args) -> None:
+        op = _collective(args.collective)
         if op is None:
             match = _NCCL_OP.search(name)
             op = _collective(match.group(1)) if match else None
-        group_name = args.get("Process Group Name")
-        group_desc = args.get("Process Group Description")
+        group_name = args.group_name
+        group_desc = args.group_desc
         group = None
         if group_name not in (None, "") and group_desc not in (None, "", group_name):
             group = f"{group_name} ({group_desc})"
         elif group_name not in (None, "") or group_desc not in (None, ""):
             group = str(group_name if group_name not in (None, "") else group_desc)
-        size = _dtype_bytes(args.get("dtype"))
-        count = _num(args.get("In msg nelems"))
+        size = _dtype_bytes(args.dtype)
+        count = _num(args.nelems)
         self.comm.append((name, op, group, ts, dur,
                           count * size if size is not None and count is not None else None))
 
-    def _gloo(self, name: str, ts: float, dur: float, args: Any) -> None:
+    def _gloo(self, name: str, ts: float, dur: float, args: _Args | None) -> None:
         """CPU collectives (gloo) run on the host: their annotations are the comm ops."""
-        args = args if isinstance(args, dict) else {}
+        args = _NO_ARGS if args is None else args
         total = None
-        dims, types = args.get("Input Dims"), args.get("Input type")
+        dims, types = _raw_json(args.input_dims), _raw_json(args.input_type)
         if isinstance(dims, list) and isinstance(types, list):
             total = 0.0
             for shape, dtype in zip(dims, types, strict=False):
@@ -717,18 +793,18 @@ class _EventWalk:
             total = total or None
         self.comm.append((name, _collective(name.split(":", 1)[1]), None, ts, dur, total))
 
-    def _memory(self, ts: float, args: Any) -> None:
-        if args.__class__ is not dict:
+    def _memory(self, ts: float, args: _Args | None) -> None:
+        if args is None:
             args = _NO_ARGS
-        key = (args.get("Device Type"), args.get("Device Id"))
+        key = (args.device_type, args.device_id)
         try:
             code = self.memory_codes[key]
         except (KeyError, TypeError):
             code = self._memory_device(key)
         self.m_code.append(code)
         self.m_time.append(ts)
-        self.m_allocated.append(_num_or_nan(args.get("Total Allocated")))
-        self.m_reserved.append(_num_or_nan(args.get("Total Reserved")))
+        self.m_allocated.append(_num_or_nan(args.allocated))
+        self.m_reserved.append(_num_or_nan(args.reserved))
 
     def _memory_device(self, key: tuple[Any, Any]) -> int:
         device_type, device_id = _int_or_none(key[0]), _int_or_none(key[1])
@@ -744,22 +820,22 @@ class _EventWalk:
             self.memory_codes[key] = code
         return code
 
-    def _metadata(self, ev: dict[str, Any]) -> None:
+    def _metadata(self, ev: _Event) -> None:
         """process/thread names; a later event for the same process or thread wins."""
-        args = ev.get("args")
-        if not isinstance(args, dict):
+        args = ev.args
+        if args is None:
             return
-        kind, label = ev.get("name"), args.get("name")
-        if kind == "process_labels" and isinstance(args.get("labels"), str):
-            self.process_labels[ev.get("pid")] = args["labels"]
+        kind, label = ev.name, args.name
+        if kind == "process_labels" and isinstance(args.labels, str):
+            self.process_labels[ev.pid] = args.labels
         if not isinstance(label, str):
             return
         if kind == "thread_name":
-            tid = _tid(ev.get("tid"), self.tids)
-            if tid != NO_ID and isinstance(ev.get("pid"), int) and "stream" not in label:
+            tid = _tid(ev.tid, self.tids)
+            if tid != NO_ID and isinstance(ev.pid, int) and "stream" not in label:
                 self.threads[tid] = label.strip()
         elif kind == "process_name":
-            self.process_names[ev.get("pid")] = label
+            self.process_names[ev.pid] = label
 
     # -- after the pass ------------------------------------------------------------------------
 

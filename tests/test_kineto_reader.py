@@ -13,6 +13,7 @@ import math
 import re
 from pathlib import Path
 
+import pandas.testing as pd_testing
 import pytest
 from click.testing import CliRunner
 
@@ -609,3 +610,48 @@ def test_rules_on_own_traces_fire_where_the_data_says():
     assert bound["HOST-001"].values["ratio"] > 0.8
     healthy = {f.rule.id for f in advisor.analyze(own / "healthy.pt.trace.json.gz").findings}
     assert healthy <= {"HOST-004"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Typed batches (msgspec structs) and the dicts of the last batch and the fallbacks read alike
+
+
+def same_profiles(a, b) -> None:
+    assert warnings_of(a) == warnings_of(b)
+    assert a.meta == b.meta
+    assert sorted(a.tables) == sorted(b.tables)
+    for name, frame in a.tables.items():
+        pd_testing.assert_frame_equal(frame, b.tables[name])
+
+
+@pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
+def test_small_typed_batches_read_like_one_dict_batch(path, monkeypatch):
+    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 64 << 20)  # all in the last batch
+    whole = read_one(path)
+    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 16 * 1024)
+    same_profiles(read_one(path), whole)
+
+
+def test_odd_events_in_typed_batches(tmp_path, monkeypatch):
+    # Entries that are no objects, args that are no object, NaN and an out-of-range number
+    # make the typed decoder give up on their batch: those batches are read from dicts.
+    source = OWN / "ddp_rank0.pt.trace.json.gz"
+    doc = json.loads(text_of(source))
+    events = doc["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    ops[len(ops) // 4]["args"] = ["not", "an", "object"]
+    ops[len(ops) // 3]["dur"] = float("nan")
+    ops[len(ops) // 2]["ts"] = float("inf")
+    events.insert(len(events) // 5, 42)
+    events.insert(len(events) // 2, "event")
+    text = json.dumps(doc).replace("Infinity", "1e999")  # out of range, not a literal
+    path = write(tmp_path, "odd.pt.trace.json", text)
+    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 64 << 20)
+    whole = read_one(path)
+    assert "2 entries of traceEvents are not event objects; skipped" in warnings_of(whole)
+    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 8 * 1024)
+    same_profiles(read_one(path), whole)
+    # the gloo shapes, kept as raw JSON in typed batches, give the bytes of the collectives
+    comm = read_one(source).tables["comm_ops"]
+    assert len(comm) == 6 and comm["bytes"].notna().all()
+    pd_testing.assert_frame_equal(whole.tables["comm_ops"], comm)
