@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
+import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -323,12 +325,66 @@ class _TraceTables:
 
 
 _ROLE_CODES = {role: code for code, role in enumerate(_ROLES)}
-_NO_ARGS: dict[str, Any] = {}
+class _Args(msgspec.Struct, gc=False):
+    """The `args` keys the tables need. `Any`: a value of any JSON type is taken as it is and
+    converted where it is used; a key that is missing or null is None."""
+
+    thread_id: Any = msgspec.field(default=None, name="Thread Id")
+    stream: Any = msgspec.field(default=None, name="Stream Id")
+    physical_stream: Any = msgspec.field(default=None, name="Physic Stream Id")
+    task_id: Any = msgspec.field(default=None, name="Task Id")
+    size_b: Any = msgspec.field(default=None, name="size(B)")
+    size_byte: Any = msgspec.field(default=None, name="size(Byte)")
+    task_type: Any = msgspec.field(default=None, name="Task Type")
+    transport: Any = msgspec.field(default=None, name="transport type")
+    plane_stream: Any = msgspec.field(default=None, name="stream id")
+    name: Any = None  # of process_name / thread_name metadata
+    labels: Any = None  # of process_labels metadata
 
 
-def _args(event: dict[str, Any]) -> dict[str, Any]:
-    args = event.get("args")
-    return args if isinstance(args, dict) else {}
+class _Event(msgspec.Struct, gc=False):
+    """The event keys the tables need; `args` is None when missing."""
+
+    ph: Any = None
+    name: Any = ""
+    cat: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: _Args | None = None
+
+
+_NO_ARGS = _Args()
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_ARG_ATTRS = dict(zip(_Args.__struct_encode_fields__, _Args.__struct_fields__, strict=True))
+
+
+def _decode_events(data: bytes) -> list[Any]:
+    """A JSON array of events as `_Event`s, skipping every field no table needs (the
+    framework's call stacks and shapes); as dicts where an event or its args is no object or a
+    number is out of range (`_as_events` converts them); ValueError for invalid JSON."""
+    try:
+        return _EVENTS.decode(data)
+    except msgspec.ValidationError:
+        return orjson.loads(data)
+    except msgspec.DecodeError as exc:  # not a ValueError in every msgspec version
+        raise ValueError(str(exc)) from None
+
+
+def _as_events(events: list[Any]) -> list[_Event]:
+    """Decoded dicts (the stream's fallbacks) as `_Event`s; non-objects are dropped."""
+    converted: list[_Event] = []
+    attrs = _ARG_ATTRS
+    for e in events:
+        if e.__class__ is not dict:
+            continue
+        args = e.get("args")
+        args = (_Args(**{attrs[k]: v for k, v in args.items() if k in attrs})
+                if args.__class__ is dict else None)
+        converted.append(_Event(e.get("ph"), e.get("name", ""), e.get("cat", ""), e.get("pid"),
+                                e.get("tid"), e.get("ts"), e.get("dur"), args))
+    return converted
 
 
 def _key(value: Any) -> Any:
@@ -439,31 +495,31 @@ class _TraceColumns:
         thread_id, stream, physical, task_id, size, task_type = [], [], [], [], [], []
         planes: dict[int, tuple[str, Any, Any]] = {}
         row = self.size
+        if batch and batch[0].__class__ is not _Event:
+            batch = _as_events(batch)
         for e in batch:
-            if not isinstance(e, dict):
+            if e.__class__ is not _Event:
                 continue
-            ph = e.get("ph")
+            ph = e.ph
             if ph != "X":
                 if ph == "M":
                     self._metadata(e)
                 continue
-            pid.append(e.get("pid"))
-            tid.append(t := e.get("tid"))
-            ts.append(e.get("ts"))
-            dur.append(e.get("dur"))
-            name.append(e.get("name", ""))
-            cat.append(e.get("cat", ""))
-            a = e.get("args")
-            if not a or not isinstance(a, dict):
-                a = _NO_ARGS
-            thread_id.append(a.get("Thread Id", t))
-            stream.append(a.get("Stream Id"))
-            physical.append(a.get("Physic Stream Id"))
-            task_id.append(a.get("Task Id"))
-            size.append(a["size(B)"] if "size(B)" in a else a.get("size(Byte)"))
-            task_type.append(a.get("Task Type") or "UNKNOWN")
-            if "transport type" in a:
-                planes[row] = (str(a["transport type"]), a.get("stream id"), a.get("size(Byte)"))
+            pid.append(e.pid)
+            tid.append(t := e.tid)
+            ts.append(e.ts)
+            dur.append(e.dur)
+            name.append(e.name)
+            cat.append(e.cat)
+            a = e.args or _NO_ARGS
+            thread_id.append(t if a.thread_id is None else a.thread_id)
+            stream.append(a.stream)
+            physical.append(a.physical_stream)
+            task_id.append(a.task_id)
+            size.append(a.size_byte if a.size_b is None else a.size_b)
+            task_type.append(a.task_type or "UNKNOWN")
+            if a.transport is not None:
+                planes[row] = (str(a.transport), a.plane_stream, a.size_byte)
             row += 1
         if row == self.size:
             return
@@ -481,14 +537,14 @@ class _TraceColumns:
             self.text_chunks[key].append(_strings(texts))
         self.plane_tasks.update(planes)
 
-    def _metadata(self, e: dict[str, Any]) -> None:
-        kind, value = e.get("name"), _args(e)
+    def _metadata(self, e: _Event) -> None:
+        kind, value = e.name, e.args or _NO_ARGS
         if kind == "process_name":
-            self.processes[_key(e.get("pid"))] = str(value.get("name", ""))
+            self.processes[_key(e.pid)] = str(value.name or "")
         elif kind == "process_labels":
-            self.labels[_key(e.get("pid"))] = str(value.get("labels", ""))
+            self.labels[_key(e.pid)] = str(value.labels or "")
         elif kind == "thread_name":
-            self.threads[(_key(e.get("pid")), _key(e.get("tid")))] = str(value.get("name", ""))
+            self.threads[(_key(e.pid), _key(e.tid))] = str(value.name or "")
 
     def _concatenate(self) -> None:
         for key, chunks in self.number_chunks.items():
@@ -1140,7 +1196,8 @@ class _FolderReader:
         rel = self.rel(path)
         progress = FileProgress(rel, path.stat().st_size)
         try:
-            trace = parse_trace(EventStream(path, progress), self.clock, self.warn, rel)
+            events = EventStream(path, progress, decode=_decode_events)
+            trace = parse_trace(events, self.clock, self.warn, rel)
         except UnreadableInput as exc:
             self.warn(rel, exc.problem)
             return _TraceTables()

@@ -445,7 +445,7 @@ def device_ops_from_op_summary(csv: SummaryCsv) -> pd.DataFrame:
         "input_dtypes": csv.text("Input Data Types"),
         "output_shapes": csv.text("Output Shapes"),
         "block_dim": csv.number(csv.first("Block Num", "Block Dim")),
-        "category": core_type.map(task_category),
+        "category": task_categories(core_type),
         "op_state": csv.text("OP State"),
         "aicore_time_us": csv.number("aicore_time(us)"),
         "vec_ratio": csv.coalesce("aic_vec_ratio", "aiv_vec_ratio", "vec_ratio"),
@@ -468,7 +468,7 @@ def _device_ops_from_task_time(csv: SummaryCsv) -> pd.DataFrame:
         "duration_us": csv.number("task_time(us)"),
         "stream": csv.number("stream_id"),
         "task_id": csv.number("task_id"),
-        "category": core_type.map(task_category),
+        "category": task_categories(core_type),
     })
 
 
@@ -563,6 +563,12 @@ def _split_devices(frame: pd.DataFrame, rel: str,
              line=int(np.argmax(ids.isna().to_numpy())) + 2, column="Device_id")
     return [(str(device_id), rows.reset_index(drop=True))
             for device_id, rows in frame.groupby(DEVICE_COLUMN, sort=False)]
+
+
+def task_categories(core_types: pd.Series) -> pd.Series:
+    """task_category of each row, computed once per distinct type (exports have millions of
+    rows and a handful of types)."""
+    return core_types.map({t: task_category(t) for t in core_types.unique()})
 
 
 def task_category(core_type: str) -> str:

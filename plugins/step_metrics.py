@@ -75,12 +75,25 @@ _MATMUL = re.compile(r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm", re.I)
 
 def compute_classes(profile: Profile) -> None:
     """device_ops.compute_class: cube, vector, flash_attention, conv, matmul, other_compute,
-    aicpu, memcpy, communication or other (first match wins, in that order of specificity)."""
+    aicpu, memcpy, communication or other (first match wins, in that order of specificity).
+
+    Classified once per distinct (label, name, core type, category): a trace has millions of
+    tasks and a few hundred kernels, and the name patterns are regexes."""
     ops = profile.tables["device_ops"]
     label = (ops["op_type"].fillna(ops["name"]) if "op_type" in ops else ops["name"])
-    text = (label.fillna("") + " " + ops["name"].fillna("")).astype(str)
-    core = ops["core_type"].fillna("").astype(str).str.upper()
-    category = ops["category"].fillna("other").astype(str)
+    keys = pd.DataFrame({"label": label, "name": ops["name"], "core": ops["core_type"],
+                         "category": ops["category"]})
+    codes = keys.groupby(list(keys), dropna=False, sort=False).ngroup().to_numpy()
+    classes = _classes(keys.drop_duplicates())
+    profile.tables["device_ops"] = ops.assign(compute_class=pd.array(classes[codes],
+                                                                     dtype="string"))
+
+
+def _classes(keys: pd.DataFrame) -> np.ndarray:
+    """The compute class of each row of (label, name, core, category)."""
+    text = (keys["label"].fillna("") + " " + keys["name"].fillna("")).astype(str)
+    core = keys["core"].fillna("").astype(str).str.upper()
+    category = keys["category"].fillna("other").astype(str)
     conditions = [
         category == "communication",
         category.isin(["memcpy", "memset"]),
@@ -94,8 +107,7 @@ def compute_classes(profile: Profile) -> None:
     ]
     choices = ["communication", "memcpy", "aicpu", "other", "flash_attention", "conv", "matmul",
                "cube", "vector"]
-    classes = np.select([c.to_numpy(bool) for c in conditions], choices, default="other_compute")
-    profile.tables["device_ops"] = ops.assign(compute_class=pd.array(classes, dtype="string"))
+    return np.select([c.to_numpy(bool) for c in conditions], choices, default="other_compute")
 
 
 def mark_first_in_step(profile: Profile) -> None:

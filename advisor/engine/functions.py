@@ -474,9 +474,12 @@ def matches(x: Any, pattern: str) -> Any:
     """
     regex = _regex(_text(pattern, "matches", "the pattern"))
     if isinstance(x, pd.Series):
-        strings = _strings(x)
-        hits = {s: regex.search(s[:MAX_SUBJECT]) is not None for s in strings.dropna().unique()}
-        return as_mask(strings.map(hits, na_action="ignore"))
+        codes, uniques = pd.factorize(_strings(x))  # each distinct text searched once
+        hits = np.array([regex.search(s[:MAX_SUBJECT]) is not None for s in uniques], dtype=bool)
+        mask = np.zeros(len(codes), dtype=bool)
+        found = codes >= 0  # missing values match nothing
+        mask[found] = hits[codes[found]]
+        return pd.Series(mask, index=x.index)
     return not is_missing(x) and regex.search(str(x)[:MAX_SUBJECT]) is not None
 
 
