@@ -109,9 +109,9 @@ class EventStream:
             return value
 
     def _batches(self, source: BinaryIO, raw: BinaryIO) -> Iterator[list[Any]]:
-        buf = self._read(source, raw)
+        buf = bytearray(self._read(source, raw))
         if buf.startswith(b"\xef\xbb\xbf"):
-            buf = buf[3:]
+            del buf[:3]
         start = len(buf) - len(buf.lstrip())
         while start >= len(buf):  # leading whitespace longer than a chunk
             more = self._read(source, raw)
@@ -131,10 +131,11 @@ class EventStream:
                 match = _EVENTS_KEY.search(buf)
             if match is None:
                 raise UnreadableInput(self.path, "no traceEvents array in this JSON object")
-            prefix, pos = buf[start:match.start()], match.end()
+            prefix, pos = bytes(buf[start:match.start()]), match.end()
             self.header = self._header_only(prefix)  # kept even if the file is cut later
         else:
             raise UnreadableInput(self.path, "not a JSON trace (expected '[' or '{')")
+        # From here buf[pos - 1] is the byte before the next event (`[`, `,` or a space).
         eof = False
         while True:
             target = pos + self.chunk_bytes
@@ -155,26 +156,41 @@ class EventStream:
                 self.progress.decoded(len(batch))
             yield batch
             del batch  # free it before the next slice is decoded
-            self.offset += cut
-            buf, pos = buf[cut:], 0
-        yield self._last_batch(prefix, buf[pos:])
+            self.offset += cut - 1
+            del buf[:cut - 1]  # cheap: a bytearray drops its head without moving the rest
+            pos = 1
+        with memoryview(buf) as view:
+            rest = bytes(view[pos:])
+        del buf
+        yield self._last_batch(prefix, rest)
 
-    def _leading_batch(self, buf: bytes, pos: int, target: int) -> tuple[list[Any] | None, int]:
+    def _leading_batch(self, buf: bytearray, pos: int, target: int
+                       ) -> tuple[list[Any] | None, int]:
         """Decode buf[pos:cut] at the first accepted boundary after `target`.
 
-        A boundary inside a string leaves that string unterminated, so only that error means
-        "try the next boundary"; any other error is corruption, reported with its offset.
+        The slice is decoded as `[` + events + `]` by writing the brackets over the bytes
+        around it (the byte before the first event, the one after the last), so it is copied
+        once rather than assembled. A boundary inside a string leaves that string unterminated,
+        so only that error means "try the next boundary"; any other error is corruption,
+        reported with its offset.
         """
+        buf[pos - 1] = 0x5B  # `[`
         for match in _BOUNDARY.finditer(buf, target):
             end = match.start() + 1
+            saved = buf[end]
+            buf[end] = 0x5D  # `]`
             try:
-                batch = self._decode(b"[" + buf[pos:end] + b"]", decode=self.decode)
+                with memoryview(buf) as view:
+                    data = bytes(view[pos - 1:end + 1])
+                batch = self._decode(data, decode=self.decode)
             except json.JSONDecodeError as exc:
                 if exc.msg.startswith("Unterminated string"):
                     continue
                 at = self.offset + pos + max(exc.pos - 1, 0)
                 raise UnreadableInput(self.path, f"invalid JSON at byte {at}: {exc.msg}") \
                     from None
+            finally:
+                buf[end] = saved
             return batch, match.end() - 1  # next batch starts at that `{`
         return None, pos
 
