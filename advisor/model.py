@@ -108,7 +108,8 @@ TABLES: dict[str, TableSpec] = {
             _c("kind", "string", "",
                "aten (framework operator), python, cann_api, runtime, launch (kernel launch), "
                "sync (stream/device/event synchronisation), compile (operator compilation), "
-               "dataloader, annotation, optimizer, memory", True),
+               "dataloader, annotation, optimizer, memory, cpu_kernel (an operator executed on "
+               "the host CPU, as MindSpore's CPU OP)", True),
             _c("level", "string", "", "API level (AscendCL, Runtime, Node, Model, ...)"),
             _c("start_us", "float64", US, "call start"),
             _c("duration_us", "float64", US, "call duration (or total time for aggregated rows)",

@@ -13,7 +13,8 @@ A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) fo
   ratios); `step_trace_time.csv` -> the step breakdown where the trace gives none;
   `op_statistic.csv` -> op_stats; `api_statistic.csv` -> host_ops when the trace has no CANN
   calls; `communication.json` / `communication_matrix.json` -> comm_ops; `memory_record.csv`
-  -> memory.
+  -> memory; MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt` (operators run on the
+  host CPU) -> host_ops of kind cpu_kernel, unless the trace has them as its `CPU OP` process.
 
 trace_view.json is decoded in batches (`advisor.stream.EventStream`); of each event only the
 fields the tables need are kept, as columns, so memory follows those columns, not the file. A
@@ -27,7 +28,8 @@ rows but loses its start times, with a warning. When the folder has no usable
 ASCEND_PROFILER_OUTPUT but a CANN export, the export is read by the msprof reader.
 
 Not read: the `.db` files, operator_details.csv, operator_memory.csv, npu_module_mem.csv and
-MindSpore's `FRAMEWORK/` raw data (no documented text layout).
+the binary records of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in
+the trace).
 """
 
 from __future__ import annotations
@@ -292,7 +294,8 @@ _FRAMEWORK_PROCESSES = {"Python", "CPU", "MindSpore", "PyTorch"}
 _OTHER_CPU_PROCESSES = {"CANN", "CPU Usage", "Memory Usage", "OS Runtime API", "GC"}
 _OVERLAP_KINDS = {"Computing": "computing_us", "Communication": "communication_us",
                   "Communication(Not Overlapped)": "comm_not_overlapped_us", "Free": "free_us"}
-_ROLES = ("framework", "cann", "hardware", "comm", "overlap")
+_ROLES = ("framework", "cann", "hardware", "comm", "overlap", "cpu_ops")
+_CPU_OP_PROCESS = "CPU OP"  # MindSpore's operators run on the host CPU
 
 
 def _role(process: str, labels: str) -> str | None:
@@ -304,6 +307,8 @@ def _role(process: str, labels: str) -> str | None:
         return "hardware"
     if process == "CANN":
         return "cann"
+    if process == _CPU_OP_PROCESS:
+        return "cpu_ops"
     if process in _FRAMEWORK_PROCESSES or (labels == "CPU" and process
                                            and process not in _OTHER_CPU_PROCESSES):
         return "framework"
@@ -595,6 +600,8 @@ class _TraceColumns:
                 _framework_tables(out, rows)
             elif name == "cann":
                 out.host_ops.append(_cann_ops(rows))
+            elif name == "cpu_ops":
+                out.host_ops.append(_cpu_kernels(rows))
             elif name == "hardware":
                 out.device_ops = _hardware_ops(rows)
             elif name == "comm":
@@ -676,6 +683,12 @@ def _framework_tables(out: _TraceTables, rows: _Rows) -> None:
                           "start_us": ts, "duration_us": dur,
                           "thread": rows.tid_numbers()})
     out.host_ops.append(frame[~is_step].reset_index(drop=True))
+
+
+def _cpu_kernels(rows: _Rows) -> pd.DataFrame:
+    return pd.DataFrame({"name": rows.text("name").to_pandas(), "kind": CPU_KERNEL,
+                         "start_us": rows.ts, "duration_us": rows.dur,
+                         "thread": rows.tid_numbers()})
 
 
 def _cann_ops(rows: _Rows) -> pd.DataFrame:
@@ -851,6 +864,67 @@ def read_kernel_details(path: Path, rel: str, clock: _Clock, warn: WarnFn
     if device is not None and device.notna().any():
         ops.attrs["device_id"] = str(device.dropna().iloc[0])
     return ops
+
+
+CPU_KERNEL = "cpu_kernel"
+_CPU_OP_FILE = re.compile(r"^cpu_op_execute_timestamp_(\d+)\.txt$")
+_NS_PER_US, _US_PER_MS = 1000, 1000.0
+
+
+def read_cpu_op_timestamps(path: Path, rel: str, clock: _Clock, warn: WarnFn
+                           ) -> pd.DataFrame | None:
+    """host_ops (kind cpu_kernel) from MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt`.
+
+    Each line is `full op name;op type;start,duration,thread [start,duration,thread ...]`, one
+    `start,duration,thread` per execution, start in ns since the epoch and duration in ms (as
+    MindSpore's own timeline conversion reads it). Lines or executions that do not parse are
+    counted and reported once, with the first one's line number.
+    """
+    names: list[str] = []
+    whole: list[float] = []
+    frac: list[float] = []
+    durations: list[float] = []
+    threads: list[float] = []
+    bad, first_bad = 0, None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                fields = line.strip().split(";")
+                if fields == [""]:
+                    continue
+                runs = fields[-1].split() if len(fields) >= 3 else []
+                if not runs:
+                    bad, first_bad = bad + 1, first_bad or number
+                    continue
+                for run in runs:
+                    parts = run.split(",")
+                    try:
+                        start_ns, duration_ms = int(parts[0]), float(parts[1])
+                        thread = float(parts[2]) if len(parts) > 2 else np.nan
+                    except (ValueError, IndexError):
+                        bad, first_bad = bad + 1, first_bad or number
+                        continue
+                    if len(parts) > 3 or not np.isfinite(duration_ms) or duration_ms < 0:
+                        bad, first_bad = bad + 1, first_bad or number
+                        continue
+                    names.append(fields[0])
+                    whole.append(float(start_ns // _NS_PER_US))
+                    frac.append((start_ns % _NS_PER_US) / _NS_PER_US)
+                    durations.append(duration_ms * _US_PER_MS)
+                    threads.append(thread)
+    except OSError as exc:
+        warn(rel, f"cannot read file: {exc.strerror or exc}")
+        return None
+    if bad:
+        warn(rel, f"{bad} CPU operator executions not in the form start_ns,duration_ms,thread "
+                  f"ignored (first on line {first_bad})")
+    if not names:
+        if not bad:
+            warn(rel, "no CPU operator executions")
+        return None
+    return pd.DataFrame({"name": names, "kind": CPU_KERNEL,
+                         "start_us": clock.from_parts(np.array(whole), np.array(frac)),
+                         "duration_us": durations, "thread": threads})
 
 
 _STEP_TRACE_COLUMNS = {"Computing": "computing_us", "Communication": "communication_us",
@@ -1211,6 +1285,23 @@ class _FolderReader:
             self._read(path)
         return trace
 
+    def _read_cpu_kernels(self) -> list[pd.DataFrame]:
+        """MindSpore's host CPU operators from FRAMEWORK/, when the trace does not have them."""
+        framework = self.root / "FRAMEWORK"
+        paths = sorted(p for p in framework.glob("cpu_op_execute_timestamp_*.txt")
+                       if _CPU_OP_FILE.match(p.name) and p.is_file()) if framework.is_dir() else []
+        if self.profile.meta.rank is not None:
+            own = [p for p in paths if _CPU_OP_FILE.match(p.name).group(1)
+                   == str(self.profile.meta.rank)]
+            paths = own or paths
+        frames = []
+        for path in paths[:1]:
+            frame = read_cpu_op_timestamps(path, self.rel(path), self.clock, self.warn)
+            if frame is not None:
+                frames.append(frame)
+                self._read(path)
+        return frames
+
     # -- CSV files ----------------------------------------------------------------------------
 
     def _read_csv_file(self, name: str, parse: Callable[[Path, str], pd.DataFrame | None]
@@ -1284,6 +1375,8 @@ class _FolderReader:
 
     def _build_host_ops(self, trace: _TraceTables) -> None:
         parts = [p for p in trace.host_ops if not p.empty]
+        if not any((p["kind"] == CPU_KERNEL).any() for p in parts):
+            parts += self._read_cpu_kernels()
         has_cann = any("level" in p for p in parts)
         if not has_cann and (path := self._file("api_statistic.csv")) is not None:
             frame = read_csv_table("api_statistic", path, self.rel(path), self.warn)

@@ -492,6 +492,63 @@ def test_synthetic_mindspore_folder(tmp_path: Path) -> None:
     assert memory["time_us"].tolist() == pytest.approx(expected, abs=1e-6)
 
 
+# MindSpore's host CPU operators: `full name;type;start_ns,duration_ms,thread ...` per line, as
+# MindSpore's FrameworkParser / CpuOpTimelineCreator read FRAMEWORK/cpu_op_execute_timestamp_*.txt.
+CPU_OP_LINES = (
+    "Default/network-TrainOneStepCell/Add-op1;Add;1736413971558976500,0.0125,7 "
+    "1736413971558990000,0.002,7\n"
+    "\n"
+    "Default/Cast-op2;Cast;1736413971558980250,0.5,8\n"
+    "Default/broken;Broken;notanumber,1,7 1736413971558981000,-1,7\n"
+    "only;two fields\n"
+)
+
+
+def test_mindspore_cpu_operators_from_framework_folder(tmp_path: Path) -> None:
+    folder = rank_folder(tmp_path, "rank-0_20250101_ascend_ms", kernel_details__csv=A2_KERNELS)
+    (folder / "FRAMEWORK").mkdir()
+    (folder / "FRAMEWORK" / "cpu_op_execute_timestamp_0.txt").write_text(CPU_OP_LINES)
+    profile = read_one(folder)
+    host = profile.tables["host_ops"]
+    cpu = host[host["kind"] == "cpu_kernel"]
+    assert cpu["name"].tolist() == ["Default/network-TrainOneStepCell/Add-op1"] * 2 + [
+        "Default/Cast-op2"]
+    assert cpu["duration_us"].tolist() == pytest.approx([12.5, 2.0, 500.0])
+    assert cpu["thread"].tolist() == [7, 7, 8]
+    # ns since the epoch, on the profile's clock: time 0 is the earliest kernel start
+    origin = min(Decimal(r["Start Time(us)"].strip()) for r in kernel_rows(A2_KERNELS))
+    assert profile.tables["device_ops"]["start_us"].min() == 0.0
+    expected = [float(Decimal(ns) / 1000 - origin) for ns in (
+        1736413971558976500, 1736413971558990000, 1736413971558980250)]
+    assert cpu["start_us"].tolist() == pytest.approx(expected, abs=1e-6)
+    assert problems(profile) == [("cpu_op_execute_timestamp_0.txt",
+                                  "3 CPU operator executions not in the form "
+                                  "start_ns,duration_ms,thread ignored (first on line 4)")]
+    assert "FRAMEWORK/cpu_op_execute_timestamp_0.txt" in profile.meta.files_read
+    assert_contract(profile)
+
+
+def test_cpu_operators_in_the_trace_are_not_read_twice(tmp_path: Path) -> None:
+    """MindSpore merges the same operators into trace_view.json as the `CPU OP` process."""
+    events = synthetic_comm_trace()
+    events += [{"ph": "M", "pid": 9000, "tid": 0, "name": "process_name",
+                "args": {"name": "CPU OP"}},
+               {"ph": "M", "pid": 9000, "tid": 0, "name": "process_labels",
+                "args": {"labels": "CPU"}},
+               {"ph": "X", "pid": 9000, "tid": 3, "name": "Default/Cast-op2",
+                "ts": events[-1]["ts"], "dur": 4.5, "args": {"type": "Cast"}}]
+    folder = rank_folder(tmp_path, "rank-0_20250101_ascend_ms",
+                         trace_view__json=json.dumps(events))
+    (folder / "FRAMEWORK").mkdir()
+    (folder / "FRAMEWORK" / "cpu_op_execute_timestamp_0.txt").write_text(CPU_OP_LINES)
+    profile = read_one(folder)
+    host = profile.tables["host_ops"]
+    cpu = host[host["kind"] == "cpu_kernel"]
+    assert cpu[["name", "duration_us", "thread"]].values.tolist() == [
+        ["Default/Cast-op2", 4.5, 3]]
+    assert not any("FRAMEWORK" in f for f in profile.meta.files_read)
+
+
 def test_reading_the_output_folder_itself(tmp_path: Path) -> None:
     folder = rank_folder(tmp_path, trace_view__json=TRACE)
     (folder / "profiler_info_5.json").write_text("{}")
