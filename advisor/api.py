@@ -26,6 +26,7 @@ from advisor.locate import Claim, locate
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost, PluginInfo
 from advisor.render.json_report import build_report
+from advisor.tuning_loop import files_read, neighbour_results, tuning_loop
 
 
 @dataclass
@@ -72,6 +73,40 @@ class AnalysisResult:
     def tune_ops(self) -> list[str]:
         """Operator names the findings point at, for AOE's --tune_ops_file."""
         return list(dict.fromkeys(op for f in self.findings for op in f.tune_ops))
+
+
+def read_neighbour_tuning(paths: Sequence[Path], profiles: Sequence[Profile], host: PluginHost,
+                          result: AnalysisResult) -> list[Profile]:
+    """AOE results next to the profiles read (their folder or the one above), not yet read.
+
+    Only looked for when a profile other than AOE results was read: the results are there to
+    close the tuning loop of that profile.
+    """
+    if all("tuning" in p.tables for p in profiles):
+        return []
+    read = [*paths, *(f for p in profiles if "tuning" in p.tables
+                      for f in files_read(p.meta.path, p.meta.files_read))]
+    neighbours = AnalysisResult()
+    found = read_inputs(neighbour_results(paths, read), host, neighbours, jobs=1)
+    # Files the user did not name cannot fail the run: their problems are the profiles' warnings.
+    for error in neighbours.input_errors:
+        for profile in profiles:
+            profile.warn(getattr(error, "path", ""), getattr(error, "problem", str(error)))
+    result.plugin_problems += neighbours.plugin_problems
+    return found
+
+
+def attach_tuning_loop(analyses: Sequence[ProfileAnalysis]) -> None:
+    """Add to each profile's report what AOE did with the operators advised for it."""
+    aoe = [a.profile for a in analyses if "tuning" in a.tables]
+    if not aoe:
+        return
+    tuning = pd.concat([p.tables["tuning"] for p in aoe], ignore_index=True)
+    sources = [str(f) for p in aoe for f in files_read(p.meta.path, p.meta.files_read)]
+    for analysis in analyses:
+        if "tuning" not in analysis.tables:
+            advised = list(dict.fromkeys(op for f in analysis.findings for op in f.tune_ops))
+            analysis.report["tuning_loop"] = tuning_loop(advised, tuning, sources)
 
 
 def parse_overrides(assignments: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -205,6 +240,7 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
     providers = host.metrics()
     needs = [n for r in selected for n in r.needs()]
     profiles = read_inputs([Path(p) for p in paths], host, result, jobs)
+    profiles += read_neighbour_tuning([Path(p) for p in paths], profiles, host, result)
     per_profile = [r for r in selected if not r.needs_ranks]
     for profile in profiles:
         derive(profile, [*needs, "steps.computing_us", "op_stats", "device_ops.compute_class",
@@ -212,6 +248,7 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
         evaluation = evaluate(profile, per_profile, functions=functions, overrides=overrides)
         result.analyses.append(ProfileAnalysis(
             profile, evaluation, build_report(profile, evaluation, per_profile)))
+    attach_tuning_loop(result.analyses)
     cluster = build_cluster(profiles)
     cross_rank = [r for r in selected if r.needs_ranks]
     if cluster is not None and cross_rank:

@@ -1,4 +1,4 @@
-"""Command line: `advisor run`, `rules list|show|validate`, `plugins list`, `inspect`.
+"""Command line: `advisor run`, `top`, `rules list|show|validate`, `plugins list`, `inspect`.
 
 Exit codes: 0 ok; 1 a finding at or above --fail-on; 2 usage error (bad option, bad rule file
 given with --rules, output inside the input); 3 an input could not be read; 4 internal error.
@@ -80,7 +80,7 @@ def _report_names(result: AnalysisResult) -> list[str]:
         meta = analysis.profile.meta
         key = meta.device_id if meta.device_id is not None else (
             str(meta.rank) if meta.rank is not None else
-            "cluster" if meta.source_format == "cluster" else Path(meta.path).name)
+            "cluster" if meta.source_format == "cluster" else _stem(Path(meta.path)))
         name = f"prof_rule_{_safe_label(key)}.json"
         n = 2
         while name in names:
@@ -88,6 +88,17 @@ def _report_names(result: AnalysisResult) -> list[str]:
             n += 1
         names.append(name)
     return names
+
+
+def _stem(path: Path) -> str:
+    """A file's name without its profile extensions (`x.pt.trace.json.gz` -> `x`); a folder's
+    name as it is."""
+    name = path.name
+    if path.is_dir():
+        return name
+    for suffix in (".gz", ".json", ".trace", ".pt", ".chrome_timeline", ".csv", ".txt"):
+        name = name.removesuffix(suffix)
+    return name or path.name
 
 
 def _formats(value: str) -> list[str]:
@@ -371,3 +382,90 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
         return EXIT_OK
     _guard(debug, body)
 
+
+
+@main.command("top")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-k", "--top", "top_k", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Rows to show (0: all).")
+@click.option("--aggregate", type=click.Choice(["sum", "mean", "max", "min"]), default=None,
+              help="Group operators by op_type; time_us becomes this aggregate of their times.")
+@click.option("--order-by", default="time_us", show_default=True,
+              help="Output column to sort by (time_us, total_us, count, gflops, gbps, ...).")
+@click.option("--ascending", is_flag=True, help="Sort ascending (default: descending).")
+@click.option("--min-time", type=float, default=None,
+              help="Only operators taking at least this many µs (each execution).")
+@click.option("--max-time", type=float, default=None,
+              help="Only operators taking at most this many µs (each execution).")
+@click.option("--type", "types", multiple=True,
+              help="Only op types matching this regular expression (searched anywhere, so a "
+                   "plain word is a substring match; repeatable).")
+@click.option("--name", default=None,
+              help="Only operators whose name matches this regular expression (searched "
+                   "anywhere).")
+@click.option("--format", "fmt", type=click.Choice(["text", "csv", "json"]), default="text",
+              show_default=True, help="Output format.")
+@debug_option
+def top_command(paths: tuple[Path, ...], top_k: int, aggregate: str | None, order_by: str,
+                ascending: bool, min_time: float | None, max_time: float | None,
+                types: tuple[str, ...], name: str | None, fmt: str, debug: bool) -> None:
+    """Rank the slowest operators of any profile advisor reads.
+
+    Uses device_ops (one row per execution) or, when a profile has none, op_stats. GFLOPS
+    and GB/s appear where the profile knows operators' FLO and bytes (MegEngine static graph).
+
+    \b
+    Example:
+      advisor top profiling.json -k 5
+      advisor top PROF_000001 --aggregate sum --order-by total_us
+      advisor top trace.pt.trace.json.gz --type 'gemm|conv' --min-time 100 --format csv
+    """
+    from advisor.top import TopOptions
+
+    opts = TopOptions(top=top_k, aggregate=aggregate, order_by=order_by, ascending=ascending,
+                      min_time_us=min_time, max_time_us=max_time, types=types, name=name)
+    _guard(debug, _top, paths, opts, fmt)
+
+
+def _top(paths: Sequence[Path], opts: Any, fmt: str) -> int:
+    from advisor.api import read_inputs
+    from advisor.top import TopError, format_table, operator_rows, rank_operators
+
+    result = AnalysisResult()
+    profiles = read_inputs(list(paths), PluginHost(), result)
+    for error in result.input_errors:
+        _err(str(error))
+    if not profiles:
+        raise Failure("no profile could be read", EXIT_UNREADABLE)
+    ranked, problems = [], []
+    for profile in profiles:
+        for warning in profile.warnings:
+            _err(f"warning: {warning}")
+        try:
+            ranked.append((profile, operator_rows(profile)[1], rank_operators(profile, opts)))
+        except TopError as exc:
+            if "no operator times" not in str(exc):
+                raise  # a bad option: the same for every profile
+            problems.append(str(exc))
+    if not ranked:
+        raise Failure(problems[0], EXIT_USAGE)
+    for problem in problems:
+        _err(problem)
+    if fmt == "json":
+        click.echo(json.dumps({"profiles": [
+            {"profile": p.label, "path": p.meta.path, "source_table": table,
+             "rows": json.loads(frame.to_json(orient="records"))}
+            for p, table, frame in ranked]}, indent=2, ensure_ascii=False))
+    elif fmt == "csv":
+        import pandas as pd
+
+        frames = [frame.assign(profile=p.label)[["profile", *frame.columns]]
+                  for p, _, frame in ranked]
+        click.echo(pd.concat(frames, ignore_index=True).to_csv(index=False), nl=False)
+    else:
+        for profile, table, frame in ranked:
+            click.echo(f"{profile.label} ({profile.meta.source_format}, {table}, "
+                       f"{profile.meta.path}): {len(frame)} row(s)")
+            click.echo(format_table(frame))
+            click.echo("")
+    return EXIT_OK

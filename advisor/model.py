@@ -96,6 +96,9 @@ TABLES: dict[str, TableSpec] = {
                "HtoD, DtoH, DtoD, PtoP for copies; with host memory pageable or pinned"),
             _c("host_memory", "string", "", "pageable or pinned, for host<->device copies"),
             _c("bytes", "float64", "bytes", "bytes moved (copies, communication)"),
+            _c("flops", "float64", "FLO",
+               "floating-point operations the task performs (a count, not a rate), where the "
+               "profiler computes them (MegEngine opr_footprint 'computation')"),
             _c("op_state", "string", "", "static or dynamic (shape), where recorded"),
             _c("aicore_time_us", "float64", US, "PMU: AI Core busy time"),
             _c("vec_ratio", "float64", "ratio", "PMU: vector unit busy ratio"),
@@ -150,6 +153,9 @@ TABLES: dict[str, TableSpec] = {
             _c("capacity", "float64", "items", "queue capacity"),
             _c("empty", "bool", "", "size == 0"),
             _c("time_us", "float64", US, "sample time"),
+            _c("wait_us", "float64", US,
+               "time the consumer waited for an item at this sample (MindSpore GetNext "
+               "dequeue wait)"),
         )),
         TableSpec("pipeline_ops", "data-pipeline operator", (
             _c("op_id", "int64", "", "operator id", True),
@@ -157,6 +163,18 @@ TABLES: dict[str, TableSpec] = {
             _c("workers", "Int64", "", "num_parallel_workers"),
             _c("queue_usage", "float64", "ratio", "mean output-queue usage (0..1)"),
             _c("parent", "Int64", "", "parent operator id"),
+            _c("children", "Int64", "",
+               "number of child operators feeding it (0 for a dataset source)"),
+            _c("input_queue_usage", "float64", "ratio",
+               "mean usage of its input queues (the children's output queues); missing for "
+               "a source"),
+            _c("queue_capacity", "float64", "items", "output-queue capacity"),
+            _c("queue_empty_ratio", "float64", "ratio",
+               "share of output-queue samples that found the queue empty (0..1)"),
+            _c("cpu_pct", "float64", "%",
+               "mean CPU utilisation of the operator's threads (user + sys) over the CPU "
+               "samples, as MindSpore's minddata analyser sums it; divide by workers for the "
+               "per-worker figure"),
         )),
         TableSpec("memory", "allocator sample", (
             _c("time_us", "float64", US, "sample time", True),
@@ -175,17 +193,47 @@ TABLES: dict[str, TableSpec] = {
                "mean communication not hidden by compute per step"),
             _c("free_us", "float64", US, "mean device idle time per step"),
         )),
-        TableSpec("tuning", "AOE-tuned operator or subgraph", (
-            _c("kind", "string", "", "op or subgraph", True),
-            _c("name", "string", "", "operator or subgraph name", True),
-            _c("op_type", "string", "", "operator type"),
-            _c("mode", "string", "", "Format, Schedule, Impl, SGAT"),
+        TableSpec("tuning", "AOE-tuned operator or subgraph, or one AOE tuning task", (
+            _c("kind", "string", "",
+               "op, subgraph, or task (one row per AOE tuning task: its outcome, the model "
+               "times before/after where AOE measured them, and its repository counts)", True),
+            _c("name", "string", "",
+               "operator name, subgraph repo_key, or task name (tuning_name)", True),
+            _c("op_type", "string", "", "operator type (several joined with ',')"),
+            _c("mode", "string", "", "Format, Schedule, Impl, SGAT; OPAT or SGAT for a task"),
             _c("before_us", "float64", US, "time before tuning"),
             _c("after_us", "float64", US, "time after tuning"),
-            _c("improvement_pct", "float64", "%", "improvement reported by AOE"),
+            _c("improvement_pct", "float64", "%",
+               "improvement reported by AOE: (before / after - 1) x 100"),
             _c("update_mode", "string", "", "add, update, ..."),
-            _c("status", "string", "", "improved, regressed, failed, incomplete", True),
+            _c("status", "string", "",
+               "improved, regressed, failed, incomplete; completed for a task that finished "
+               "without model-level times", True),
             _c("task", "string", "", "AOE task (report key)"),
+            _c("repo_total", "Int64", "",
+               "task rows: tuning strategies tuned (repo_summary total_num)"),
+            _c("repo_unsatisfied", "Int64", "",
+               "task rows: strategies neither in the repository before nor written after "
+               "(repo_summary repo_unsatisfied_num)"),
+        )),
+        TableSpec("cpu_usage", "host CPU utilisation sample of one scope (whole host, training "
+                               "process or one data-pipeline operator)", (
+            _c("scope", "string", "",
+               "system (the whole host), process (the training process) or pipeline_op (the "
+               "threads of one data-pipeline operator)", True),
+            _c("sample", "Int64", "", "sample number, from 0 in sampling order"),
+            _c("op_id", "Int64", "", "pipeline operator id (scope pipeline_op)"),
+            _c("op_type", "string", "", "pipeline operator type (scope pipeline_op)"),
+            _c("workers", "Int64", "", "num_parallel_workers of the operator"),
+            _c("user_pct", "float64", "%", "CPU time in user mode", True),
+            _c("sys_pct", "float64", "%", "CPU time in kernel (system) mode"),
+            _c("io_pct", "float64", "%", "CPU time waiting for I/O (scope system)"),
+            _c("idle_pct", "float64", "%", "idle CPU time (scope system)"),
+            _c("runnable", "float64", "processes",
+               "processes running or ready to run (scope system)"),
+            _c("context_switches", "float64", "switches",
+               "context switches the profiler counted for the sample (scope system)"),
+            _c("cpus", "Int64", "", "logical CPUs of the host"),
         )),
     )
 }

@@ -132,6 +132,8 @@ class KinetoReader:
             return False
         if name.endswith((".pt.trace.json", ".pt.trace.json.gz")):
             return True
+        if name.endswith(".chrome_timeline.json"):
+            return False  # MegEngine's profiler timeline (read by the megengine reader)
         head = _head(path)
         if not head.lstrip(b" \t\r\n\xef\xbb\xbf").startswith(b"{"):
             return False  # Ascend trace_view.json and msprof timelines are bare lists

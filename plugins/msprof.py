@@ -7,6 +7,11 @@ Sources, in priority order for each device:
 3. raw-export timelines, `device_N/timeline/{step_trace,task_time,hccl,msprof}_*.json`, with
    `msprof_*.json` used only for the tables the specific files do not give.
 
+Summary CSVs read: op_summary (else task_time), step_trace, op_statistic, api_statistic, and the
+data queues of TensorFlow/data-sink runs (formats.md §4.3): `aicpu_mi` (the device queue GetNext
+reads: size per read, read time as the wait) and `dp` (the host's cached buffer of prepared
+batches) -> queues rows `device` and `host`, numbered per device in file order.
+
 All times are microseconds. Each profile is rebased to its earliest timestamp by a float64
 subtraction after parsing: float64 keeps ~1e-5 µs at the ~1e11 µs of msprof's monotonic clock
 and 0.25 µs at the ~1.7e15 µs of wall-clock (epoch) stamps in CANN 8.x CSVs. Durations always
@@ -44,7 +49,7 @@ READER = "msprof"
 MERGED_DIR = "mindstudio_profiler_output"
 EXPORT_HINT = "run `msprof --export=on --output=<path>` first"
 TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
-                "host_ops": ("start_us",), "comm_ops": ("start_us",)}
+                "host_ops": ("start_us",), "comm_ops": ("start_us",), "queues": ("time_us",)}
 DEVICE_COLUMN = "_device"  # device id of a merged-summary row, dropped by `conform`
 
 
@@ -496,6 +501,32 @@ def _host_ops_from_api_statistic(csv: SummaryCsv) -> pd.DataFrame:
     return frame.assign(kind="cann_api")
 
 
+def _sample_numbers(csv: SummaryCsv) -> pd.Series:
+    """1, 2, ... per device in file order: a merged CSV interleaves the rows of devices."""
+    devices = csv.text("Device_id")
+    key = devices.fillna("") if devices is not None else pd.Series("", index=csv.df.index)
+    return key.groupby(key).cumcount() + 1
+
+
+def _queues_from_aicpu_mi(csv: SummaryCsv) -> pd.DataFrame:
+    """Data-preparation queue read by GetNext on the device (data sink with AI CPU): one row
+    per read, as MindSpore's `minddata_aicpu` samples, so DATA-002/004 apply."""
+    start = csv.number("Start Time(us)")
+    size = csv.number("Queue Size")
+    return _frame({"queue": pd.Series("device", index=csv.df.index),
+                   "step": _sample_numbers(csv), "size": size, "empty": size == 0,
+                   "time_us": start, "wait_us": csv.number("End Time(us)") - start})
+
+
+def _queues_from_dp(csv: SummaryCsv) -> pd.DataFrame:
+    """TensorFlow data-preprocess offload: the host's cached buffer of prepared batches, one
+    sample per event; an empty buffer means the host pipeline had nothing ready (DATA-001)."""
+    size = csv.number("Cached Buffer Size")
+    return _frame({"queue": pd.Series("host", index=csv.df.index),
+                   "step": _sample_numbers(csv), "size": size, "empty": size == 0,
+                   "time_us": csv.number("Timestamp(us)")})
+
+
 @dataclass(frozen=True)
 class _CsvKind:
     table: str
@@ -515,6 +546,9 @@ _CSV_TABLES: dict[str, _CsvKind] = {
                                           "Ratio(%)"), _op_stats_from_op_statistic),
     "api_statistic": _CsvKind("host_ops", ("API Name", "Time(us)"),
                               _host_ops_from_api_statistic),
+    "aicpu_mi": _CsvKind("queues", ("Start Time(us)", "End Time(us)", "Queue Size"),
+                         _queues_from_aicpu_mi),
+    "dp": _CsvKind("queues", ("Timestamp(us)", "Cached Buffer Size"), _queues_from_dp),
 }
 
 

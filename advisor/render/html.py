@@ -119,6 +119,21 @@ def _profile_view(index: int, report: dict) -> dict[str, Any]:
         "not_applicable": sorted(report["not_applicable"], key=lambda r: r["rule_id"]),
         "warnings": [_warning_view(w) for w in report["warnings"]],
         "rule_errors": report["rule_errors"],
+        "tuning_loop": _tuning_loop_view(report.get("tuning_loop")),
+    }
+
+
+def _tuning_loop_view(loop: dict | None) -> dict[str, Any] | None:
+    """The advised operators with what AOE did to them, times formatted for the table."""
+    if loop is None:
+        return None
+    return {
+        "summary": loop["summary"],
+        "sources": loop["sources"],
+        "tuned": [{**r, "before": fmt_us(r["before_us"]), "after": fmt_us(r["after_us"]),
+                   "improvement": MISSING if r["improvement_pct"] is None
+                   else f"{r['improvement_pct']:.2f}%"} for r in loop["tuned"]],
+        "not_tuned": loop["not_tuned"],
     }
 
 

@@ -64,6 +64,8 @@ def _profile_lines(report: dict, width: int, color: bool, max_findings: int) -> 
         lines.append(INDENT + _style("No problems found", color, fg="green"))
     for _, f in findings[:max_findings]:
         lines.extend(_finding_lines(f, width, color))
+    if "tuning_loop" in report:
+        lines.extend(_wrap(_tuning_line(report["tuning_loop"]["summary"]), width, INDENT))
     hidden = len(findings) - max_findings
     notes = [(hidden, "more finding{s}")] if hidden > 0 else []
     notes += [
@@ -75,6 +77,15 @@ def _profile_lines(report: dict, width: int, color: bool, max_findings: int) -> 
         if count:
             lines.extend(_wrap(f"{count} {what.format(s=_s(count))} {DETAILS_HINT}", width, INDENT))
     return lines
+
+
+def _tuning_line(summary: dict) -> str:
+    """One line closing the AOE loop; the per-operator table is in the HTML/JSON reports."""
+    results = ", ".join(f"{summary[s]} {s}" for s in ("improved", "regressed", "failed",
+                                                      "incomplete") if summary[s])
+    return (f"AOE: {summary['tuned']} of {summary['advised']} advised operator"
+            f"{_s(summary['advised'])} tuned" + (f" ({results})" if results else "")
+            + f", {summary['not_tuned']} not tuned")
 
 
 def _finding_lines(f: dict, width: int, color: bool) -> list[str]:

@@ -1,0 +1,690 @@
+"""Reader for the old-layout MindSpore profiler folder (`<output>/profiler/`, MindSpore <= 2.2).
+
+Every file name ends in the device/rank number `N`; a folder holding files of several numbers
+gives one Profile per number. Files read (formats.md §3.1-3.2):
+
+- `step_trace_raw_{N}_detail_time.csv` -> steps. Times are Ascend system counts (10 ns); the
+  last row is MindSpore's average row (`step_num` `-` or `0`), never a step. MindSpore's step
+  runs from the previous step's end and includes the wait for data (`iteration_interval`);
+  as in msprof, a step here starts at its FP start, and the wait is its data_aug_bound_us.
+  The `stream_{s}_parallel_{k}` duration columns are the all-reduces of the step -> reduce_us.
+- `device_queue_profiling_{N}.txt` (sink mode), else `dataset_iterator_profiling_{N}.txt`:
+  lines `type extra batch value [timestamp]`; type 1 is the host queue (capacity `extra`,
+  size `value`) at batch `batch` -> queues rows `host`. Type 0 lines are stage times.
+- `minddata_aicpu_{N}.txt`: `GetNext_dequeue_wait start end size` (µs) -> queues rows
+  `device`, numbered in file order, with the dequeue wait.
+- `minddata_pipeline_raw_{N}.csv` -> pipeline_ops, with each operator's input-queue usage
+  (its children's output queues) and how often its own output queue was empty.
+- `output_timeline_data_{N}.txt` (AI Core tasks, ms) and `aicpu_intermediate_{N}.csv` (AI CPU
+  kernels, µs) -> device_ops, with op type, shapes and block dim from `framework_raw_{N}.csv`.
+  Without a timeline, `aicore_intermediate_{N}_detail.csv` gives one row per operator (its
+  total time, no start) and `aicore_intermediate_{N}_type.csv` gives op_stats.
+- `flops_{N}.txt` -> device_ops.flops by operator name: `FLOPs` (old header) or the sum of the
+  cube and vector `MFLOPs` columns, in millions. `flops_summary_{N}.json` (model FLOPs, FLOPS
+  and FLOPS utilisation against the AI Core peak) -> `meta.extra["flops_summary"]`.
+- `minddata_cpu_utilization_{N}.json` -> cpu_usage: one row per sample for the host
+  (`device_info`), the training process (`process_info`) and each pipeline operator
+  (`op_info`, op_id -1 is MindSpore's extra entry and is skipped as its analyser does); each
+  operator's mean user + sys utilisation -> pipeline_ops.cpu_pct.
+
+All absolute times (steps, GetNext samples, tasks) are on the device clock and are rebased to
+the earliest of them; CPU samples are numbered, not timed (their clock is the host's). Not
+read: flops_scope, memory, timeline JSON, HCCL and cluster files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from advisor.errors import UnreadableInput
+from advisor.hookspecs import hookimpl
+from advisor.io import read_csv_strings, to_numbers
+from advisor.model import Profile, ProfileMeta, conform
+
+READER = "mindspore_legacy"
+TICKS_PER_US = 100.0  # step_trace_raw: Ascend syscnt, 10 ns
+MS = 1000.0
+CLOCK_TOLERANCE_US = 60e6  # GetNext samples further than this from the steps: another clock
+
+_KINDS: dict[str, re.Pattern[str]] = {
+    kind: re.compile(pattern) for kind, pattern in (
+        ("step_trace", r"step_trace_raw_(\d+)_detail_time\.csv"),
+        ("device_queue", r"device_queue_profiling_(\d+)\.txt"),
+        ("dataset_iterator", r"dataset_iterator_profiling_(\d+)\.txt"),
+        ("getnext", r"minddata_aicpu_(\d+)\.txt"),
+        ("pipeline", r"minddata_pipeline_raw_(\d+)\.csv"),
+        ("timeline", r"output_timeline_data_(\d+)\.txt"),
+        ("aicpu", r"aicpu_intermediate_(\d+)\.csv"),
+        ("aicore_detail", r"aicore_intermediate_(\d+)_detail\.csv"),
+        ("aicore_type", r"aicore_intermediate_(\d+)_type\.csv"),
+        ("framework", r"framework_raw_(\d+)\.csv"),
+        ("cpu", r"minddata_cpu_utilization_(\d+)\.json"),
+        ("flops", r"flops_(\d+)\.txt"),
+        ("flops_summary", r"flops_summary_(\d+)\.json"),
+    )
+}
+# Files that alone make a folder a MindSpore profiler folder (framework_raw alone does not).
+_DETECTING = ("step_trace", "device_queue", "dataset_iterator", "getnext", "pipeline",
+              "aicore_type", "cpu")
+MFLO = 1e6  # flops_{N}.txt counts in millions (MindSpore docs: "FLOPs ... M (10^6)")
+_SYSTEM_METRICS = {"user_utilization": "user_pct", "sys_utilization": "sys_pct",
+                   "io_utilization": "io_pct", "idle_utilization": "idle_pct",
+                   "runable_processes": "runnable", "context_switch_count": "context_switches"}
+
+
+def _kind_of(name: str) -> tuple[str, int] | None:
+    for kind, pattern in _KINDS.items():
+        match = pattern.fullmatch(name)
+        if match:
+            return kind, int(match[1])
+    return None
+
+
+class MindSporeLegacyReader:
+    """Reads a MindSpore `profiler/` folder of the old layout (one Profile per rank)."""
+
+    name = READER
+    formats = ("MindSpore profiler folder, old layout (profiler/)",)
+
+    def detect(self, path: Path) -> bool:
+        """A folder holding step trace, data-queue, pipeline or AI Core files (names only)."""
+        path = Path(path)
+        if not path.is_dir():
+            return False
+        for child in path.iterdir():
+            kind = _kind_of(child.name)
+            if kind is not None and kind[0] in _DETECTING:
+                return True
+        return False
+
+    def read(self, path: Path) -> list[Profile]:
+        path = Path(path)
+        ranks: dict[int, dict[str, Path]] = {}
+        for child in sorted(path.iterdir()):
+            kind = _kind_of(child.name)
+            if kind is not None and child.is_file():
+                ranks.setdefault(kind[1], {})[kind[0]] = child
+        profiles = [p for rank in sorted(ranks) if (p := _RankReader(path, rank,
+                                                                       ranks[rank]).read())]
+        if not profiles:
+            raise UnreadableInput(path, "no readable MindSpore profiler data (step trace, data "
+                                        "queues, pipeline or AI Core operator files)")
+        return profiles
+
+
+@hookimpl
+def advisor_readers() -> list[MindSporeLegacyReader]:
+    return [MindSporeLegacyReader()]
+
+
+# ---------------------------------------------------------------------------------------------
+# One rank
+
+
+@dataclass
+class _RankReader:
+    folder: Path
+    rank: int
+    files: dict[str, Path]
+    profile: Profile = field(init=False)
+    # absolute device-clock µs columns, rebased together at the end
+    clocked: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        meta = ProfileMeta(READER, str(self.folder), framework="MindSpore", device_kind="NPU",
+                           device_id=str(self.rank), rank=self.rank)
+        self.profile = Profile(meta)
+
+    def warn(self, file: str | Path, problem: str, *, line: int | None = None,
+             column: str | None = None) -> None:
+        self.profile.warn(Path(file).name, problem, line=line, column=column, reader=READER)
+
+    def read(self) -> Profile | None:
+        readers: tuple[tuple[str, Callable[[Path], pd.DataFrame | None], str,
+                             tuple[str, ...]], ...] = (
+            ("step_trace", self._steps, "steps", ("start_us", "end_us")),
+            ("pipeline", self._pipeline, "pipeline_ops", ()),
+        )
+        for kind, read, table, clock in readers:
+            self._add(kind, read, table, clock)
+        self._queues()
+        self._device_ops()
+        self._flops()
+        self._cpu_usage()
+        if not self.profile.tables:
+            return None
+        self._rebase()
+        self.profile.tables = {name: conform(name, df)
+                               for name, df in self.profile.tables.items()}
+        return self.profile
+
+    def _add(self, kind: str, read: Callable[[Path], pd.DataFrame | None], table: str,
+             clock: tuple[str, ...]) -> None:
+        path = self.files.get(kind)
+        if path is None:
+            return
+        frame = read(path)
+        self.profile.meta.files_read.append(path.name)
+        if frame is not None and not frame.empty:
+            self.profile.tables[table] = frame
+            if clock:
+                self.clocked[table] = clock
+
+    def _csv(self, path: Path, required: tuple[str, ...]) -> tuple[dict[str, str],
+                                                                   pd.DataFrame] | None:
+        """String cells of a CSV with its required columns; None (warned) otherwise."""
+        try:
+            names, df = read_csv_strings(path, self.warn)
+        except UnreadableInput as exc:
+            self.warn(path, exc.problem)
+            return None
+        written = dict(zip(df.columns, names, strict=True))
+        missing = [c for c in required if c not in df.columns]
+        if missing:
+            self.warn(path, f"missing column {missing[0]!r}", column=missing[0])
+            return None
+        if df.empty:
+            self.warn(path, "no data rows (header only)")
+            return None
+        return written, df
+
+    def _numbers(self, path: Path, df: pd.DataFrame, column: str) -> pd.Series:
+        return to_numbers(df[column], file=path.name, column=column, warn=self.warn)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _steps(self, path: Path) -> pd.DataFrame | None:
+        required = ("step_num", "start_point", "end_point", "total", "iteration_interval")
+        read = self._csv(path, required)
+        if read is None:
+            return None
+        _, df = read
+        step_text = df["step_num"].str.strip()
+        keep = step_text.str.fullmatch(r"0*[1-9]\d*")
+        last = len(df) - 1
+        if step_text.iloc[last] in ("-", "0"):  # MindSpore's average row
+            keep.iloc[last] = False
+            bad = ~keep
+            bad.iloc[last] = False
+        else:
+            self.warn(path, "no average row at the end (file cut short?)", line=last + 2)
+            bad = ~keep
+        if bad.any():
+            first = int(np.argmax(bad.to_numpy()))
+            self.warn(path, f"{int(bad.sum())} rows without a step number skipped "
+                            f"(first: {step_text.iloc[first]!r})", line=first + 2,
+                      column="step_num")
+        df = df[keep.to_numpy()]
+        if df.empty:
+            self.warn(path, "no step rows (only the average row)")
+            return None
+
+        def ticks(column: str) -> pd.Series | None:
+            if column not in df.columns:
+                return None
+            return self._numbers(path, df, column) / TICKS_PER_US
+
+        reduces = [c for c in df.columns if re.fullmatch(r"stream_\d+_parallel_\d+", c)]
+        reduce_us = (pd.concat([ticks(c) for c in reduces], axis=1).sum(axis=1, min_count=1)
+                     if reduces else None)
+        interval = ticks("iteration_interval")
+        start = ticks("fp_point")
+        if start is None:
+            start = ticks("start_point") + interval
+        end = ticks("end_point")
+        columns: dict[str, Any] = {
+            "step": pd.to_numeric(df["step_num"]),
+            "start_us": start,
+            "end_us": end,
+            "duration_us": end - start,
+            "fp_bp_us": ticks("fp_and_bp"),
+            "grad_refresh_us": ticks("tail"),
+            "data_aug_bound_us": interval,
+            "reduce_us": reduce_us,
+        }
+        frame = pd.DataFrame({k: v for k, v in columns.items() if v is not None})
+        zero = frame["start_us"].fillna(0) <= 0
+        if zero.any():
+            self.warn(path, f"{int(zero.sum())} steps without a start point skipped")
+            frame = frame[~zero.to_numpy()]
+        return frame.reset_index(drop=True)
+
+    # -- queues ----------------------------------------------------------------------------
+
+    def _queues(self) -> None:
+        parts = []
+        host_path = self.files.get("device_queue") or self.files.get("dataset_iterator")
+        if host_path is not None:
+            self.profile.meta.files_read.append(host_path.name)
+            host = self._host_queue(host_path)
+            if host is not None:
+                parts.append(host)
+        getnext_path = self.files.get("getnext")
+        if getnext_path is not None:
+            self.profile.meta.files_read.append(getnext_path.name)
+            device = self._device_queue(getnext_path)
+            if device is not None:
+                parts.append(device)
+        if parts:
+            frame = pd.concat(parts, ignore_index=True)
+            frame["empty"] = frame["size"] == 0
+            self.profile.tables["queues"] = frame
+            if frame["time_us"].notna().any():
+                self.clocked["queues"] = ("time_us",)
+
+    def _lines(self, path: Path) -> list[tuple[int, list[str]]] | None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self.warn(path, f"cannot read file: {getattr(exc, 'strerror', None) or exc}")
+            return None
+        lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1)
+                 if line.strip()]
+        if not lines:
+            self.warn(path, "empty file")
+            return None
+        return lines
+
+    def _report_bad(self, path: Path, bad: list[tuple[int, str]], expected: str) -> None:
+        if bad:
+            line, text = bad[0]
+            what = "line is" if len(bad) == 1 else "lines are"
+            self.warn(path, f"{len(bad)} {what} not '{expected}' and skipped "
+                            f"(first: {text[:60]!r})", line=line)
+
+    def _host_queue(self, path: Path) -> pd.DataFrame | None:
+        lines = self._lines(path)
+        if lines is None:
+            return None
+        rows, bad = [], []
+        for number, cells in lines:
+            values = _ints(cells[:4])
+            if len(cells) not in (4, 5) or values is None or values[0] not in (0, 1):
+                bad.append((number, " ".join(cells)))
+            elif values[0] == 1:  # connector size; type 0 lines are stage times
+                rows.append({"queue": "host", "step": values[2], "size": float(values[3]),
+                             "capacity": float(values[1]), "time_us": np.nan})
+        self._report_bad(path, bad, "type extra-info batch value [timestamp]")
+        if not rows:
+            if not bad:
+                self.warn(path, "no host-queue size lines (type 1)")
+            return None
+        return pd.DataFrame(rows)
+
+    def _device_queue(self, path: Path) -> pd.DataFrame | None:
+        lines = self._lines(path)
+        if lines is None:
+            return None
+        rows, bad = [], []
+        for number, cells in lines:
+            values = _ints(cells[1:4]) if len(cells) == 4 else None
+            if values is None or not cells[0].startswith("GetNext"):
+                bad.append((number, " ".join(cells)))
+                continue
+            start, end, size = values
+            rows.append({"queue": "device", "step": len(rows) + 1, "size": float(size),
+                         "time_us": float(start), "wait_us": float(end - start)})
+        self._report_bad(path, bad, "GetNext_dequeue_wait start end size")
+        return pd.DataFrame(rows) if rows else None
+
+    # -- data pipeline ---------------------------------------------------------------------
+
+    def _pipeline(self, path: Path) -> pd.DataFrame | None:
+        read = self._csv(path, ("op_id", "op_type", "output_queue_size", "parent_id"))
+        if read is None:
+            return None
+        _, df = read
+        ops = []
+        for index, row in df.iterrows():
+            op_id = _int(row["op_id"])
+            sizes = _int_list(row["output_queue_size"])
+            children = _int_list(row.get("children_id", ""))
+            if op_id is None or sizes is None or children is None:
+                self.warn(path, f"row {row['op_id']!r} {row['op_type']!r} has unreadable "
+                                "ids or queue sizes; skipped", line=int(index) + 2)
+                continue
+            capacity = _float(row.get("output_queue_length", ""))
+            usage = (float(np.mean(sizes)) / capacity if sizes and capacity else np.nan)
+            ops.append({"op_id": op_id, "op_type": row["op_type"],
+                        "workers": _int(row.get("num_workers", "")),
+                        "queue_usage": usage, "parent": _int(row["parent_id"]),
+                        "children": len(children), "child_ids": children,
+                        "queue_capacity": capacity,
+                        "queue_empty_ratio": (float(np.mean([s == 0 for s in sizes]))
+                                              if sizes else np.nan)})
+        if not ops:
+            return None
+        usage_of = {op["op_id"]: op["queue_usage"] for op in ops}
+        for op in ops:
+            inputs = [usage_of.get(c, np.nan) for c in op.pop("child_ids")]
+            inputs = [u for u in inputs if not np.isnan(u)]
+            op["input_queue_usage"] = float(np.mean(inputs)) if inputs else np.nan
+        return pd.DataFrame(ops)
+
+    # -- device operators ------------------------------------------------------------------
+
+    def _device_ops(self) -> None:
+        parts = []
+        for kind, read in (("timeline", self._aicore_tasks), ("aicpu", self._aicpu_kernels)):
+            path = self.files.get(kind)
+            if path is not None:
+                self.profile.meta.files_read.append(path.name)
+                frame = read(path)
+                if frame is not None:
+                    parts.append(frame)
+        timed = bool(parts)
+        if not timed and "aicore_detail" in self.files:
+            path = self.files["aicore_detail"]
+            self.profile.meta.files_read.append(path.name)
+            frame = self._aicore_totals(path)
+            if frame is not None:
+                parts.append(frame)
+        if not parts:
+            self._op_stats_from_types()
+            return
+        ops = pd.concat(parts, ignore_index=True)
+        ops = self._with_framework_info(ops)
+        ops["category"] = "compute"
+        self.profile.tables["device_ops"] = ops
+        if timed:
+            self.clocked["device_ops"] = ("start_us",)
+
+    def _aicore_tasks(self, path: Path) -> pd.DataFrame | None:
+        read = self._csv(path, ("op_name", "start_time(ms)", "duration(ms)"))
+        if read is None:
+            return None
+        _, df = read
+        frame = pd.DataFrame({
+            "name": df["op_name"],
+            "core_type": "AI_CORE",
+            "start_us": self._numbers(path, df, "start_time(ms)") * MS,
+            "duration_us": self._numbers(path, df, "duration(ms)") * MS,
+        })
+        if "stream_id" in df.columns:
+            frame["stream"] = self._numbers(path, df, "stream_id")
+        return frame
+
+    def _aicpu_kernels(self, path: Path) -> pd.DataFrame | None:
+        read = self._csv(path, ("kernel_type", "run_start", "run_end"))
+        if read is None:
+            return None
+        _, df = read
+        start = self._numbers(path, df, "run_start")
+        return pd.DataFrame({"name": df["kernel_type"], "op_type": df["kernel_type"],
+                             "core_type": "AI_CPU", "start_us": start,
+                             "duration_us": self._numbers(path, df, "run_end") - start})
+
+    def _aicore_totals(self, path: Path) -> pd.DataFrame | None:
+        read = self._csv(path, ("execution_time",))
+        if read is None:
+            return None
+        _, df = read
+        name = next((c for c in ("full_op_name", "full_kernel_time", "full_kernel_name")
+                     if c in df.columns), None)
+        if name is None:
+            self.warn(path, "missing column 'full_op_name'", column="full_op_name")
+            return None
+        return pd.DataFrame({"name": df[name], "core_type": "AI_CORE",
+                             "duration_us": self._numbers(path, df, "execution_time") * MS})
+
+    def _with_framework_info(self, ops: pd.DataFrame) -> pd.DataFrame:
+        """Op type, shapes, dtypes and block dim by full operator name (framework_raw)."""
+        path = self.files.get("framework")
+        if path is None:
+            return ops
+        read = self._csv(path, ())
+        if read is None:
+            return ops
+        self.profile.meta.files_read.append(path.name)
+        _, df = read
+        name = next((c for c in ("full_op_name", "full_kernel_name") if c in df.columns), None)
+        op_type = next((c for c in ("op_type", "kernel_type") if c in df.columns), None)
+        if name is None or op_type is None:
+            self.warn(path, "missing column 'full_op_name' or 'op_type'")
+            return ops
+        info = pd.DataFrame({"name": df[name], "fw_op_type": df[op_type]})
+        if "block_dim" in df.columns:
+            info["block_dim"] = self._numbers(path, df, "block_dim")
+        if "op_info" in df.columns:
+            parsed = [self._op_info(path, text, line) for line, text in
+                      enumerate(df["op_info"], 2)]
+            for column in ("input_shapes", "input_dtypes", "output_shapes"):
+                info[column] = [p.get(column) for p in parsed]
+        info = info.drop_duplicates("name")
+        merged = ops.merge(info, on="name", how="left")
+        fw_type = merged.pop("fw_op_type")
+        merged["op_type"] = (merged["op_type"].fillna(fw_type) if "op_type" in merged
+                             else fw_type)
+        return merged
+
+    def _op_info(self, path: Path, text: str, line: int) -> dict[str, str]:
+        """Shapes and dtypes from the op_info JSON: `;` between tensors, as msprof writes."""
+        if not text:
+            return {}
+        try:
+            tensors = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            self.warn(path, "op_info is not JSON; shapes left empty", line=line,
+                      column="op_info")
+            return {}
+        if not isinstance(tensors, dict):
+            return {}
+        out: dict[str, list[str]] = {"input_shapes": [], "input_dtypes": [],
+                                     "output_shapes": []}
+        for key in sorted(tensors, key=_tensor_order):
+            tensor = tensors[key]
+            if not isinstance(tensor, dict):
+                continue
+            if key.startswith("input"):
+                out["input_shapes"].append(str(tensor.get("shape", "")))
+                out["input_dtypes"].append(str(tensor.get("data_type", "")))
+            elif key.startswith("output"):
+                out["output_shapes"].append(str(tensor.get("shape", "")))
+        return {k: ";".join(v) for k, v in out.items() if v}
+
+    def _op_stats_from_types(self) -> None:
+        path = self.files.get("aicore_type")
+        if path is None:
+            return
+        self.profile.meta.files_read.append(path.name)
+        read = self._csv(path, ("execution_frequency",))
+        if read is None:
+            return
+        _, df = read
+        op_type = next((c for c in ("op_type", "kernel_type") if c in df.columns), None)
+        time = next((c for c in ("execution_time", "total_time", "task_time")
+                     if c in df.columns), None)
+        if op_type is None or time is None:
+            missing = "op_type" if op_type is None else "execution_time"
+            self.warn(path, f"missing column {missing!r}", column=missing)
+            return
+        total = self._numbers(path, df, time) * MS
+        count = self._numbers(path, df, "execution_frequency")
+        frame = pd.DataFrame({"op_type": df[op_type], "core_type": "AI_CORE", "count": count,
+                              "total_us": total, "avg_us": total / count.where(count > 0),
+                              "ratio": total / total.sum() if total.sum() > 0 else np.nan})
+        self.profile.tables["op_stats"] = frame.dropna(subset=["count", "total_us"])
+
+    # -- FLOPs ---------------------------------------------------------------------------------
+
+    def _flops(self) -> None:
+        """FLOPs per operator onto device_ops by name; the model summary into meta."""
+        path = self.files.get("flops_summary")
+        if path is not None:
+            self.profile.meta.files_read.append(path.name)
+            summary = self._json(path)
+            if isinstance(summary, dict) and summary:
+                self.profile.meta.extra["flops_summary"] = {
+                    k: _float(v) for k, v in summary.items() if isinstance(k, str)}
+            elif summary is not None:
+                self.warn(path, "not a JSON object of FLOPs figures")
+        path = self.files.get("flops")
+        ops = self.profile.tables.get("device_ops")
+        if path is None or ops is None:
+            return  # without device operators the per-operator FLOPs have nowhere to go
+        self.profile.meta.files_read.append(path.name)
+        read = self._csv(path, ("full_kernel_name",))
+        if read is None:
+            return
+        _, df = read
+        counts = [c for c in df.columns if c == "FLOPs" or c.startswith("MFLOPs")]
+        if not counts:
+            self.warn(path, "missing column 'FLOPs'", column="FLOPs")
+            return
+        mflops = pd.concat([self._numbers(path, df, c) for c in counts], axis=1)
+        flops = pd.Series(mflops.sum(axis=1, min_count=1).to_numpy() * MFLO,
+                          index=df["full_kernel_name"]).groupby(level=0).first()
+        self.profile.tables["device_ops"] = ops.assign(flops=ops["name"].map(flops))
+
+    def _json(self, path: Path) -> Any:
+        """Parsed JSON, or None (warned) when the file cannot be read or parsed."""
+        try:
+            return orjson.loads(path.read_bytes())
+        except OSError as exc:
+            self.warn(path, f"cannot read file: {exc.strerror or exc}")
+        except orjson.JSONDecodeError as exc:
+            self.warn(path, f"not valid JSON ({exc.msg}, line {exc.lineno})")
+        return None
+
+    # -- CPU utilisation -----------------------------------------------------------------------
+
+    def _cpu_usage(self) -> None:
+        path = self.files.get("cpu")
+        if path is None:
+            return
+        self.profile.meta.files_read.append(path.name)
+        data = self._json(path)
+        if data is None:
+            return
+        if not isinstance(data, dict):
+            self.warn(path, "not a JSON object (expected device_info, process_info, op_info)")
+            return
+        cpus = _int(data.get("cpu_processor_num"))
+        parts = [self._cpu_rows(path, "device_info", data.get("device_info"), "system"),
+                 self._cpu_rows(path, "process_info", data.get("process_info"), "process")]
+        ops = data.get("op_info", [])
+        if not isinstance(ops, list):
+            self.warn(path, "'op_info' is not a list; operator utilisation skipped")
+            ops = []
+        bad = 0
+        for op in ops:
+            op_id = _int(op.get("op_id")) if isinstance(op, dict) else None
+            if op_id is None or not isinstance(op.get("metrics"), dict):
+                bad += 1
+            elif op_id >= 0:  # op_id -1 is not a pipeline operator
+                rows = self._cpu_rows(path, f"op_info[{op_id}]", op["metrics"], "pipeline_op")
+                parts.append(None if rows is None else rows.assign(op_id=op_id))
+        if bad:
+            self.warn(path, f"{bad} op_info entries without op_id or metrics skipped")
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            self.warn(path, "no utilisation samples")
+            return
+        frame = pd.concat(parts, ignore_index=True).assign(cpus=cpus)
+        self.profile.tables["cpu_usage"] = self._with_pipeline_info(frame)
+
+    def _cpu_rows(self, path: Path, where: str, metrics: Any,
+                  scope: str) -> pd.DataFrame | None:
+        """One row per sample of a metrics object; lists of other lengths padded with NaN."""
+        if metrics is None:
+            return None
+        if not isinstance(metrics, dict):
+            self.warn(path, f"'{where}' is not an object; skipped")
+            return None
+        columns: dict[str, list[float]] = {}
+        for key, column in _SYSTEM_METRICS.items():
+            values = metrics.get(key)
+            if values is None:
+                continue
+            numbers = [_float(v) for v in values] if isinstance(values, list) else None
+            if numbers is None or any(np.isnan(v) for v in numbers):
+                self.warn(path, f"'{where}.{key}' is not a list of numbers; left empty")
+                continue
+            columns[column] = numbers
+        if "user_pct" not in columns:
+            self.warn(path, f"'{where}' has no user_utilization samples; skipped")
+            return None
+        length = max(len(v) for v in columns.values())
+        frame = pd.DataFrame({c: v + [np.nan] * (length - len(v)) for c, v in columns.items()})
+        return frame.assign(scope=scope, sample=range(length))
+
+    def _with_pipeline_info(self, cpu: pd.DataFrame) -> pd.DataFrame:
+        """Operator type and workers on the CPU rows; mean CPU per operator on pipeline_ops."""
+        ops = self.profile.tables.get("pipeline_ops")
+        if ops is None or "op_id" not in cpu:
+            return cpu
+        info = ops[["op_id", "op_type", "workers"]]
+        cpu = cpu.merge(info, on="op_id", how="left")
+        busy = cpu["user_pct"] + cpu["sys_pct"] if "sys_pct" in cpu else cpu["user_pct"]
+        mean = busy.groupby(cpu["op_id"]).mean()
+        self.profile.tables["pipeline_ops"] = ops.assign(cpu_pct=ops["op_id"].map(mean))
+        return cpu
+
+    # -- one clock -------------------------------------------------------------------------
+
+    def _rebase(self) -> None:
+        """Rebase device-clock times to the earliest; queue samples on another clock lose
+        their times (the steps decide which clock is the profile's)."""
+        tables = self.profile.tables
+        if "queues" in self.clocked and "steps" in self.clocked:
+            times = tables["queues"]["time_us"]
+            steps = tables["steps"]
+            far = ((times < steps["start_us"].min() - CLOCK_TOLERANCE_US)
+                   | (times > steps["end_us"].max() + CLOCK_TOLERANCE_US))
+            if far.any():
+                self.warn(self.files["getnext"], "GetNext times are not on the step trace's "
+                                                 "clock; sample times dropped")
+                tables["queues"] = tables["queues"].assign(time_us=np.nan)
+                del self.clocked["queues"]
+        starts = [tables[t][list(cols)].min().min() for t, cols in self.clocked.items()]
+        starts = [s for s in starts if pd.notna(s)]
+        if not starts:
+            return
+        origin = float(min(starts))
+        self.profile.meta.extra["time_origin_us"] = origin
+        for table, columns in self.clocked.items():
+            tables[table] = tables[table].assign(
+                **{c: tables[table][c] - origin for c in columns})
+
+
+def _tensor_order(key: str) -> tuple[str, int]:
+    kind, _, index = key.partition("_")
+    return kind, int(index) if index.isdigit() else 0
+
+
+def _int(text: Any) -> int | None:
+    text = str(text).strip()
+    return int(text) if re.fullmatch(r"-?\d+", text) else None
+
+
+def _float(text: Any) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        return np.nan
+    return value if np.isfinite(value) else np.nan
+
+
+def _ints(cells: list[str]) -> list[int] | None:
+    values = [_int(c) for c in cells]
+    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+
+
+def _int_list(text: Any) -> list[int] | None:
+    """`"[10, 20]"` -> [10, 20]; an empty cell -> []; None when unreadable."""
+    text = str(text or "").strip()
+    if not text:
+        return []
+    match = re.fullmatch(r"\[(.*)\]", text)
+    if match is None:
+        return None
+    values = [_int(v) for v in match[1].split(",") if v.strip()]
+    return None if any(v is None for v in values) else values  # type: ignore[return-value]
