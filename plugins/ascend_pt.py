@@ -14,7 +14,8 @@ A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) fo
   `op_statistic.csv` -> op_stats; `api_statistic.csv` -> host_ops when the trace has no CANN
   calls; `communication.json` / `communication_matrix.json` -> comm_ops; `memory_record.csv`
   -> memory; MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt` (operators run on the
-  host CPU) -> host_ops of kind cpu_kernel, unless the trace has them as its `CPU OP` process.
+  host CPU) -> host_ops of kind cpu_kernel, unless the trace has them as its `CPU OP` process;
+  MindSpore's `minddata_pipeline_raw_{rank}.csv` -> pipeline_ops.
 
 trace_view.json is decoded in batches (`advisor.stream.EventStream`); of each event only the
 fields the tables need are kept, as columns, so memory follows those columns, not the file. A
@@ -54,6 +55,7 @@ from advisor.io import WarnFn, load_json
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 from advisor.stream import EventStream
+from advisor_plugins.mindspore_legacy import read_pipeline_raw
 from advisor_plugins.msprof import (
     MsprofReader,
     collective,
@@ -1152,6 +1154,7 @@ class _FolderReader:
         self._build_host_ops(trace)
         self._read_op_statistic()
         self._build_comm_ops(trace)
+        self._read_pipeline()
         memory = self._read_csv_file(
             "memory_record.csv",
             lambda path, rel: read_memory_record(path, rel, self.clock, self.warn))
@@ -1284,6 +1287,16 @@ class _FolderReader:
         else:
             self._read(path)
         return trace
+
+    def _read_pipeline(self) -> None:
+        """MindSpore's data pipeline operators (`minddata_pipeline_raw_{rank}.csv`)."""
+        paths = sorted(p for p in self.output.glob("minddata_pipeline_raw_*.csv") if p.is_file())
+        if not paths:
+            return
+        frame = read_pipeline_raw(paths[0], self.rel(paths[0]), self.warn)
+        self._read(paths[0])
+        if frame is not None:
+            self.tables["pipeline_ops"] = frame
 
     def _read_cpu_kernels(self) -> list[pd.DataFrame]:
         """MindSpore's host CPU operators from FRAMEWORK/, when the trace does not have them."""

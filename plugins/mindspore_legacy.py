@@ -46,8 +46,9 @@ import pandas as pd
 
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
-from advisor.io import read_csv_strings, to_numbers
+from advisor.io import WarnFn, to_numbers
 from advisor.model import Profile, ProfileMeta, conform
+from advisor_plugins.msprof import open_csv
 
 READER = "mindspore_legacy"
 TICKS_PER_US = 100.0  # step_trace_raw: Ascend syscnt, 10 ns
@@ -181,20 +182,8 @@ class _RankReader:
     def _csv(self, path: Path, required: tuple[str, ...]) -> tuple[dict[str, str],
                                                                    pd.DataFrame] | None:
         """String cells of a CSV with its required columns; None (warned) otherwise."""
-        try:
-            names, df = read_csv_strings(path, self.warn)
-        except UnreadableInput as exc:
-            self.warn(path, exc.problem)
-            return None
-        written = dict(zip(df.columns, names, strict=True))
-        missing = [c for c in required if c not in df.columns]
-        if missing:
-            self.warn(path, f"missing column {missing[0]!r}", column=missing[0])
-            return None
-        if df.empty:
-            self.warn(path, "no data rows (header only)")
-            return None
-        return written, df
+        csv = open_csv(path, path.name, self.warn, required)
+        return None if csv is None else (csv.written, csv.df)
 
     def _numbers(self, path: Path, df: pd.DataFrame, column: str) -> pd.Series:
         return to_numbers(df[column], file=path.name, column=column, warn=self.warn)
@@ -338,36 +327,7 @@ class _RankReader:
     # -- data pipeline ---------------------------------------------------------------------
 
     def _pipeline(self, path: Path) -> pd.DataFrame | None:
-        read = self._csv(path, ("op_id", "op_type", "output_queue_size", "parent_id"))
-        if read is None:
-            return None
-        _, df = read
-        ops = []
-        for index, row in df.iterrows():
-            op_id = _int(row["op_id"])
-            sizes = _int_list(row["output_queue_size"])
-            children = _int_list(row.get("children_id", ""))
-            if op_id is None or sizes is None or children is None:
-                self.warn(path, f"row {row['op_id']!r} {row['op_type']!r} has unreadable "
-                                "ids or queue sizes; skipped", line=int(index) + 2)
-                continue
-            capacity = _float(row.get("output_queue_length", ""))
-            usage = (float(np.mean(sizes)) / capacity if sizes and capacity else np.nan)
-            ops.append({"op_id": op_id, "op_type": row["op_type"],
-                        "workers": _int(row.get("num_workers", "")),
-                        "queue_usage": usage, "parent": _int(row["parent_id"]),
-                        "children": len(children), "child_ids": children,
-                        "queue_capacity": capacity,
-                        "queue_empty_ratio": (float(np.mean([s == 0 for s in sizes]))
-                                              if sizes else np.nan)})
-        if not ops:
-            return None
-        usage_of = {op["op_id"]: op["queue_usage"] for op in ops}
-        for op in ops:
-            inputs = [usage_of.get(c, np.nan) for c in op.pop("child_ids")]
-            inputs = [u for u in inputs if not np.isnan(u)]
-            op["input_queue_usage"] = float(np.mean(inputs)) if inputs else np.nan
-        return pd.DataFrame(ops)
+        return read_pipeline_raw(path, path.name, self.warn)
 
     # -- device operators ------------------------------------------------------------------
 
@@ -653,6 +613,42 @@ class _RankReader:
         for table, columns in self.clocked.items():
             tables[table] = tables[table].assign(
                 **{c: tables[table][c] - origin for c in columns})
+
+
+def read_pipeline_raw(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
+    """pipeline_ops from `minddata_pipeline_raw_{rank}.csv` (old layout, and the new layout's
+    ASCEND_PROFILER_OUTPUT): each operator with its output-queue usage, how often that queue
+    was empty, and the mean usage of its input queues (its children's outputs)."""
+    csv = open_csv(path, rel, warn, ("op_id", "op_type", "output_queue_size", "parent_id"))
+    if csv is None:
+        return None
+    df = csv.df
+    ops = []
+    for index, row in df.iterrows():
+        op_id = _int(row["op_id"])
+        sizes = _int_list(row["output_queue_size"])
+        children = _int_list(row.get("children_id", ""))
+        if op_id is None or sizes is None or children is None:
+            warn(rel, f"row {row['op_id']!r} {row['op_type']!r} has unreadable "
+                 "ids or queue sizes; skipped", line=int(index) + 2)
+            continue
+        capacity = _float(row.get("output_queue_length", ""))
+        usage = (float(np.mean(sizes)) / capacity if sizes and capacity else np.nan)
+        ops.append({"op_id": op_id, "op_type": row["op_type"],
+                    "workers": _int(row.get("num_workers", "")),
+                    "queue_usage": usage, "parent": _int(row["parent_id"]),
+                    "children": len(children), "child_ids": children,
+                    "queue_capacity": capacity,
+                    "queue_empty_ratio": (float(np.mean([s == 0 for s in sizes]))
+                                          if sizes else np.nan)})
+    if not ops:
+        return None
+    usage_of = {op["op_id"]: op["queue_usage"] for op in ops}
+    for op in ops:
+        inputs = [usage_of.get(c, np.nan) for c in op.pop("child_ids")]
+        inputs = [u for u in inputs if not np.isnan(u)]
+        op["input_queue_usage"] = float(np.mean(inputs)) if inputs else np.nan
+    return pd.DataFrame(ops)
 
 
 def _tensor_order(key: str) -> tuple[str, int]:

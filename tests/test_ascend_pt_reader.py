@@ -549,6 +549,25 @@ def test_cpu_operators_in_the_trace_are_not_read_twice(tmp_path: Path) -> None:
     assert not any("FRAMEWORK" in f for f in profile.meta.files_read)
 
 
+def test_mindspore_pipeline_operators_in_the_new_layout(tmp_path: Path) -> None:
+    """MindSpore >= 2.3 writes minddata_pipeline_raw_{rank}.csv into ASCEND_PROFILER_OUTPUT."""
+    raw = ROOT / ".." / "shared" / "fixtures" / "mindspore_legacy" / "run_2_profiler" / \
+        "minddata_pipeline_raw_1.csv"
+    folder = rank_folder(tmp_path, "rank-1_20250101_ascend_ms", kernel_details__csv=A2_KERNELS,
+                         minddata_pipeline_raw_1__csv=raw)
+    profile = read_one(folder)
+    ops = profile.tables["pipeline_ops"]
+    rows = kernel_rows(raw)
+    assert ops["op_type"].tolist() == [r["op_type"] for r in rows]
+    assert ops["workers"].tolist() == [int(r["num_workers"]) for r in rows]
+    for op, row in zip(ops.to_dict("records"), rows, strict=True):
+        sizes = json.loads(row["output_queue_size"])
+        assert op["queue_usage"] == pytest.approx(
+            sum(sizes) / len(sizes) / float(row["output_queue_length"]))
+    assert "ASCEND_PROFILER_OUTPUT/minddata_pipeline_raw_1.csv" in profile.meta.files_read
+    assert_contract(profile)
+
+
 def test_reading_the_output_folder_itself(tmp_path: Path) -> None:
     folder = rank_folder(tmp_path, trace_view__json=TRACE)
     (folder / "profiler_info_5.json").write_text("{}")
