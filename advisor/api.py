@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,11 @@ from typing import Any
 import pandas as pd
 
 from advisor.cluster import build_cluster
+from advisor.config import Config
 from advisor.derive import derive
-from advisor.engine.evaluate import Evaluation, Finding, evaluate
+from advisor.engine.evaluate import SEVERITIES, Evaluation, Finding, evaluate
 from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.rules import Rule, RuleSet, load_rules
+from advisor.engine.rules import LANGUAGES, Rule, RuleSet, load_rules
 from advisor.errors import AdvisorError, RuleError, UnreadableInput
 from advisor.locate import Claim, locate
 from advisor.model import Profile
@@ -136,18 +137,43 @@ def select_rules(ruleset: RuleSet, select: Sequence[str], ignore: Sequence[str])
     return [r for r in rules if not any(r.matches(s) for s in ignore)]
 
 
-def resolve_overrides(ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any]]
-                      ) -> dict[str, dict[str, Any]]:
+def parse_severities(assignments: Iterable[str]) -> dict[str, str]:
+    """`ID=high` strings (from --severity) to {ID: severity}."""
+    out: dict[str, str] = {}
+    for text in assignments:
+        rule_id, sep, severity = text.partition("=")
+        if not sep or not rule_id or severity not in SEVERITIES:
+            raise ValueError(f"--severity expects ID={'|'.join(SEVERITIES)}, got {text!r}")
+        out[rule_id] = severity
+    return out
+
+
+def find_rule(ruleset: RuleSet, key: str) -> Rule | None:
+    """The rule a user names by id or by name."""
+    return ruleset.rules.get(key) or next(
+        (r for r in ruleset.rules.values() if r.name == key), None)
+
+
+def fix_severities(ruleset: RuleSet, severities: Mapping[str, str], what: str) -> None:
+    """Give the named rules a fixed severity, as if their YAML said `severity:`."""
+    for key, severity in severities.items():
+        rule = find_rule(ruleset, key)
+        if rule is None:
+            raise ValueError(f"{what}: no rule {key!r}")
+        ruleset.rules[rule.id] = replace(rule, severity=severity)
+
+
+def resolve_overrides(ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any]],
+                      what: str = "--set") -> dict[str, dict[str, Any]]:
     """Key overrides by rule id (a rule's name is accepted too) and check every param exists."""
     resolved: dict[str, dict[str, Any]] = {}
     for key, params in overrides.items():
-        rule = ruleset.rules.get(key) or next(
-            (r for r in ruleset.rules.values() if r.name == key), None)
+        rule = find_rule(ruleset, key)
         if rule is None:
-            raise ValueError(f"--set: no rule {key!r}")
+            raise ValueError(f"{what}: no rule {key!r}")
         unknown = sorted(set(params) - set(rule.params))
         if unknown:
-            raise ValueError(f"--set: rule {rule.id} has no param {unknown[0]!r} "
+            raise ValueError(f"{what}: rule {rule.id} has no param {unknown[0]!r} "
                              f"(params: {', '.join(rule.params) or 'none'})")
         resolved.setdefault(rule.id, {}).update(params)
     return resolved
@@ -156,9 +182,33 @@ def resolve_overrides(ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any
 def load_ruleset(host: PluginHost, rule_paths: Sequence[Path]) -> tuple[RuleSet, list[RuleError]]:
     """Built-in and plugin-shipped rules first, then the user's; later ids replace earlier."""
     functions = {**BUILTIN_FUNCTIONS, **host.functions()}
-    paths = [p for _, p in host.rule_paths()] + list(rule_paths)
-    return load_rules(paths, functions)
+    shipped = host.rule_paths()
+    builtin = {i.name for i in host.infos if i.module.startswith("advisor_plugins.")}
+    origins = {p: "built-in" if name in builtin else f"plugin {name}" for name, p in shipped}
+    return load_rules([p for _, p in shipped] + list(rule_paths), functions, origins)
 
+
+def prepare_rules(host: PluginHost, config: Config, rules: Sequence[str | Path] = (),
+                  params: Mapping[str, Mapping[str, Any]] | None = None,
+                  severity: Mapping[str, str] | None = None
+                  ) -> tuple[RuleSet, list[RuleError], dict[str, dict[str, Any]]]:
+    """The rules in effect and the param overrides to evaluate them with.
+
+    User rules load after the built-in and plugin ones: the config's (ADVISOR_RULES first), then
+    `rules`. Params and severities from the config apply first; the caller's (CLI) win.
+    """
+    ruleset, errors = load_ruleset(host, [*config.rules, *(Path(p) for p in rules)])
+    fix_severities(ruleset, config.severity, f"{config.label}: severity")
+    fix_severities(ruleset, severity or {}, "--severity")
+    overrides = resolve_overrides(ruleset, config.params, f"{config.label}: params")
+    for rule_id, values in resolve_overrides(ruleset, params or {}).items():
+        overrides.setdefault(rule_id, {}).update(values)
+    return ruleset, errors, overrides
+
+
+RUN_NEEDS = ("steps.computing_us", "op_stats", "device_ops.compute_class", "host_ops.step")
+"""What every run derives for every profile besides the needs of the rules: the report's
+breakdown, statistics and charts."""
 
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 """Below this much input, starting worker processes costs more than it saves."""
@@ -222,18 +272,28 @@ def read_inputs(paths: Sequence[Path], host: PluginHost, result: AnalysisResult,
 
 def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequence[str] = (),
             ignore: Sequence[str] = (), params: Mapping[str, Mapping[str, Any]] | None = None,
-            host: PluginHost | None = None, jobs: int | None = None) -> AnalysisResult:
+            host: PluginHost | None = None, jobs: int | None = None,
+            lang: str | None = None, severity: Mapping[str, str] | None = None,
+            config: Config | None = None) -> AnalysisResult:
     """Analyse profiles and return tables, metrics and ranked findings.
+
+    `lang` ("en" or "zh") is the language of titles, messages and suggestions.
+    `severity` fixes rules' severities ({ID: "high"}). `config` (`advisor.config.discover()`
+    for what the CLI finds) supplies rules, select, ignore, params, severity and lang; the
+    arguments given here win over it.
 
     Example:
         >>> result = advisor.analyze("PROF_000001")
         >>> result.analyses[0].tables["steps"].head()
         >>> [f.rule.title for f in result.findings]
     """
+    config = config or Config()
+    lang = lang or config.lang or "en"
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LANGUAGES)})")
     host = host or PluginHost()
-    ruleset, rule_errors = load_ruleset(host, [Path(p) for p in rules])
-    selected = select_rules(ruleset, select, ignore)
-    overrides = resolve_overrides(ruleset, params or {})
+    ruleset, rule_errors, overrides = prepare_rules(host, config, rules, params, severity)
+    selected = select_rules(ruleset, select or config.select, ignore or config.ignore)
     result = AnalysisResult(rule_errors=rule_errors, rule_overrides=ruleset.overrides,
                             plugins=host.infos, rules=selected)
     functions = {**BUILTIN_FUNCTIONS, **host.functions()}
@@ -243,16 +303,17 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
     profiles += read_neighbour_tuning([Path(p) for p in paths], profiles, host, result)
     per_profile = [r for r in selected if not r.needs_ranks]
     for profile in profiles:
-        derive(profile, [*needs, "steps.computing_us", "op_stats", "device_ops.compute_class",
-                         "host_ops.step"], providers)
-        evaluation = evaluate(profile, per_profile, functions=functions, overrides=overrides)
+        derive(profile, [*needs, *RUN_NEEDS], providers)
+        evaluation = evaluate(profile, per_profile, functions=functions, overrides=overrides,
+                              lang=lang)
         result.analyses.append(ProfileAnalysis(
             profile, evaluation, build_report(profile, evaluation, per_profile)))
     attach_tuning_loop(result.analyses)
     cluster = build_cluster(profiles)
     cross_rank = [r for r in selected if r.needs_ranks]
     if cluster is not None and cross_rank:
-        evaluation = evaluate(cluster, cross_rank, functions=functions, overrides=overrides)
+        evaluation = evaluate(cluster, cross_rank, functions=functions, overrides=overrides,
+                              lang=lang)
         result.analyses.append(ProfileAnalysis(
             cluster, evaluation, build_report(cluster, evaluation, cross_rank)))
     return result

@@ -1,4 +1,5 @@
-"""Command line: `advisor run`, `top`, `rules list|show|validate`, `plugins list`, `inspect`.
+"""Command line: `advisor run`, `top`, `rules list|show|validate|test|new`, `plugins list`,
+`inspect`.
 
 Exit codes: 0 ok; 1 a finding at or above --fail-on; 2 usage error (bad option, bad rule file
 given with --rules, output inside the input); 3 an input could not be read; 4 internal error.
@@ -18,13 +19,25 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
+from click.core import ParameterSource
 
 from advisor import __version__, progress
-from advisor.api import AnalysisResult, analyze, load_ruleset, parse_overrides
+from advisor.api import (
+    AnalysisResult,
+    analyze,
+    find_rule,
+    load_ruleset,
+    parse_overrides,
+    parse_severities,
+    prepare_rules,
+)
+from advisor.config import discover
 from advisor.engine.evaluate import SEVERITIES, at_least
 from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.rules import load_rules
+from advisor.engine.rules import LANGUAGES, RULE_SCHEMA, Rule, RuleSet, load_rules
 from advisor.errors import AdvisorError
+from advisor.model import TABLES
 from advisor.plugin_manager import PluginHost
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -152,7 +165,32 @@ def _guard(debug: bool, func: Any, *args: Any) -> None:
     sys.exit(code or EXIT_OK)
 
 
+def locale_language() -> str:
+    """The report language the user's locale asks for: the first of LC_ALL, LC_MESSAGES and
+    LANG that is set decides, as for other programs' messages."""
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(name)
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
+
+
 debug_option = click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+severity_option = click.option(
+    "--severity", "severities", multiple=True, metavar="ID=high|medium|low",
+    help="Fix a rule's severity (repeatable), e.g. --severity STEP-001=high.")
+
+
+def _defaulted(param: str) -> bool:
+    """True when the running command's option was not given (so a project config may set it)."""
+    source = click.get_current_context().get_parameter_source(param)
+    return source in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def _source_label(ruleset: RuleSet, rule: Rule) -> str:
+    """Who supplies a rule: `built-in`, `plugin NAME`, or `user FILE`."""
+    origin = ruleset.origins.get(rule.id, "user")
+    return f"user {rule.source}" if origin == "user" else origin
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -177,16 +215,20 @@ def main() -> None:
 @click.option("--ignore", multiple=True, help="Skip rules with this id, name or tag.")
 @click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
               help="Override a rule parameter, e.g. --set STEP-001.max_ratio=0.2.")
+@severity_option
 @click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
               help="Exit with 1 when a finding of this severity or higher exists.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Processes to read several ranks with (default: automatic).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (no progress).")
+@click.option("--lang", type=click.Choice(LANGUAGES), default=locale_language,
+              show_default="zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en",
+              help="Language of findings and reports.")
 @debug_option
 def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
                 rule_paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...],
-                assignments: tuple[str, ...], fail_on: str | None, jobs: int | None,
-                quiet: bool, debug: bool) -> None:
+                assignments: tuple[str, ...], severities: tuple[str, ...], fail_on: str | None,
+                jobs: int | None, quiet: bool, lang: str, debug: bool) -> None:
     """Analyse profiles and write prof_rule JSON, an HTML report and a summary.
 
     \b
@@ -195,19 +237,25 @@ def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
       advisor run PROF_000001 --set STEP-001.max_ratio=0.2 --ignore OP-003
     """
     _guard(debug, _run, paths, out, _formats(formats), rule_paths, select, ignore,
-           assignments, fail_on, jobs, quiet)
+           assignments, fail_on, jobs, quiet, lang, severities)
 
 
 def _run(paths: Sequence[Path], out: str | None, formats: list[str],
          rule_paths: Sequence[Path], select: Sequence[str], ignore: Sequence[str],
-         assignments: Sequence[str], fail_on: str | None, jobs: int | None, quiet: bool) -> int:
+         assignments: Sequence[str], fail_on: str | None, jobs: int | None, quiet: bool,
+         lang: str, severities: Sequence[str] = ()) -> int:
     from advisor.render.text import render_text
 
+    config = discover()
+    if config.lang and _defaulted("lang"):  # the project's language beats the locale's
+        lang = config.lang
+    fail_on = fail_on or config.fail_on
     out_dir = _output_dir(out, paths)
     progress.set_quiet(quiet)
     host = PluginHost()
     result = analyze(*paths, rules=rule_paths, select=select, ignore=ignore,
-                     params=parse_overrides(assignments), host=host, jobs=jobs)
+                     params=parse_overrides(assignments), host=host, jobs=jobs, lang=lang,
+                     severity=parse_severities(severities), config=config)
     for info in host.failed():  # failed at import, validation or in a hook
         _err(f"plugin {info.describe()}")
     for problem in dict.fromkeys(result.plugin_problems):
@@ -217,7 +265,8 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
     if not quiet:
         for note in result.rule_overrides:
             _err(f"note: rule {note}")
-    if any(_inside(Path(e.source), p) for e in result.rule_errors for p in rule_paths):
+    user_paths = [*config.rules, *rule_paths]
+    if any(_inside(Path(e.source), p) for e in result.rule_errors for p in user_paths):
         raise Failure("fix the rule files above (check them with `advisor rules validate`)",
                       EXIT_USAGE)
     for error in result.input_errors:
@@ -241,7 +290,7 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
 
 @main.group("rules")
 def rules_group() -> None:
-    """List, show and validate rules."""
+    """List, show, validate, test and scaffold rules."""
 
 
 @rules_group.command("list")
@@ -256,10 +305,16 @@ def rules_list(rule_paths: tuple[Path, ...], debug: bool) -> None:
       advisor rules list --rules team_rules/
     """
     def body() -> int:
-        ruleset, errors = load_ruleset(PluginHost(), list(rule_paths))
-        for rule in sorted(ruleset.rules.values(), key=lambda r: r.id):
+        ruleset, errors, _ = prepare_rules(PluginHost(), discover(), rule_paths)
+        rules = sorted(ruleset.rules.values(), key=lambda r: r.id)
+        labels = {r.id: _source_label(ruleset, r) for r in rules}
+        width = max(map(len, ["SOURCE", *labels.values()]))
+        click.echo(f"{'ID':<10} {'NAME':<32} {'SEVERITY':<10} {'SOURCE':<{width}} TITLE")
+        for rule in rules:
             click.echo(f"{rule.id:<10} {rule.name:<32} {rule.severity or 'by impact':<10} "
-                       f"{rule.title}  [{rule.source}]")
+                       f"{labels[rule.id]:<{width}} {rule.title}")
+        for note in ruleset.overrides:
+            _err(f"note: rule {note}")
         for error in errors:
             _err(str(error))
         return EXIT_USAGE if errors else EXIT_OK
@@ -270,34 +325,150 @@ def rules_list(rule_paths: tuple[Path, ...], debug: bool) -> None:
 @click.argument("rule_id")
 @click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
               help="Also load these rule files or folders.")
+@click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
+              help="Show params in effect with this override, as `run --set` would use them.")
+@severity_option
 @debug_option
-def rules_show(rule_id: str, rule_paths: tuple[Path, ...], debug: bool) -> None:
-    """Show a rule's documentation, parameters and expressions.
+def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[str, ...],
+               severities: tuple[str, ...], debug: bool) -> None:
+    """Show a rule's documentation, parameters (default and in effect), expressions and an
+    example finding.
+
+    Params in effect include the project config (advisor.yaml or [tool.advisor]) and --set.
 
     \b
     Example:
       advisor rules show STEP-001
+      advisor rules show TEAM-001 --rules team_rules/ --set TEAM-001.max_ratio=0.1
     """
     def body() -> int:
-        ruleset, _ = load_ruleset(PluginHost(), list(rule_paths))
-        rule = next((r for r in ruleset.rules.values() if rule_id in (r.id, r.name)), None)
+        host = PluginHost()
+        ruleset, _, overrides = prepare_rules(host, discover(), rule_paths,
+                                              parse_overrides(assignments),
+                                              parse_severities(severities))
+        rule = find_rule(ruleset, rule_id)
         if rule is None:
             raise Failure(f"no rule {rule_id!r} (see `advisor rules list`)", EXIT_USAGE)
         click.echo(f"{rule.id} {rule.name}: {rule.title}")
         click.echo(f"type: {rule.group} / {rule.type}" + (f" / {rule.subtype}"
                                                           if rule.subtype else ""))
-        click.echo(f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}")
-        click.echo(f"source: {rule.source}")
+        click.echo(f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}"
+                   + ("" if rule.severity == rule.raw.get("severity")
+                      else " (fixed by config or --severity)"))
+        origin = _source_label(ruleset, rule)
+        click.echo(f"source: {origin}" + ("" if origin.startswith("user") else
+                                          f" ({rule.source})"))
         click.echo(f"needs: {', '.join(rule.needs())}")
-        for name, value in rule.params.items():
-            click.echo(f"param {name} = {value!r}")
+        for name, default in rule.params.items():
+            value = overrides.get(rule.id, {}).get(name, default)
+            click.echo(f"param {name} = {value!r}"
+                       + ("" if value == default else f" (default {default!r})"))
         for name, expr in rule.let.items():
             click.echo(f"let {name} = {expr.source}")
         click.echo(f"when: {rule.when.source}")
         if rule.impact_us:
             click.echo(f"impact_us: {rule.impact_us.source}")
+        from advisor.engine.cases import example_finding
+
+        example = example_finding(rule, ruleset, host)
+        if example:
+            click.echo(f"example finding ({example[0]}):\n  {example[1]}")
+        else:
+            click.echo(f"message template (no firing case in a .case.yaml beside the rule):\n"
+                       f"  {rule.message.strip()}")
         click.echo("")
         click.echo(rule.docs.strip())
+        return EXIT_OK
+    _guard(debug, body)
+
+
+def _example_rows(table: str, count: int) -> list[dict[str, Any]]:
+    """`count` rows holding a value for every required column of `table`, for a new case."""
+    def value(dtype: str, column: str, i: int) -> Any:
+        if dtype == "string":
+            return f"{column}-{i}"
+        if dtype == "bool":
+            return True
+        return float(10 * (i + 1)) if dtype == "float64" else i
+
+    return [{c.name: value(c.dtype, c.name, i) for c in TABLES[table].columns if c.required}
+            for i in range(count)]
+
+
+def _scaffold(name: str, rule_id: str, table: str, rule_file: Path, case_file: Path
+              ) -> tuple[str, str]:
+    """The text of a new rule (valid as written, TODOs to edit) and of its test cases."""
+    rule = f"""\
+# {name}: scaffolded by `advisor rules new`. Edit every TODO, then check and test it:
+#   advisor rules validate {rule_file}
+#   advisor rules test {case_file} --rules {rule_file}
+# Keys and expressions: docs/rule-authoring.md; tables and columns: docs/tables.md.
+id: {rule_id}                   # TODO: your team's prefix and number (change the case file too)
+name: {name}
+title: "TODO: one line saying what {name} found"
+group: Model Summary            # or Op Summary, Op Parallel, Data Pipeline, Communication, Tuning
+type: Computation               # TODO: prof_rule's "Rule Type"
+tags: [team]
+params:
+  min_rows: 2                   # TODO: thresholds; override with --set {rule_id}.min_rows=5
+let:
+  row_count: rows({table})      # TODO: what to measure in {table}
+when: row_count >= min_rows     # TODO: when the rule fires
+# impact_us: ...                # TODO: µs at stake; ranks the finding and derives its severity
+message: >-
+  TODO: {{{{ row_count|num }}}} rows in {table} (limit {{{{ min_rows|num }}}}).
+suggestions:
+  - "TODO: what to do about it."
+docs: |
+  TODO: what it checks, why it matters, when it fires (params and their defaults) and where
+  the thresholds come from.
+"""
+    cases = yaml.safe_dump({"rule": rule_id, "cases": [
+        {"name": "fires on three rows", "tables": {table: _example_rows(table, 3)},
+         "expect": {"fires": True, "values": {"row_count": 3}}},
+        {"name": "silent on one row", "tables": {table: _example_rows(table, 1)},
+         "expect": {"fires": False}},
+    ]}, sort_keys=False, default_flow_style=None, allow_unicode=True)
+    header = (f"# Test cases of {rule_id} ({rule_file.name}). TODO: rows that make the rule fire "
+              f"and rows that must not.\n#   advisor rules test {case_file} --rules {rule_file}\n")
+    return rule, header + cases
+
+
+@rules_group.command("new")
+@click.argument("name")
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("."), show_default=True, help="Folder to write the files into.")
+@click.option("--table", type=click.Choice(sorted(TABLES)), default="device_ops",
+              show_default=True, help="The table the new rule reads.")
+@debug_option
+def rules_new(name: str, folder: Path, table: str, debug: bool) -> None:
+    """Write NAME.yaml, a valid rule with TODOs to edit, and NAME.case.yaml, its test cases.
+
+    The rule gets the first free TEAM-NNN id. Existing files are never overwritten.
+
+    \b
+    Example:
+      advisor rules new slow-casts --dir team_rules --table device_ops
+    """
+    def body() -> int:
+        if not re.fullmatch(RULE_SCHEMA["properties"]["name"]["pattern"], name):
+            raise Failure(f"rule name {name!r}: use 3-64 lower-case letters, digits and '-', "
+                          "starting with a letter (e.g. slow-casts)", EXIT_USAGE)
+        rule_file, case_file = folder / f"{name}.yaml", folder / f"{name}.case.yaml"
+        for path in (rule_file, case_file):
+            if path.exists():
+                raise Failure(f"{path}: already exists; not overwritten", EXIT_USAGE)
+        ruleset, _ = load_ruleset(PluginHost(), [*discover().rules,
+                                                 *([folder] if folder.is_dir() else [])])
+        rule_id = next(i for i in (f"TEAM-{n:03d}" for n in range(1, 1000))
+                       if i not in ruleset.rules)
+        rule_text, case_text = _scaffold(name, rule_id, table, rule_file, case_file)
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, text in ((rule_file, rule_text), (case_file, case_text)):
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        click.echo(f"Wrote {rule_file} ({rule_id}) and {case_file}; edit the TODOs, then run "
+                   f"`advisor rules test {case_file} --rules {rule_file}`")
         return EXIT_OK
     _guard(debug, body)
 
@@ -319,6 +490,51 @@ def rules_validate(paths: tuple[Path, ...], debug: bool) -> None:
             _err(str(error))
         click.echo(f"{len(ruleset.rules)} valid rule(s), {len(errors)} error(s)")
         return EXIT_USAGE if errors else EXIT_OK
+    _guard(debug, body)
+
+
+@rules_group.command("test")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
+              help="Also load these rule files or folders (and test their cases by default).")
+@debug_option
+def rules_test(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], debug: bool) -> None:
+    """Run the test cases (*.case.yaml) of rules; exit 1 when a case fails.
+
+    Without PATHS, the cases next to the built-in rules, the plugins' rules and --rules.
+
+    \b
+    Example:
+      advisor rules test
+      advisor rules test team_rules/ --rules team_rules/
+    """
+    def body() -> int:
+        from advisor.engine.cases import run_cases
+
+        host = PluginHost()
+        ruleset, errors = load_ruleset(host, list(rule_paths))
+        for error in errors:
+            _err(f"rule file {error}")
+        if any(_inside(Path(e.source), p) for e in errors for p in rule_paths):
+            raise Failure("fix the rule files above (check them with `advisor rules validate`)",
+                          EXIT_USAGE)
+        roots = list(paths) or [*(p for _, p in host.rule_paths()), *rule_paths]
+        run = run_cases(roots, ruleset, host)
+        for result in run.results:
+            case = result.case
+            status = "PASS" if result.passed else "FAIL"
+            detail = f": {'; '.join(result.differences)}" if result.differences else ""
+            click.echo(f"{status} {case.rule_id} {case.name} ({case.source}){detail}")
+        for error in run.errors:
+            _err(str(error))
+        if not run.files:
+            raise Failure(f"no case files (*.case.yaml) in {', '.join(map(str, roots))}",
+                          EXIT_USAGE)
+        failed = sum(not r.passed for r in run.results)
+        click.echo(f"{len(run.results)} case(s) in {run.files} file(s): "
+                   f"{len(run.results) - failed} passed, {failed} failed, "
+                   f"{len(run.errors)} invalid")
+        return EXIT_USAGE if run.errors else EXIT_FINDINGS if failed else EXIT_OK
     _guard(debug, body)
 
 

@@ -52,6 +52,12 @@ class Finding:
     evidence: dict[str, Any] | None
     tune_ops: list[str] = field(default_factory=list)
     rank: int = 0
+    lang: str = "en"
+
+    @property
+    def title(self) -> str:
+        """The rule's title in the language the message was written in."""
+        return self.rule.text(self.lang).title
 
 
 @dataclass
@@ -63,6 +69,7 @@ class Evaluation:
     errors: list[tuple[Rule, str]] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lang: str = "en"
 
 
 def profile_time_us(profile: Profile) -> float | None:
@@ -73,7 +80,8 @@ def profile_time_us(profile: Profile) -> float | None:
     if ranks is not None and not ranks.empty:
         return float(ranks["duration_us"].max() * ranks["steps"].max())
     steps = profile.tables.get("steps")
-    if steps is not None and not steps.empty and steps["end_us"].notna().any():
+    if (steps is not None and not steps.empty and {"start_us", "end_us"} <= set(steps)
+            and steps["end_us"].notna().any()):
         return float(steps["end_us"].max() - steps["start_us"].min())
     ops = profile.tables.get("device_ops")
     if ops is None or ops.empty:
@@ -132,7 +140,7 @@ def _eval(expr: Expression, scope: Scope) -> Any:
 
 def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
                   functions: Mapping[str, Callable[..., Any]],
-                  total_us: float | None) -> Finding | None:
+                  total_us: float | None, lang: str = "en") -> Finding | None:
     """Evaluate one applicable rule; raise ExprError on a runtime problem."""
     values: dict[str, Any] = {"total_us": math.nan if total_us is None else total_us, **params}
     for name, expr in rule.let.items():
@@ -165,13 +173,14 @@ def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
     tune_ops: list[str] = []
     if rule.tune_ops and evidence_df is not None:
         tune_ops = [str(v) for v in evidence_df[rule.tune_ops].dropna().unique()]
+    text = rule.text(lang)
     return Finding(
         rule=rule,
         severity=rule.severity or severity_from_share(ratio),
-        message=templates.render(rule.message, context),
-        suggestions=[templates.render(s, context) for s in rule.suggestions],
+        message=templates.render(text.message, context),
+        suggestions=[templates.render(s, context) for s in text.suggestions],
         values=measured, params={k: to_plain(v) for k, v in params.items()},
-        impact_us=impact, impact_ratio=ratio, evidence=evidence, tune_ops=tune_ops,
+        impact_us=impact, impact_ratio=ratio, evidence=evidence, tune_ops=tune_ops, lang=lang,
     )
 
 
@@ -185,10 +194,12 @@ def rank_findings(findings: list[Finding]) -> None:
 
 def evaluate(profile: Profile, rules: Sequence[Rule], *,
              functions: Mapping[str, Callable[..., Any]],
-             overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Evaluation:
-    """Evaluate every rule over a profile whose derived metrics are already in place."""
+             overrides: Mapping[str, Mapping[str, Any]] | None = None,
+             lang: str = "en") -> Evaluation:
+    """Evaluate every rule over a profile whose derived metrics are already in place; messages
+    are written in `lang` (English for rules without that translation)."""
     overrides = overrides or {}
-    result = Evaluation()
+    result = Evaluation(lang=lang)
     total_us = profile_time_us(profile)
     for rule in rules:
         params = {**rule.params, **overrides.get(rule.id, {})}
@@ -199,7 +210,7 @@ def evaluate(profile: Profile, rules: Sequence[Rule], *,
             result.outcomes[rule.id] = "not_applicable"
             continue
         try:
-            finding = evaluate_rule(rule, profile, params, functions, total_us)
+            finding = evaluate_rule(rule, profile, params, functions, total_us, lang)
         except MissingData as exc:
             result.not_applicable.append((rule, [str(exc)]))
             result.outcomes[rule.id] = "not_applicable"

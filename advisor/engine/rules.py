@@ -16,9 +16,10 @@ from typing import Any
 
 import jsonschema
 import yaml
+from jinja2 import meta
 
 from advisor.engine.expr import ExprError, Expression, compile_expression
-from advisor.engine.templates import check_template
+from advisor.engine.templates import ENV, check_template
 from advisor.errors import RuleError
 from advisor.model import TABLES
 
@@ -28,6 +29,11 @@ _VALIDATOR = jsonschema.Draft202012Validator(RULE_SCHEMA)
 MAX_RULE_FILE_BYTES = 1_000_000
 BUILTIN_NAMES = frozenset({"total_us"})
 """Names every expression can read: `total_us` is the profiled time impact shares refer to."""
+LANGUAGES = ("en", "zh")
+"""Languages reports can be written in; English is the default and every rule has it."""
+TEMPLATE_NAMES = frozenset({"impact_us", "impact_ratio", "total_us", "evidence",
+                            "evidence_total"})
+"""Variables every message template gets besides the rule's params and lets."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,15 @@ class Evidence:
     where: Expression | None = None
     sort: tuple[tuple[str, bool], ...] = ()  # (column, ascending)
     limit: int = 10
+
+
+@dataclass(frozen=True)
+class RuleText:
+    """What a rule says to people in one language: reports show these, never the expressions."""
+
+    title: str
+    message: str
+    suggestions: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,7 @@ class Rule:
     impact_us: Expression | None = None
     evidence: Evidence | None = None
     tune_ops: str | None = None
+    translations: Mapping[str, RuleText] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def needs(self) -> list[str]:
@@ -86,6 +102,11 @@ class Rule:
     def needs_ranks(self) -> bool:
         """Cross-rank rules read the `ranks` table and run on the cluster profile only."""
         return any(n.split(".")[0] == "ranks" for n in self.needs())
+
+    def text(self, lang: str = "en") -> RuleText:
+        """The rule's texts in `lang`; English when the rule has no such translation."""
+        return self.translations.get(lang) or RuleText(self.title, self.message,
+                                                       self.suggestions)
 
     def matches(self, selector: str) -> bool:
         """True when --select/--ignore names this rule by id, name or tag."""
@@ -213,14 +234,39 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
         problem = check_template(text)
         if problem:
             raise RuleError(source, rule_id, f"{key}: {problem}")
+    translations = {}
+    if "zh" in raw:
+        translations["zh"] = _translation(raw, "zh", set(params) | set(let), source, rule_id)
     return Rule(
         id=raw["id"], name=raw["name"], title=raw["title"], type=raw["type"], when=when,
         message=raw["message"], suggestions=tuple(raw["suggestions"]), docs=raw["docs"],
         source=source, group=raw.get("group", "Model Summary"), subtype=raw.get("subtype", ""),
         severity=raw.get("severity"), tags=tuple(raw.get("tags", ())),
         requires=tuple(raw.get("requires", ())), params=params, let=let, impact_us=impact,
-        evidence=evidence, tune_ops=tune_ops, raw=raw,
+        evidence=evidence, tune_ops=tune_ops, translations=translations, raw=raw,
     )
+
+
+def _translation(raw: dict[str, Any], lang: str, names: set[str], source: str,
+                 rule_id: str | None) -> RuleText:
+    """Check a translated block like the English texts, and that it promises the same advice
+    with the same data: as many suggestions, and no variable the English texts cannot use."""
+    block = raw[lang]
+    if len(block["suggestions"]) != len(raw["suggestions"]):
+        raise RuleError(source, rule_id, f"{lang}.suggestions: {len(block['suggestions'])} "
+                                         f"given, the English texts have "
+                                         f"{len(raw['suggestions'])}")
+    known = names | TEMPLATE_NAMES
+    for key, text in [("message", block["message"]),
+                      *((f"suggestions[{i}]", s) for i, s in enumerate(block["suggestions"]))]:
+        problem = check_template(text)
+        if problem:
+            raise RuleError(source, rule_id, f"{lang}.{key}: {problem}")
+        unknown = sorted(meta.find_undeclared_variables(ENV.parse(text)) - known)
+        if unknown:
+            raise RuleError(source, rule_id, f"{lang}.{key}: unknown variable {unknown[0]!r} "
+                                             "(use the params and lets of the rule)")
+    return RuleText(block["title"], block["message"], tuple(block["suggestions"]))
 
 
 def rule_files(path: Path) -> list[Path]:
@@ -253,17 +299,24 @@ class RuleSet:
 
     rules: dict[str, Rule] = field(default_factory=dict)
     overrides: list[str] = field(default_factory=list)
+    origins: dict[str, str] = field(default_factory=dict)
+    """Rule id -> who supplied it ("built-in", "plugin NAME", "user"), for `rules list`."""
 
-    def add(self, rule: Rule) -> None:
+    def add(self, rule: Rule, origin: str = "user") -> None:
         old = self.rules.get(rule.id)
         if old is not None and old.source != rule.source:
-            self.overrides.append(f"{rule.id} from {rule.source} replaces the one in {old.source}")
+            self.overrides.append(f"{rule.id} from {rule.source} replaces the "
+                                  f"{self.origins[old.id]} one in {old.source}")
         self.rules[rule.id] = rule
+        self.origins[rule.id] = origin
 
 
-def load_rules(paths: Iterable[Path],
-               functions: Collection[str]) -> tuple[RuleSet, list[RuleError]]:
-    """Load rules in order (later ids replace earlier); bad files are returned, not raised."""
+def load_rules(paths: Iterable[Path], functions: Collection[str],
+               origins: Mapping[Path, str] | None = None) -> tuple[RuleSet, list[RuleError]]:
+    """Load rules in order (later ids replace earlier); bad files are returned, not raised.
+
+    `origins` labels the rules under a path (default "user"), e.g. {rules_dir: "built-in"}.
+    """
     ruleset = RuleSet()
     errors: list[RuleError] = []
     for root in paths:
@@ -273,6 +326,6 @@ def load_rules(paths: Iterable[Path],
         for path in rule_files(root):
             rules, problems = load_rule_file(path, functions)
             for rule in rules:
-                ruleset.add(rule)
+                ruleset.add(rule, (origins or {}).get(root, "user"))
             errors += problems
     return ruleset, errors

@@ -102,6 +102,12 @@ def findings_by_rank(report: dict) -> list[tuple[str, dict]]:
     )
 
 
+def report_lang(reports: list[dict] | dict) -> str:
+    """The language a report (or the first of several) was written in; older reports are "en"."""
+    first = reports if isinstance(reports, dict) else (reports[0] if reports else {})
+    return first.get("advisor", {}).get("lang", "en")
+
+
 def profile_label(profile: dict) -> str:
     """Names a profile for people: device, rank and path, whichever are known."""
     device = profile.get("device_name") or profile.get("device_kind") or ""

@@ -10,7 +10,7 @@ laid out here in Python, so the template only places shapes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
@@ -27,6 +27,7 @@ from advisor.render.format import (
     fmt_us,
     fmt_value,
     profile_label,
+    report_lang,
 )
 
 MAX_STEPS = 200
@@ -50,6 +51,118 @@ STEP_CHART = {"width": 1000, "height": 280, "left": 70, "right": 12, "top": 12, 
 CORE_CHART = {"width": 1000, "row": 30, "label": 180, "value": 250, "top": 6}
 LABEL_CHARS = 22  # longer core type names are shortened in the chart, kept whole in tooltips
 
+LABELS: dict[str, dict[str, str]] = {
+    "zh": {
+        "advisor report": "advisor 性能调优报告",
+        "{n} profile{s}": "{n} 份性能数据",
+        "generated": "生成于",
+        "Profile": "性能数据",
+        "Format": "格式",
+        "Findings": "发现",
+        "Total time": "总耗时",
+        "Top issue": "首要问题",
+        "No problems found": "未发现性能问题",
+        "No problems found.": "未发现性能问题。",
+        "No profiles.": "没有性能数据。",
+        "Framework": "框架",
+        "Device": "设备",
+        "Rank": "Rank",
+        "Path": "路径",
+        "Files read": "已读取文件",
+        "{n} file{s}": "{n} 个文件",
+        "finding{s}": "项发现",
+        "total time": "总耗时",
+        "high": "高",
+        "medium": "中",
+        "low": "低",
+        "none": "无",
+        "Step breakdown": "迭代耗时拆解",
+        "{n} step{s}": "{n} 个迭代",
+        "mean": "平均",
+        "min": "最短",
+        "max": "最长",
+        "Showing the first {shown} of {n} steps.": "仅显示 {n} 个迭代中的前 {shown} 个。",
+        "no step data": "无迭代数据",
+        "Time by core type": "各核类型耗时",
+        "no core type data": "无核类型数据",
+        "Time by compute class": "各计算类别耗时",
+        "Findings ranked by impact": "按影响排序的发现",
+        "Severity": "优先级",
+        "Finding": "发现",
+        "Impact": "影响",
+        "of step time": "占迭代时间",
+        "AOE tuning of the advised operators": "建议算子的 AOE 调优结果",
+        "{advised} operator{s} advised (operator_tuning_file.cfg) · {tuned} tuned: {improved} "
+        "improved, {regressed} regressed, {failed} failed, {incomplete} incomplete · "
+        "{not_tuned} not tuned. AOE results:":
+            "建议调优 {advised} 个算子（operator_tuning_file.cfg）· 已调优 {tuned} 个：性能提升 "
+            "{improved} 个，劣化 {regressed} 个，失败 {failed} 个，未完成 {incomplete} 个 · "
+            "未调优 {not_tuned} 个。AOE 结果文件：",
+        "Operator": "算子",
+        "Type": "类型",
+        "Mode": "模式",
+        "Before": "调优前",
+        "After": "调优后",
+        "Improvement": "提升",
+        "Status": "状态",
+        "Task": "任务",
+        "Advised but not tuned:": "已建议但未调优：",
+        "Rule errors": "规则执行错误",
+        "These rules failed while evaluating; their problems may be missing from the findings "
+        "above.": "以下规则执行失败，上面的发现中可能缺少它们检查的问题。",
+        "Rule": "规则",
+        "Problem": "问题",
+        "Rules not applicable": "不适用的规则",
+        "{n} rule was skipped because the profile lacks the data they need.":
+            "性能数据缺少 {n} 条规则所需的数据，已跳过这些规则。",
+        "{n} rules were skipped because the profile lacks the data they need.":
+            "性能数据缺少 {n} 条规则所需的数据，已跳过这些规则。",
+        "Title": "标题",
+        "Missing inputs": "缺少的数据",
+        "Every rule could be evaluated.": "所有规则均已执行。",
+        "Reader warnings": "读取告警",
+        "File": "文件",
+        "Column": "列",
+        "Reader": "读取插件",
+        "No warnings while reading.": "读取数据时没有告警。",
+        "estimated time that could be saved": "预计可节省的时间",
+        "What to try": "调优建议",
+        "Measured values vs thresholds": "实测值与阈值",
+        "Measured": "实测值",
+        "Thresholds": "阈值",
+        "Evidence": "证据",
+        "showing {shown} of {n} rows from": "显示 {n} 行中的 {shown} 行，来自",
+        "rule": "规则",
+        "Step time breakdown per step": "每个迭代的耗时拆解",
+        "step": "迭代",
+        "Device time by core type": "各核类型的设备耗时",
+        "Computing": "计算",
+        "Communication (not overlapped)": "未被掩盖的通信",
+        "Free (device idle)": "空闲（设备无任务）",
+        "Forward + backward": "前向 + 反向",
+        "Gradient refresh": "梯度刷新",
+        "Data augmentation bound": "数据增强拖尾",
+        "Other / unattributed": "其他 / 未归类",
+        "Step time": "迭代时间",
+        "Step {n}": "迭代 {n}",
+        "{rank} of {world}": "{rank} / {world}",
+        "{n} tasks": "{n} 个任务",
+    },
+}
+"""Fixed texts of the page per language, keyed by the English text (which needs no table)."""
+
+Translate = Callable[..., str]
+
+
+def translator(lang: str) -> Translate:
+    """`tr(text, count=1, **values)`: a fixed text in `lang`; `count` picks English's {s}."""
+    table = LABELS.get(lang, {})
+
+    def tr(text: str, count: int = 1, **values: Any) -> str:
+        return table.get(text, text).format(s="" if count == 1 else "s", **values)
+
+    return tr
+
 
 @cache
 def _environment() -> Environment:
@@ -67,14 +180,19 @@ def _environment() -> Environment:
 def render_html(
     reports: list[dict],
     *,
-    title: str = "advisor report",
+    title: str | None = None,
     sections: Sequence[ReportSection] = (),
 ) -> str:
-    """One self-contained HTML page for one or more profiles (devices/ranks)."""
-    profiles = [_profile_view(i, report) for i, report in enumerate(reports, start=1)]
+    """One self-contained HTML page for one or more profiles (devices/ranks), in the language
+    the reports were written in."""
+    lang = report_lang(reports)
+    tr = translator(lang)
+    profiles = [_profile_view(i, report, tr) for i, report in enumerate(reports, start=1)]
     meta = reports[0].get("advisor", {}) if reports else {}
     return _environment().get_template("report.html.j2").render(
-        title=title,
+        lang=lang,
+        tr=tr,
+        title=tr("advisor report") if title is None else title,
         profiles=profiles,
         version=meta.get("version", ""),
         generated_at=meta.get("generated_at", ""),
@@ -83,7 +201,7 @@ def render_html(
     )
 
 
-def _profile_view(index: int, report: dict) -> dict[str, Any]:
+def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
     """Everything the template shows for one profile, with every optional field resolved."""
     profile = report["profile"]
     anchor = f"p{index}"
@@ -100,7 +218,8 @@ def _profile_view(index: int, report: dict) -> dict[str, Any]:
         "framework": profile["framework"],
         "device": device or MISSING,
         "rank": MISSING if rank is None else (
-            f"{rank} of {profile['world_size']}" if profile.get("world_size") else str(rank)
+            tr("{rank} of {world}", rank=rank, world=profile["world_size"])
+            if profile.get("world_size") else str(rank)
         ),
         "path": profile["path"],
         "files_read": profile["files_read"],
@@ -109,9 +228,10 @@ def _profile_view(index: int, report: dict) -> dict[str, Any]:
         "severity_counts": [(s, summary["by_severity"].get(s, 0)) for s in SEVERITIES],
         "finding_count": len(findings),
         "top_title": findings[0][1]["title"] if findings else None,
-        "steps": _step_chart(report["metrics"]["steps"]),
-        "cores": _core_chart(report["metrics"]["core_types"]),
-        "classes": _core_chart(report["metrics"].get("compute_classes", []), "compute_class"),
+        "steps": _step_chart(report["metrics"]["steps"], tr),
+        "cores": _core_chart(report["metrics"]["core_types"], tr),
+        "classes": _core_chart(report["metrics"].get("compute_classes", []), tr,
+                               "compute_class"),
         "findings": [
             _finding_view(f"{anchor}-f{n}", group, f)
             for n, (group, f) in enumerate(findings, start=1)
@@ -206,14 +326,15 @@ def _tick_label(us: float, in_ms: bool) -> str:
     return f"{value:,.3f}".rstrip("0").rstrip(".") + f" {unit}"
 
 
-def _step_chart(steps: list[dict]) -> dict[str, Any]:
+def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
     """Stacked bars per step; the bar is the step duration, unexplained time shown as "other"."""
     total_steps = len(steps)
     steps = steps[:MAX_STEPS]
     keys = set().union(*steps) if steps else set()
     split = DEVICE_SPLIT if keys & {k for k, _, _ in DEVICE_SPLIT} else ITERATION_SPLIT
-    components = [c for c in split if c[0] in keys]
+    components = [(k, tr(label), colour) for k, label, colour in split if k in keys]
     rest_label, rest_colour = OTHER if components else UNSPLIT
+    rest_label = tr(rest_label)
 
     c = STEP_CHART
     plot_w = c["width"] - c["left"] - c["right"]
@@ -252,7 +373,7 @@ def _step_chart(steps: list[dict]) -> dict[str, Any]:
         tooltip = "; ".join(f"{label} {fmt_us(v)}" for label, _, v in segments)
         bars.append({
             "step": fmt_num(s["step"]),
-            "tooltip": f"Step {fmt_num(s['step'])}: {fmt_us(total)}" + (
+            "tooltip": f"{tr('Step {n}', n=fmt_num(s['step']))}: {fmt_us(total)}" + (
                 f" ({tooltip})" if tooltip else ""),
             "rects": rects,
             "label_x": round(x + bar_w / 2, 2) if i % label_every == 0 else None,
@@ -286,7 +407,7 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _core_chart(rows: list[dict], key: str = "core_type") -> dict[str, Any]:
+def _core_chart(rows: list[dict], tr: Translate, key: str = "core_type") -> dict[str, Any]:
     """One horizontal bar per core type (or other `key`), longest first, with time and share."""
     c = CORE_CHART
     rows = sorted(rows, key=lambda r: -_number(r["total_us"]))
@@ -305,7 +426,7 @@ def _core_chart(rows: list[dict], key: str = "core_type") -> dict[str, Any]:
             "text_y": y + c["row"] / 2 + 4,
             "value_x": round(c["label"] + w + 8, 2),
             "value": f"{fmt_us(r['total_us'])} · {fmt_pct(r['ratio'])} · "
-                     f"{fmt_num(r['count'])} tasks",
+                     + tr("{n} tasks", n=fmt_num(r["count"])),
         })
     return {
         "bars": bars,

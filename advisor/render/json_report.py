@@ -35,10 +35,10 @@ def _finding(f: Finding) -> dict[str, Any]:
     rule = f.rule
     tuning_data: list[Any] | dict[str, Any] = f.tune_ops if rule.tune_ops else dict(f.values)
     return {
-        "Rule Subtype": rule.subtype or rule.title,
+        "Rule Subtype": rule.subtype or f.title,
         "Rule Suggestion": " ".join(f"{i}. {s}" for i, s in enumerate(f.suggestions, 1)),
         "Tuning Data": tuning_data,
-        "rule_id": rule.id, "rule_name": rule.name, "title": rule.title,
+        "rule_id": rule.id, "rule_name": rule.name, "title": f.title,
         "severity": f.severity, "message": f.message, "values": f.values, "params": f.params,
         "impact_us": f.impact_us, "impact_ratio": f.impact_ratio, "rank": f.rank,
         "evidence": f.evidence, "suggestions": f.suggestions, "source": rule.source,
@@ -113,7 +113,7 @@ def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) ->
     data: dict[str, list[dict[str, Any]]] = {}
     for finding in sorted(evaluation.findings, key=lambda f: f.rank):
         data.setdefault(finding.rule.group, []).append({
-            "Rule Type": finding.rule.type, "Rule Description": finding.rule.title,
+            "Rule Type": finding.rule.type, "Rule Description": finding.title,
             "result": [_finding(finding)]})
     by_severity = {s: sum(f.severity == s for f in evaluation.findings) for s in SEVERITIES}
     meta = profile.meta.to_dict()
@@ -122,14 +122,16 @@ def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) ->
         "status": 0,
         "data": data,
         "advisor": {"version": __version__,
-                    "generated_at": datetime.now(UTC).isoformat(timespec="seconds")},
+                    "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "lang": evaluation.lang},
         "profile": meta,
         "summary": {"findings": len(evaluation.findings), "by_severity": by_severity,
                     "total_time_us": profile_time_us(profile)},
         "metrics": {"steps": step_metrics(profile), "core_types": core_type_metrics(profile),
                     "compute_classes": compute_class_metrics(profile),
                     "host": host_metrics(profile)},
-        "not_applicable": [{"rule_id": r.id, "rule_name": r.name, "title": r.title,
+        "not_applicable": [{"rule_id": r.id, "rule_name": r.name,
+                            "title": r.text(evaluation.lang).title,
                             "missing": missing} for r, missing in evaluation.not_applicable],
         "warnings": [w.to_dict() for w in profile.warnings],
         "rules": {r.id: {"source": r.source, "params": evaluation.params.get(r.id, {}),

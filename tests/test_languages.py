@@ -1,0 +1,175 @@
+"""English and Chinese texts: zh blocks in rule files, --lang, and the locale default."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from advisor.api import analyze, load_ruleset
+from advisor.cli import main
+from advisor.engine.cases import CaseRunner, case_files, load_case_file
+from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.rules import build_rule, load_rules
+from advisor.errors import RuleError
+from advisor.plugin_manager import PluginHost
+from advisor.render.json_report import validate_report
+
+DEMO = Path(__file__).parents[1] / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
+RULES = Path(__file__).parents[1] / "rules"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")
+
+
+def rule(**extra: object) -> dict:
+    base = {
+        "id": "TEST-001", "name": "slow-steps", "title": "Steps are slow", "type": "Step",
+        "params": {"limit_us": 100},
+        "let": {"worst_us": "max(steps.duration_us)"},
+        "when": "worst_us > limit_us",
+        "message": "The slowest step takes {{ worst_us|us }} (limit {{ limit_us|us }}).",
+        "suggestions": ["Look at step {{ evidence_total }}.", "Profile again."],
+        "docs": "What it checks: the slowest step against a limit.",
+    }
+    return {**base, **extra}
+
+
+ZH = {"title": "迭代过慢",
+      "message": "最慢的迭代耗时 {{ worst_us|us }}（阈值 {{ limit_us|us }}）。",
+      "suggestions": ["查看第 {{ evidence_total }} 个迭代。", "重新采集性能数据。"]}
+
+
+def test_zh_block_is_loaded_and_english_stays_the_fallback():
+    built = build_rule(rule(zh=ZH), "test.yaml", BUILTIN_FUNCTIONS)
+    assert built.text("zh").title == "迭代过慢"
+    assert built.text("zh").suggestions == tuple(ZH["suggestions"])
+    assert built.text("en").message == built.message
+    plain = build_rule(rule(), "test.yaml", BUILTIN_FUNCTIONS)
+    assert plain.text("zh").title == "Steps are slow"
+
+
+@pytest.mark.parametrize("zh, problem", [
+    ({**ZH, "suggestions": ZH["suggestions"][:1]}, "zh.suggestions: 1 given, the English"),
+    ({**ZH, "message": "耗时 {{ worst_us|us "}, "zh.message: invalid template"),
+    ({**ZH, "message": "耗时 {{ worst_time|us }}"}, "unknown variable 'worst_time'"),
+    ({**ZH, "suggestions": ["{% for %}", "好"]}, "zh.suggestions[0]: invalid template"),
+    ({k: v for k, v in ZH.items() if k != "title"}, "'title' is a required property"),
+    ({**ZH, "docs": "不允许的键"}, "Additional properties are not allowed"),
+])
+def test_bad_zh_block_is_refused_naming_the_rule(zh: dict, problem: str):
+    with pytest.raises(RuleError) as info:
+        build_rule(rule(zh=zh), "test.yaml", BUILTIN_FUNCTIONS)
+    assert problem in str(info.value)
+    assert "TEST-001" in str(info.value)
+
+
+def test_every_builtin_rule_has_a_complete_zh_block():
+    ruleset, errors = load_rules([RULES], BUILTIN_FUNCTIONS)
+    assert errors == []
+    builtin = list(ruleset.rules.values())
+    assert len(builtin) >= 30
+    for r in builtin:
+        zh = r.translations.get("zh")
+        assert zh is not None, f"{r.id} has no zh block"
+        assert CJK.search(zh.title) and CJK.search(zh.message), r.id
+        assert len(zh.suggestions) == len(r.suggestions), r.id
+        assert all(CJK.search(s) for s in zh.suggestions), r.id
+
+
+def test_zh_findings_on_the_demo_are_chinese():
+    result = analyze(DEMO, lang="zh")
+    findings = result.findings
+    assert findings
+    for f in findings:
+        assert CJK.search(f.title) and CJK.search(f.message), f.rule.id
+        assert not f.message.startswith("[message template error"), f.message
+        assert all(CJK.search(s) for s in f.suggestions), f.rule.id
+    english = analyze(DEMO, lang="en").findings
+    assert [f.rule.id for f in english] == [f.rule.id for f in findings]
+    assert not any(CJK.search(f.message) for f in english)
+
+
+def test_every_builtin_rule_renders_chinese_on_its_firing_cases():
+    """The demo fires a few rules; the rules' own firing cases reach every one of them."""
+    host = PluginHost()
+    ruleset, errors = load_ruleset(host, [])
+    assert errors == []
+    runner = CaseRunner(ruleset, host, lang="zh")
+    rendered = set()
+    for path in case_files(RULES):
+        for case in load_case_file(path):
+            if not case.expect["fires"]:
+                continue
+            _, evaluation = runner.evaluate(case)
+            (finding,) = evaluation.findings
+            assert CJK.search(finding.title) and CJK.search(finding.message), case.where
+            assert "template error" not in finding.message, case.where
+            assert all(CJK.search(s) for s in finding.suggestions), case.where
+            rendered.add(case.rule_id)
+    assert rendered == set(ruleset.rules)
+
+
+def test_analyze_refuses_an_unknown_language():
+    with pytest.raises(ValueError, match="unknown language 'fr'"):
+        analyze(DEMO, lang="fr")
+
+
+def run(tmp_path: Path, *args: str, env: dict[str, str | None] | None = None):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(DEMO), "-o", str(out), *args],
+                                env={**dict.fromkeys(LOCALE_VARS), **(env or {})})
+    return result, out
+
+
+def test_run_lang_zh_writes_chinese_json_html_and_summary(tmp_path: Path):
+    result, out = run(tmp_path, "--lang", "zh")
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "prof_rule_0.json").read_text(encoding="utf-8"))
+    validate_report(report)
+    assert report["advisor"]["lang"] == "zh"
+    groups = [g for groups in report["data"].values() for g in groups]
+    assert groups and all(set(g) == {"Rule Type", "Rule Description", "result"} for g in groups)
+    for g in groups:
+        finding = g["result"][0]
+        assert CJK.search(g["Rule Description"]) and g["Rule Description"] == finding["title"]
+        assert CJK.search(finding["message"]) and CJK.search(finding["Rule Suggestion"])
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="zh">' in html
+    assert "按影响排序的发现" in html and "调优建议" in html
+    assert "Findings ranked by impact" not in html and "What to try" not in html
+    assert groups[0]["Rule Description"] in html
+    assert groups[0]["Rule Description"] in result.output
+    assert "条规则不适用" in result.output
+
+
+def test_run_lang_en_keeps_english(tmp_path: Path):
+    result, out = run(tmp_path, "--lang", "en")
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "prof_rule_0.json").read_text(encoding="utf-8"))
+    assert report["advisor"]["lang"] == "en"
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert '<html lang="en">' in html and "Findings ranked by impact" in html
+    assert not CJK.search(html) and not CJK.search(result.output)
+
+
+@pytest.mark.parametrize("env, lang", [
+    ({"LANG": "zh_CN.UTF-8"}, "zh"),
+    ({"LANG": "en_US.UTF-8"}, "en"),
+    ({}, "en"),
+    ({"LC_ALL": "zh_CN.UTF-8", "LANG": "en_US.UTF-8"}, "zh"),
+    ({"LC_MESSAGES": "C", "LANG": "zh_CN.UTF-8"}, "en"),
+])
+def test_default_language_comes_from_the_locale(tmp_path: Path, env: dict, lang: str):
+    result, out = run(tmp_path, "--format", "json", env=env)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "prof_rule_0.json").read_text(encoding="utf-8"))
+    assert report["advisor"]["lang"] == lang
+
+
+def test_unknown_lang_is_a_one_line_usage_error(tmp_path: Path):
+    result, _ = run(tmp_path, "--lang", "fr")
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output and "'fr' is not one of" in result.output
