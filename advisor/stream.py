@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
 import orjson
 
 from advisor.errors import UnreadableInput
@@ -34,6 +35,32 @@ CHUNK_BYTES = 8 * 1024 * 1024
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 MAX_HEADER_BYTES = 64 * 1024 * 1024
+
+
+def typed_decoder(event: type[msgspec.Struct]) -> Callable[[bytes], list[Any]]:
+    """A batch decoder (EventStream's `decode`) into msgspec structs of `event`, which skips
+    every field the struct does not name: several times faster than dicts of everything.
+
+    A batch the structs cannot hold (an event or its args that is no object, a number out of
+    range) is decoded as dicts instead, which the reader converts; invalid JSON raises
+    ValueError as EventStream expects.
+    """
+    decoder = msgspec.json.Decoder(list[event])
+
+    def decode(data: bytes) -> list[Any]:
+        try:
+            return decoder.decode(data)
+        except msgspec.ValidationError:
+            return orjson.loads(data)
+        except msgspec.DecodeError as exc:  # not a ValueError in every msgspec version
+            raise ValueError(str(exc)) from None
+
+    return decode
+
+
+def struct_keys(struct: type[msgspec.Struct]) -> dict[str, str]:
+    """JSON key -> attribute name of a struct's fields (to build it from a decoded dict)."""
+    return dict(zip(struct.__struct_encode_fields__, struct.__struct_fields__, strict=True))
 
 
 def _loads_lenient(data: bytes) -> Any:

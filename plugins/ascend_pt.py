@@ -43,7 +43,6 @@ from typing import Any
 
 import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,7 +53,7 @@ from advisor.hookspecs import hookimpl
 from advisor.io import WarnFn, load_json
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
-from advisor.stream import EventStream
+from advisor.stream import EventStream, struct_keys, typed_decoder
 from advisor_plugins.mindspore_legacy import read_pipeline_raw
 from advisor_plugins.msprof import (
     MsprofReader,
@@ -363,20 +362,8 @@ class _Event(msgspec.Struct, gc=False):
 
 
 _NO_ARGS = _Args()
-_EVENTS = msgspec.json.Decoder(list[_Event])
-_ARG_ATTRS = dict(zip(_Args.__struct_encode_fields__, _Args.__struct_fields__, strict=True))
-
-
-def _decode_events(data: bytes) -> list[Any]:
-    """A JSON array of events as `_Event`s, skipping every field no table needs (the
-    framework's call stacks and shapes); as dicts where an event or its args is no object or a
-    number is out of range (`_as_events` converts them); ValueError for invalid JSON."""
-    try:
-        return _EVENTS.decode(data)
-    except msgspec.ValidationError:
-        return orjson.loads(data)
-    except msgspec.DecodeError as exc:  # not a ValueError in every msgspec version
-        raise ValueError(str(exc)) from None
+_ARG_ATTRS = struct_keys(_Args)
+_decode_events = typed_decoder(_Event)
 
 
 def _as_events(events: list[Any]) -> list[_Event]:

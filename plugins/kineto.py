@@ -30,14 +30,18 @@ from typing import Any
 
 import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
-from advisor.stream import CHUNK_BYTES, EventStream  # batch size: a module global for tests
+from advisor.stream import (  # CHUNK_BYTES: the batch size, a module global for tests
+    CHUNK_BYTES,
+    EventStream,
+    struct_keys,
+    typed_decoder,
+)
 
 READER = "kineto"
 HEAD_BYTES = 64 * 1024
@@ -526,19 +530,8 @@ class _Event(msgspec.Struct, gc=False):
 
 
 _NO_ARGS = _Args()
-_EVENTS = msgspec.json.Decoder(list[_Event])
-_ARG_ATTRS = dict(zip(_Args.__struct_encode_fields__, _Args.__struct_fields__, strict=True))
-
-
-def _decode_events(data: bytes) -> list[Any]:
-    """A JSON array of events as `_Event`s; as dicts where an event or its args is no object
-    or a number is out of range (the walk converts them); ValueError for invalid JSON."""
-    try:
-        return _EVENTS.decode(data)
-    except msgspec.ValidationError:
-        return orjson.loads(data)
-    except msgspec.DecodeError as exc:  # not a ValueError in every msgspec version
-        raise ValueError(str(exc)) from None
+_ARG_ATTRS = struct_keys(_Args)
+_decode_events = typed_decoder(_Event)
 
 
 def _as_events(events: list[Any]) -> list[Any]:

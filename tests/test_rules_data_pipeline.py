@@ -5,27 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from advisor.derive import derive
-from advisor.engine.evaluate import evaluate
-from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.rules import load_rules
-from advisor.model import Profile, ProfileMeta, conform
-from advisor_plugins.builtin_rules import advisor_rule_paths
-from advisor_plugins.step_metrics import PROVIDERS
-
-RULES, ERRORS = load_rules(advisor_rule_paths(), BUILTIN_FUNCTIONS)
-
-
-def run(rule_id: str, **tables: pd.DataFrame):
-    profile = Profile(ProfileMeta("test", "mem"),
-                      {name: conform(name, df) for name, df in tables.items()})
-    rule = RULES.rules[rule_id]
-    derive(profile, rule.needs(), PROVIDERS)
-    result = evaluate(profile, [rule], functions=BUILTIN_FUNCTIONS)
-    assert result.errors == [], result.errors
-    assert result.outcomes[rule_id] != "not_applicable", result.not_applicable
-    return result.findings
+from test_builtin_rules import ERRORS, RULES, run
 
 
 def evidence(finding) -> list[dict]:
