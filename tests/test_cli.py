@@ -222,8 +222,15 @@ def test_user_rule_replaces_builtin_and_is_listed(tmp_path):
     listing = invoke("rules", "list", "--rules", team)
     line = next(x for x in listing.output.splitlines() if x.startswith("STEP-001"))
     assert "Team version of input wait" in line and str(team) in line
-    run = invoke("run", DEMO, "-o", tmp_path / "out", "--rules", team, "--format", "json")
+    run = invoke("run", DEMO, "-o", tmp_path / "out", "--rules", team, "--format", "json,html")
     assert run.exit_code == 0 and f"STEP-001 from {team} replaces" in run.output
+    report = json.loads((tmp_path / "out" / "prof_rule_0.json").read_text(encoding="utf-8"))
+    notes = report["advisor"]["rule_overrides"]  # the file holds every step rule
+    assert sorted(n.split()[0] for n in notes) == ["STEP-001", "STEP-002"]
+    assert all(f"from {team} replaces the built-in one" in n for n in notes)
+    validate_report(report)
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "Rules replaced" in html and str(team) in html
     shown = invoke("rules", "show", "STEP-001")
     assert "max_ratio = 0.1" in shown.output and "Data Aug Bound" in shown.output
 

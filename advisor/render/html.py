@@ -108,6 +108,7 @@ LABELS: dict[str, dict[str, str]] = {
         "Task": "任务",
         "Advised but not tuned:": "已建议但未调优：",
         "Rule errors": "规则执行错误",
+        "Rules replaced": "被替换的规则",
         "These rules failed while evaluating; their problems may be missing from the findings "
         "above.": "以下规则执行失败，上面的发现中可能缺少它们检查的问题。",
         "Rule": "规则",
@@ -239,6 +240,7 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "not_applicable": sorted(report["not_applicable"], key=lambda r: r["rule_id"]),
         "warnings": [_warning_view(w) for w in report["warnings"]],
         "rule_errors": report["rule_errors"],
+        "rule_overrides": report["advisor"].get("rule_overrides", []),
         "tuning_loop": _tuning_loop_view(report.get("tuning_loop")),
     }
 
