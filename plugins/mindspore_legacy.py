@@ -34,6 +34,7 @@ read: flops_scope, memory, timeline JSON, HCCL and cluster files.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -70,11 +71,13 @@ _KINDS: dict[str, re.Pattern[str]] = {
         ("cpu", r"minddata_cpu_utilization_(\d+)\.json"),
         ("flops", r"flops_(\d+)\.txt"),
         ("flops_summary", r"flops_summary_(\d+)\.json"),
+        ("memory_summary", r"memory_usage_summary_(\d+)\.json"),
     )
 }
 # Files that alone make a folder a MindSpore profiler folder (framework_raw alone does not).
 _DETECTING = ("step_trace", "device_queue", "dataset_iterator", "getnext", "pipeline",
               "aicore_type", "cpu")
+GIB = 1024.0 ** 3
 MFLO = 1e6  # flops_{N}.txt counts in millions (MindSpore docs: "FLOPs ... M (10^6)")
 _SYSTEM_METRICS = {"user_utilization": "user_pct", "sys_utilization": "sys_pct",
                    "io_utilization": "io_pct", "idle_utilization": "idle_pct",
@@ -160,6 +163,7 @@ class _RankReader:
         self._device_ops()
         self._flops()
         self._cpu_usage()
+        self._memory()
         if not self.profile.tables:
             return None
         self._rebase()
@@ -503,6 +507,30 @@ class _RankReader:
         flops = pd.Series(mflops.sum(axis=1, min_count=1).to_numpy() * MFLO,
                           index=df["full_kernel_name"]).groupby(level=0).first()
         self.profile.tables["device_ops"] = ops.assign(flops=ops["name"].map(flops))
+
+    def _memory(self) -> None:
+        """Peak device memory against capacity from `memory_usage_summary_{rank}.json`, as
+        one `memory` row: MindSpore writes `capacity` and `peak_mem` in GiB (its parser divides
+        the byte counts by 1024**3). The sample has no time: the summary covers the run."""
+        path = self.files.get("memory_summary")
+        if path is None:
+            return
+        self.profile.meta.files_read.append(path.name)
+        summary = self._json(path)
+        if summary is None:
+            return
+        if not isinstance(summary, dict):
+            self.warn(path, "not a JSON object with capacity and peak_mem")
+            return
+        peak, capacity = _float(summary.get("peak_mem")), _float(summary.get("capacity"))
+        if not (math.isfinite(peak) and peak >= 0):
+            self.warn(path, f"peak_mem is not a number of GiB: {summary.get('peak_mem')!r}")
+            return
+        self.profile.tables["memory"] = pd.DataFrame({
+            "time_us": [np.nan], "allocated_bytes": [peak * GIB], "reserved_bytes": [peak * GIB],
+            "capacity_bytes": [capacity * GIB if math.isfinite(capacity) and capacity > 0
+                               else np.nan],
+            "device": [f"NPU:{self.rank}"]})
 
     def _json(self, path: Path) -> Any:
         """Parsed JSON, or None (warned) when the file cannot be read or parsed."""

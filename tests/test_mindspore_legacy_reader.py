@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from advisor.api import analyze
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
@@ -329,3 +330,29 @@ def test_old_flops_header_and_bad_cells(tmp_path: Path) -> None:
     assert ops.loc["Default/Cast-op10", "flops"] == 12.5e6
     assert pd.isna(ops.loc["Default/TransData-op11", "flops"])
     assert ops["flops"].notna().sum() == 1
+
+
+def test_peak_memory_against_capacity_from_the_memory_summary(tmp_path: Path) -> None:
+    """memory_usage_summary_{rank}.json holds GiB (MindSpore divides bytes by 1024**3)."""
+    shutil.copy(MISC / "step_trace_raw_0_detail_time.csv", tmp_path)
+    (tmp_path / "memory_usage_summary_0.json").write_text(json.dumps(
+        {"capacity": 32.0, "allocations": 120, "deallocations": 118, "peak_mem": 30.5,
+         "static_mem": 1.25}))
+    (profile,) = READER.read(tmp_path)
+    (row,) = profile.tables["memory"].to_dict("records")
+    assert row["reserved_bytes"] == 30.5 * 1024 ** 3
+    assert row["capacity_bytes"] == 32 * 1024 ** 3
+    assert row["device"] == "NPU:0"
+    assert "memory_usage_summary_0.json" in profile.meta.files_read
+    assert contract_problems(profile) == []
+    (finding,) = [f for f in analyze(tmp_path).findings if f.rule.id == "MEM-002"]
+    assert finding.values["ratio"] == pytest.approx(30.5 / 32)
+
+
+def test_memory_summary_without_a_number_warns(tmp_path: Path) -> None:
+    shutil.copy(MISC / "step_trace_raw_0_detail_time.csv", tmp_path)
+    (tmp_path / "memory_usage_summary_0.json").write_text('{"capacity": 32, "peak_mem": "x"}')
+    (profile,) = READER.read(tmp_path)
+    assert "memory" not in profile.tables and "steps" in profile.tables
+    assert [(Path(w.file).name, w.problem) for w in profile.warnings] == [
+        ("memory_usage_summary_0.json", "peak_mem is not a number of GiB: 'x'")]
