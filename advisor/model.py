@@ -235,6 +235,13 @@ TABLES: dict[str, TableSpec] = {
                "context switches the profiler counted for the sample (scope system)"),
             _c("cpus", "Int64", "", "logical CPUs of the host"),
         )),
+        TableSpec("utilization", "whole-run utilisation figure a profiler computed itself", (
+            _c("measure", "string", "",
+               "flops_utilization (achieved FLOPS over the device's peak, MindSpore "
+               "flops_summary), flops_per_s", True),
+            _c("value", "float64", "", "the figure, in `unit`", True),
+            _c("unit", "string", "", "%, FLOPS ..."),
+        )),
     )
 }
 

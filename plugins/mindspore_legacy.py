@@ -488,6 +488,7 @@ class _RankReader:
             if isinstance(summary, dict) and summary:
                 self.profile.meta.extra["flops_summary"] = {
                     k: _float(v) for k, v in summary.items() if isinstance(k, str)}
+                self._utilization(summary)
             elif summary is not None:
                 self.warn(path, "not a JSON object of FLOPs figures")
         path = self.files.get("flops")
@@ -507,6 +508,17 @@ class _RankReader:
         flops = pd.Series(mflops.sum(axis=1, min_count=1).to_numpy() * MFLO,
                           index=df["full_kernel_name"]).groupby(level=0).first()
         self.profile.tables["device_ops"] = ops.assign(flops=ops["name"].map(flops))
+
+    def _utilization(self, summary: dict[str, Any]) -> None:
+        """The device's FLOPS utilisation (%, achieved FLOPS over the AI Core peak; the FLOPS
+        are GFLOPS per MindSpore's docs) as rows of the utilization table, for rules."""
+        rows = [(measure, value, unit) for measure, key, unit, scale in (
+                    ("flops_utilization", "FLOPS_Utilization", "%", 1.0),
+                    ("flops_per_s", "FLOPS", "FLOPS", 1e9))
+                if math.isfinite(value := _float(summary.get(key)) * scale)]
+        if rows:
+            self.profile.tables["utilization"] = pd.DataFrame(
+                rows, columns=["measure", "value", "unit"])
 
     def _memory(self) -> None:
         """Peak device memory against capacity from `memory_usage_summary_{rank}.json`, as

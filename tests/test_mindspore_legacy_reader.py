@@ -49,7 +49,8 @@ def test_one_profile_per_rank_and_contract() -> None:
     for profile in profiles.values():
         assert contract_problems(profile) == []
         assert profile.warnings == []
-    assert set(profiles[0].tables) == {"steps", "pipeline_ops", "queues", "cpu_usage"}
+    assert set(profiles[0].tables) == {"steps", "pipeline_ops", "queues", "cpu_usage",
+                                       "utilization"}
     assert set(profiles[1].tables) == {"device_ops"}
 
 
@@ -356,3 +357,13 @@ def test_memory_summary_without_a_number_warns(tmp_path: Path) -> None:
     assert "memory" not in profile.tables and "steps" in profile.tables
     assert [(Path(w.file).name, w.problem) for w in profile.warnings] == [
         ("memory_usage_summary_0.json", "peak_mem is not a number of GiB: 'x'")]
+
+
+def test_flops_utilization_of_the_real_summary_feeds_eff_003() -> None:
+    summary = json.loads((MISC / "flops_summary_0.json").read_text(encoding="utf-8"))
+    profile = by_rank(MISC)[0]
+    table = profile.tables["utilization"].set_index("measure")
+    assert table.loc["flops_utilization", "value"] == summary["FLOPS_Utilization"]
+    assert table.loc["flops_per_s", "value"] == pytest.approx(summary["FLOPS"] * 1e9)
+    (finding,) = [f for f in analyze(MISC).findings if f.rule.id == "EFF-003"]  # rank 0 only
+    assert finding.values["utilization_pct"] == summary["FLOPS_Utilization"]
