@@ -56,6 +56,8 @@ def load_json(path: str | Path, progress: FileProgress | None = None) -> Any:
         if exc.msg.startswith("unexpected end of data"):
             raise UnreadableInput(path, f"truncated JSON (ends at byte {len(data)})") from None
         raise UnreadableInput(path, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
+    except MemoryError:
+        raise UnreadableInput(path, TOO_LARGE) from None
     finally:
         if gc_was_on:
             gc.enable()
@@ -84,6 +86,7 @@ def _loads_or_none(data: bytes) -> Any | None:
 
 
 CHUNK_BYTES = 8 * 1024 * 1024
+TOO_LARGE = "too large to read into memory (free memory or split the export)"
 
 
 def read_bytes(path: str | Path, progress: FileProgress | None = None) -> bytes:
@@ -106,7 +109,12 @@ def read_bytes(path: str | Path, progress: FileProgress | None = None) -> bytes:
         raise UnreadableInput(path, "truncated gzip data") from None
     except OSError as exc:
         raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
-    return b"".join(chunks)
+    except MemoryError:
+        raise UnreadableInput(path, TOO_LARGE) from None
+    try:
+        return b"".join(chunks)
+    except MemoryError:
+        raise UnreadableInput(path, TOO_LARGE) from None
 
 
 def read_csv_strings(path: str | Path, warn: WarnFn | None = None
@@ -138,6 +146,8 @@ def read_csv_strings(path: str | Path, warn: WarnFn | None = None
             raise UnreadableInput(path, f"cannot parse CSV: {exc}") from None
     except OSError as exc:
         raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
+    except MemoryError:
+        raise UnreadableInput(path, TOO_LARGE) from None
     df = df.fillna("")
     for column in df.columns:
         if _needs_strip(df[column]):

@@ -351,7 +351,11 @@ def conform(table: str, df: pd.DataFrame) -> pd.DataFrame:
         if col.dtype == "float64":
             series = pd.to_numeric(series, errors="coerce").astype("float64")
         elif col.dtype in ("int64", *_NULLABLE_NUMERIC):
-            series = pd.to_numeric(series, errors="coerce").round().astype("Int64")
+            numbers = pd.to_numeric(series, errors="coerce")
+            if numbers.dtype.kind != "i":  # floats, huge ints: no int64 beyond its range
+                numbers = numbers.astype("float64").round()
+                numbers = numbers.where(numbers.abs() < 2.0**63)
+            series = numbers.astype("Int64")
             if col.dtype == "int64" and not series.isna().any():
                 series = series.astype("int64")
         elif col.dtype == "bool":

@@ -64,8 +64,14 @@ def struct_keys(struct: type[msgspec.Struct]) -> dict[str, str]:
 
 
 def _loads_lenient(data: bytes) -> Any:
-    """stdlib json accepts NaN and Infinity, which some writers emit and orjson refuses."""
-    return json.loads(data)
+    """stdlib json accepts NaN and Infinity, which some writers emit and orjson refuses.
+
+    Its recursive parser overflows on deeply nested input: that is invalid input here too.
+    """
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 @dataclass
@@ -253,11 +259,28 @@ class EventStream:
         return header if isinstance(header, dict) else {}
 
     def _salvage(self, rest: bytes) -> list[Any]:
-        """The complete events before the point where a cut file ends."""
+        """The complete events before the point where a cut file ends.
+
+        Only boundaries before the first error are tried: each try decodes the whole prefix,
+        so trying every boundary of a file corrupt early on would take quadratic time.
+        """
+        data = b"[" + rest + b"]"
+        limit = len(rest)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            limit = exc.start - 1
+        text = data.decode("utf-8", "surrogateescape")  # a syntax error may come earlier
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:  # exc.pos counts characters: back to bytes
+            limit = min(limit, len(text[:exc.pos].encode("utf-8", "surrogateescape")) - 1)
+        except RecursionError:
+            pass
         ends = [m.start() + 1 for m in _BOUNDARY.finditer(rest)]
         ends.append(rest.rfind(b"}") + 1)
         for end in sorted(set(ends), reverse=True):
-            if end <= 0:
+            if end <= 0 or end > limit:  # a prefix holding the error cannot decode
                 continue
             try:
                 events = self._decode(b"[" + rest[:end] + b"]")

@@ -85,7 +85,9 @@ class AoeReader:
 
     def read(self, path: Path) -> list[Profile]:
         path = Path(path)
-        files = sorted(p for p in path.iterdir() if is_aoe_file(p)) if path.is_dir() else [path]
+        # a folder is claimed by its file names: a named file that is no JSON gets a warning
+        files = sorted(p for p in path.iterdir() if is_aoe_file(p) or (
+            p.is_file() and FILE_NAME.fullmatch(p.name))) if path.is_dir() else [path]
         meta = ProfileMeta(source_format="aoe", path=str(path), framework="CANN",
                            device_kind="NPU")
         profile = Profile(meta)
@@ -186,6 +188,8 @@ def _document(path: Path, profile: Profile) -> Any:
         return json.loads(body, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
         error = exc
+    except RecursionError:  # the stdlib parser recurses per nesting level
+        raise UnreadableInput(path, "JSON nested too deeply") from None
     try:
         value, end, repairs = _decode(body)
         if not body[end:].strip():

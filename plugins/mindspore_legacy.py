@@ -116,11 +116,16 @@ class MindSporeLegacyReader:
             kind = _kind_of(child.name)
             if kind is not None and child.is_file():
                 ranks.setdefault(kind[1], {})[kind[0]] = child
-        profiles = [p for rank in sorted(ranks) if (p := _RankReader(path, rank,
-                                                                       ranks[rank]).read())]
+        readers = [_RankReader(path, rank, ranks[rank]) for rank in sorted(ranks)]
+        profiles = [p for reader in readers if (p := reader.read())]
+        # a rank with nothing readable is left out, but the user still hears why
+        lost = [w for reader in readers if all(reader.profile is not p for p in profiles)
+                for w in reader.profile.warnings]
         if not profiles:
             raise UnreadableInput(path, "no readable MindSpore profiler data (step trace, data "
-                                        "queues, pipeline or AI Core operator files)")
+                                        "queues, pipeline or AI Core operator files)"
+                                  + (f"; {lost[0]}" if lost else ""))
+        profiles[0].warnings += lost
         return profiles
 
 

@@ -592,6 +592,9 @@ def _split_devices(frame: pd.DataFrame, rel: str,
              column="Device_id")
         return []
     ids = frame[DEVICE_COLUMN]
+    # a cell that is neither a number nor `host` (a corrupt row) names no device either
+    ids = ids.where(ids.astype("string").str.fullmatch(r"\d{1,9}|host").fillna(False))
+    frame = frame.assign(**{DEVICE_COLUMN: ids})
     if ids.isna().any():
         warn(rel, f"{int(ids.isna().sum())} rows without a Device_id ignored",
              line=int(np.argmax(ids.isna().to_numpy())) + 2, column="Device_id")

@@ -352,6 +352,9 @@ _FORBIDDEN_OPERATORS: dict[type[ast.AST], str] = {
 }
 
 _CONSTANT_TYPES = (bool, int, float, str, type(None))
+_LITERAL_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
+"""Nodes of arithmetic on constants, which is tried while compiling to check its limits."""
+_NO_DATA = Scope({}, {}, {})
 
 
 def _hint(word: str, options: Collection[str]) -> str:
@@ -495,7 +498,13 @@ class _Compiler:
             if exponent is not None and abs(exponent) > MAX_EXPONENT:
                 self.fail(node, f"exponent is too large (at most {MAX_EXPONENT})")
         left, right = self.build(node.left), self.build(node.right)
-        return self.guard(node, lambda scope: _arithmetic(op, left(scope), right(scope)))
+        run = self.guard(node, lambda scope: _arithmetic(op, left(scope), right(scope)))
+        if all(isinstance(n, _LITERAL_NODES) for n in ast.walk(node)):
+            try:  # `'a' * 10 ** 9`, `10 ** 10 ** 10`: refused now, not at every run
+                run(_NO_DATA)
+            except ExprError as exc:
+                self.fail(node, str(exc))
+        return run
 
     def literal_number(self, node: ast.expr) -> float | None:
         """The value of `3`, `-3` or `+3.5`, else None."""

@@ -23,7 +23,9 @@ from advisor.engine.expr import as_mask, is_missing, plain, truthy
 
 MAX_PATTERN = 200  # characters of a regex
 MAX_SUBJECT = 1000  # characters of each string a regex is applied to
-MAX_UNBOUNDED = 2  # '*', '+' and '{n,}' in a regex
+MAX_UNBOUNDED = 2  # '*', '+', '{n,}' and '{m,n}' with n > MAX_BOUNDED in a regex
+MAX_BOUNDED = 10  # largest n of '{m,n}' that is not counted as unbounded
+MAX_BRANCHES = 64  # ways optional parts ('a?': 2, 'a{1,3}': 3) can combine, / 8 per unbounded
 MAX_NDIGITS = 100  # |ndigits| of round()
 
 _SEQUENCES = (list, tuple, set, frozenset)
@@ -408,10 +410,11 @@ def _regex_risk(pattern: str) -> str | None:
 
     A repeated group holding a quantifier or alternation (`(a+)+`, `(a|a)*`) can match a
     string in exponentially many ways, all tried on a near miss; several unbounded repeats
-    (`.*.*.*x`) cost a power of the string length. Conservative: some safe patterns are refused.
+    (`.*.*.*x`, `a{1,300}a{1,300}a{1,300}`) cost a power of the string length, and optional
+    atoms (`a?a?a?...aaa`) a power of two. Conservative: some safe patterns are refused.
     """
     risky = [False]  # per open group: holds a quantifier or alternation
-    unbounded = 0
+    unbounded, branches = 0, 1
     i = 0
     while i < len(pattern):
         char = pattern[i]
@@ -434,11 +437,20 @@ def _regex_risk(pattern: str) -> str | None:
             risky[-1] = risky[-1] or inner
         elif char in "*+?{|":
             risky[-1] = True
-            unbounded += char in "*+" or (
-                char == "{" and re.match(r"\d*,}", pattern[i:]) is not None)
+            repeat = re.match(r"\d*,(\d*)}", pattern[i:]) if char == "{" else None
+            if char in "*+" or (repeat and int(repeat[1] or MAX_BOUNDED + 1) > MAX_BOUNDED):
+                unbounded += 1
+            elif repeat:
+                branches *= int(repeat[1]) - int(pattern[i:].partition(",")[0] or 0) + 1
+            elif char == "?" and pattern[i - 2:i - 1] not in ("*", "+", "?", "}"):
+                branches *= 2  # a '?' after a quantifier only makes it lazy
     if unbounded > MAX_UNBOUNDED:
-        return (f"more than {MAX_UNBOUNDED} unbounded repeats ('*', '+', '{{n,}}') can take "
-                "very long; use several matches() joined with 'and'")
+        return (f"more than {MAX_UNBOUNDED} unbounded repeats ('*', '+', '{{n,}}', "
+                f"'{{m,n}}' with n > {MAX_BOUNDED}) can take very long; use several matches() "
+                "joined with 'and'")
+    if branches * 8 ** unbounded > MAX_BRANCHES:
+        return (f"optional parts ('?', '{{m,n}}') combine in {branches} ways, besides "
+                f"{unbounded} unbounded repeats: can take exponential time")
     return None
 
 
@@ -454,17 +466,26 @@ def _skip_class(pattern: str, start: int) -> int:
     return i + 1
 
 
-@lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
+def regex_problem(pattern: str) -> str | None:
+    """Why matches() refuses `pattern`, or None; rule loading checks literal patterns early."""
     if len(pattern) > MAX_PATTERN:
-        raise ValueError(f"regex is too long ({len(pattern)} characters, at most {MAX_PATTERN})")
+        return f"regex is too long ({len(pattern)} characters, at most {MAX_PATTERN})"
     risk = _regex_risk(pattern)
     if risk:
-        raise ValueError(f"regex {pattern!r} is refused: {risk}")
+        return f"regex {pattern!r} is refused: {risk}"
     try:
-        return re.compile(pattern)
+        re.compile(pattern)
     except re.error as exc:
-        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+        return f"invalid regex {pattern!r}: {exc}"
+    return None
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    problem = regex_problem(pattern)
+    if problem:
+        raise ValueError(problem)
+    return re.compile(pattern)
 
 
 def matches(x: Any, pattern: str) -> Any:

@@ -7,6 +7,7 @@ with the file and rule id instead of surfacing mid-run.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ import jsonschema
 import yaml
 from jinja2 import meta
 
-from advisor.engine.expr import ExprError, Expression, compile_expression
+from advisor.engine.expr import MAX_STRING, ExprError, Expression, compile_expression
+from advisor.engine.functions import regex_problem
 from advisor.engine.templates import ENV, check_template
 from advisor.errors import RuleError
 from advisor.model import TABLES
@@ -27,6 +29,9 @@ RULE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8"))
 _VALIDATOR = jsonschema.Draft202012Validator(RULE_SCHEMA)
 MAX_RULE_FILE_BYTES = 1_000_000
+MAX_VALUES = 100_000  # values in one YAML document, an alias counted each time it is used
+MAX_NESTING = 20  # levels of nested mappings and lists
+MAX_LETS = 200
 BUILTIN_NAMES = frozenset({"total_us"})
 """Names every expression can read: `total_us` is the profiled time impact shares refer to."""
 LANGUAGES = ("en", "zh")
@@ -126,6 +131,9 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, list | dict):  # `? [a, b]`: a TypeError in `key in seen`
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -146,11 +154,17 @@ def read_rule_documents(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleError(path, None, f"cannot read: {exc}") from None
     try:
+        _check_nesting(path, text)
         docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
     except yaml.YAMLError as exc:
         raise RuleError(path, None, f"invalid YAML: {' '.join(str(exc).split())}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+        raise RuleError(path, None, f"invalid YAML: {type(exc).__name__}: {exc}") from None
     rules: list[dict[str, Any]] = []
     for doc in docs:
+        problem = _structure_problem(doc)
+        if problem:
+            raise RuleError(path, None, problem)
         items = doc if isinstance(doc, list) else [doc]
         for item in items:
             if not isinstance(item, dict):
@@ -159,14 +173,65 @@ def read_rule_documents(path: Path) -> list[dict[str, Any]]:
     return rules
 
 
+def _check_nesting(path: Path, text: str) -> None:
+    """Refuse deep nesting before building it: building takes time quadratic in the depth."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_UniqueKeyLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise RuleError(path, None, f"nested more than {MAX_NESTING} levels deep")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _structure_problem(doc: Any) -> str | None:
+    """Why a document is too big or deep to validate, or None.
+
+    YAML aliases let a small file stand for a huge or endless structure ("billion laughs",
+    `&a [*a]`); the schema check would walk it all, and quote it in its messages.
+    """
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    count = 0
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            return f"more than {MAX_VALUES} values (YAML aliases expanding?)"
+        if depth > MAX_NESTING:
+            return f"nested more than {MAX_NESTING} levels deep (YAML aliases referring back?)"
+        if isinstance(value, dict):
+            stack += [(v, depth + 1) for v in (*value.keys(), *value.values())]
+        elif isinstance(value, list):
+            stack += [(v, depth + 1) for v in value]
+    return None
+
+
+def _check_patterns(expr: Expression) -> None:
+    """Refuse a risky or invalid literal regex of matches() now rather than at each run."""
+    for node in ast.walk(ast.parse(expr.source, mode="eval")):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "matches"):
+            continue
+        args = [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "pattern")]
+        for arg in args:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                problem = regex_problem(arg.value)
+                if problem:
+                    raise ExprError(problem)
+
+
 def _schema_problem(raw: dict[str, Any]) -> str | None:
     error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(raw))
     if error is None:
         return None
     where = ".".join(str(p) for p in error.absolute_path)
+    message = error.message  # quotes the value: keep one short line
+    if len(message) > 200:
+        message = f"{message[:100]}…{message[-80:]}"
     if error.validator == "additionalProperties":
-        return f"{error.message}" + (f" (in {where})" if where else "")
-    return f"{where or 'rule'}: {error.message}"
+        return message + (f" (in {where})" if where else "")
+    return f"{where or 'rule'}: {message}"
 
 
 def _table_columns() -> dict[str, tuple[str, ...]]:
@@ -181,6 +246,12 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
         raise RuleError(source, rule_id, problem)
     tables = _table_columns()
     params = dict(raw.get("params", {}))
+    long_text = [k for k, v in params.items() if isinstance(v, str) and len(v) > MAX_STRING]
+    if long_text:
+        raise RuleError(source, rule_id, f"params.{long_text[0]}: text longer than "
+                                         f"{MAX_STRING} characters")
+    if len(raw.get("let", {})) > MAX_LETS:
+        raise RuleError(source, rule_id, f"let: more than {MAX_LETS} lets")
     reserved = sorted(BUILTIN_NAMES & (set(params) | set(raw.get("let", {}))))
     if reserved:
         raise RuleError(source, rule_id, f"{reserved[0]!r} is a built-in name; rename it")
@@ -188,8 +259,10 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
 
     def expr(text: Any, what: str, names: Collection[str]) -> Expression:
         try:
-            return compile_expression(str(text), functions=functions, tables=tables,
-                                      names=names)
+            compiled = compile_expression(str(text), functions=functions, tables=tables,
+                                          names=names)
+            _check_patterns(compiled)
+            return compiled
         except ExprError as exc:
             raise RuleError(source, rule_id, f"{what}: {exc}") from None
 

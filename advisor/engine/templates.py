@@ -1,7 +1,10 @@
 """Rule message templates: Jinja2 in an immutable sandbox, with number-formatting filters.
 
 Rule files come from other teams, so their templates are untrusted: the sandbox blocks
-attribute walks and format-string tricks, and only plain dicts and numbers are passed in.
+attribute walks and format-string tricks, and only plain dicts and numbers are passed in. The
+sandbox does not bound time or memory, so loading also refuses what a message never needs and
+could make rendering slow or huge: calls, macros, imports, `*`, `**`, `%`, `~`, nested or
+recursive loops, and filters other than a few harmless ones.
 HTML escaping happens later, in the HTML renderer, because messages also go to JSON and text.
 """
 
@@ -12,9 +15,20 @@ from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, Template, TemplateError, nodes
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 MAX_MESSAGE_CHARS = 4000
+SAFE_FILTERS = ("abs", "capitalize", "count", "d", "default", "first", "float", "int", "join",
+                "last", "length", "lower", "round", "string", "title", "trim", "upper")
+"""Jinja's filters that take time and memory in proportion to their input: `center(10**9)`,
+`format('%1000000000s')`, chained `replace('', ...)` or `attr` are not available."""
+_REFUSED: dict[type[nodes.Node], str] = {
+    nodes.Call: "calls", nodes.Macro: "macros", nodes.CallBlock: "call blocks",
+    nodes.Import: "imports", nodes.FromImport: "imports", nodes.Include: "includes",
+    nodes.Extends: "extends", nodes.Block: "blocks", nodes.FilterBlock: "filter blocks",
+    nodes.Mul: "'*'", nodes.Pow: "'**'", nodes.Mod: "'%'", nodes.Concat: "'~'",
+}
 
 
 def _pct(value: Any, digits: int = 1) -> str:
@@ -39,9 +53,23 @@ def _num(value: Any, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """The immutable sandbox with `+` of texts and lists kept to the size of a message."""
+
+    intercepted_binops = frozenset({"+"})
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        if (isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple)
+                and len(left) + len(right) > MAX_MESSAGE_CHARS):
+            raise TemplateError(f"'+' result longer than {MAX_MESSAGE_CHARS}")
+        return super().call_binop(context, operator, left, right)
+
+
 def _env() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    env = _Sandbox(undefined=StrictUndefined, autoescape=False)
+    env.filters = {name: env.filters[name] for name in SAFE_FILTERS}
     env.filters.update(pct=_pct, us=_us, num=_num)
+    env.globals.clear()  # range, lipsum, cycler, joiner, namespace, dict
     return env
 
 
@@ -63,6 +91,24 @@ def check_template(text: str) -> str | None:
         if node.name not in known:
             kind = "filter" if isinstance(node, nodes.Filter) else "test"
             return f"invalid template: no {kind} named {node.name!r}"
+    return _unsafe(tree)
+
+
+def _unsafe(tree: nodes.Template) -> str | None:
+    """What a template may not use, as load-time problem text; None when it is plain."""
+    for node in tree.find_all(nodes.Node):
+        if type(node) in _REFUSED:
+            return f"template may not use {_REFUSED[type(node)]}"
+        name = (node.attr if isinstance(node, nodes.Getattr) else
+                node.arg.value if isinstance(node, nodes.Getitem)
+                and isinstance(node.arg, nodes.Const) else None)
+        if isinstance(name, str) and name.startswith("_"):
+            return f"template may not use {name!r} (names starting with '_' are never allowed)"
+        if isinstance(node, nodes.Name) and node.name == "self":
+            return "template may not use 'self'"
+        if isinstance(node, nodes.For) and (node.recursive or any(
+                True for _ in node.find_all(nodes.For))):
+            return "template may not use nested or recursive loops"
     return None
 
 
@@ -72,9 +118,19 @@ def _compiled(text: str) -> Template:
 
 
 def render(text: str, context: dict[str, Any]) -> str:
-    """Render a rule template; errors and oversize output become a plain notice."""
+    """Render a rule template; errors and oversize output become a plain notice.
+
+    Output is collected only up to the size limit: a loop cannot build a huge text first.
+    """
+    parts: list[str] = []
+    size = 0
     try:
-        out = _compiled(text).render(**context)
-    except TemplateError as exc:
-        return f"[message template error: {exc}]"
+        for part in _compiled(text).generate(**context):
+            parts.append(part)
+            size += len(part)
+            if size > MAX_MESSAGE_CHARS:
+                break
+    except Exception as exc:  # e.g. TypeError of `1 - 'a'`: never a crash of the whole run
+        return f"[message template error: {type(exc).__name__}: {exc}]"
+    out = "".join(parts)
     return out if len(out) <= MAX_MESSAGE_CHARS else out[:MAX_MESSAGE_CHARS] + "…"

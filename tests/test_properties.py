@@ -1,0 +1,195 @@
+"""Properties of the parsers every input goes through, on generated input (hypothesis).
+
+CSV cells (advisor.io), trace JSON cut anywhere (advisor.stream) and rule expressions
+(advisor.engine.expr): whatever the input, the only failure is the project's own error type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import operator
+from pathlib import Path
+
+import orjson
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from advisor.engine.expr import ExprError, Scope, compile_expression
+from advisor.errors import UnreadableInput
+from advisor.io import read_csv_strings, to_numbers
+from advisor.stream import EventStream
+
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+# ---------------------------------------------------------------------------------------------
+# CSV normalisation
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+class Warnings:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None]] = []
+
+    def __call__(self, file, problem, *, line=None, column=None) -> None:  # noqa: ANN001
+        self.calls.append((problem, column))
+
+
+@SETTINGS
+@given(st.lists(st.text(max_size=12), max_size=30))
+def test_to_numbers_never_raises(cells: list[str]) -> None:
+    warn = Warnings()
+    out = to_numbers(pd.Series(cells, dtype=object), file="f.csv", column="c", warn=warn)
+    assert out.dtype == "float64" and len(out) == len(cells)
+    assert len(warn.calls) <= 1  # one warning per column at most
+    assert all(math.isfinite(v) or math.isnan(v) for v in out)
+
+
+@SETTINGS
+@given(st.lists(finite, min_size=1, max_size=30))
+def test_numbers_round_trip(values: list[float]) -> None:
+    warn = Warnings()
+    out = to_numbers(pd.Series([repr(v) for v in values]), file="f.csv", column="c", warn=warn)
+    assert list(out) == values and not warn.calls
+
+
+@SETTINGS
+@given(st.lists(st.one_of(finite.map(repr), st.sampled_from(["abc", "inf", "1e999", "x1"])),
+                min_size=1, max_size=30))
+def test_bad_cells_become_nan_with_one_warning(cells: list[str]) -> None:
+    warn = Warnings()
+    out = to_numbers(pd.Series(cells), file="f.csv", column="c", warn=warn)
+    bad = [not math.isfinite(float(c)) if c not in ("abc", "x1") else True for c in cells]
+    assert [math.isnan(v) for v in out] == bad
+    assert len(warn.calls) == (1 if any(bad) else 0)
+    if any(bad):
+        assert warn.calls[0][1] == "c" and f"{sum(bad)} cell" in warn.calls[0][0]
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.text(max_size=8), min_size=1, max_size=4), min_size=0, max_size=6),
+       st.binary(max_size=40))
+def test_read_csv_strings_only_unreadable(tmp_path: Path, rows: list[list[str]],
+                                          noise: bytes) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes("\n".join(",".join(r) for r in rows).encode("utf-8", "replace") + noise)
+    try:
+        names, df = read_csv_strings(path, warn=Warnings())
+    except UnreadableInput as exc:
+        assert "t.csv" in str(exc) and "\n" not in str(exc).strip()
+        return
+    assert len(df.columns) == len(names)
+
+
+# ---------------------------------------------------------------------------------------------
+# trace decoding
+
+scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53), finite,
+                   st.text(alphabet=st.characters(codec="utf-8"), max_size=8))
+event = st.dictionaries(st.sampled_from(["ph", "name", "ts", "dur", "pid", "tid", "args"]),
+                        st.one_of(scalar, st.dictionaries(st.text(max_size=4), scalar,
+                                                          max_size=3)), max_size=7)
+events = st.lists(event, max_size=40)
+
+
+def decode_all(path: Path, chunk: int) -> list:
+    stream = EventStream(path, chunk_bytes=chunk)
+    return [e for batch in stream for e in batch]
+
+
+@SETTINGS
+@given(events, st.booleans(), st.sampled_from([16, 64, 257, 1 << 20]))
+def test_batch_size_does_not_change_events(tmp_path: Path, items: list, wrapped: bool,
+                                           chunk: int) -> None:
+    doc = {"traceEvents": items, "x": 1} if wrapped else items
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert decode_all(path, chunk) == items == decode_all(path, 1 << 20)
+
+
+@SETTINGS
+@given(events, st.booleans(), st.floats(0, 1), st.sampled_from([16, 64, 1 << 20]))
+def test_cut_anywhere_only_unreadable(tmp_path: Path, items: list, wrapped: bool,
+                                      where: float, chunk: int) -> None:
+    data = orjson.dumps({"traceEvents": items} if wrapped else items)
+    path = tmp_path / "t.json"
+    path.write_bytes(data[:int(len(data) * where)])
+    try:
+        got = decode_all(path, chunk)
+    except UnreadableInput as exc:
+        assert "t.json" in str(exc)
+        return
+    assert got == items[:len(got)]  # a prefix of the events, never invented ones
+
+
+@SETTINGS
+@given(st.binary(max_size=200), st.sampled_from([16, 1 << 20]))
+def test_random_bytes_only_unreadable(tmp_path: Path, data: bytes, chunk: int) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    with contextlib.suppress(UnreadableInput):
+        decode_all(path, chunk)
+
+
+# ---------------------------------------------------------------------------------------------
+# expression language
+
+TABLE = pd.DataFrame({"a": [1.0, -2.5, 3.0, 0.0], "b": [4.0, 5.0, -6.0, 0.5]})
+SCOPE = Scope(tables={"t": TABLE}, values={"x": 3.0, "y": -1.5}, functions={})
+OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+CMPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+        "==": operator.eq, "!=": operator.ne}
+
+
+def terms(depth: int) -> st.SearchStrategy[tuple[str, object]]:
+    """(expression text, reference value: float or list of floats per row)."""
+    leaf = st.one_of(
+        st.integers(-20, 20).map(lambda n: (f"({n})", float(n))),
+        st.sampled_from(["x", "y"]).map(lambda n: (n, SCOPE.values[n])),
+        st.sampled_from(["a", "b"]).map(lambda c: (f"t.{c}", list(TABLE[c]))))
+    if depth == 0:
+        return leaf
+    sub = terms(depth - 1)
+    return st.one_of(leaf, st.tuples(sub, st.sampled_from(sorted(OPS)), sub).map(
+        lambda t: (f"({t[0][0]} {t[1]} {t[2][0]})", _apply(OPS[t[1]], t[0][1], t[2][1]))))
+
+
+def _apply(op, left, right):  # noqa: ANN001, ANN202 (scalars or per-row lists)
+    if isinstance(left, list) or isinstance(right, list):
+        lefts = left if isinstance(left, list) else [left] * len(TABLE)
+        rights = right if isinstance(right, list) else [right] * len(TABLE)
+        return [op(a, b) for a, b in zip(lefts, rights, strict=True)]
+    return op(left, right)
+
+
+def evaluate(text: str):  # noqa: ANN201
+    expr = compile_expression(text, functions=(), tables={"t": ("a", "b")}, names=("x", "y"))
+    value = expr.evaluate(SCOPE)
+    return list(value) if isinstance(value, pd.Series) else value
+
+
+@SETTINGS
+@given(terms(3))
+def test_arithmetic_matches_python(term: tuple[str, object]) -> None:
+    text, expected = term
+    assert evaluate(text) == pytest.approx(expected)
+
+
+@SETTINGS
+@given(terms(2), st.sampled_from(sorted(CMPS)), terms(2))
+def test_comparisons_match_python(left: tuple, cmp: str, right: tuple) -> None:
+    expected = _apply(CMPS[cmp], left[1], right[1])
+    got = evaluate(f"{left[0]} {cmp} {right[0]}")
+    assert (list(map(bool, got)) if isinstance(got, list) else bool(got)) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.one_of(st.text(max_size=60),
+                 st.text(alphabet="t.abxy()+-*/%<>=! 0123456789[]'\"_andortin", max_size=40)))
+def test_random_text_only_expr_error(text: str) -> None:
+    with contextlib.suppress(ExprError):
+        evaluate(text)
