@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import sys
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +42,7 @@ from advisor.plugin_manager import PluginHost
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 FORMATS = ("json", "html", "text")
+MAX_LABEL = 64  # characters of a profile-derived label in an output file name
 
 
 class Failure(Exception):
@@ -57,14 +58,18 @@ def _err(message: str) -> None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file and rename, so an interrupted run leaves no half-written report."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write via a temp file and rename, so an interrupted run leaves the previous file or none,
+    never half of one. The temp file is created like any new file (mkstemp's would be 0600), so
+    reports get the umask's permissions and stay readable by the people they are shared with."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with tmp.open("x", encoding="utf-8") as handle:
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -83,7 +88,9 @@ def _output_dir(out: str | None, inputs: Sequence[Path]) -> Path:
 
 
 def _safe_label(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "profile"
+    """A file-name part from profile content (device id, file name): no path separators,
+    control characters or leading dots, and short enough for any file system's name limit."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:MAX_LABEL].strip("._") or "profile"
 
 
 def _report_names(result: AnalysisResult) -> list[str]:
@@ -124,25 +131,26 @@ def _formats(value: str) -> list[str]:
 
 def _write_outputs(result: AnalysisResult, out_dir: Path, formats: list[str],
                    host: PluginHost) -> list[Path]:
+    """Render every output before writing any, so a failing renderer leaves the folder as it
+    was; each file is then replaced atomically."""
     from advisor.render.html import render_html
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    outputs: dict[str, str] = {}
     if "json" in formats:
         for name, report in zip(_report_names(result), result.reports, strict=True):
-            _write_atomic(out_dir / name, json.dumps(report, indent=2, ensure_ascii=False))
-            written.append(out_dir / name)
+            outputs[name] = json.dumps(report, indent=2, ensure_ascii=False)
     if "html" in formats:
         sections = [s for a in result.analyses for s in host.report_sections(a)]
-        _write_atomic(out_dir / "report.html", render_html(result.reports, sections=sections))
-        written.append(out_dir / "report.html")
+        outputs["report.html"] = render_html(result.reports, sections=sections)
     ops = result.tune_ops()
     if ops:
         # The file AOE accepts as --tune_ops_file.
-        _write_atomic(out_dir / "operator_tuning_file.cfg",
-                      json.dumps({"tune_ops_name": ops}, indent=2, ensure_ascii=False))
-        written.append(out_dir / "operator_tuning_file.cfg")
-    return written
+        outputs["operator_tuning_file.cfg"] = json.dumps({"tune_ops_name": ops}, indent=2,
+                                                         ensure_ascii=False)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in outputs.items():
+        _write_atomic(out_dir / name, text)
+    return [out_dir / name for name in outputs]
 
 
 def _guard(debug: bool, func: Any, *args: Any) -> None:

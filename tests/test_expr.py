@@ -553,7 +553,9 @@ def test_expressions_over_random_numbers_raise_only_expr_error(
     try:
         expression = comp(text)
     except ExprError as exc:
-        assert "nested too deeply" in str(exc) or "exponent" in str(exc)
+        # refused at load (too deep, too big, or constants that can only fail: `0 + 's'`),
+        # always as one line
+        assert str(exc) and "\n" not in str(exc)
         return
     try:
         result = expression.evaluate(Scope({"steps": steps}, {"a": a, "b": b, "c": c},
