@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from advisor.engine.evaluate import SEVERITIES, Evaluation, Finding, evaluate
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import LANGUAGES, Rule, RuleSet, load_rules
 from advisor.errors import AdvisorError, RuleError, UnreadableInput
+from advisor.executors import dask_executor, process_pool
 from advisor.locate import Claim, locate
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost, PluginInfo
@@ -242,8 +242,9 @@ def _workers(claims: Sequence[Claim], jobs: int | None) -> int:
 
 
 def read_inputs(paths: Sequence[Path], host: PluginHost, result: AnalysisResult,
-                jobs: int | None = None) -> list[Profile]:
-    """Read every path with the reader that claims it; several ranks in parallel processes.
+                jobs: int | None = None, scheduler: str | None = None) -> list[Profile]:
+    """Read every path with the reader that claims it; several ranks in parallel processes,
+    or on the workers of the Dask cluster at `scheduler`.
 
     Failures are recorded in `result`, never raised: the readable inputs are still analysed.
     """
@@ -254,13 +255,14 @@ def read_inputs(paths: Sequence[Path], host: PluginHost, result: AnalysisResult,
             claims += locate(path, readers, result.plugin_problems)
         except UnreadableInput as exc:
             result.input_errors.append(exc)
-    workers = _workers(claims, jobs)
-    if workers > 1:
-        # spawn, not fork: readers may have started threads (pyarrow) that fork would break
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-            outcomes = list(pool.map(_read_claim, claims))
+    if scheduler is not None:
+        with dask_executor(scheduler) as executor:
+            outcomes = read_claims(claims, executor)
+    elif (workers := _workers(claims, jobs)) > 1:
+        with process_pool(workers) as executor:
+            outcomes = read_claims(claims, executor)
     else:
-        outcomes = [_read_claim(claim) for claim in claims]
+        outcomes = read_claims(claims)
     profiles: list[Profile] = []
     for outcome in outcomes:
         if isinstance(outcome, AdvisorError):
@@ -270,13 +272,25 @@ def read_inputs(paths: Sequence[Path], host: PluginHost, result: AnalysisResult,
     return profiles
 
 
+def read_claims(claims: Sequence[Claim], executor: Executor | None = None
+                ) -> list[list[Profile] | AdvisorError]:
+    """Each claim's profiles or error, in the order of the claims; in this process without an
+    executor."""
+    if executor is None:
+        return [_read_claim(claim) for claim in claims]
+    return list(executor.map(_read_claim, claims))
+
+
 def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequence[str] = (),
             ignore: Sequence[str] = (), params: Mapping[str, Mapping[str, Any]] | None = None,
             host: PluginHost | None = None, jobs: int | None = None,
             lang: str | None = None, severity: Mapping[str, str] | None = None,
-            config: Config | None = None) -> AnalysisResult:
+            config: Config | None = None, scheduler: str | None = None) -> AnalysisResult:
     """Analyse profiles and return tables, metrics and ranked findings.
 
+    `jobs` is the number of processes that read several ranks (default: several only for
+    large inputs); `scheduler`, the address of a Dask scheduler (tcp://host:8786), reads
+    them on that cluster's workers instead (needs the `dask` extra).
     `lang` ("en" or "zh") is the language of titles, messages and suggestions.
     `severity` fixes rules' severities ({ID: "high"}). `config` (`advisor.config.discover()`
     for what the CLI finds) supplies rules, select, ignore, params, severity and lang; the
@@ -299,9 +313,9 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
     functions = {**BUILTIN_FUNCTIONS, **host.functions()}
     providers = host.metrics()
     needs = [n for r in selected for n in r.needs()]
-    profiles = read_inputs([Path(p) for p in paths], host, result, jobs)
+    profiles = read_inputs([Path(p) for p in paths], host, result, jobs, scheduler)
     profiles += read_neighbour_tuning([Path(p) for p in paths], profiles, host, result)
-    per_profile = [r for r in selected if not r.needs_ranks]
+    per_profile = [r for r in selected if not r.needs_ranks and not r.needs_compare]
     for profile in profiles:
         derive(profile, [*needs, *RUN_NEEDS], providers)
         evaluation = evaluate(profile, per_profile, functions=functions, overrides=overrides,

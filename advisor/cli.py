@@ -57,14 +57,15 @@ def _err(message: str) -> None:
     click.echo(f"advisor: {message}", err=True)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, text: str | bytes) -> None:
     """Write via a temp file and rename, so an interrupted run leaves the previous file or none,
     never half of one. The temp file is created like any new file (mkstemp's would be 0600), so
     reports get the umask's permissions and stay readable by the people they are shared with."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
-        with tmp.open("x", encoding="utf-8") as handle:
-            handle.write(text)
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        with tmp.open("xb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, path)
@@ -228,6 +229,9 @@ def main() -> None:
               help="Exit with 1 when a finding of this severity or higher exists.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Processes to read several ranks with (default: automatic).")
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Read the ranks on a Dask cluster: its scheduler's address, e.g. "
+                   "tcp://10.0.0.1:8786 (needs: pip install 'advisor[dask]').")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (no progress).")
 @click.option("--lang", type=click.Choice(LANGUAGES), default=locale_language,
               show_default="zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en",
@@ -236,22 +240,24 @@ def main() -> None:
 def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
                 rule_paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...],
                 assignments: tuple[str, ...], severities: tuple[str, ...], fail_on: str | None,
-                jobs: int | None, quiet: bool, lang: str, debug: bool) -> None:
+                jobs: int | None, scheduler: str | None, quiet: bool, lang: str,
+                debug: bool) -> None:
     """Analyse profiles and write prof_rule JSON, an HTML report and a summary.
 
     \b
     Example:
       advisor run PROF_000001 -o out --fail-on high
       advisor run PROF_000001 --set STEP-001.max_ratio=0.2 --ignore OP-003
+      advisor run ranks/ --scheduler tcp://10.0.0.1:8786
     """
     _guard(debug, _run, paths, out, _formats(formats), rule_paths, select, ignore,
-           assignments, fail_on, jobs, quiet, lang, severities)
+           assignments, fail_on, jobs, quiet, lang, severities, scheduler)
 
 
 def _run(paths: Sequence[Path], out: str | None, formats: list[str],
          rule_paths: Sequence[Path], select: Sequence[str], ignore: Sequence[str],
          assignments: Sequence[str], fail_on: str | None, jobs: int | None, quiet: bool,
-         lang: str, severities: Sequence[str] = ()) -> int:
+         lang: str, severities: Sequence[str] = (), scheduler: str | None = None) -> int:
     from advisor.render.text import render_text
 
     config = discover()
@@ -263,7 +269,8 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
     host = PluginHost()
     result = analyze(*paths, rules=rule_paths, select=select, ignore=ignore,
                      params=parse_overrides(assignments), host=host, jobs=jobs, lang=lang,
-                     severity=parse_severities(severities), config=config)
+                     severity=parse_severities(severities), config=config,
+                     scheduler=scheduler)
     for info in host.failed():  # failed at import, validation or in a hook
         _err(f"plugin {info.describe()}")
     for problem in dict.fromkeys(result.plugin_problems):
@@ -692,4 +699,145 @@ def _top(paths: Sequence[Path], opts: Any, fmt: str) -> int:
                        f"{profile.meta.path}): {len(frame)} row(s)")
             click.echo(format_table(frame))
             click.echo("")
+    return EXIT_OK
+
+
+COMPARE_FORMATS = ("json", "html", "xlsx", "text")
+
+
+def _op_name_map(value: str | None) -> dict[str, str]:
+    """--op-name-map: a JSON/YAML object given inline or as a file, names to names."""
+    import yaml
+
+    if not value:
+        return {}
+    path = Path(value)
+    text = path.read_text(encoding="utf-8") if path.is_file() else value
+    try:
+        mapping = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise click.BadParameter(f"not a JSON/YAML mapping: {exc}".splitlines()[0]) from exc
+    if not isinstance(mapping, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
+        raise click.BadParameter(
+            "expects a mapping of operator names to operator names, e.g. "
+            "'{\"Optimizer.step#SGD.step\": \"Optimizer.step#NpuFusedSGD.step\"}'")
+    return mapping
+
+
+@main.command("compare")
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("comparison", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", help="Output folder (default: ./advisor-compare-<time>).")
+@click.option("--format", "formats", default="json,html,xlsx,text", show_default=True,
+              help="Comma-separated outputs: json, html, xlsx, text.")
+@click.option("--use-input-shape", is_flag=True,
+              help="Match operators by name and input shapes (default: by name).")
+@click.option("--op-name-map", default=None, metavar="MAPPING|FILE",
+              help="Equivalent operator names of the two runs, as a JSON/YAML object or a file "
+                   "holding one, e.g. '{\"Optimizer.step#SGD.step\": "
+                   "\"Optimizer.step#NpuFusedSGD.step\"}'.")
+@click.option("--max-kernel-num", type=click.IntRange(min=4), default=None,
+              help="Compare the children of an operator that launches more kernels than this "
+                   "(at least 4; default: top-level operators only).")
+@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
+              help="Extra rule file or folder (repeatable).")
+@click.option("--select", multiple=True, help="Only run rules with this id, name or tag.")
+@click.option("--ignore", multiple=True, help="Skip rules with this id, name or tag.")
+@click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
+              help="Override a rule parameter, e.g. --set CMP-002.min_op_growth=0.2.")
+@severity_option
+@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+              help="Exit with 1 when a finding of this severity or higher exists.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--lang", type=click.Choice(LANGUAGES), default=locale_language,
+              show_default="zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en",
+              help="Language of findings and reports.")
+@debug_option
+def compare_command(baseline: Path, comparison: Path, out: str | None, formats: str,
+                    use_input_shape: bool, op_name_map: str | None,
+                    max_kernel_num: int | None, rule_paths: tuple[Path, ...],
+                    select: tuple[str, ...], ignore: tuple[str, ...],
+                    assignments: tuple[str, ...], severities: tuple[str, ...],
+                    fail_on: str | None, quiet: bool, lang: str, debug: bool) -> None:
+    """Compare two runs: what got slower in COMPARISON against BASELINE, and where.
+
+    Each side is one profile (one rank's or device's file or folder) of any format advisor
+    reads: GPU (Kineto) against NPU (Ascend PyTorch, MindSpore), or NPU against NPU. Writes
+    compare.json, prof_rule_compare.json, compare.html and performance_comparison_result.xlsx.
+
+    \b
+    Example:
+      advisor compare gpu.pt.trace.json.gz rank0_ascend_pt -o cmp
+      advisor compare old_run new_run --use-input-shape --max-kernel-num 10
+    """
+    from advisor.compare import CompareOptions
+
+    chosen = [f.strip() for f in formats.split(",") if f.strip()]
+    if not chosen or any(f not in COMPARE_FORMATS for f in chosen):
+        raise click.BadParameter(f"choose from {', '.join(COMPARE_FORMATS)} (comma-separated)",
+                                 param_hint="--format")
+    options = CompareOptions(use_input_shape=use_input_shape,
+                             op_name_map=_op_name_map(op_name_map),
+                             max_kernel_num=max_kernel_num)
+    _guard(debug, _compare, baseline, comparison, out, chosen, options, rule_paths, select,
+           ignore, assignments, severities, fail_on, quiet, lang)
+
+
+def _compare(baseline: Path, comparison: Path, out: str | None, formats: list[str],
+             options: Any, rule_paths: Sequence[Path], select: Sequence[str],
+             ignore: Sequence[str], assignments: Sequence[str], severities: Sequence[str],
+             fail_on: str | None, quiet: bool, lang: str) -> int:
+    from advisor.compare import CompareError, compare
+    from advisor.render.compare_html import LABELS as COMPARE_LABELS
+    from advisor.render.compare_html import render_compare_html
+    from advisor.render.compare_outputs import compare_document, overall_lines, spreadsheet
+    from advisor.render.text import render_text
+
+    config = discover()
+    if config.lang and _defaulted("lang"):
+        lang = config.lang
+    fail_on = fail_on or config.fail_on
+    out_dir = _output_dir(out or f"advisor-compare-{datetime.now():%Y%m%d-%H%M%S}",
+                          [baseline, comparison])
+    try:
+        result = compare(baseline, comparison, options=options, rules=rule_paths,
+                         select=select, ignore=ignore, params=parse_overrides(assignments),
+                         lang=lang, severity=parse_severities(severities), config=config)
+    except CompareError as exc:
+        raise Failure(str(exc), EXIT_UNREADABLE) from exc
+    for problem in dict.fromkeys(result.plugin_problems):
+        _err(problem)
+    for error in result.rule_errors:
+        _err(f"rule file {error}")
+    for error in result.input_errors:
+        _err(str(error))
+    document = compare_document(result.tables, result.report["profile"],
+                                result.report["advisor"])
+    outputs: dict[str, str | bytes] = {}
+    if "json" in formats:
+        outputs["compare.json"] = json.dumps(document, indent=2, ensure_ascii=False)
+        outputs["prof_rule_compare.json"] = json.dumps(result.report, indent=2,
+                                                       ensure_ascii=False)
+    if "html" in formats:
+        outputs["compare.html"] = render_compare_html(result.report, document)
+    if "xlsx" in formats:
+        outputs["performance_comparison_result.xlsx"] = spreadsheet(result.tables)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in outputs.items():
+        _write_atomic(out_dir / name, content)
+    if not quiet:
+        if "text" in formats:
+            labels = {**COMPARE_LABELS["en"], **COMPARE_LABELS.get(lang, {})}
+            click.echo("\n".join(overall_lines(result.tables["compare_overall"], labels)))
+            click.echo("")
+            click.echo(render_text([result.report], color=sys.stdout.isatty()))
+        for warning in result.profile.warnings:
+            _err(f"warning: {warning}")
+        if outputs:
+            click.echo(f"Wrote {', '.join(str(out_dir / n) for n in outputs)}")
+    if result.input_errors:
+        return EXIT_UNREADABLE
+    if fail_on and any(at_least(f.severity, fail_on) for f in result.findings):
+        return EXIT_FINDINGS
     return EXIT_OK

@@ -1,8 +1,8 @@
-"""Multi-rank analysis: one `ranks` table built across the profiles of one run.
+"""Multi-rank analysis: `ranks` and `links` tables built across the profiles of one run.
 
 Slow-rank rules compare ranks with each other, which no single profile can do. When a run
 yields profiles for two or more ranks, their per-step figures are summarised into a synthetic
-"cluster" profile that only rules reading the `ranks` table are evaluated on.
+"cluster" profile that only rules reading the cluster tables are evaluated on.
 """
 
 from __future__ import annotations
@@ -10,15 +10,104 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from advisor.model import Profile, ProfileMeta, conform
 
 _MEANS = ("duration_us", "computing_us", "communication_us", "comm_not_overlapped_us", "free_us")
+_SCORED = {"duration_us": "duration_z", "computing_us": "computing_z", "free_us": "free_z"}
+"""Per-rank means whose outliers mark a straggler, and the column holding their z-score."""
+
+
+def robust_z(values: pd.Series) -> pd.Series:
+    """Iglewicz-Hoaglin modified z-score, 0.6745 (x - median) / MAD.
+
+    The median and MAD are not pulled by the straggler itself, unlike the mean and standard
+    deviation. When more than half the ranks are equal the MAD is 0; the mean absolute
+    deviation (scaled by 1.2533, its ratio to the standard deviation) takes its place, and all
+    ranks equal give 0.
+    """
+    deviation = values - values.median()
+    mad = deviation.abs().median()
+    if mad > 0:
+        return 0.6745 * deviation / mad
+    mean_ad = deviation.abs().mean()
+    if mean_ad > 0:
+        return deviation / (1.2533 * mean_ad)
+    return deviation * 0.0
+
+
+def _add_straggler_scores(ranks: pd.DataFrame) -> pd.DataFrame:
+    """The z-score of each scored metric, and per rank the metric that stands out most."""
+    scored = [c for c in _SCORED if c in ranks and ranks[c].notna().any()]
+    for column in scored:
+        ranks[_SCORED[column]] = robust_z(ranks[column])
+    if not scored:
+        return ranks
+    z = ranks[[_SCORED[c] for c in scored]].to_numpy(dtype=float)
+    worst = np.argmax(np.nan_to_num(np.abs(z), nan=-1.0), axis=1)
+    rows = np.arange(len(ranks))
+    ranks["straggler_metric"] = [scored[i] for i in worst]
+    ranks["straggler_z"] = z[rows, worst]
+    values = ranks[scored].to_numpy(dtype=float)
+    ranks["straggler_delta_us"] = values[rows, worst] - np.nanmedian(values, axis=0)[worst]
+    return ranks
+
+
+def _rank_row(rank: int, profile: Profile) -> dict[str, float | int]:
+    """Means per step of one rank's step breakdown."""
+    steps = profile.tables["steps"]
+    row: dict[str, float | int] = {"rank": rank, "steps": len(steps)}
+    row |= {c: steps[c].mean() for c in _MEANS if profile.has("steps", c)}
+    if "communication_us" not in row and profile.has("comm_ops", "duration_us"):
+        # no device timeline (e.g. CPU/gloo): host-side collective time per step
+        comm = profile.tables["comm_ops"]
+        if "kind" in comm:
+            comm = comm[(comm["kind"] != "link").fillna(True)]
+        row["communication_us"] = comm["duration_us"].sum() / len(steps)
+    return row
+
+
+def build_links(by_rank: dict[int, Profile]) -> pd.DataFrame | None:
+    """One row per link and transport from the communication-matrix rows of every rank.
+
+    Both ends of a link may list it, so each rank's total for the link is averaged over the
+    ranks reporting it rather than added up. Bandwidth is recomputed from bytes and transit
+    time, which weighs every operation on the link by its size, not by its count.
+    """
+    frames = []
+    for rank, profile in sorted(by_rank.items()):
+        comm = profile.tables.get("comm_ops")
+        if comm is None or not {"kind", "transport"} <= set(comm):
+            continue
+        links = comm[(comm["kind"] == "link").fillna(False)]
+        if links.empty:
+            continue
+        links = links.assign(transport=links["transport"].fillna("unknown"),
+                             bytes=links.get("bytes", np.nan))
+        per_rank = links.groupby(["name", "transport"]).agg(
+            bytes=("bytes", lambda b: b.sum(min_count=1)), duration_us=("duration_us", "sum"),
+            ops=("duration_us", "size"))
+        frames.append(per_rank.assign(reported_by=str(rank)).reset_index())
+    if not frames:
+        return None
+    out = pd.concat(frames, ignore_index=True).groupby(["name", "transport"]).agg(
+        bytes=("bytes", "mean"), duration_us=("duration_us", "mean"), ops=("ops", "max"),
+        reported_by=("reported_by", ",".join)).reset_index()
+    ends = out["name"].str.split("->", n=1, expand=True).reindex(columns=[0, 1])
+    out["src_rank"] = pd.to_numeric(ends[0], errors="coerce")
+    out["dst_rank"] = pd.to_numeric(ends[1], errors="coerce")
+    # bytes per µs is MB/s, so GB/s is bytes / µs / 1e3
+    out["bandwidth_gbps"] = out["bytes"] / out["duration_us"].where(out["duration_us"] > 0) / 1e3
+    median = out.groupby("transport")["bandwidth_gbps"].transform("median")
+    out["bandwidth_ratio"] = out["bandwidth_gbps"] / median.where(median > 0)
+    return conform("links", out)
 
 
 def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
-    """A profile holding the `ranks` table, or None with fewer than two ranks with steps."""
+    """A profile holding the `ranks` (and `links`) tables, or None with fewer than two ranks
+    with steps."""
     by_rank: dict[int, Profile] = {}
     for profile in profiles:
         rank = profile.meta.rank
@@ -26,18 +115,11 @@ def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
             by_rank[rank] = profile
     if len(by_rank) < 2:
         return None
-    rows = []
-    for rank, profile in sorted(by_rank.items()):
-        steps = profile.tables["steps"]
-        row = {"rank": rank, "steps": len(steps)}
-        row |= {c: steps[c].mean() for c in _MEANS if profile.has("steps", c)}
-        if "communication_us" not in row and profile.has("comm_ops", "duration_us"):
-            # no device timeline (e.g. CPU/gloo): host-side collective time per step
-            comm = profile.tables["comm_ops"]
-            if "kind" in comm:
-                comm = comm[(comm["kind"] != "link").fillna(True)]
-            row["communication_us"] = comm["duration_us"].sum() / len(steps)
-        rows.append(row)
+    ranks = pd.DataFrame([_rank_row(rank, p) for rank, p in sorted(by_rank.items())])
+    tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}
+    links = build_links(by_rank)
+    if links is not None:
+        tables["links"] = links
     members = list(by_rank.values())
     first = members[0].meta
     meta = ProfileMeta(
@@ -45,4 +127,4 @@ def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
         framework=first.framework, device_kind=first.device_kind, world_size=len(by_rank),
         files_read=[f for p in members for f in p.meta.files_read],
         extra={"ranks": sorted(by_rank)})
-    return Profile(meta, {"ranks": conform("ranks", pd.DataFrame(rows))})
+    return Profile(meta, tables)

@@ -105,6 +105,14 @@ TABLES: dict[str, TableSpec] = {
             _c("mac_ratio", "float64", "ratio", "PMU: cube (MAC) unit busy ratio"),
             _c("scalar_ratio", "float64", "ratio", "PMU: scalar unit busy ratio"),
             _c("mte2_ratio", "float64", "ratio", "PMU: MTE2 (GM->local) busy ratio"),
+            _c("launch_us", "float64", US,
+               "host time (on the clock of host_ops.start_us) of the call that launched this "
+               "task: the runtime launch/copy call with the same correlation id (Kineto), the "
+               "start of the torch_to_npu flow ending at this task (Ascend PyTorch); missing "
+               "when unknown"),
+            _c("launch_thread", "Int64", "",
+               "host thread of that launching call, in the ids of host_ops.thread: the "
+               "innermost aten host op on this thread whose span holds launch_us launched it"),
         )),
         TableSpec("host_ops", "framework/host operator or API call", (
             _c("name", "string", "", "API or operator name", True),
@@ -120,6 +128,10 @@ TABLES: dict[str, TableSpec] = {
             _c("count", "Int64", "", "number of calls (aggregated sources)"),
             _c("thread", "Int64", "", "host thread id"),
             _c("step", "Int64", "", "iteration the call belongs to"),
+            _c("input_shapes", "string", "",
+               "input shapes of an aten operator as the profiler recorded them ('Input Dims'), "
+               "as compact JSON text such as [[8, 64], [256, 64], []]; missing when not "
+               "recorded"),
         )),
         TableSpec("op_stats", "operator type (per core type)", (
             _c("op_type", "string", "", "operator type", True),
@@ -192,6 +204,37 @@ TABLES: dict[str, TableSpec] = {
             _c("comm_not_overlapped_us", "float64", US,
                "mean communication not hidden by compute per step"),
             _c("free_us", "float64", US, "mean device idle time per step"),
+            _c("duration_z", "float64", "",
+               "robust z-score of duration_us across the ranks: 0.6745 (x - median) / MAD "
+               "(Iglewicz-Hoaglin; with MAD 0, (x - median) / (1.2533 mean absolute deviation); "
+               "0 when all ranks are equal)"),
+            _c("computing_z", "float64", "", "robust z-score of computing_us (as duration_z)"),
+            _c("free_z", "float64", "", "robust z-score of free_us (as duration_z)"),
+            _c("straggler_metric", "string", "",
+               "the column (duration_us, computing_us or free_us) whose robust z-score is "
+               "largest in magnitude on that rank"),
+            _c("straggler_z", "float64", "", "that robust z-score"),
+            _c("straggler_delta_us", "float64", US,
+               "that column's value minus its median across the ranks"),
+        )),
+        TableSpec("links", "rank-to-rank link of a multi-rank run (built across its profiles from "
+                           "the comm_ops link rows of every rank)", (
+            _c("name", "string", "", "link as the communication matrix names it: src->dst",
+               True),
+            _c("src_rank", "Int64", "", "sending rank (as numbered in the matrix)"),
+            _c("dst_rank", "Int64", "", "receiving rank (as numbered in the matrix)"),
+            _c("transport", "string", "", "HCCS, PCIE, RDMA, SDMA, SIO, LOCAL, ...", True),
+            _c("bytes", "float64", "bytes", "data moved over the link, all its ops together"),
+            _c("duration_us", "float64", US, "transit time over the link, all its ops together",
+               True),
+            _c("bandwidth_gbps", "float64", "GB/s", "bytes / duration_us (1 GB = 1e9 bytes)"),
+            _c("bandwidth_ratio", "float64", "ratio",
+               "bandwidth_gbps / the median bandwidth_gbps of the links of the same transport"),
+            _c("ops", "int64", "", "link entries of the matrix of one rank reporting it (the "
+                                   "most of any reporting rank)", True),
+            _c("reported_by", "string", "",
+               "ranks whose matrices list the link, e.g. 0,1 (bytes and duration_us are the "
+               "mean of their reports)"),
         )),
         TableSpec("tuning", "AOE-tuned operator or subgraph, or one AOE tuning task", (
             _c("kind", "string", "",
@@ -242,8 +285,109 @@ TABLES: dict[str, TableSpec] = {
             _c("value", "float64", "", "the figure, in `unit`", True),
             _c("unit", "string", "", "%, FLOPS ..."),
         )),
+        TableSpec("compare_overall", "breakdown metric of two runs side by side (advisor "
+                                     "compare; means per step)", (
+            _c("metric", "string", "",
+               "cube, vector, conv_forward, conv_backward, flash_attention_forward, "
+               "flash_attention_backward, paged_attention, other_compute (kernel time by "
+               "class), computing (union of compute tasks), comm_not_overlapped, wait "
+               "(communication waiting for peers), sdma (copies), free (neither computing nor "
+               "communicating), e2e (step time), operators (top-level framework operator "
+               "time), dataloader (host time fetching batches), memory_peak", True),
+            _c("unit", "string", "", "µs, or bytes for memory_peak", True),
+            _c("base", "float64", "", "value in the baseline run, per step"),
+            _c("comparison", "float64", "", "value in the comparison run, per step"),
+            _c("base_count", "float64", "", "kernels per step in the baseline (kernel classes)"),
+            _c("comp_count", "float64", "", "kernels per step in the comparison"),
+            _c("diff", "float64", "", "comparison - base"),
+            _c("ratio", "float64", "ratio", "comparison / base (missing when base is 0)"),
+        )),
+        TableSpec("compare_ops", "framework operator of two runs aligned in execution order "
+                                 "(advisor compare: OperatorCompare)", (
+            _c("order", "int64", "", "position in the aligned sequence", True),
+            _c("name", "string", "",
+               "operator name (the baseline's name of an --op-name-map pair)", True),
+            _c("status", "string", "", "matched, baseline_only or comparison_only", True),
+            _c("base_name", "string", "", "operator name in the baseline"),
+            _c("base_input_shapes", "string", "", "its input shapes"),
+            _c("base_time_us", "float64", US,
+               "its time: device time of the kernels it launched, or its host time in a run "
+               "without launched kernels"),
+            _c("base_device_us", "float64", US, "device time of the kernels it launched"),
+            _c("base_host_us", "float64", US, "host (wall) time of the call"),
+            _c("base_kernels", "float64", "", "kernels it launched"),
+            _c("base_top_kernels", "string", "", "its longest kernels, with their times"),
+            _c("comp_name", "string", "", "operator name in the comparison"),
+            _c("comp_input_shapes", "string", "", "its input shapes"),
+            _c("comp_time_us", "float64", US, "its time (as base_time_us)"),
+            _c("comp_device_us", "float64", US, "device time of the kernels it launched"),
+            _c("comp_host_us", "float64", US, "host (wall) time of the call"),
+            _c("comp_kernels", "float64", "", "kernels it launched"),
+            _c("comp_top_kernels", "string", "", "its longest kernels, with their times"),
+            _c("diff_us", "float64", US, "comp_time_us - base_time_us (a missing side is 0)",
+               True),
+            _c("ratio", "float64", "ratio", "comp_time_us / base_time_us"),
+        )),
+        TableSpec("compare_op_stats", "operator name of two runs (advisor compare: "
+                                      "OperatorCompareStatistic; per step)", (
+            _c("name", "string", "", "operator name", True),
+            _c("base_count", "float64", "", "calls per step in the baseline"),
+            _c("comp_count", "float64", "", "calls per step in the comparison"),
+            _c("base_us", "float64", US, "time per step in the baseline", True),
+            _c("comp_us", "float64", US, "time per step in the comparison", True),
+            _c("base_kernels", "float64", "", "kernels per step in the baseline"),
+            _c("comp_kernels", "float64", "", "kernels per step in the comparison"),
+            _c("diff_us", "float64", US, "comp_us - base_us", True),
+            _c("ratio", "float64", "ratio", "comp_us / base_us"),
+        )),
+        TableSpec("compare_comm", "collective type of two runs (advisor compare: "
+                                  "CommunicationCompare; per step)", (
+            _c("op", "string", "", "allreduce, allgather, ... (the op name when unknown)",
+               True),
+            _c("base_count", "float64", "", "operations per step in the baseline"),
+            _c("comp_count", "float64", "", "operations per step in the comparison"),
+            _c("base_us", "float64", US, "time per step in the baseline", True),
+            _c("comp_us", "float64", US, "time per step in the comparison", True),
+            _c("base_bytes", "float64", "bytes", "bytes per step in the baseline"),
+            _c("comp_bytes", "float64", "bytes", "bytes per step in the comparison"),
+            _c("base_wait_us", "float64", US, "wait for peers per step in the baseline"),
+            _c("comp_wait_us", "float64", US, "wait for peers per step in the comparison"),
+            _c("diff_us", "float64", US, "comp_us - base_us", True),
+            _c("ratio", "float64", "ratio", "comp_us / base_us"),
+        )),
+        TableSpec("compare_memory", "operator name of two runs by memory it allocates "
+                                    "(advisor compare: MemoryCompare; per step)", (
+            _c("name", "string", "", "operator name", True),
+            _c("base_count", "float64", "", "allocations per step in the baseline"),
+            _c("comp_count", "float64", "", "allocations per step in the comparison"),
+            _c("base_bytes", "float64", "bytes", "bytes allocated per step in the baseline",
+               True),
+            _c("comp_bytes", "float64", "bytes", "bytes allocated per step in the comparison",
+               True),
+            _c("diff_bytes", "float64", "bytes", "comp_bytes - base_bytes", True),
+            _c("ratio", "float64", "ratio", "comp_bytes / base_bytes"),
+        )),
+        TableSpec("compare_modules", "nn.Module (path from the outermost module) of two runs "
+                                     "(advisor compare: ModuleCompare; per step)", (
+            _c("module", "string", "", "module path, e.g. MLP_0/Linear_1", True),
+            _c("depth", "Int64", "", "nesting depth (0: outermost module)"),
+            _c("base_count", "float64", "", "calls per step in the baseline"),
+            _c("comp_count", "float64", "", "calls per step in the comparison"),
+            _c("base_us", "float64", US, "time per step in the baseline", True),
+            _c("comp_us", "float64", US, "time per step in the comparison", True),
+            _c("diff_us", "float64", US, "comp_us - base_us", True),
+            _c("ratio", "float64", "ratio", "comp_us / base_us"),
+        )),
     )
 }
+
+COMPARE_TABLES = tuple(name for name in TABLES if name.startswith("compare_"))
+"""Tables built from two runs (advisor compare); rules reading them are evaluated on the
+compare profile only."""
+
+CLUSTER_TABLES = ("ranks", "links")
+"""Tables built across the ranks of one run (advisor.cluster); rules reading them are
+evaluated on the cluster profile only."""
 
 _NULLABLE_NUMERIC = {"Int64"}
 

@@ -35,6 +35,7 @@ the trace).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -71,7 +72,7 @@ from advisor_plugins.msprof import (
 READER = "ascend_pt"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 FOLDER_SUFFIXES = {"_ascend_pt": "PyTorch", "_ascend_ms": "MindSpore"}
-TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
+TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us", "launch_us"),
                 "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
 OUTPUT_FILES = ("trace_view.json", "kernel_details.csv", "step_trace_time.csv",
                 "op_statistic.csv", "api_statistic.csv", "communication.json",
@@ -328,6 +329,8 @@ class _TraceTables:
     device_ops: pd.DataFrame | None = None
     comm_ops: pd.DataFrame | None = None
     comm_streams: set[int] = field(default_factory=set)
+    # torch_to_npu flows: start_us (of the device task), launch_us, launch_thread
+    launches: pd.DataFrame | None = None
 
 
 _ROLE_CODES = {role: code for code, role in enumerate(_ROLES)}
@@ -346,6 +349,8 @@ class _Args(msgspec.Struct, gc=False):
     plane_stream: Any = msgspec.field(default=None, name="stream id")
     name: Any = None  # of process_name / thread_name metadata
     labels: Any = None  # of process_labels metadata
+    # of cpu_op events recorded with shapes: raw JSON, decoded once per distinct value
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -359,6 +364,7 @@ class _Event(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     args: _Args | None = None
+    id: Any = None  # of flow (s/f) events
 
 
 _NO_ARGS = _Args()
@@ -376,9 +382,37 @@ def _as_events(events: list[Any]) -> list[_Event]:
         args = e.get("args")
         args = (_Args(**{attrs[k]: v for k, v in args.items() if k in attrs})
                 if args.__class__ is dict else None)
+        if args is not None and args.input_dims.__class__ is not msgspec.Raw:
+            args.input_dims = _as_raw(args.input_dims)
         converted.append(_Event(e.get("ph"), e.get("name", ""), e.get("cat", ""), e.get("pid"),
-                                e.get("tid"), e.get("ts"), e.get("dur"), args))
+                                e.get("tid"), e.get("ts"), e.get("dur"), args, e.get("id")))
     return converted
+
+
+def _as_raw(value: Any) -> msgspec.Raw:
+    """A decoded JSON value as raw JSON (what a typed batch holds); missing when None."""
+    if value is None:
+        return _NO_RAW
+    try:
+        return msgspec.Raw(msgspec.json.encode(value))
+    except (TypeError, ValueError, OverflowError):
+        return _NO_RAW
+
+
+def shape_text(raw: bytes) -> str | None:
+    """Raw `Input Dims` JSON as compact text (`[[8, 64], []]`), whatever the file's spacing; a
+    JSON string as it is; None when it is not JSON or empty."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if value is None or isinstance(value, str):
+        return value or None
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+_NO_RAW = msgspec.Raw()
+_LAUNCH_FLOW = "torch_to_npu"  # the flow from a framework op to the device task it launched
 
 
 def _key(value: Any) -> Any:
@@ -476,6 +510,10 @@ class _TraceColumns:
         self.text_chunks: dict[str, list[pa.Array]] = {k: [] for k in _TEXT_COLUMNS}
         # per-plane communication tasks: row -> (transport type, stream id, size(Byte))
         self.plane_tasks: dict[int, tuple[str, Any, Any]] = {}
+        # `Input Dims` of events that have it (row -> raw JSON)
+        self.shapes: dict[int, bytes] = {}
+        # torch_to_npu flow events: (ph, id, pid, tid, ts)
+        self.flows: list[tuple[str, Any, Any, Any, Any]] = []
         self.number: dict[str, np.ndarray] = {}
         self.text: dict[str, pa.Array] = {}
 
@@ -488,6 +526,8 @@ class _TraceColumns:
         pid, tid, ts, dur, name, cat = [], [], [], [], [], []
         thread_id, stream, physical, task_id, size, task_type = [], [], [], [], [], []
         planes: dict[int, tuple[str, Any, Any]] = {}
+        shapes = self.shapes
+        flows = self.flows
         row = self.size
         if batch and batch[0].__class__ is not _Event:
             batch = _as_events(batch)
@@ -498,6 +538,9 @@ class _TraceColumns:
             if ph != "X":
                 if ph == "M":
                     self._metadata(e)
+                elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW
+                                                   or e.cat == _LAUNCH_FLOW):
+                    flows.append((ph, _key(e.id), _key(e.pid), _key(e.tid), e.ts))
                 continue
             pid.append(e.pid)
             tid.append(t := e.tid)
@@ -514,6 +557,8 @@ class _TraceColumns:
             task_type.append(a.task_type or "UNKNOWN")
             if a.transport is not None:
                 planes[row] = (str(a.transport), a.plane_stream, a.size_byte)
+            if a.input_dims:
+                shapes[row] = bytes(a.input_dims)
             row += 1
         if row == self.size:
             return
@@ -548,6 +593,31 @@ class _TraceColumns:
             self.text[key] = pa.concat_arrays(chunks)  # one array: `take` on chunks is slow
             chunks.clear()
 
+    def _launch_flows(self, clock: _Clock) -> pd.DataFrame | None:
+        """The torch_to_npu flows whose start (`s`, at the launching framework op) and end
+        (`f`, at the device task) are both there: the end's pid and tid (as codes of the
+        trace's columns) and start_us, the start's time (launch_us) and thread."""
+        if not self.flows:
+            return None
+        ph, ident, pid, tid, ts = zip(*self.flows, strict=True)
+        flows = pd.DataFrame({"ph": ph, "id": pd.Series(ident, dtype=object),
+                              "pid": pd.Series(pid, dtype=object),
+                              "tid": pd.Series(tid, dtype=object),
+                              "ts": clock.us(list(ts))})
+        flows = flows[np.isfinite(flows["ts"].to_numpy(float))]
+        starts = flows[flows["ph"] == "s"].drop_duplicates("id")
+        ends = flows[flows["ph"] == "f"].drop_duplicates("id")
+        pairs = ends.merge(starts, on="id", suffixes=("", "_s"))
+        if pairs.empty:
+            return None
+        pids, tids = self.pids.index, self.tids.index
+        return pd.DataFrame({
+            "pid": pairs["pid"].map(lambda v: pids.get(v, -1)).to_numpy(np.int64),
+            "tid": pairs["tid"].map(lambda v: tids.get(v, -1)).to_numpy(np.int64),
+            "start_us": pairs["ts"].to_numpy(float),
+            "launch_us": pairs["ts_s"].to_numpy(float),
+            "launch_thread": _floats(pairs["tid_s"].tolist())})
+
     def thread_names(self, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """(code of each row, the distinct names) of the rows' threads ("" when unnamed)."""
         pairs = (self.number["pid"][rows].astype(np.int64) * len(self.tids.values)
@@ -572,6 +642,7 @@ class _TraceColumns:
             return out
         # One origin for all events: the clock's origin is the trace's earliest kept event.
         ts = clock.from_parts(number.pop("whole"), number.pop("frac"), among=kept)
+        flows = self._launch_flows(clock)
         dur = number["dur"]
         bad = kept & ~(np.isfinite(ts) & np.isfinite(dur))
         if bad.any():
@@ -586,17 +657,21 @@ class _TraceColumns:
             index = index[np.argsort(pid[index], kind="stable")]  # process by process
             rows = _Rows(self, index, ts[index], dur[index])
             if name == "framework":
-                _framework_tables(out, rows)
+                _framework_tables(out, rows, self.shapes)
             elif name == "cann":
                 out.host_ops.append(_cann_ops(rows))
             elif name == "cpu_ops":
                 out.host_ops.append(_cpu_kernels(rows))
             elif name == "hardware":
                 out.device_ops = _hardware_ops(rows)
+                if flows is not None:
+                    out.device_ops = _with_launches(out.device_ops, rows, flows)
             elif name == "comm":
                 out.comm_ops, out.comm_streams = _comm_ops(rows, self.plane_tasks)
             else:
                 _overlap(out, rows)
+        if flows is not None:
+            out.launches = flows.drop(columns=["pid", "tid"])
         if out.device_ops is not None and out.comm_streams:
             ops = out.device_ops
             out.device_ops = ops[~ops["stream"].isin(out.comm_streams)].reset_index(drop=True)
@@ -645,7 +720,7 @@ def parse_trace(batches: Iterable[list[Any]], clock: _Clock, warn: WarnFn,
     return columns.tables(clock, warn, rel)
 
 
-def _framework_tables(out: _TraceTables, rows: _Rows) -> None:
+def _framework_tables(out: _TraceTables, rows: _Rows, shapes: dict[int, bytes]) -> None:
     names = rows.text("name")
     ts, dur = rows.ts, rows.dur
     candidates = np.flatnonzero(pc.starts_with(names, "ProfilerStep#")
@@ -671,7 +746,60 @@ def _framework_tables(out: _TraceTables, rows: _Rows) -> None:
     frame = pd.DataFrame({"name": names.to_pandas(), "kind": kinds[codes.reshape(-1)],
                           "start_us": ts, "duration_us": dur,
                           "thread": rows.tid_numbers()})
+    if shapes:
+        frame["input_shapes"] = _input_shapes(rows.index, frame["kind"].to_numpy(), shapes)
     out.host_ops.append(frame[~is_step].reset_index(drop=True))
+
+
+def _input_shapes(index: np.ndarray, kinds: np.ndarray, shapes: dict[int, bytes]
+                  ) -> np.ndarray:
+    """input_shapes of framework rows: their `Input Dims` as compact JSON, aten ops only."""
+    found = [(i, shapes[row]) for i, row in enumerate(index.tolist()) if row in shapes]
+    texts: dict[bytes, str | None] = {}
+    column = np.full(len(index), None, dtype=object)
+    for i, raw in found:
+        if kinds[i] == "aten":
+            text = texts.get(raw, raw)
+            if text is raw:
+                text = texts[raw] = shape_text(raw)
+            column[i] = text
+    return column
+
+
+def _with_launches(ops: pd.DataFrame, rows: _Rows, flows: pd.DataFrame) -> pd.DataFrame:
+    """Device tasks with launch_us / launch_thread of the flow that ends at them (same pid,
+    tid and ts as the task)."""
+    keys = pd.DataFrame({"pid": rows.number("pid").astype(np.int64),
+                         "tid": rows.number("tid").astype(np.int64), "start_us": rows.ts})
+    flows = flows.drop_duplicates(["pid", "tid", "start_us"])
+    found = keys.merge(flows, how="left", on=["pid", "tid", "start_us"])
+    return ops.assign(launch_us=found["launch_us"].to_numpy(float),
+                      launch_thread=found["launch_thread"].to_numpy(float))
+
+
+LAUNCH_MATCH_US = 0.13  # kernel_details may write starts as float64 (0.25 µs steps at epoch µs)
+
+
+def kernels_with_launches(kernels: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    """kernel_details rows with launch_us / launch_thread of the torch_to_npu flow ending at
+    the same time (the nearest within LAUNCH_MATCH_US; one kernel per flow)."""
+    starts = kernels["start_us"].to_numpy(float, na_value=np.nan) if "start_us" in kernels \
+        else np.full(len(kernels), np.nan)
+    launch_us = np.full(len(kernels), np.nan)
+    thread = np.full(len(kernels), np.nan)
+    timed = np.flatnonzero(np.isfinite(starts))
+    if timed.size and not launches.empty:
+        left = pd.DataFrame({"start_us": starts[timed], "row": timed}).sort_values("start_us")
+        right = launches.sort_values("start_us").rename(columns={"start_us": "flow_us"})
+        found = pd.merge_asof(left, right, left_on="start_us", right_on="flow_us",
+                              direction="nearest", tolerance=LAUNCH_MATCH_US)
+        found = found.dropna(subset=["flow_us"])
+        found["gap"] = (found["start_us"] - found["flow_us"]).abs()
+        found = found.sort_values("gap", kind="stable").drop_duplicates("flow_us")
+        rows = found["row"].to_numpy(np.int64)
+        launch_us[rows] = found["launch_us"].to_numpy(float)
+        thread[rows] = found["launch_thread"].to_numpy(float)
+    return kernels.assign(launch_us=launch_us, launch_thread=thread)
 
 
 def _cpu_kernels(rows: _Rows) -> pd.DataFrame:
@@ -1362,6 +1490,8 @@ class _FolderReader:
 
     def _build_device_ops(self, trace: _TraceTables, kernels: pd.DataFrame | None) -> None:
         if kernels is not None:
+            if trace.launches is not None:
+                kernels = kernels_with_launches(kernels, trace.launches)
             self.tables["device_ops"] = kernels
             return
         parts = [trace.device_ops] if trace.device_ops is not None else []

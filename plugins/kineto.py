@@ -21,6 +21,7 @@ at the end, so memory follows the kept columns, not the file.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import zlib
@@ -199,6 +200,7 @@ def _num_or_nan(value: Any) -> float:
 
 
 NO_ID = -(2**63)  # a missing stream or thread id in the int64 columns
+MAX_ID = 2**63 - 1
 
 
 def _tid(value: Any, cache: dict[Any, int]) -> int:
@@ -497,10 +499,12 @@ _NO_RAW = msgspec.Raw()  # a missing key (msgspec takes no union of Raw)
 class _Args(msgspec.Struct, gc=False):
     """The `args` keys the walk reads. `Any`: a value of any JSON type is taken as it is and
     checked where it is used. The gloo shapes (lists on every operator) stay raw JSON until a
-    gloo event needs them (in args converted from a dict, they are the decoded value)."""
+    gloo event needs them; in args converted from a dict, `Input Dims` is re-encoded as raw
+    JSON and `Input type` is the decoded value."""
 
     stream: Any = None
     bytes: Any = None
+    correlation: Any = None  # shared by a kernel/copy/memset and the runtime call launching it
     collective: Any = msgspec.field(default=None, name="Collective name")
     group_name: Any = msgspec.field(default=None, name="Process Group Name")
     group_desc: Any = msgspec.field(default=None, name="Process Group Description")
@@ -546,6 +550,8 @@ def _as_events(events: list[Any]) -> list[Any]:
         args = ev.get("args")
         if args.__class__ is dict:
             args = _Args(**{attrs[key]: value for key, value in args.items() if key in attrs})
+            if args.input_dims.__class__ is not msgspec.Raw:
+                args.input_dims = _as_raw(args.input_dims)
         else:
             args = None
         ts, dur = ev.get("ts"), ev.get("dur")
@@ -556,6 +562,31 @@ def _as_events(events: list[Any]) -> list[Any]:
         append(_Event(ev.get("ph"), ev.get("cat"), ev.get("name"), ev.get("pid"),
                       ev.get("tid"), ts, dur, args))
     return converted
+
+
+def _as_raw(value: Any) -> msgspec.Raw:
+    """A decoded JSON value as raw JSON (what a typed batch holds); missing when None."""
+    if value is None:
+        return _NO_RAW
+    try:
+        return msgspec.Raw(msgspec.json.encode(value))
+    except (TypeError, ValueError, OverflowError):
+        return _NO_RAW
+
+
+def _shape_texts(raws: list[bytes]) -> list[str | None]:
+    """Each distinct raw `Input Dims` as compact JSON text (`[[8, 64], []]`), the same whatever
+    spacing the file used; None where it is not JSON."""
+    texts: list[str | None] = []
+    for raw in raws:
+        try:
+            value = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            texts.append(None)
+            continue
+        texts.append(value if isinstance(value, str) else
+                     json.dumps(value, ensure_ascii=False, allow_nan=False))
+    return texts
 
 
 def _raw_json(value: Any) -> Any:
@@ -584,6 +615,13 @@ class _EventWalk:
         self.host_names: list[tuple[str, str]] = []
         self.h_code, self.h_thread = array("i"), array("q")
         self.h_start, self.h_dur = array("d"), array("d")
+        # host_ops.input_shapes of operators (sparse): host row -> code into `shapes` (raw JSON)
+        self.shapes: dict[bytes, int] = {}
+        self.s_row, self.s_code = array("q"), array("i")
+        # launches: correlation of each device row (NO_ID: none); runtime calls' correlation,
+        # start and thread
+        self.d_corr = array("q")
+        self.r_corr, self.r_tid, self.r_ts = array("q"), array("q"), array("d")
         # comm_ops (few rows): (name, op, group, start_us, duration_us, bytes)
         self.comm: list[tuple[str, str | None, str | None, float, float, float | None]] = []
         # memory: (device, device type, device id) per code
@@ -607,6 +645,10 @@ class _EventWalk:
         d_start, d_dur, d_bytes = self.d_start.append, self.d_dur.append, self.d_bytes.append
         h_code, h_thread = self.h_code.append, self.h_thread.append
         h_start, h_dur = self.h_start.append, self.h_dur.append
+        h_rows, shapes = self.h_code, self.shapes
+        s_row, s_code = self.s_row.append, self.s_code.append
+        d_corr = self.d_corr.append
+        r_corr, r_tid, r_ts = self.r_corr.append, self.r_tid.append, self.r_ts.append
         pids = self.device_pids
         no_ts = no_dur = not_events = 0
         other_min = self.other_min
@@ -654,6 +696,23 @@ class _EventWalk:
                             tid = tid_of(tid, tids)
                         elif tid < 0:
                             tid = -tid
+                        if family == OPERATOR:
+                            args = ev.args
+                            if args is not None and args.input_dims:
+                                key = bytes(args.input_dims)
+                                shape = shapes.get(key)
+                                if shape is None:
+                                    shape = shapes[key] = len(shapes)
+                                s_row(len(h_rows))
+                                s_code(shape)
+                        elif family == RUNTIME:
+                            args = ev.args
+                            if args is not None:
+                                corr = args.correlation
+                                if corr.__class__ is int and NO_ID < corr <= MAX_ID:
+                                    r_corr(corr)
+                                    r_ts(ts)
+                                    r_tid(tid)
                         h_code(code)
                         h_start(ts)
                         h_dur(dur)
@@ -673,6 +732,8 @@ class _EventWalk:
                 nbytes = args.bytes
                 if nbytes.__class__ is not float and nbytes.__class__ is not int:
                     nbytes = nan if nbytes is None else num_or_nan(nbytes)
+                corr = args.correlation
+                d_corr(corr if corr.__class__ is int and NO_ID < corr <= MAX_ID else NO_ID)
                 pid = ev.pid
                 if pid.__class__ is int:
                     pids[pid] = pids.get(pid, 0) + 1
@@ -848,6 +909,22 @@ class _EventWalk:
         origin = min(starts)
         return None if origin == math.inf else float(origin)
 
+    def _launches(self, origin: float) -> tuple[np.ndarray, pd.api.extensions.ExtensionArray]:
+        """launch_us and launch_thread of each device row: the runtime call with its
+        correlation id (the first one, should an id repeat); NaN / <NA> where none has it."""
+        rows = len(self.d_corr)
+        launch_us = np.full(rows, np.nan)
+        thread = np.full(rows, NO_ID, dtype=np.int64)
+        if self.r_corr:
+            ids, first = np.unique(_floats(self.r_corr, np.int64), return_index=True)
+            wanted = _floats(self.d_corr, np.int64)
+            at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+            found = (ids[at] == wanted) & (wanted != NO_ID)
+            call = first[at[found]]
+            launch_us[found] = _floats(self.r_ts)[call] - origin
+            thread[found] = _floats(self.r_tid, np.int64)[call]
+        return launch_us, pd.arrays.IntegerArray(thread, thread == NO_ID)
+
     def frames(self, origin: float, properties: dict[Any, dict[str, Any]]
                ) -> dict[str, pd.DataFrame]:
         tables: dict[str, pd.DataFrame] = {}
@@ -863,6 +940,7 @@ class _EventWalk:
             name, op_type, category, memcpy_kind, host_memory = (
                 _strings(column, codes) for column in zip(*self.device_names, strict=True))
             nbytes = _floats(self.d_bytes)
+            launch_us, launch_thread = self._launches(origin)
             tables["device_ops"] = pd.DataFrame({
                 "name": name, "op_type": op_type, "core_type": "GPU",
                 "start_us": _floats(self.d_start) - origin,
@@ -870,17 +948,25 @@ class _EventWalk:
                 "stream": _ids(self.d_stream), "category": category,
                 "memcpy_kind": memcpy_kind, "host_memory": host_memory,
                 "bytes": np.where(np.isfinite(nbytes), nbytes, np.nan),
+                "launch_us": launch_us, "launch_thread": launch_thread,
             })
         if self.h_code:
             codes = _floats(self.h_code, np.int32)
             name, kind = (_strings(column, codes)
                           for column in zip(*self.host_names, strict=True))
-            tables["host_ops"] = pd.DataFrame({
+            host = pd.DataFrame({
                 "name": name, "kind": kind,
                 "start_us": _floats(self.h_start) - origin,
                 "duration_us": _floats(self.h_dur),
                 "thread": _ids(self.h_thread),
             })
+            if self.s_row:
+                shape_codes = np.full(len(codes), -1, dtype=np.intp)
+                shape_codes[_floats(self.s_row, np.int64)] = _floats(self.s_code, np.int32)
+                shape_codes[(kind != "aten").to_numpy(dtype=bool)] = -1  # aten operators only
+                texts = pd.array([*_shape_texts(list(self.shapes)), None], dtype="string")
+                host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end
+            tables["host_ops"] = host
         if self.comm:
             name, op, group, start, duration, nbytes = zip(*self.comm, strict=True)
             duration = np.asarray(duration, dtype=np.float64)

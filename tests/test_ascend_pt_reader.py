@@ -751,3 +751,119 @@ def test_exact_parts_of_every_kind_of_timestamp() -> None:
     whole, frac = ascend_pt.exact_parts(same)
     assert whole.tolist() == [1704161511420306.0, 1704161511420307.0, 1.0]
     assert frac.tolist() == [0.491, 0.0, 0.999]  # the digits as written, not 1.999 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Launches (torch_to_npu flows) and operator shapes (Input Dims)
+
+
+def raw_launches(events: list[dict]) -> dict[tuple, dict]:
+    """(pid, tid, ts) of the device task each torch_to_npu flow ends at -> the flow's start."""
+    def is_flow(e: dict) -> bool:
+        return "torch_to_npu" in (e.get("name"), e.get("cat"))
+    starts = {e["id"]: e for e in events if e.get("ph") == "s" and is_flow(e)}
+    return {(e["pid"], e["tid"], e["ts"]): starts[e["id"]] for e in events
+            if e.get("ph") == "f" and is_flow(e) and e["id"] in starts}
+
+
+def aten_holding(host: pd.DataFrame, time: float, thread: int) -> pd.DataFrame:
+    aten = host[host["kind"] == "aten"]
+    return aten[(aten["thread"] == thread) & (aten["start_us"] <= time)
+                & (time < aten["start_us"] + aten["duration_us"])]
+
+
+def test_rank0_trace_tasks_get_their_launch_from_torch_to_npu(tmp_path: Path) -> None:
+    events = raw_trace()
+    flows = raw_launches(events)
+    hardware = process_events(events, "Ascend Hardware")
+    launched = [flows.get((e["pid"], e["tid"], e["ts"])) for e in hardware]
+    assert sum(s is not None for s in launched) == 274 and len(hardware) == 276
+    profile = read_one(rank_folder(tmp_path, trace_view__json=TRACE))
+    assert_contract(profile)
+    ops, host = profile.tables["device_ops"], profile.tables["host_ops"]
+    assert ops["launch_us"].notna().tolist() == [s is not None for s in launched]
+    assert ops["launch_thread"].notna().tolist() == [s is not None for s in launched]
+    found = 0
+    for task, start, row in zip(hardware, launched, ops.itertuples(), strict=True):
+        if start is None:
+            continue
+        gap = float(Decimal(start["ts"]) - Decimal(task["ts"]))
+        assert row.launch_us - row.start_us == pytest.approx(gap, abs=1e-6)
+        assert row.launch_thread == start["tid"]
+        found += not aten_holding(host, row.launch_us, row.launch_thread).empty
+    assert found == 274
+    assert set(ops["launch_thread"].dropna()) <= set(host["thread"].dropna())
+
+
+def kernel_details_of(events: list[dict]) -> str:
+    """kernel_details.csv (the older header) for the trace's hardware tasks, same start times."""
+    header = (OLD_KERNELS.read_text(encoding="utf-8-sig").splitlines()[0]).split(",")
+    lines = [",".join(header)]
+    for e in process_events(events, "Ascend Hardware"):
+        row = dict.fromkeys(header, "N/A")
+        row.update({"Step Id": "1", "Model ID": "4294967295", "Task ID": str(e["args"]["Task Id"]),
+                    "Stream ID": str(e["args"]["Stream Id"]), "Name": e["name"],
+                    "Type": e["name"].rsplit("_", 1)[-1], "Accelerator Core": "AI_VECTOR_CORE",
+                    "Start Time(us)": e["ts"], "Duration(us)": str(e["dur"]),
+                    "Wait Time(us)": "0", "Block Dim": "1"})
+        lines.append(",".join(row[h] for h in header))
+    return "\n".join(lines) + "\n"
+
+
+def test_kernel_details_rows_get_the_launch_of_the_task_at_their_start(tmp_path: Path) -> None:
+    events = raw_trace()
+    flows = raw_launches(events)
+    hardware = process_events(events, "Ascend Hardware")
+    folder = rank_folder(tmp_path, trace_view__json=TRACE,
+                         kernel_details__csv=kernel_details_of(events))
+    profile = read_one(folder)
+    assert_contract(profile)
+    ops, host = profile.tables["device_ops"], profile.tables["host_ops"]
+    assert len(ops) == len(hardware)
+    launched = [flows.get((e["pid"], e["tid"], e["ts"])) for e in hardware]
+    assert ops["launch_us"].notna().tolist() == [s is not None for s in launched]
+    for start, row in zip(launched, ops.itertuples(), strict=True):
+        if start is not None:
+            assert row.launch_thread == start["tid"]
+            assert not aten_holding(host, row.launch_us, row.launch_thread).empty
+    # the trace-only reading gives the same launches
+    alone = read_one(rank_folder(tmp_path / "alone", trace_view__json=TRACE)).tables["device_ops"]
+    pd.testing.assert_series_equal(ops["launch_us"], alone["launch_us"])
+    pd.testing.assert_series_equal(ops["launch_thread"], alone["launch_thread"])
+
+
+def test_rank0_kernel_details_of_another_run_get_no_launch() -> None:
+    ops = read_one(RANK0).tables["device_ops"]
+    assert ops["launch_us"].isna().all() and ops["launch_thread"].isna().all()
+
+
+def shaped_trace() -> list[dict]:
+    """rank0 with `Input Dims` on its cpu_op events, as torch_npu writes them with
+    record_shapes=True (rank0 was recorded without)."""
+    events = raw_trace()
+    for k, e in enumerate(e for e in events if e.get("cat") == "cpu_op"):
+        e["args"]["Input Dims"] = [[k % 7 + 1, 64], [], [3]] if k % 3 else []
+    return events
+
+
+def test_input_shapes_of_cpu_ops(tmp_path: Path, monkeypatch) -> None:
+    events = shaped_trace()
+    text = json.dumps(events, separators=(",", ":"))  # compact in the file: the same text out
+    want = Counter((e["name"], json.dumps(e["args"]["Input Dims"])) for e in events
+                   if e.get("cat") == "cpu_op" and not e["name"].startswith(
+                       ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")))
+    host = read_one(rank_folder(tmp_path / "whole", trace_view__json=text)).tables["host_ops"]
+    shaped = host.dropna(subset=["input_shapes"])
+    assert (shaped["kind"] == "aten").all()
+    assert Counter(zip(shaped["name"], shaped["input_shapes"], strict=True)) == want
+    assert "[[2, 64], [], [3]]" in set(shaped["input_shapes"])
+    assert host.loc[host["level"].notna(), "input_shapes"].isna().all()  # CANN calls
+    # typed batches (raw JSON) and dict batches read alike
+    monkeypatch.setattr(ascend_pt, "EventStream", SmallBatches)
+    batched = read_one(rank_folder(tmp_path / "batched", trace_view__json=text))
+    pd.testing.assert_frame_equal(batched.tables["host_ops"], host, check_exact=True)
+
+
+def test_trace_without_shapes_has_no_input_shapes() -> None:
+    host = read_one(RANK0).tables["host_ops"]
+    assert "input_shapes" not in host or host["input_shapes"].isna().all()

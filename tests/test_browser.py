@@ -32,6 +32,7 @@ import select
 import shutil
 import struct
 import subprocess
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -403,3 +404,42 @@ def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser,
     assert all(any(c.startswith(name) for c in cells) for name in HOSTILE), \
         "the evidence tables should show every hostile name"
     assert page.dialogs() == [] and page.errors() == []
+
+
+def test_compare_page_in_browser(browser: Browser, tmp_path: Path) -> None:
+    own = Path(__file__).parent / "fixtures" / "kineto_own"
+    out = tmp_path / "cmp"
+    done = subprocess.run([sys.executable, "-m", "advisor", "compare",
+                           str(own / "compare_base.pt.trace.json.gz"),
+                           str(own / "compare_slow.pt.trace.json.gz"), "-o", str(out), "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "prof_rule_compare.json").read_text(encoding="utf-8"))
+    page = browser.load(out / "compare.html")
+    page.evaluate("1")
+    assert page.requests() == [] and page.errors() == [] and page.dialogs() == []
+    dom = page.evaluate("""(() => {
+      const seen = el => {
+        const b = el.getBoundingClientRect();
+        return b.width > 0 && b.height > 0;
+      };
+      return {
+        sheets: document.styleSheets.length,
+        metrics: [...document.querySelectorAll('#overall-table tr[data-metric]')].map(r => [
+          r.dataset.metric, seen(r),
+          [...r.querySelectorAll('.bar')].map(b => b.getBoundingClientRect().width)]),
+        titles: [...document.querySelectorAll('.finding h4')].map(h => [h.textContent, seen(h)]),
+        worse: [...document.querySelectorAll('td.worse')].length,
+        sections: [...document.querySelectorAll('section.profile h2')].map(h => h.textContent),
+      };
+    })()""")
+    assert dom["sheets"] == 2  # the report stylesheet and the compare page's own
+    findings = [f["title"] for _, f in findings_by_rank(report)]
+    assert [t for t, _ in dom["titles"]] == findings and all(v for _, v in dom["titles"])
+    metrics = {m: (visible, bars) for m, visible, bars in dom["metrics"]}
+    assert {"e2e", "operators"} <= set(metrics) and all(v for v, _ in metrics.values())
+    base_bar, comp_bar = metrics["e2e"][1]
+    assert 0 < base_bar < comp_bar  # the slower run's bar is the longer one
+    assert dom["worse"] >= 3
+    assert any("Operators that changed most" in s for s in dom["sections"])
+    page.screenshot("browser-compare.png")

@@ -11,6 +11,7 @@ import gzip
 import json
 import math
 import re
+from collections import Counter
 from pathlib import Path
 
 import pandas.testing as pd_testing
@@ -107,8 +108,10 @@ def warnings_of(profile) -> list[str]:
 def test_fixtures_are_there():
     assert len(SHARED_TRACES) >= 6, SHARED
     assert [p.name for p in OWN_TRACES] == [
-        "dataloader_bound.pt.trace.json.gz", "ddp_rank0.pt.trace.json.gz",
-        "ddp_rank1.pt.trace.json.gz", "healthy.pt.trace.json.gz"]
+        "compare_base.pt.trace.json.gz", "compare_slow.pt.trace.json.gz",
+        "dataloader_bound.pt.trace.json.gz",
+        *(f"ddp4_rank{r}.pt.trace.json.gz" for r in range(4)),
+        "ddp_rank0.pt.trace.json.gz", "ddp_rank1.pt.trace.json.gz", "healthy.pt.trace.json.gz"]
 
 
 @pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
@@ -655,3 +658,132 @@ def test_odd_events_in_typed_batches(tmp_path, monkeypatch):
     comm = read_one(source).tables["comm_ops"]
     assert len(comm) == 6 and comm["bytes"].notna().all()
     pd_testing.assert_frame_equal(whole.tables["comm_ops"], comm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Launches (device_ops.launch_us / launch_thread) and operator shapes (host_ops.input_shapes)
+
+ALEXNET = SHARED / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+DEVICE_CATS = ("kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset")
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "runtime")
+
+
+def raw_launches(path: Path) -> list[tuple[dict, dict | None]]:
+    """Each device event (in file order, as device_ops rows are) with the runtime event that
+    has the same `correlation` arg, or None."""
+    events = complete(raw(path)["traceEvents"])
+    calls: dict[int, dict] = {}
+    for e in events:
+        if cat(e) in RUNTIME_CATS and isinstance(e.get("args", {}).get("correlation"), int):
+            calls.setdefault(e["args"]["correlation"], e)
+    return [(e, calls.get(e.get("args", {}).get("correlation")))
+            for e in events if cat(e) in DEVICE_CATS]
+
+
+def innermost_aten_found(profile) -> tuple[int, int]:
+    """(device rows with a launch, those whose launch lies in an aten op of the same thread)."""
+    ops, host = profile.tables["device_ops"], profile.tables["host_ops"]
+    aten = host[host["kind"] == "aten"]
+    launched = ops.dropna(subset=["launch_us"])
+    found = 0
+    for time, thread in zip(launched["launch_us"], launched["launch_thread"], strict=True):
+        inside = aten[(aten["thread"] == thread) & (aten["start_us"] <= time)
+                      & (time < aten["start_us"] + aten["duration_us"])]
+        found += not inside.empty
+    return len(launched), found
+
+
+@pytest.mark.parametrize("path", [ALEXNET, ROCM, SAMPLED, NCCL, LEGACY],
+                         ids=lambda p: p.name[:40])
+def test_device_ops_launch_time_and_thread_from_the_runtime_call(path):
+    pairs = raw_launches(path)
+    ops = read_one(path).tables["device_ops"]
+    assert len(ops) == len(pairs)
+    matched = [call is not None for _, call in pairs]
+    assert ops["launch_us"].notna().tolist() == matched
+    assert ops["launch_thread"].notna().tolist() == matched
+    assert sum(matched) >= 0.95 * len(pairs)
+    for (device, call), start, launch, thread in zip(
+            pairs, ops["start_us"], ops["launch_us"], ops["launch_thread"], strict=True):
+        if call is None:
+            continue
+        # the same clock as start_us (and host_ops.start_us): the offsets agree
+        assert launch - start == pytest.approx(call["ts"] - device["ts"], abs=1e-3)
+        assert thread == abs(int(re.search(r"-?\d+", str(call["tid"])).group()))
+
+
+@pytest.mark.parametrize("path", [ALEXNET, ROCM, SAMPLED, NCCL], ids=lambda p: p.name[:40])
+def test_launches_lie_in_an_aten_op_of_their_thread(path):
+    profile = read_one(path)
+    host = profile.tables["host_ops"]
+    ops = profile.tables["device_ops"]
+    assert set(ops["launch_thread"].dropna()) <= set(host["thread"].dropna())
+    launched, found = innermost_aten_found(profile)
+    assert launched == len(ops)
+    assert found >= 0.95 * launched
+
+
+def test_launch_is_the_runtime_host_op_itself():
+    """launch_us and launch_thread are the start and thread of a host_ops row (the runtime
+    call, kind launch for kernels)."""
+    profile = read_one(ALEXNET)
+    ops, host = profile.tables["device_ops"], profile.tables["host_ops"]
+    calls = {(round(s, 6), t) for s, t in zip(host["start_us"], host["thread"], strict=True)}
+    kernels = ops[ops["category"] == "compute"]
+    assert all((round(s, 6), t) in calls
+               for s, t in zip(kernels["launch_us"], kernels["launch_thread"], strict=True))
+    names = host.set_index(["start_us", "thread"])["name"]
+    launched = {names.loc[(s, t)] for s, t in zip(kernels["launch_us"],
+                                                  kernels["launch_thread"], strict=True)}
+    assert launched <= {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
+                        "cudaMemcpyAsync", "cudaMemsetAsync"}
+    assert "cudaLaunchKernel" in launched
+
+
+def test_unmatched_correlations_are_missing(tmp_path):
+    doc = json.loads(text_of(ALEXNET))
+    for event in doc["traceEvents"]:
+        if cat(event) == "cuda_runtime" and isinstance(event.get("args"), dict):
+            event["args"].pop("correlation", None)
+    ops = read_one(write(tmp_path, "x.pt.trace.json", doc)).tables["device_ops"]
+    assert ops["launch_us"].isna().all() and ops["launch_thread"].isna().all()
+
+
+def raw_shapes(path: Path) -> Counter:
+    """(name, Input Dims as compact JSON) of the aten operators that have Input Dims."""
+    return Counter(
+        (e["name"], json.dumps(e["args"]["Input Dims"]))
+        for e in complete(raw(path)["traceEvents"])
+        if cat(e) in ("cpu_op", "operator") and "Input Dims" in e.get("args", {})
+        and not e["name"].startswith(("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")))
+
+
+@pytest.mark.parametrize("path", [*OWN_TRACES, SAMPLED, ROCM, CPU_ONLY],
+                         ids=lambda p: p.name[:40])
+def test_input_shapes_of_aten_ops(path):
+    want = raw_shapes(path)
+    assert want
+    host = read_one(path).tables["host_ops"]
+    shaped = host.dropna(subset=["input_shapes"])
+    assert (shaped["kind"] == "aten").all()
+    assert Counter(zip(shaped["name"], shaped["input_shapes"], strict=True)) == want
+
+
+def test_input_shapes_of_a_known_op():
+    path = OWN / "ddp_rank0.pt.trace.json.gz"
+    first = next(e for e in complete(raw(path)["traceEvents"])
+                 if e["name"] == "aten::addmm" and "Input Dims" in e.get("args", {}))
+    host = read_one(path).tables["host_ops"]
+    addmm = host[host["name"] == "aten::addmm"].sort_values("start_us", kind="stable")
+    assert addmm["input_shapes"].iloc[0] == json.dumps(first["args"]["Input Dims"])
+    assert addmm["input_shapes"].iloc[0] == "[[256], [8, 64], [64, 256], [], []]"
+    # not aten: no shapes even where the event has Input Dims
+    assert host.loc[host["kind"] != "aten", "input_shapes"].isna().all()
+    assert host.loc[host["kind"] == "launch", "input_shapes"].isna().all()
+
+
+def test_traces_without_shapes_or_runtime_calls():
+    alexnet = read_one(ALEXNET).tables["host_ops"]
+    assert "input_shapes" not in alexnet or alexnet["input_shapes"].isna().all()
+    for path in OWN_TRACES:
+        assert "device_ops" not in read_one(path).tables

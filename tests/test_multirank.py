@@ -151,3 +151,56 @@ def test_cluster_communication_fallback_ignores_link_rows():
 
     cluster = build_cluster([rank(0, 60.0), rank(1, 20.0)])
     assert cluster.tables["ranks"]["communication_us"].tolist() == [30.0, 10.0]
+
+
+def test_robust_z_falls_back_to_the_mean_absolute_deviation():
+    from advisor.cluster import robust_z
+
+    spread = robust_z(pd.Series([1000.0, 1000.0, 1010.0, 990.0, 1500.0]))
+    assert spread.iloc[4] == pytest.approx(0.6745 * 500 / 10)  # MAD 10
+    flat = robust_z(pd.Series([1000.0] * 5 + [1500.0]))  # MAD 0: mean absolute deviation
+    assert flat.iloc[5] == pytest.approx(500 / (1.2533 * 500 / 6))
+    assert robust_z(pd.Series([7.0, 7.0, 7.0])).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_cluster_names_the_straggler_metric(tmp_path):
+    from advisor.cluster import build_cluster
+
+    def rank(number: int, computing: float) -> Profile:
+        steps = pd.DataFrame({"step": [1, 2], "start_us": [0.0, 1000.0],
+                              "end_us": [1000.0, 2000.0], "duration_us": [1000.0, 1000.0],
+                              "computing_us": computing, "free_us": 100.0})
+        return Profile(ProfileMeta("t", f"/r{number}", rank=number),
+                       {"steps": conform("steps", steps)})
+
+    cluster = build_cluster([rank(r, 800.0 + 400 * (r == 3) + r) for r in range(5)])
+    ranks = cluster.tables["ranks"].set_index("rank")
+    assert ranks.loc[3, "straggler_metric"] == "computing_us"
+    assert ranks.loc[3, "straggler_delta_us"] == pytest.approx(1203 - 802)  # median 802
+    assert ranks["duration_z"].tolist() == [0.0] * 5 and ranks["free_z"].tolist() == [0.0] * 5
+
+
+def test_cluster_links_name_the_slow_link(tmp_path):
+    """tests/fixtures/cluster_links: four ranks of a ring, link 2->3 at 5 GB/s, others 20."""
+    folder = tmp_path / "cluster_links"
+    shutil.copytree(ROOT / "tests/fixtures/cluster_links", folder)
+    result = advisor.analyze(folder, select=["cluster"])
+    cluster = result.analyses[-1]
+    links = cluster.tables["links"].set_index("name")
+    assert links.loc["2->3", "bandwidth_gbps"] == pytest.approx(5.0)
+    assert links.loc["0->1", "bandwidth_gbps"] == pytest.approx(20.0)
+    assert links.loc["2->3", "reported_by"] == "2,3" and links.loc["2->3", "ops"] == 2
+    assert links.loc["0->0", "transport"] == "LOCAL" and links.loc["0->0", "bandwidth_ratio"] == 1
+    (finding,) = cluster.findings
+    assert finding.rule.id == "CLUSTER-005" and finding.values["slowest"] == "2->3"
+
+
+def test_own_ddp4_traces_parallel_reading_equals_serial(tmp_path):
+    """Four gloo ranks (rank 2 delayed): `jobs=2` reads them in processes, as --jobs does."""
+    for trace in sorted((ROOT / "tests/fixtures/kineto_own").glob("ddp4_rank*.pt.trace.json.gz")):
+        shutil.copy(trace, tmp_path)
+    serial = advisor.analyze(tmp_path, jobs=1)
+    parallel = advisor.analyze(tmp_path, jobs=2)
+    assert summary(parallel) == summary(serial)
+    assert parallel.analyses[-1].tables["ranks"].equals(serial.analyses[-1].tables["ranks"])
+    assert serial.analyses[-1].tables["ranks"]["rank"].tolist() == [0, 1, 2, 3]

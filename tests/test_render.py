@@ -238,6 +238,36 @@ def test_html_prefers_device_split_and_limits_long_runs() -> None:
     assert "Other / unattributed" not in page
 
 
+def cluster_report(ranks: list[dict]) -> dict:
+    report = minimal_report("/data/cluster")
+    report["profile"]["source_format"] = "cluster"
+    report["metrics"]["ranks"] = ranks
+    return valid(report)
+
+
+def test_html_cluster_chart_has_one_bar_per_rank() -> None:
+    ranks = [{"rank": r, "steps": 10, "duration_us": 1000.0 + 500 * (r == 2),
+              "computing_us": 600.0 + 500 * (r == 2), "comm_not_overlapped_us": 300.0,
+              "free_us": 100.0} for r in range(4)]
+    page = render_html([cluster_report(ranks)])
+    assert page.count('class="rank-bar"') == 4
+    for r in range(4):
+        assert f'data-rank="{r}"' in page
+    assert f"Rank 2: {fmt_us(1500.0)} (Computing {fmt_us(1100.0)}" in page  # tooltip
+    assert "Communication (not overlapped)" in page and 'class="rank-scroll"' not in page
+
+
+def test_html_cluster_chart_scrolls_for_a_thousand_ranks() -> None:
+    ranks = [{"rank": r, "steps": 1, "duration_us": 1000.0, "communication_us": 200.0}
+             for r in range(1000)]
+    page = render_html([cluster_report(ranks)])
+    assert page.count('class="rank-bar"') == 1000
+    assert 'class="rank-scroll"' in page
+    assert "Other / unattributed" in page  # host-only ranks: communication and the rest
+    labels = re.findall(r'text-anchor="end">\d+</text>\s*</g>', page)
+    assert 0 < len(labels) < 1000  # thin rows: only every few ranks labelled
+
+
 def test_html_empty_report() -> None:
     page = render_html([minimal_report()])
     assert "No problems found" in page

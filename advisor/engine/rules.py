@@ -23,7 +23,7 @@ from advisor.engine.expr import MAX_STRING, ExprError, Expression, compile_expre
 from advisor.engine.functions import regex_problem
 from advisor.engine.templates import ENV, check_template
 from advisor.errors import RuleError
-from advisor.model import TABLES
+from advisor.model import CLUSTER_TABLES, COMPARE_TABLES, TABLES
 
 RULE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8"))
@@ -105,8 +105,15 @@ class Rule:
 
     @property
     def needs_ranks(self) -> bool:
-        """Cross-rank rules read the `ranks` table and run on the cluster profile only."""
-        return any(n.split(".")[0] == "ranks" for n in self.needs())
+        """Cross-rank rules read a cluster table (`ranks`, `links`) and run on the cluster
+        profile only."""
+        return any(n.split(".")[0] in CLUSTER_TABLES for n in self.needs())
+
+    @property
+    def needs_compare(self) -> bool:
+        """Compare rules read a table of two runs (`compare_*`) and run in `advisor compare`
+        only."""
+        return any(n.split(".")[0] in COMPARE_TABLES for n in self.needs())
 
     def text(self, lang: str = "en") -> RuleText:
         """The rule's texts in `lang`; English when the rule has no such translation."""

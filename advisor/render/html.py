@@ -47,7 +47,20 @@ ITERATION_SPLIT = (
 OTHER = ("Other / unattributed", "#e3e3e3")
 UNSPLIT = ("Step time", "#4c78a8")  # when a profile has durations but no breakdown
 
+# Ranks without the device split (host-only profiles, e.g. gloo) have their time in
+# collectives, drawn in place of the communication not overlapped.
+HOST_RANK_SPLIT = (
+    ("computing_us", "Computing", "#4c78a8"),
+    ("communication_us", "Communication", "#f58518"),
+    ("free_us", "Free (device idle)", "#b8b8b8"),
+)
+
 STEP_CHART = {"width": 1000, "height": 280, "left": 70, "right": 12, "top": 12, "bottom": 44}
+RANK_CHART = {"width": 1000, "label": 70, "right": 12, "top": 6, "axis": 24,
+              "row": 22, "dense_row": 6, "dense_from": 64, "scroll_from": 64}
+"""Horizontal bars, one row per rank; from `dense_from` ranks rows shrink to `dense_row` px
+and only every few carry a label, and the chart scrolls (1000 ranks: a 6000 px tall SVG in a
+box of the normal chart height)."""
 CORE_CHART = {"width": 1000, "row": 30, "label": 180, "value": 250, "top": 6}
 LABEL_CHARS = 22  # longer core type names are shortened in the chart, kept whole in tooltips
 
@@ -148,6 +161,11 @@ LABELS: dict[str, dict[str, str]] = {
         "Step {n}": "迭代 {n}",
         "{rank} of {world}": "{rank} / {world}",
         "{n} tasks": "{n} 个任务",
+        "Time per rank": "各 rank 耗时",
+        "{n} rank{s}": "{n} 个 rank",
+        "Mean step time per rank": "每个 rank 的平均迭代耗时",
+        "Rank {n}": "rank {n}",
+        "Communication": "通信",
     },
 }
 """Fixed texts of the page per language, keyed by the English text (which needs no table)."""
@@ -230,6 +248,7 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "finding_count": len(findings),
         "top_title": findings[0][1]["title"] if findings else None,
         "steps": _step_chart(report["metrics"]["steps"], tr),
+        "ranks": _rank_chart(report["metrics"].get("ranks", []), tr),
         "cores": _core_chart(report["metrics"]["core_types"], tr),
         "classes": _core_chart(report["metrics"].get("compute_classes", []), tr,
                                "compute_class"),
@@ -402,6 +421,74 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
                  "title_x": c["left"] + plot_w / 2, "tick_x": c["left"] - 6},
         "width": c["width"],
         "height": c["height"],
+    }
+
+
+def _rank_components(ranks: list[dict]) -> list[tuple[str, str, str]]:
+    """The device split the ranks have, or their communication time when they lack it."""
+    keys = set().union(*ranks) if ranks else set()
+    split = DEVICE_SPLIT if "comm_not_overlapped_us" in keys else HOST_RANK_SPLIT
+    return [c for c in split if c[0] in keys]
+
+
+def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
+    """One stacked horizontal bar per rank (mean step time and its breakdown), so a slow or
+    uneven rank shows against the others; many ranks become thin rows in a scrolling box."""
+    c = RANK_CHART
+    components = [(k, tr(label), colour) for k, label, colour in _rank_components(ranks)]
+    rest_label, rest_colour = OTHER if components else UNSPLIT
+    rest_label = tr(rest_label)
+    dense = len(ranks) >= c["dense_from"]
+    row = c["dense_row"] if dense else c["row"]
+    label_every = max(1, math.ceil(12 / row))  # a label needs about 12 px
+    plot_w = c["width"] - c["label"] - c["right"]
+    totals = [_number(r.get("duration_us")) or sum(_number(r.get(k)) for k, _, _ in components)
+              for r in ranks]
+    ticks = _nice_ticks(max(totals, default=0))
+    in_ms = ticks[-1] >= 10_000
+    scale = plot_w / ticks[-1]
+    bars, rest_used = [], False
+    for i, (r, total) in enumerate(zip(ranks, totals, strict=True)):
+        y = c["top"] + i * row
+        segments, acc = [], 0.0
+        for key, label, colour in components:
+            value = min(_number(r.get(key)), max(total - acc, 0.0))
+            segments.append((label, colour, value))
+            acc += value
+        if total - acc > total * 1e-3:
+            segments.append((rest_label, rest_colour, total - acc))
+            rest_used = True
+        rects, x = [], float(c["label"])
+        for _, colour, value in segments:
+            w = value * scale
+            if w > 0:
+                rects.append({"x": round(x, 2), "y": round(y + row * 0.15, 2), "w": round(w, 2),
+                              "h": round(row * 0.7, 2), "fill": colour})
+                x += w
+        parts = "; ".join(f"{label} {fmt_us(v)}" for label, _, v in segments)
+        rank = fmt_num(r["rank"])
+        bars.append({
+            "rank": rank,
+            "tooltip": f"{tr('Rank {n}', n=rank)}: {fmt_us(total)}" + (
+                f" ({parts})" if parts else ""),
+            "rects": rects,
+            "label_y": round(y + row / 2 + 4, 2) if i % label_every == 0 else None,
+        })
+    legend = [{"label": label, "colour": colour} for _, label, colour in components]
+    if rest_used:
+        legend.append({"label": rest_label, "colour": rest_colour})
+    axis_y = c["top"] + len(ranks) * row
+    return {
+        "count": len(ranks),
+        "bars": bars,
+        "legend": legend,
+        "scroll": len(ranks) >= c["scroll_from"],
+        "ticks": [{"x": round(c["label"] + t * scale, 2), "label": _tick_label(t, in_ms)}
+                  for t in ticks],
+        "axis": {"x1": c["label"], "x2": c["width"] - c["right"], "y": axis_y,
+                 "label_x": c["label"] - 8, "tick_y": axis_y + 16},
+        "width": c["width"],
+        "height": axis_y + c["axis"],
     }
 
 

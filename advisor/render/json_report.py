@@ -54,6 +54,20 @@ def step_metrics(profile: Profile) -> list[dict[str, Any]]:
             for row in steps[cols].itertuples(index=False)]
 
 
+RANK_COLUMNS = ("rank", "steps", "duration_us", "computing_us", "communication_us",
+                "comm_not_overlapped_us", "free_us")
+
+
+def rank_metrics(profile: Profile) -> list[dict[str, Any]]:
+    """Per-rank means of a cluster profile: the report's chart of the ranks."""
+    ranks = profile.tables.get("ranks")
+    if ranks is None:
+        return []
+    cols = [c for c in RANK_COLUMNS if profile.has("ranks", c)]
+    return [{c: to_plain(v) for c, v in zip(cols, row, strict=True)}
+            for row in ranks[cols].itertuples(index=False)]
+
+
 def _time_by(ops: pd.DataFrame, key: str) -> list[dict[str, Any]]:
     return _shares(ops.groupby(key, dropna=False)["duration_us"].agg(["sum", "count"]), key)
 
@@ -129,7 +143,7 @@ def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) ->
                     "total_time_us": profile_time_us(profile)},
         "metrics": {"steps": step_metrics(profile), "core_types": core_type_metrics(profile),
                     "compute_classes": compute_class_metrics(profile),
-                    "host": host_metrics(profile)},
+                    "host": host_metrics(profile), "ranks": rank_metrics(profile)},
         "not_applicable": [{"rule_id": r.id, "rule_name": r.name,
                             "title": r.text(evaluation.lang).title,
                             "missing": missing} for r, missing in evaluation.not_applicable],

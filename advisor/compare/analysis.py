@@ -1,0 +1,194 @@
+"""`advisor.compare`: read two runs, build the compare tables, evaluate the compare rules.
+
+The compare tables are normalized tables like any other (documented in TABLES), held by a
+synthetic "compare" profile; rules over them are ordinary YAML rules, so a team can add its
+own regression checks the same way it adds single-run rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from advisor.api import RUN_NEEDS, AnalysisResult, prepare_rules, read_inputs, select_rules
+from advisor.compare.aggregates import allocations, collective_events, module_events, side_by_side
+from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
+from advisor.compare.operators import (
+    CompareOptions,
+    compare_nodes,
+    compare_operators,
+    operator_statistic,
+)
+from advisor.compare.tree import modules, operator_tree
+from advisor.config import Config
+from advisor.derive import derive
+from advisor.engine.evaluate import Evaluation, Finding, evaluate
+from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.rules import LANGUAGES, Rule
+from advisor.errors import AdvisorError, RuleError
+from advisor.model import Profile, ProfileMeta, conform
+from advisor.plugin_manager import PluginHost
+from advisor.render.json_report import build_report
+
+SIDES = ("baseline", "comparison")
+COMPARE_NEEDS = (*RUN_NEEDS, "steps.free_us", "device_ops.compute_class")
+
+
+class CompareError(AdvisorError):
+    """A side of a comparison that is not exactly one readable profile."""
+
+
+@dataclass
+class CompareResult:
+    """Both runs, the compare profile (its tables and findings) and what went wrong."""
+
+    baseline: Profile
+    comparison: Profile
+    profile: Profile
+    evaluation: Evaluation
+    report: dict[str, Any]
+    options: CompareOptions
+    input_errors: list[AdvisorError] = field(default_factory=list)
+    rule_errors: list[RuleError] = field(default_factory=list)
+    plugin_problems: list[str] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return self.profile.tables
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.evaluation.findings
+
+
+def _read_side(which: str, path: Path, host: PluginHost, result: AnalysisResult) -> Profile:
+    errors_before = len(result.input_errors)
+    profiles = read_inputs([path], host, result, jobs=1)
+    if not profiles:
+        problem = (str(result.input_errors[errors_before])
+                   if len(result.input_errors) > errors_before else "no profile found")
+        raise CompareError(f"{which} {path}: {problem}")
+    if len(profiles) > 1:
+        labels = ", ".join(p.label for p in profiles[:5])
+        raise CompareError(f"{which} {path} holds {len(profiles)} profiles ({labels}); name "
+                           "one rank's or device's folder or file")
+    return profiles[0]
+
+
+def _steps_of(profile: Profile) -> pd.DataFrame:
+    """The comparison's steps (the time base of compare findings); one step over its whole
+    span when it has none."""
+    steps = profile.tables.get("steps")
+    if steps is not None and not steps.empty:
+        return steps[["step", "start_us", "end_us", "duration_us"]]
+    ends = [frame["start_us"] + frame["duration_us"] for name, frame in profile.tables.items()
+            if name in ("device_ops", "host_ops") and "start_us" in frame]
+    end = float(max((e.max() for e in ends if e.notna().any()), default=0.0))
+    return pd.DataFrame({"step": [0], "start_us": [0.0], "end_us": [end], "duration_us": [end]})
+
+
+def compare_tables(base: Profile, comp: Profile, options: CompareOptions
+                   ) -> dict[str, pd.DataFrame]:
+    """The compare_* tables of two derived profiles (only those both runs give data for)."""
+    trees = [operator_tree(p) for p in (base, comp)]
+    steps = [step_count(p) for p in (base, comp)]
+    detail = compare_operators(*trees, options)
+    tables: dict[str, pd.DataFrame] = {}
+    overall = compare_breakdown(*(
+        breakdown(p, float(t.ops["time_us"].to_numpy()[t.roots()].sum()))
+        for p, t in zip((base, comp), trees, strict=True)))
+    tables["compare_overall"] = overall
+    if not detail.empty:
+        tables["compare_ops"] = detail
+        tables["compare_op_stats"] = operator_statistic(detail, *steps)
+    events = [collective_events(p) for p in (base, comp)]
+    if any(not e.empty for e in events):
+        comm = side_by_side(*events, key="op", value="duration_us", base_steps=steps[0],
+                            comp_steps=steps[1], extra=("bytes", "wait_us"))
+        tables["compare_comm"] = comm.rename(columns={
+            "base_duration_us": "base_us", "comp_duration_us": "comp_us", "diff": "diff_us"})
+    nodes = [compare_nodes(t, options.max_kernel_num) for t in trees]
+    names = [t.ops["name"].astype(str).to_numpy()[n] for t, n in zip(trees, nodes, strict=True)]
+    memory = [allocations(p, t, n, list(k))
+              for p, t, n, k in zip((base, comp), trees, nodes, names, strict=True)]
+    if any(not m.empty for m in memory):
+        tables["compare_memory"] = side_by_side(
+            *memory, key="name", value="bytes", base_steps=steps[0], comp_steps=steps[1]
+        ).rename(columns={"diff": "diff_bytes"})
+    calls = [module_events(operator_tree(p, modules)) for p in (base, comp)]
+    if all(not c.empty for c in calls):
+        table = side_by_side(*(c.drop(columns="depth") for c in calls), key="module",
+                             value="time_us", base_steps=steps[0], comp_steps=steps[1])
+        depth = pd.concat(calls).groupby("module")["depth"].min()
+        tables["compare_modules"] = table.rename(columns={
+            "base_time_us": "base_us", "comp_time_us": "comp_us", "diff": "diff_us"}
+        ).assign(depth=lambda t: t["module"].map(depth))
+    return {name: conform(name, frame) for name, frame in tables.items()}
+
+
+def _meta(base: Profile, comp: Profile, options: CompareOptions) -> ProfileMeta:
+    def describe(p: Profile) -> dict[str, Any]:
+        return {"path": p.meta.path, "source_format": p.meta.source_format,
+                "framework": p.meta.framework, "device_kind": p.meta.device_kind,
+                "device_name": p.meta.device_name, "rank": p.meta.rank,
+                "steps": step_count(p)}
+
+    return ProfileMeta(
+        source_format="compare", path=comp.meta.path,
+        framework=" vs ".join(dict.fromkeys((base.meta.framework, comp.meta.framework))),
+        device_kind=" vs ".join(dict.fromkeys((base.meta.device_kind, comp.meta.device_kind))),
+        files_read=[*base.meta.files_read, *comp.meta.files_read],
+        extra={"baseline": describe(base), "comparison": describe(comp),
+               "options": {**asdict(options), "op_name_map": dict(options.op_name_map)}})
+
+
+def compare(baseline: str | Path, comparison: str | Path, *,
+            options: CompareOptions | None = None, rules: Sequence[str | Path] = (),
+            select: Sequence[str] = (), ignore: Sequence[str] = (),
+            params: Mapping[str, Mapping[str, Any]] | None = None,
+            host: PluginHost | None = None, lang: str | None = None,
+            severity: Mapping[str, str] | None = None,
+            config: Config | None = None) -> CompareResult:
+    """Compare two runs: what got slower (or bigger) in `comparison` against `baseline`.
+
+    Each path must hold one profile (one rank or device) of any format advisor reads.
+    Raises CompareError when a side cannot be read.
+
+    Example:
+        >>> result = advisor.compare("gpu_run.pt.trace.json.gz", "npu_rank0_ascend_pt")
+        >>> result.tables["compare_op_stats"].head()
+        >>> [f.message for f in result.findings]
+    """
+    options = options or CompareOptions()
+    config = config or Config()
+    lang = lang or config.lang or "en"
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LANGUAGES)})")
+    host = host or PluginHost()
+    ruleset, rule_errors, overrides = prepare_rules(host, config, rules, params, severity)
+    selected = [r for r in select_rules(ruleset, select or config.select,
+                                        ignore or config.ignore) if r.needs_compare]
+    read = AnalysisResult()
+    profiles = [_read_side(which, Path(path), host, read)
+                for which, path in zip(SIDES, (baseline, comparison), strict=True)]
+    providers = host.metrics()
+    for profile in profiles:
+        derive(profile, COMPARE_NEEDS, providers)
+    base, comp = profiles
+    tables = compare_tables(base, comp, options)
+    tables["steps"] = _steps_of(comp)
+    profile = Profile(_meta(base, comp, options), tables,
+                      warnings=[*base.warnings, *comp.warnings])
+    evaluation = evaluate(profile, selected, functions={**BUILTIN_FUNCTIONS, **host.functions()},
+                          overrides=overrides, lang=lang)
+    report = build_report(profile, evaluation, selected)
+    if ruleset.overrides:
+        report["advisor"]["rule_overrides"] = list(ruleset.overrides)
+    return CompareResult(base, comp, profile, evaluation, report, options,
+                         input_errors=read.input_errors, rule_errors=rule_errors,
+                         plugin_problems=read.plugin_problems, rules=selected)

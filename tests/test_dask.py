@@ -1,0 +1,78 @@
+"""`--scheduler`: the ranks are read on a Dask cluster and the analysis equals the local one."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import advisor
+from advisor.api import AnalysisResult
+from advisor.cli import main
+
+distributed = pytest.importorskip("distributed")  # installed by the test extra (advisor[dask])
+
+OWN = Path(__file__).parent / "fixtures/kineto_own"
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture
+def ranks(tmp_path: Path) -> Path:
+    """The own DDP traces (the 4-rank run when present), copied: fixtures stay untouched."""
+    traces = sorted(OWN.glob("ddp4_rank*.pt.trace.json.gz")) or sorted(
+        OWN.glob("ddp_rank*.pt.trace.json.gz"))
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for trace in traces:
+        shutil.copy(trace, folder)
+    return folder
+
+
+def outcome(result: AnalysisResult) -> list[tuple]:
+    return [(f.rule.id, f.message, f.impact_us) for f in result.findings]
+
+
+def test_dask_reading_equals_local_reading(scheduler, ranks):
+    local = advisor.analyze(ranks, jobs=1)
+    remote = advisor.analyze(ranks, scheduler=scheduler)
+    assert not local.input_errors and not remote.input_errors
+    assert outcome(remote) == outcome(local)
+    assert local.analyses[-1].profile.meta.source_format == "cluster"
+    assert remote.analyses[-1].tables["ranks"].equals(local.analyses[-1].tables["ranks"])
+    assert [a.profile.meta.rank for a in remote.analyses] == [
+        a.profile.meta.rank for a in local.analyses]
+
+
+def test_cli_scheduler_option(scheduler, ranks, tmp_path):
+    result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", scheduler,
+                                       "--format", "json", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out/prof_rule_cluster.json").is_file()
+
+
+def test_cli_scheduler_without_dask_says_how_to_install(ranks, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
+    result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", "tcp://127.0.0.1:1"])
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert "pip install 'advisor[dask]'" in line
+
+
+def test_unreachable_scheduler_is_one_line(ranks):
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler",
+                                           "tcp://127.0.0.1:9"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert "cannot reach the Dask scheduler tcp://127.0.0.1:9" in line
