@@ -16,8 +16,10 @@ import pandas as pd
 from advisor.model import Profile, ProfileMeta, conform
 
 _MEANS = ("duration_us", "computing_us", "communication_us", "comm_not_overlapped_us", "free_us")
-_SCORED = {"duration_us": "duration_z", "computing_us": "computing_z", "free_us": "free_z"}
-"""Per-rank means whose outliers mark a straggler, and the column holding their z-score."""
+_SCORED = {"duration_us": "duration_z", "computing_us": "computing_z", "free_us": "free_z",
+           "communication_us": "communication_z"}
+"""Per-rank means whose outliers mark a straggler, and the column holding their z-score. A
+rank with far less communication than the others is the one they wait for in collectives."""
 
 
 def robust_z(values: pd.Series) -> pd.Series:

@@ -210,6 +210,9 @@ TABLES: dict[str, TableSpec] = {
                "0 when all ranks are equal)"),
             _c("computing_z", "float64", "", "robust z-score of computing_us (as duration_z)"),
             _c("free_z", "float64", "", "robust z-score of free_us (as duration_z)"),
+            _c("communication_z", "float64", "",
+               "robust z-score of communication_us (as duration_z); strongly negative for the "
+               "rank the others wait for"),
             _c("straggler_metric", "string", "",
                "the column (duration_us, computing_us or free_us) whose robust z-score is "
                "largest in magnitude on that rank"),

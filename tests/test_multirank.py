@@ -204,3 +204,10 @@ def test_own_ddp4_traces_parallel_reading_equals_serial(tmp_path):
     assert summary(parallel) == summary(serial)
     assert parallel.analyses[-1].tables["ranks"].equals(serial.analyses[-1].tables["ranks"])
     assert serial.analyses[-1].tables["ranks"]["rank"].tolist() == [0, 1, 2, 3]
+    # the delayed rank is named by the spread, the late-arrival and the z-score rules
+    findings = {f.rule.id: f for f in serial.analyses[-1].findings}
+    assert findings["CLUSTER-001"].values["slow_rank"] == 2
+    assert findings["CLUSTER-002"].values["late_rank"] == 2
+    straggler = findings["CLUSTER-003"].values
+    assert (straggler["straggler"], straggler["metric"]) == (2, "communication_us")
+    assert straggler["worst_z"] < -3.5
