@@ -63,6 +63,33 @@ def struct_keys(struct: type[msgspec.Struct]) -> dict[str, str]:
     return dict(zip(struct.__struct_encode_fields__, struct.__struct_fields__, strict=True))
 
 
+NO_RAW = msgspec.Raw()
+"""A missing raw field (msgspec takes no union of Raw): the default of `msgspec.Raw` fields."""
+
+
+def as_raw(value: Any) -> msgspec.Raw:
+    """A decoded JSON value as raw JSON, as a typed batch holds it (events of the dict
+    fallbacks are converted back, so both paths give the same tables); missing when None."""
+    if value is None:
+        return NO_RAW
+    try:
+        return msgspec.Raw(msgspec.json.encode(value))
+    except (TypeError, ValueError, OverflowError):
+        return NO_RAW
+
+
+def shape_text(raw: bytes) -> str | None:
+    """Raw `Input Dims` JSON as compact text (`[[8, 64], []]`), whatever the file's spacing; a
+    JSON string as it is; None when it is not JSON or empty."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if value is None or isinstance(value, str):
+        return value or None
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
 def _loads_lenient(data: bytes) -> Any:
     """stdlib json accepts NaN and Infinity, which some writers emit and orjson refuses.
 

@@ -35,7 +35,6 @@ the trace).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -54,7 +53,7 @@ from advisor.hookspecs import hookimpl
 from advisor.io import WarnFn, load_json
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
-from advisor.stream import EventStream, struct_keys, typed_decoder
+from advisor.stream import EventStream, as_raw, shape_text, struct_keys, typed_decoder
 from advisor_plugins.mindspore_legacy import read_pipeline_raw
 from advisor_plugins.msprof import (
     MsprofReader,
@@ -383,35 +382,12 @@ def _as_events(events: list[Any]) -> list[_Event]:
         args = (_Args(**{attrs[k]: v for k, v in args.items() if k in attrs})
                 if args.__class__ is dict else None)
         if args is not None and args.input_dims.__class__ is not msgspec.Raw:
-            args.input_dims = _as_raw(args.input_dims)
+            args.input_dims = as_raw(args.input_dims)
         converted.append(_Event(e.get("ph"), e.get("name", ""), e.get("cat", ""), e.get("pid"),
                                 e.get("tid"), e.get("ts"), e.get("dur"), args, e.get("id")))
     return converted
 
 
-def _as_raw(value: Any) -> msgspec.Raw:
-    """A decoded JSON value as raw JSON (what a typed batch holds); missing when None."""
-    if value is None:
-        return _NO_RAW
-    try:
-        return msgspec.Raw(msgspec.json.encode(value))
-    except (TypeError, ValueError, OverflowError):
-        return _NO_RAW
-
-
-def shape_text(raw: bytes) -> str | None:
-    """Raw `Input Dims` JSON as compact text (`[[8, 64], []]`), whatever the file's spacing; a
-    JSON string as it is; None when it is not JSON or empty."""
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    if value is None or isinstance(value, str):
-        return value or None
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
-_NO_RAW = msgspec.Raw()
 _LAUNCH_FLOW = "torch_to_npu"  # the flow from a framework op to the device task it launched
 
 

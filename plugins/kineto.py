@@ -21,7 +21,6 @@ at the end, so memory follows the kept columns, not the file.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 import zlib
@@ -39,7 +38,10 @@ from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 from advisor.stream import (  # CHUNK_BYTES: the batch size, a module global for tests
     CHUNK_BYTES,
+    NO_RAW,
     EventStream,
+    as_raw,
+    shape_text,
     struct_keys,
     typed_decoder,
 )
@@ -493,7 +495,6 @@ def _device_properties(doc: dict[str, Any]) -> dict[Any, dict[str, Any]]:
 STEP, SKIP, GLOO = -1, -2, -3
 
 
-_NO_RAW = msgspec.Raw()  # a missing key (msgspec takes no union of Raw)
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -510,8 +511,8 @@ class _Args(msgspec.Struct, gc=False):
     group_desc: Any = msgspec.field(default=None, name="Process Group Description")
     dtype: Any = None
     nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     device_type: Any = msgspec.field(default=None, name="Device Type")
     device_id: Any = msgspec.field(default=None, name="Device Id")
     allocated: Any = msgspec.field(default=None, name="Total Allocated")
@@ -551,7 +552,7 @@ def _as_events(events: list[Any]) -> list[Any]:
         if args.__class__ is dict:
             args = _Args(**{attrs[key]: value for key, value in args.items() if key in attrs})
             if args.input_dims.__class__ is not msgspec.Raw:
-                args.input_dims = _as_raw(args.input_dims)
+                args.input_dims = as_raw(args.input_dims)
         else:
             args = None
         ts, dur = ev.get("ts"), ev.get("dur")
@@ -562,31 +563,6 @@ def _as_events(events: list[Any]) -> list[Any]:
         append(_Event(ev.get("ph"), ev.get("cat"), ev.get("name"), ev.get("pid"),
                       ev.get("tid"), ts, dur, args))
     return converted
-
-
-def _as_raw(value: Any) -> msgspec.Raw:
-    """A decoded JSON value as raw JSON (what a typed batch holds); missing when None."""
-    if value is None:
-        return _NO_RAW
-    try:
-        return msgspec.Raw(msgspec.json.encode(value))
-    except (TypeError, ValueError, OverflowError):
-        return _NO_RAW
-
-
-def _shape_texts(raws: list[bytes]) -> list[str | None]:
-    """Each distinct raw `Input Dims` as compact JSON text (`[[8, 64], []]`), the same whatever
-    spacing the file used; None where it is not JSON."""
-    texts: list[str | None] = []
-    for raw in raws:
-        try:
-            value = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            texts.append(None)
-            continue
-        texts.append(value if isinstance(value, str) else
-                     json.dumps(value, ensure_ascii=False, allow_nan=False))
-    return texts
 
 
 def _raw_json(value: Any) -> Any:
@@ -964,7 +940,7 @@ class _EventWalk:
                 shape_codes = np.full(len(codes), -1, dtype=np.intp)
                 shape_codes[_floats(self.s_row, np.int64)] = _floats(self.s_code, np.int32)
                 shape_codes[(kind != "aten").to_numpy(dtype=bool)] = -1  # aten operators only
-                texts = pd.array([*_shape_texts(list(self.shapes)), None], dtype="string")
+                texts = pd.array([*map(shape_text, self.shapes), None], dtype="string")
                 host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end
             tables["host_ops"] = host
         if self.comm:
