@@ -154,6 +154,15 @@ def _write_outputs(result: AnalysisResult, out_dir: Path, formats: list[str],
     return [out_dir / name for name in outputs]
 
 
+def _exit_code(unreadable: bool, findings: Sequence[Any], fail_on: str | None) -> int:
+    """3 when an input could not be read, 1 for a finding at or above --fail-on, else 0."""
+    if unreadable:
+        return EXIT_UNREADABLE
+    if fail_on and any(at_least(f.severity, fail_on) for f in findings):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
 def _guard(debug: bool, func: Any, *args: Any) -> None:
     """Run a command body; turn any error into one line and an exit code."""
     try:
@@ -185,6 +194,23 @@ def locale_language() -> str:
 
 
 debug_option = click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+fail_on_option = click.option(
+    "--fail-on", type=click.Choice(SEVERITIES), default=None,
+    help="Exit with 1 when a finding of this severity or higher exists.")
+lang_option = click.option(
+    "--lang", type=click.Choice(LANGUAGES), default=locale_language,
+    show_default="zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en",
+    help="Language of findings and reports.")
+
+
+def select_options(command: Any) -> Any:
+    """--select and --ignore, which pick rules for every command that evaluates them."""
+    command = click.option("--ignore", multiple=True,
+                           help="Skip rules with this id, name or tag.")(command)
+    return click.option("--select", multiple=True,
+                        help="Only run rules with this id, name or tag.")(command)
+
+
 severity_option = click.option(
     "--severity", "severities", multiple=True, metavar="ID=high|medium|low",
     help="Fix a rule's severity (repeatable), e.g. --severity STEP-001=high.")
@@ -220,22 +246,18 @@ def main() -> None:
               help="Comma-separated outputs: json, html, text.")
 @click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
               help="Extra rule file or folder (repeatable); same id replaces a built-in rule.")
-@click.option("--select", multiple=True, help="Only run rules with this id, name or tag.")
-@click.option("--ignore", multiple=True, help="Skip rules with this id, name or tag.")
+@select_options
 @click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
               help="Override a rule parameter, e.g. --set STEP-001.max_ratio=0.2.")
 @severity_option
-@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
-              help="Exit with 1 when a finding of this severity or higher exists.")
+@fail_on_option
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Processes to read several ranks with (default: automatic).")
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Read the ranks on a Dask cluster: its scheduler's address, e.g. "
                    "tcp://10.0.0.1:8786 (needs: pip install 'advisor[dask]').")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (no progress).")
-@click.option("--lang", type=click.Choice(LANGUAGES), default=locale_language,
-              show_default="zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en",
-              help="Language of findings and reports.")
+@lang_option
 @debug_option
 def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
                 rule_paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...],
@@ -296,11 +318,7 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
             _err(f"warning: {warning}")
         if written:
             click.echo(f"Wrote {', '.join(str(p) for p in written)}")
-    if result.input_errors:
-        return EXIT_UNREADABLE
-    if fail_on and any(at_least(f.severity, fail_on) for f in result.findings):
-        return EXIT_FINDINGS
-    return EXIT_OK
+    return _exit_code(bool(result.input_errors), result.findings, fail_on)
 
 
 @main.group("rules")
@@ -742,17 +760,13 @@ def _op_name_map(value: str | None) -> dict[str, str]:
                    "(at least 4; default: top-level operators only).")
 @click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
               help="Extra rule file or folder (repeatable).")
-@click.option("--select", multiple=True, help="Only run rules with this id, name or tag.")
-@click.option("--ignore", multiple=True, help="Skip rules with this id, name or tag.")
+@select_options
 @click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
               help="Override a rule parameter, e.g. --set CMP-002.min_op_growth=0.2.")
 @severity_option
-@click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
-              help="Exit with 1 when a finding of this severity or higher exists.")
+@fail_on_option
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
-@click.option("--lang", type=click.Choice(LANGUAGES), default=locale_language,
-              show_default="zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en",
-              help="Language of findings and reports.")
+@lang_option
 @debug_option
 def compare_command(baseline: Path, comparison: Path, out: str | None, formats: str,
                     use_input_shape: bool, op_name_map: str | None,
@@ -836,8 +850,4 @@ def _compare(baseline: Path, comparison: Path, out: str | None, formats: list[st
             _err(f"warning: {warning}")
         if outputs:
             click.echo(f"Wrote {', '.join(str(out_dir / n) for n in outputs)}")
-    if result.input_errors:
-        return EXIT_UNREADABLE
-    if fail_on and any(at_least(f.severity, fail_on) for f in result.findings):
-        return EXIT_FINDINGS
-    return EXIT_OK
+    return _exit_code(bool(result.input_errors), result.findings, fail_on)

@@ -347,6 +347,20 @@ def _tick_label(us: float, in_ms: bool) -> str:
     return f"{value:,.3f}".rstrip("0").rstrip(".") + f" {unit}"
 
 
+def _stack(row: dict, total: float, components: Sequence[tuple[str, str, str]],
+           rest_label: str, rest_colour: str) -> list[tuple[str, str, float]]:
+    """(label, colour, µs) of one stacked bar: each component capped so the stack never
+    exceeds `total`, and what they leave of it as a last `rest` segment."""
+    segments, acc = [], 0.0
+    for key, label, colour in components:
+        value = min(_number(row.get(key)), max(total - acc, 0.0))
+        segments.append((label, colour, value))
+        acc += value
+    if total - acc > total * 1e-3:
+        segments.append((rest_label, rest_colour, total - acc))
+    return segments
+
+
 def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
     """Stacked bars per step; the bar is the step duration, unexplained time shown as "other"."""
     total_steps = len(steps)
@@ -376,14 +390,9 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
     rest_sum = 0.0
     for i, (s, total) in enumerate(zip(steps, totals, strict=True)):
         x = c["left"] + i * slot + (slot - bar_w) / 2
-        segments, acc = [], 0.0
-        for key, label, colour in components:
-            value = min(_number(s.get(key)), max(total - acc, 0.0))
-            segments.append((label, colour, value))
-            acc += value
-        if total - acc > total * 1e-3:
-            segments.append((rest_label, rest_colour, total - acc))
-            rest_sum += total - acc
+        segments = _stack(s, total, components, rest_label, rest_colour)
+        if segments and segments[-1][0] == rest_label:
+            rest_sum += segments[-1][2]
         rects, y = [], float(baseline)
         for _, colour, value in segments:
             h = value * scale
@@ -450,14 +459,8 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
     bars, rest_used = [], False
     for i, (r, total) in enumerate(zip(ranks, totals, strict=True)):
         y = c["top"] + i * row
-        segments, acc = [], 0.0
-        for key, label, colour in components:
-            value = min(_number(r.get(key)), max(total - acc, 0.0))
-            segments.append((label, colour, value))
-            acc += value
-        if total - acc > total * 1e-3:
-            segments.append((rest_label, rest_colour, total - acc))
-            rest_used = True
+        segments = _stack(r, total, components, rest_label, rest_colour)
+        rest_used = rest_used or bool(segments) and segments[-1][0] == rest_label
         rects, x = [], float(c["label"])
         for _, colour, value in segments:
             w = value * scale
