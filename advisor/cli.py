@@ -730,7 +730,10 @@ def _op_name_map(value: str | None) -> dict[str, str]:
     if not value:
         return {}
     path = Path(value)
-    text = path.read_text(encoding="utf-8") if path.is_file() else value
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() else value
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc}") from exc
     try:
         mapping = yaml.safe_load(text)
     except yaml.YAMLError as exc:

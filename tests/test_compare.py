@@ -23,7 +23,7 @@ import pytest
 from advisor.compare import CompareOptions, compare
 from advisor.compare.analysis import compare_tables
 from advisor.model import Profile, ProfileMeta, conform
-from advisor.render.compare_outputs import COMPARE_SCHEMA, SHEETS
+from advisor.render.compare_outputs import COMPARE_SCHEMA, SHEETS, compare_document
 
 OWN = Path(__file__).parent / "fixtures" / "kineto_own"
 BASE = OWN / "compare_base.pt.trace.json.gz"
@@ -252,3 +252,22 @@ def test_compare_rules_stay_out_of_single_runs() -> None:
     assert not any(rule_id.startswith("CMP-") for rule_id in skipped)
     assert not any(f.rule.id.startswith("CMP-") for f in result.findings)
     assert not any(r.startswith("CMP-") for r in result.reports[0]["rules"])
+
+
+@pytest.mark.parametrize("pair", [
+    ("advisor/examples/PROF_000001_20260105100000000_DEMO",
+     "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"),
+    ("tests/fixtures/megengine/static/profiling.json",
+     "tests/fixtures/kineto_own/healthy.pt.trace.json.gz"),
+    ("../shared/fixtures/mindspore_legacy/run_2_profiler",
+     "advisor/examples/PROF_000001_20260105100000000_DEMO"),
+], ids=["msprof-msprof", "megengine-kineto", "mindspore-msprof"])
+def test_any_two_formats_compare(pair: tuple[str, str], tmp_path: Path) -> None:
+    """Formats without host threads or operator timelines still give the breakdown."""
+    root = Path(__file__).parents[1]
+    result = compare(root / pair[0], root / pair[1])
+    assert not result.evaluation.errors
+    assert not result.tables["compare_overall"].empty
+    document = compare_document(result.tables, result.report["profile"],
+                                result.report["advisor"])
+    jsonschema.validate(document, COMPARE_SCHEMA)

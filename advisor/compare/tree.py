@@ -115,7 +115,7 @@ class OperatorTree:
 def sorted_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows with a start and a thread, sorted for `nest` (thread, start, longest first)."""
     frame = frame[frame["start_us"].notna() & frame["duration_us"].notna()]
-    thread = frame["thread"].fillna(-1) if "thread" in frame else -1
+    thread = frame["thread"].fillna(-1) if "thread" in frame else pd.Series(-1, frame.index)
     frame = frame.assign(thread=pd.array(thread, dtype="int64"),
                          end_us=frame["start_us"] + frame["duration_us"])
     return frame.sort_values(["thread", "start_us", "duration_us"],
