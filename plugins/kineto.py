@@ -591,13 +591,14 @@ class _EventWalk:
         self.host_names: list[tuple[str, str]] = []
         self.h_code, self.h_thread = array("i"), array("q")
         self.h_start, self.h_dur = array("d"), array("d")
-        # host_ops.input_shapes of operators (sparse): host row -> code into `shapes` (raw JSON)
+        # host_ops.input_shapes of operators (sparse): host row << 32 | code into `shapes`
+        # (raw JSON), one append per operator in the hot loop
         self.shapes: dict[bytes, int] = {}
-        self.s_row, self.s_code = array("q"), array("i")
-        # launches: correlation of each device row (NO_ID: none); runtime calls' correlation,
-        # start and thread
+        self.s_row_code = array("q")
+        # launches: correlation of each device row (NO_ID: none); runtime calls' correlation
+        # and host row (their start and thread are the host row's)
         self.d_corr = array("q")
-        self.r_corr, self.r_tid, self.r_ts = array("q"), array("q"), array("d")
+        self.r_corr, self.r_row = array("q"), array("q")
         # comm_ops (few rows): (name, op, group, start_us, duration_us, bytes)
         self.comm: list[tuple[str, str | None, str | None, float, float, float | None]] = []
         # memory: (device, device type, device id) per code
@@ -622,9 +623,9 @@ class _EventWalk:
         h_code, h_thread = self.h_code.append, self.h_thread.append
         h_start, h_dur = self.h_start.append, self.h_dur.append
         h_rows, shapes = self.h_code, self.shapes
-        s_row, s_code = self.s_row.append, self.s_code.append
+        s_row_code = self.s_row_code.append
         d_corr = self.d_corr.append
-        r_corr, r_tid, r_ts = self.r_corr.append, self.r_tid.append, self.r_ts.append
+        r_corr, r_row = self.r_corr.append, self.r_row.append
         pids = self.device_pids
         no_ts = no_dur = not_events = 0
         other_min = self.other_min
@@ -679,16 +680,14 @@ class _EventWalk:
                                 shape = shapes.get(key)
                                 if shape is None:
                                     shape = shapes[key] = len(shapes)
-                                s_row(len(h_rows))
-                                s_code(shape)
+                                s_row_code(len(h_rows) << 32 | shape)
                         elif family == RUNTIME:
                             args = ev.args
                             if args is not None:
                                 corr = args.correlation
                                 if corr.__class__ is int and NO_ID < corr <= MAX_ID:
                                     r_corr(corr)
-                                    r_ts(ts)
-                                    r_tid(tid)
+                                    r_row(len(h_rows))
                         h_code(code)
                         h_start(ts)
                         h_dur(dur)
@@ -897,8 +896,9 @@ class _EventWalk:
             at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
             found = (ids[at] == wanted) & (wanted != NO_ID)
             call = first[at[found]]
-            launch_us[found] = _floats(self.r_ts)[call] - origin
-            thread[found] = _floats(self.r_tid, np.int64)[call]
+            row = _floats(self.r_row, np.int64)[call]
+            launch_us[found] = _floats(self.h_start)[row] - origin
+            thread[found] = _floats(self.h_thread, np.int64)[row]
         return launch_us, pd.arrays.IntegerArray(thread, thread == NO_ID)
 
     def frames(self, origin: float, properties: dict[Any, dict[str, Any]]
@@ -936,9 +936,10 @@ class _EventWalk:
                 "duration_us": _floats(self.h_dur),
                 "thread": _ids(self.h_thread),
             })
-            if self.s_row:
+            if self.s_row_code:
+                packed = _floats(self.s_row_code, np.int64)
                 shape_codes = np.full(len(codes), -1, dtype=np.intp)
-                shape_codes[_floats(self.s_row, np.int64)] = _floats(self.s_code, np.int32)
+                shape_codes[packed >> 32] = packed & 0xFFFFFFFF
                 shape_codes[(kind != "aten").to_numpy(dtype=bool)] = -1  # aten operators only
                 texts = pd.array([*map(shape_text, self.shapes), None], dtype="string")
                 host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end

@@ -19,6 +19,7 @@ from advisor.compare.aggregates import allocations, collective_events, module_ev
 from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
 from advisor.compare.operators import (
     CompareOptions,
+    canonical_names,
     compare_nodes,
     compare_operators,
     operator_statistic,
@@ -96,8 +97,9 @@ def compare_tables(base: Profile, comp: Profile, options: CompareOptions
                    ) -> dict[str, pd.DataFrame]:
     """The compare_* tables of two derived profiles (only those both runs give data for)."""
     trees = [operator_tree(p) for p in (base, comp)]
+    nodes = [compare_nodes(t, options.max_kernel_num) for t in trees]
     steps = [step_count(p) for p in (base, comp)]
-    detail = compare_operators(*trees, options)
+    detail = compare_operators(trees, nodes, options)
     tables: dict[str, pd.DataFrame] = {}
     overall = compare_breakdown(*(
         breakdown(p, float(t.ops["time_us"].to_numpy()[t.roots()].sum()))
@@ -112,9 +114,10 @@ def compare_tables(base: Profile, comp: Profile, options: CompareOptions
                             comp_steps=steps[1], extra=("bytes", "wait_us"))
         tables["compare_comm"] = comm.rename(columns={
             "base_duration_us": "base_us", "comp_duration_us": "comp_us", "diff": "diff_us"})
-    nodes = [compare_nodes(t, options.max_kernel_num) for t in trees]
-    names = [t.ops["name"].astype(str).to_numpy()[n] for t, n in zip(trees, nodes, strict=True)]
-    memory = [allocations(p, t, n, list(k))
+    canonical = canonical_names(options.op_name_map)
+    names = [[canonical.get(name, name) for name in t.ops["name"].astype(str).to_numpy()[n]]
+             for t, n in zip(trees, nodes, strict=True)]
+    memory = [allocations(p, t, n, k)
               for p, t, n, k in zip((base, comp), trees, nodes, names, strict=True)]
     if any(not m.empty for m in memory):
         tables["compare_memory"] = side_by_side(

@@ -9,7 +9,7 @@ slower operator shows as one row with both times, and an added one as a row with
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,14 +97,15 @@ def _pairs(base: list, comp: list) -> list[tuple[int | None, int | None]]:
     return out
 
 
-def compare_operators(base: OperatorTree, comp: OperatorTree, options: CompareOptions
-                      ) -> pd.DataFrame:
-    """One row per aligned operator (the compare_ops table). Times are device times when
-    both runs have kernels attached to operators, else host times (one measure for both)."""
+def compare_operators(trees: Sequence[OperatorTree], nodes: Sequence[np.ndarray],
+                      options: CompareOptions) -> pd.DataFrame:
+    """One row per aligned operator (the compare_ops table) from the baseline's and the
+    comparison's trees and their `compare_nodes`. Times are device times when both runs have
+    kernels attached to operators, else host times (one measure for both)."""
     names = canonical_names(options.op_name_map)
-    use_device = base.uses_device_time and comp.uses_device_time
-    sides = [_side(tree, compare_nodes(tree, options.max_kernel_num), names, use_device)
-             for tree in (base, comp)]
+    use_device = all(tree.uses_device_time for tree in trees)
+    sides = [_side(tree, rows, names, use_device)
+             for tree, rows in zip(trees, nodes, strict=True)]
     keys = [side["key"].tolist() for side in sides]
     if options.use_input_shape:
         keys = [list(zip(k, side["input_shapes"].fillna("").tolist(), strict=True))
