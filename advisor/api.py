@@ -6,6 +6,9 @@ from the same objects the CLI renders, so both always agree.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -26,7 +29,7 @@ from advisor.executors import dask_executor, process_pool
 from advisor.locate import Claim, locate
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost, PluginInfo
-from advisor.render.json_report import build_report
+from advisor.render.json_report import RunInfo, build_report
 from advisor.tuning_loop import files_read, neighbour_results, tuning_loop
 
 
@@ -124,17 +127,46 @@ def parse_overrides(assignments: Iterable[str]) -> dict[str, dict[str, Any]]:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             value = raw
-        if not isinstance(value, int | float | str | bool):
+        if not isinstance(value, (int, float, str, bool)):
             raise ValueError(f"--set {target}: value must be a number, string or boolean")
         out.setdefault(rule_id, {})[param] = value
     return out
 
 
-def select_rules(ruleset: RuleSet, select: Sequence[str], ignore: Sequence[str]) -> list[Rule]:
+def _check_selectors(ruleset: RuleSet, selectors: Sequence[str], what: str) -> None:
+    """Refuse a selector that names no rule: a mistyped `--select OP-05` would otherwise run
+    nothing and report "no problems", a silent pass in CI."""
+    rules = list(ruleset.rules.values())
+    for selector in selectors:
+        if not any(r.matches(selector) for r in rules):
+            known = sorted({k for r in rules for k in (r.id, r.name, *r.tags)})
+            close = difflib.get_close_matches(selector.upper(), [k.upper() for k in known], 3)
+            close += difflib.get_close_matches(selector.lower(), known, 3)
+            hint = f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else \
+                " (`advisor rules list` shows ids, names and tags)"
+            raise ValueError(f"{what}: {selector!r} matches no rule id, name or tag{hint}")
+
+
+def select_rules(ruleset: RuleSet, select: Sequence[str], ignore: Sequence[str],
+                 what: tuple[str, str] = ("--select", "--ignore")) -> list[Rule]:
+    """The rules --select picks (all when empty) less those --ignore names; a selector that
+    matches no rule is a ValueError. `what` names the two options in that error."""
+    _check_selectors(ruleset, select, what[0])
+    _check_selectors(ruleset, ignore, what[1])
     rules = list(ruleset.rules.values())
     if select:
         rules = [r for r in rules if any(r.matches(s) for s in select)]
     return [r for r in rules if not any(r.matches(s) for s in ignore)]
+
+
+def select_configured(ruleset: RuleSet, config: Config, select: Sequence[str],
+                      ignore: Sequence[str]) -> list[Rule]:
+    """select_rules with the caller's selectors, or the config's where the caller gives none;
+    errors name where the selector came from."""
+    return select_rules(
+        ruleset, select or config.select, ignore or config.ignore,
+        ("--select" if select else f"{config.label}: select",
+         "--ignore" if ignore else f"{config.label}: ignore"))
 
 
 def parse_severities(assignments: Iterable[str]) -> dict[str, str]:
@@ -150,8 +182,10 @@ def parse_severities(assignments: Iterable[str]) -> dict[str, str]:
 
 def find_rule(ruleset: RuleSet, key: str) -> Rule | None:
     """The rule a user names by id or by name."""
+    folded = key.casefold()
     return ruleset.rules.get(key) or next(
-        (r for r in ruleset.rules.values() if r.name == key), None)
+        (r for r in ruleset.rules.values()
+         if folded in (r.id.casefold(), r.name.casefold())), None)
 
 
 def fix_severities(ruleset: RuleSet, severities: Mapping[str, str], what: str) -> None:
@@ -175,8 +209,33 @@ def resolve_overrides(ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any
         if unknown:
             raise ValueError(f"{what}: rule {rule.id} has no param {unknown[0]!r} "
                              f"(params: {', '.join(rule.params) or 'none'})")
-        resolved.setdefault(rule.id, {}).update(params)
+        resolved.setdefault(rule.id, {}).update(
+            {name: typed_param(rule, name, value, what) for name, value in params.items()})
     return resolved
+
+
+def typed_param(rule: Rule, name: str, value: Any, what: str = "--set") -> Any:
+    """`value` as the type of the param's default, or a ValueError naming both: a threshold
+    set to text would otherwise make the rule fail at run time and its finding vanish."""
+    default = rule.params[name]
+    if isinstance(value, str) and isinstance(default, (int, float)) \
+            and not isinstance(default, bool):
+        with contextlib.suppress(ValueError):  # YAML reads 1e-3 as text; a number is meant
+            value = float(value)
+    numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, (int, float)):  # 20 or 2.5 µs alike: a threshold is a number
+        ok = numeric and math.isfinite(value)
+    else:  # text: a number typed for it (a pattern such as 123) is its text
+        ok = isinstance(value, str) or numeric
+        value = str(value)
+    if not ok:
+        kind = ("true or false" if isinstance(default, bool) else "a finite number"
+                if isinstance(default, (int, float)) else "text")
+        raise ValueError(f"{what}: {rule.id}.{name} expects {kind} (default {default!r}), "
+                         f"got {value!r}")
+    return value
 
 
 def load_ruleset(host: PluginHost, rule_paths: Sequence[Path]) -> tuple[RuleSet, list[RuleError]]:
@@ -217,7 +276,11 @@ PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 def _read_claim(claim: Claim) -> list[Profile] | AdvisorError:
     """Read one claimed path; errors are returned so they cross process boundaries intact."""
     try:
-        return claim.reader.read(claim.path)
+        profiles = claim.reader.read(claim.path)
+        hints = getattr(claim.reader, "collect", None) or {}
+        for profile in profiles:
+            profile.meta.collect = {**hints, **profile.meta.collect}
+        return profiles
     except AdvisorError as exc:
         return exc
     except Exception as exc:  # reader plugins are third-party code
@@ -281,6 +344,17 @@ def read_claims(claims: Sequence[Claim], executor: Executor | None = None
     return list(executor.map(_read_claim, claims))
 
 
+def _numeric_order(profile: Profile) -> tuple[int, float]:
+    """Ranks, then devices, in numeric order (rank 2 before rank 10); others keep their
+    reading order (the sort is stable)."""
+    meta = profile.meta
+    if meta.rank is not None:
+        return 0, meta.rank
+    if meta.device_id is not None and meta.device_id.isdigit():
+        return 1, int(meta.device_id)
+    return 2, 0
+
+
 def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequence[str] = (),
             ignore: Sequence[str] = (), params: Mapping[str, Mapping[str, Any]] | None = None,
             host: PluginHost | None = None, jobs: int | None = None,
@@ -307,31 +381,31 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
         raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LANGUAGES)})")
     host = host or PluginHost()
     ruleset, rule_errors, overrides = prepare_rules(host, config, rules, params, severity)
-    selected = select_rules(ruleset, select or config.select, ignore or config.ignore)
+    selected = select_configured(ruleset, config, select, ignore)
     result = AnalysisResult(rule_errors=rule_errors, rule_overrides=ruleset.overrides,
                             plugins=host.infos, rules=selected)
     functions = {**BUILTIN_FUNCTIONS, **host.functions()}
     providers = host.metrics()
     needs = [n for r in selected for n in r.needs()]
+    run = RunInfo(config=str(config.path) if config.path else None,
+                  rule_overrides=tuple(ruleset.overrides))
     profiles = read_inputs([Path(p) for p in paths], host, result, jobs, scheduler)
     profiles += read_neighbour_tuning([Path(p) for p in paths], profiles, host, result)
+    profiles.sort(key=_numeric_order)
     per_profile = [r for r in selected if not r.needs_ranks and not r.needs_compare]
     for profile in profiles:
         derive(profile, [*needs, *RUN_NEEDS], providers)
         evaluation = evaluate(profile, per_profile, functions=functions, overrides=overrides,
-                              lang=lang)
+                              lang=lang, providers=providers)
         result.analyses.append(ProfileAnalysis(
-            profile, evaluation, build_report(profile, evaluation, per_profile)))
+            profile, evaluation, build_report(profile, evaluation, per_profile, run)))
     attach_tuning_loop(result.analyses)
     cluster = build_cluster(profiles)
     cross_rank = [r for r in selected if r.needs_ranks]
     if cluster is not None and cross_rank:
         evaluation = evaluate(cluster, cross_rank, functions=functions, overrides=overrides,
-                              lang=lang)
+                              lang=lang, providers=providers)
         result.analyses.append(ProfileAnalysis(
-            cluster, evaluation, build_report(cluster, evaluation, cross_rank)))
-    if result.rule_overrides:  # a team's rule in place of a shipped one: every report says so
-        for analysis in result.analyses:
-            analysis.report["advisor"]["rule_overrides"] = list(result.rule_overrides)
+            cluster, evaluation, build_report(cluster, evaluation, cross_rank, run)))
     return result
 

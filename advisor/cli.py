@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -38,11 +37,16 @@ from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import LANGUAGES, RULE_SCHEMA, Rule, RuleSet, load_rules
 from advisor.errors import AdvisorError
 from advisor.model import TABLES
+from advisor.outputs import MAX_LABEL as MAX_LABEL  # re-exported: the names' limit
+from advisor.outputs import report_names, write_files
 from advisor.plugin_manager import PluginHost
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 FORMATS = ("json", "html", "text")
-MAX_LABEL = 64  # characters of a profile-derived label in an output file name
+STDOUT = "-"
+"""`-o -`: the JSON report goes to stdout, nothing is written to disk."""
+MAX_FAIL_LISTED = 5
+"""Findings named when --fail-on trips; the rest are counted."""
 
 
 class Failure(Exception):
@@ -57,21 +61,7 @@ def _err(message: str) -> None:
     click.echo(f"advisor: {message}", err=True)
 
 
-def _write_atomic(path: Path, text: str | bytes) -> None:
-    """Write via a temp file and rename, so an interrupted run leaves the previous file or none,
-    never half of one. The temp file is created like any new file (mkstemp's would be 0600), so
-    reports get the umask's permissions and stay readable by the people they are shared with."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    try:
-        data = text.encode("utf-8") if isinstance(text, str) else text
-        with tmp.open("xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())  # the data is on disk before the name points at it
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+_report_names = report_names  # the writing lives in advisor.outputs
 
 
 def _inside(child: Path, parent: Path) -> bool:
@@ -80,46 +70,14 @@ def _inside(child: Path, parent: Path) -> bool:
 
 
 def _output_dir(out: str | None, inputs: Sequence[Path]) -> Path:
+    """The folder outputs go to (not created yet), refused inside an input. `-o -` is stdout:
+    callers handle it before asking for a folder."""
     path = Path(out) if out else Path.cwd() / f"advisor-report-{datetime.now():%Y%m%d-%H%M%S}"
     for src in inputs:
         if src.is_dir() and _inside(path, src):
             raise Failure(f"output folder {path} is inside the input {src}; "
                           "advisor never writes into a profile (choose another -o)", EXIT_USAGE)
     return path
-
-
-def _safe_label(text: str) -> str:
-    """A file-name part from profile content (device id, file name): no path separators,
-    control characters or leading dots, and short enough for any file system's name limit."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:MAX_LABEL].strip("._") or "profile"
-
-
-def _report_names(result: AnalysisResult) -> list[str]:
-    """prof_rule_{device}.json like msprof, made unique when several inputs share devices."""
-    names: list[str] = []
-    for analysis in result.analyses:
-        meta = analysis.profile.meta
-        key = meta.device_id if meta.device_id is not None else (
-            str(meta.rank) if meta.rank is not None else
-            "cluster" if meta.source_format == "cluster" else _stem(Path(meta.path)))
-        name = f"prof_rule_{_safe_label(key)}.json"
-        n = 2
-        while name in names:
-            name = f"prof_rule_{_safe_label(key)}_{n}.json"
-            n += 1
-        names.append(name)
-    return names
-
-
-def _stem(path: Path) -> str:
-    """A file's name without its profile extensions (`x.pt.trace.json.gz` -> `x`); a folder's
-    name as it is."""
-    name = path.name
-    if path.is_dir():
-        return name
-    for suffix in (".gz", ".json", ".trace", ".pt", ".chrome_timeline", ".csv", ".txt"):
-        name = name.removesuffix(suffix)
-    return name or path.name
 
 
 def _formats(value: str) -> list[str]:
@@ -133,34 +91,47 @@ def _formats(value: str) -> list[str]:
 def _write_outputs(result: AnalysisResult, out_dir: Path, formats: list[str],
                    host: PluginHost) -> list[Path]:
     """Render every output before writing any, so a failing renderer leaves the folder as it
-    was; each file is then replaced atomically."""
-    from advisor.render.html import render_html
+    was; each file is then replaced atomically, and the earlier run's outputs this one does
+    not rewrite are removed (advisor.outputs). Only text: nothing written, no folder."""
+    from advisor.outputs import render_outputs
 
-    outputs: dict[str, str] = {}
-    if "json" in formats:
-        for name, report in zip(_report_names(result), result.reports, strict=True):
-            outputs[name] = json.dumps(report, indent=2, ensure_ascii=False)
-    if "html" in formats:
-        sections = [s for a in result.analyses for s in host.report_sections(a)]
-        outputs["report.html"] = render_html(result.reports, sections=sections)
-    ops = result.tune_ops()
-    if ops:
-        # The file AOE accepts as --tune_ops_file.
-        outputs["operator_tuning_file.cfg"] = json.dumps({"tune_ops_name": ops}, indent=2,
-                                                         ensure_ascii=False)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in outputs.items():
-        _write_atomic(out_dir / name, text)
-    return [out_dir / name for name in outputs]
+    return write_files(out_dir, render_outputs(result, formats, host), command="run")
 
 
-def _exit_code(unreadable: bool, findings: Sequence[Any], fail_on: str | None) -> int:
-    """3 when an input could not be read, 1 for a finding at or above --fail-on, else 0."""
+def _exit_code(unreadable: bool, findings: Sequence[Any], fail_on: str | None,
+               places: Sequence[str | None] | None = None) -> int:
+    """3 when an input could not be read, 1 for a finding at or above --fail-on, else 0.
+
+    When --fail-on trips, one line on stderr names the findings that tripped it (`places`,
+    parallel to `findings`, says where each was found, e.g. "rank 0"), so a red CI job says
+    why without opening the report."""
     if unreadable:
         return EXIT_UNREADABLE
-    if fail_on and any(at_least(f.severity, fail_on) for f in findings):
-        return EXIT_FINDINGS
-    return EXIT_OK
+    if not fail_on:
+        return EXIT_OK
+    tripped = [(f, places[i] if places else None) for i, f in enumerate(findings)
+               if at_least(f.severity, fail_on)]
+    if not tripped:
+        return EXIT_OK
+    tripped.sort(key=lambda fp: SEVERITIES.index(fp[0].severity))  # stable: ranked order kept
+    named = [f"{f.rule.id} ({', '.join(x for x in (f.severity, place) if x)})"
+             for f, place in tripped[:MAX_FAIL_LISTED]]
+    more = len(tripped) - len(named)
+    _err(f"--fail-on {fail_on}: {len(tripped)} finding{'' if len(tripped) == 1 else 's'} at "
+         f"or above {fail_on}: {', '.join(named)}" + (f" and {more} more" if more else ""))
+    return EXIT_FINDINGS
+
+
+def _place(meta: Any) -> str | None:
+    """Where a finding was found, for people: "rank 3", "cluster", "device 1" or a file name."""
+    if meta.source_format == "cluster":
+        return "cluster"
+    if meta.rank is not None:
+        return f"rank {meta.rank}"
+    if meta.device_id is not None:
+        return f"device {meta.device_id}"
+    name = Path(str(meta.path)).name
+    return "".join(c if c.isprintable() else "?" for c in name) or None
 
 
 def _guard(debug: bool, func: Any, *args: Any) -> None:
@@ -241,7 +212,9 @@ def main() -> None:
 
 @main.command("run")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", "out", help="Output folder (default: ./advisor-report-<time>).")
+@click.option("-o", "--output", "out",
+              help="Output folder (default: ./advisor-report-<time>); - writes the JSON "
+                   "report to stdout.")
 @click.option("--format", "formats", default="json,html,text", show_default=True,
               help="Comma-separated outputs: json, html, text.")
 @click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
@@ -255,7 +228,7 @@ def main() -> None:
               help="Processes to read several ranks with (default: automatic).")
 @click.option("--scheduler", metavar="ADDRESS", default=None,
               help="Read the ranks on a Dask cluster: its scheduler's address, e.g. "
-                   "tcp://10.0.0.1:8786 (needs: pip install 'advisor[dask]').")
+                   "tcp://10.0.0.1:8786 (needs: pip install 'dl-perf-advisor[dask]').")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (no progress).")
 @lang_option
 @debug_option
@@ -280,13 +253,17 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
          rule_paths: Sequence[Path], select: Sequence[str], ignore: Sequence[str],
          assignments: Sequence[str], fail_on: str | None, jobs: int | None, quiet: bool,
          lang: str, severities: Sequence[str] = (), scheduler: str | None = None) -> int:
-    from advisor.render.text import render_text
+    from advisor.outputs import stdout_document
 
     config = discover()
     if config.lang and _defaulted("lang"):  # the project's language beats the locale's
         lang = config.lang
     fail_on = fail_on or config.fail_on
-    out_dir = _output_dir(out, paths)
+    to_stdout = out == STDOUT
+    if to_stdout and "html" in formats and not _defaulted("formats"):
+        raise Failure("-o - writes the JSON report to stdout; --format html needs a folder "
+                      "(-o DIR)", EXIT_USAGE)
+    out_dir = None if to_stdout else _output_dir(out, paths)
     progress.set_quiet(quiet)
     host = PluginHost()
     result = analyze(*paths, rules=rule_paths, select=select, ignore=ignore,
@@ -310,15 +287,46 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
         _err(str(error))
     if not result.analyses:
         raise Failure("no profile could be read", EXIT_UNREADABLE)
-    written = _write_outputs(result, out_dir, formats, host)
+    written = [] if out_dir is None else _write_outputs(result, out_dir, formats, host)
+    names = [p.name for p in written]
     if not quiet:
-        if "text" in formats:
-            click.echo(render_text(result.reports, color=sys.stdout.isatty()))
+        if "text" in formats:  # beside JSON on stdout, the summary goes to stderr
+            details = _details(names, report_names(result))
+            _echo_summary(result.reports, details, err=to_stdout)
         for warning in (w for a in result.analyses for w in a.profile.warnings):
             _err(f"warning: {warning}")
         if written:
-            click.echo(f"Wrote {', '.join(str(p) for p in written)}")
-    return _exit_code(bool(result.input_errors), result.findings, fail_on)
+            _echo_written(names, out_dir, lang)
+    if to_stdout:
+        click.echo(json.dumps(stdout_document(result), indent=2, ensure_ascii=False))
+    places = [_place(a.profile.meta) for a in result.analyses for _ in a.findings]
+    return _exit_code(bool(result.input_errors), result.findings, fail_on, places)
+
+
+def _details(names: Sequence[str], json_names: Sequence[str],
+             html: str = "report.html") -> list[str | None]:
+    """Per report, the written file its details are in: the HTML report, else its JSON;
+    None when neither was written (the summary then points at nothing)."""
+    return [html if html in names else name if name in names else None
+            for name in json_names]
+
+
+def _echo_summary(reports: list[dict], details: list[str | None], err: bool = False,
+                  before: Sequence[str] = ()) -> None:
+    """The terminal summary (after the lines `before`), wrapped to the terminal's width,
+    coloured on a terminal unless NO_COLOR is set."""
+    from advisor.render.text import color_enabled, render_text, terminal_width
+
+    color = color_enabled(sys.stderr if err else sys.stdout)
+    text = render_text(reports, width=terminal_width(), color=color, details=details)
+    click.echo("".join(f"{line}\n" for line in before) + text, err=err, color=color)
+
+
+def _echo_written(names: Sequence[str], out_dir: Path, lang: str) -> None:
+    """The closing line: "Wrote report.html, prof_rule_0.json in DIR"."""
+    from advisor.render.text import terminal_width, written_line
+
+    click.echo(written_line(names, str(out_dir), width=terminal_width(), lang=lang))
 
 
 @main.group("rules")
@@ -809,14 +817,17 @@ def _compare(baseline: Path, comparison: Path, out: str | None, formats: list[st
     from advisor.render.compare_html import LABELS as COMPARE_LABELS
     from advisor.render.compare_html import render_compare_html
     from advisor.render.compare_outputs import compare_document, overall_lines, spreadsheet
-    from advisor.render.text import render_text
 
     config = discover()
     if config.lang and _defaulted("lang"):
         lang = config.lang
     fail_on = fail_on or config.fail_on
-    out_dir = _output_dir(out or f"advisor-compare-{datetime.now():%Y%m%d-%H%M%S}",
-                          [baseline, comparison])
+    to_stdout = out == STDOUT
+    if to_stdout and {"html", "xlsx"} & set(formats) and not _defaulted("formats"):
+        raise Failure("-o - writes the JSON to stdout; --format html and xlsx need a folder "
+                      "(-o DIR)", EXIT_USAGE)
+    out_dir = None if to_stdout else _output_dir(
+        out or f"advisor-compare-{datetime.now():%Y%m%d-%H%M%S}", [baseline, comparison])
     try:
         result = compare(baseline, comparison, options=options, rules=rule_paths,
                          select=select, ignore=ignore, params=parse_overrides(assignments),
@@ -832,25 +843,28 @@ def _compare(baseline: Path, comparison: Path, out: str | None, formats: list[st
     document = compare_document(result.tables, result.report["profile"],
                                 result.report["advisor"])
     outputs: dict[str, str | bytes] = {}
-    if "json" in formats:
-        outputs["compare.json"] = json.dumps(document, indent=2, ensure_ascii=False)
-        outputs["prof_rule_compare.json"] = json.dumps(result.report, indent=2,
-                                                       ensure_ascii=False)
-    if "html" in formats:
-        outputs["compare.html"] = render_compare_html(result.report, document)
-    if "xlsx" in formats:
-        outputs["performance_comparison_result.xlsx"] = spreadsheet(result.tables)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, content in outputs.items():
-        _write_atomic(out_dir / name, content)
+    if out_dir is not None:  # every output rendered before any is written
+        if "json" in formats:
+            outputs["compare.json"] = json.dumps(document, indent=2, ensure_ascii=False)
+            outputs["prof_rule_compare.json"] = json.dumps(result.report, indent=2,
+                                                           ensure_ascii=False)
+        if "html" in formats:
+            outputs["compare.html"] = render_compare_html(result.report, document)
+        if "xlsx" in formats:
+            outputs["performance_comparison_result.xlsx"] = spreadsheet(result.tables)
+    written = [] if out_dir is None else write_files(out_dir, outputs, command="compare")
+    names = [p.name for p in written]
     if not quiet:
         if "text" in formats:
             labels = {**COMPARE_LABELS["en"], **COMPARE_LABELS.get(lang, {})}
-            click.echo("\n".join(overall_lines(result.tables["compare_overall"], labels)))
-            click.echo("")
-            click.echo(render_text([result.report], color=sys.stdout.isatty()))
+            overall = overall_lines(result.tables["compare_overall"], labels)
+            details = _details(names, ["prof_rule_compare.json"], html="compare.html")
+            _echo_summary([result.report], details, err=to_stdout, before=[*overall, ""])
         for warning in result.profile.warnings:
             _err(f"warning: {warning}")
-        if outputs:
-            click.echo(f"Wrote {', '.join(str(out_dir / n) for n in outputs)}")
+        if written:
+            _echo_written(names, out_dir, lang)
+    if to_stdout:  # both compare.json and prof_rule_compare.json, as one document
+        click.echo(json.dumps({"compare": document, "report": result.report}, indent=2,
+                              ensure_ascii=False))
     return _exit_code(bool(result.input_errors), result.findings, fail_on)

@@ -8,7 +8,6 @@ YAML is read with the safe loader, TOML with tomllib, and every key and type is 
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from advisor.compat import tomllib
 from advisor.engine.evaluate import SEVERITIES
 from advisor.engine.rules import LANGUAGES
 from advisor.errors import AdvisorError
@@ -116,7 +116,7 @@ def _params(path: Path, value: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for rule_id, params in _mapping(path, "params", value).items():
         for name, param in _mapping(path, f"params.{rule_id}", params).items():
-            if not isinstance(param, int | float | str | bool):
+            if not isinstance(param, (int, float, str, bool)):
                 raise ConfigError(path, f"params.{rule_id}.{name}: value must be a number, "
                                         f"string or boolean, got {param!r}")
         out[rule_id] = dict(params)

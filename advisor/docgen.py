@@ -11,7 +11,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.rules import Rule, load_rules
+from advisor.engine.rules import Applies, Rule, load_rules
 from advisor.model import TABLES
 
 RULES_DIR = Path(str(files("advisor_rules")))
@@ -43,8 +43,30 @@ def _rule_section(rule: Rule) -> list[str]:
              f"- needs: {', '.join(f'`{n}`' for n in rule.needs())}",
              f"- params: {params}",
              f"- fires when: `{rule.when.source}`",
-             f"- source: `rules/{Path(rule.source).name}`", "", rule.docs.strip(), ""]
+             f"- impact: {_impact_line(rule)}",
+             f"- source: `rules/{Path(rule.source).name}`", "", rule.docs.strip(), "",
+             "Suggestions:", "",
+             *(f"- {_scope_label(a)}{' '.join(text.split())}"
+               for text, a in zip(rule.suggestions, rule.scopes())),
+             ""]
     return lines
+
+
+def _impact_line(rule: Rule) -> str:
+    """What the finding's time at stake is and what its share is of."""
+    if rule.impact_us is None:
+        return f"none measured: {' '.join((rule.impact_note or '').split())}"
+    base = f"`{rule.measured_us.source}`" if rule.measured_us else "the profile time"
+    return f"`{rule.impact_us.source}`, as a share of {base}"
+
+
+def _scope_label(applies: Applies) -> str:
+    """`(PyTorch on GPU) ` for a suggestion shown only to such profiles; empty for all."""
+    if not (applies.frameworks or applies.devices):
+        return ""
+    who = "/".join(applies.frameworks)
+    where = "/".join(applies.devices)
+    return f"({who}{' on ' if who and where else ''}{where}) "
 
 
 def rules_markdown() -> str:

@@ -13,7 +13,7 @@ from multiprocessing import get_context
 
 from advisor.errors import AdvisorError
 
-DASK_EXTRA = "pip install 'advisor[dask]'"
+DASK_EXTRA = "pip install 'dl-perf-advisor[dask]'"
 
 
 class SchedulerError(AdvisorError):

@@ -30,6 +30,11 @@ class Reader(Protocol):
     asked about every path. `read` returns one Profile per device/rank found under the path and
     reports what it could not read through `Profile.warn`; it raises `advisor.errors.
     UnreadableInput` only when nothing at all could be read.
+
+    A reader may also have `collect`, a mapping of "table" or "table.column" to how to make
+    the profiler record it (e.g. {"memory": "profile_memory=True"}): a rule lacking such data is
+    reported with that hint, and a rule lacking data no hint covers is counted as one this
+    format never records.
     """
 
     name: str

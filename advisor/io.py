@@ -132,7 +132,8 @@ def read_csv_strings(path: str | Path, warn: WarnFn | None = None
     options: dict[str, Any] = dict(header=None, skiprows=1, names=columns, dtype=str,
                                    keep_default_na=False, na_values=[], encoding="utf-8")
     try:
-        df = pd.read_csv(path, engine="pyarrow", **options)
+        df = (_read_arrow_text(path, columns) if _ARROW_INFERS_TYPES
+              else pd.read_csv(path, engine="pyarrow", **options))
     except (pd.errors.ParserError, ValueError):
         try:
             with warnings.catch_warnings():  # ragged rows: extra cells dropped, missing ones empty
@@ -155,12 +156,32 @@ def read_csv_strings(path: str | Path, warn: WarnFn | None = None
     return names, df.reset_index(drop=True)
 
 
+# pandas 2's pyarrow engine infers each column's type and casts it to str afterwards, which
+# rounds long decimals (`1736413971558972.912` -> `1736413971558973.0`); pandas 3 reads text.
+_ARROW_INFERS_TYPES = int(pd.__version__.split(".")[0]) < 3
+
+
+def _read_arrow_text(path: str | Path, columns: list[str]) -> pd.DataFrame:
+    """What `pd.read_csv(engine="pyarrow", dtype=str, ...)` reads on pandas 3: every cell as
+    the text written, the header line skipped, nothing taken as missing."""
+    import pyarrow.csv as pa_csv
+
+    table = pa_csv.read_csv(
+        path, read_options=pa_csv.ReadOptions(column_names=columns, skip_rows=1),
+        convert_options=pa_csv.ConvertOptions(
+            column_types=dict.fromkeys(columns, pa.string()), null_values=[],
+            strings_can_be_null=False, quoted_strings_can_be_null=False))
+    return table.to_pandas()
+
+
 def _needs_strip(cells: pd.Series) -> bool:
     """Whether any cell has surrounding whitespace (msprof writes a tab after some times).
 
     Most columns have none: the ASCII test and trim of arrow are several times cheaper than
     trimming every cell, and non-ASCII columns are always stripped (Unicode whitespace).
     """
+    if cells.empty:  # nothing to strip; pandas 2 gives such a column no string type
+        return False
     array = pa.array(cells, from_pandas=True)
     if not pc.all(pc.string_is_ascii(array)).as_py():
         return True
@@ -175,6 +196,8 @@ def _read_header(path: str | Path) -> list[str]:
             first = next(csv.reader(fh), None)
     except UnicodeDecodeError:
         raise UnreadableInput(path, "not UTF-8 text") from None
+    except csv.Error as exc:  # Python < 3.11: "line contains NUL"
+        raise UnreadableInput(path, f"cannot parse CSV header: {exc}") from None
     except OSError as exc:
         raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
     if not first or not any(cell.strip() for cell in first):

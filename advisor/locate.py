@@ -6,6 +6,7 @@ claimed sub-path is read separately. Detection must be cheap, so only names are 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,12 @@ def _claim(path: Path, readers: Sequence[tuple[str, Reader]],
     return None
 
 
+def natural_key(path: Path) -> list[tuple[int, int | str]]:
+    """Order names as people count: rank_2 before rank_10 (digits compared as numbers)."""
+    return [(0, int(part)) if part.isdigit() else (1, part)
+            for part in re.split(r"(\d+)", path.name) if part]
+
+
 def locate(path: Path, readers: Sequence[tuple[str, Reader]],
            problems: list[str]) -> list[Claim]:
     """Claims for a path; raises UnreadableInput when nothing under it is recognised."""
@@ -52,7 +59,8 @@ def locate(path: Path, readers: Sequence[tuple[str, Reader]],
             continue
         if current.is_dir() and depth < SEARCH_DEPTH:
             try:
-                children = sorted(p for p in current.iterdir() if not p.is_symlink())
+                children = sorted((p for p in current.iterdir() if not p.is_symlink()),
+                                  key=natural_key)
             except OSError as exc:
                 raise UnreadableInput(current, f"cannot list directory: {exc.strerror}") from None
             pending += [(child, depth + 1) for child in children]

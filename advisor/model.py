@@ -433,6 +433,10 @@ class ProfileMeta:
     versions: dict[str, str] = field(default_factory=dict)
     files_read: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    collect: dict[str, str] = field(default_factory=dict)
+    """How to make the profiler record a "table" or "table.column" this profile lacks (the
+    reader's `collect` hints): rules needing data without a hint are ones the format never
+    records."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
 import pluggy
 
 from advisor import hookspecs
+from advisor.compat import EntryPoint, entry_points
 
 ENTRY_POINT_GROUP = "advisor"
 BLOCK_ENV = "ADVISOR_BLOCK_PLUGINS"

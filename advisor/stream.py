@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 import msgspec
 import orjson
 
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.io import repair_json
 from advisor.progress import FileProgress
@@ -60,7 +61,7 @@ def typed_decoder(event: type[msgspec.Struct]) -> Callable[[bytes], list[Any]]:
 
 def struct_keys(struct: type[msgspec.Struct]) -> dict[str, str]:
     """JSON key -> attribute name of a struct's fields (to build it from a decoded dict)."""
-    return dict(zip(struct.__struct_encode_fields__, struct.__struct_fields__, strict=True))
+    return dict(zip_strict(struct.__struct_encode_fields__, struct.__struct_fields__))
 
 
 NO_RAW = msgspec.Raw()
@@ -159,7 +160,7 @@ class EventStream:
         then the NaN-tolerant stdlib parser; ValueError when the bytes are really invalid."""
         try:
             return decode(data)
-        except ValueError as exc:
+        except (ValueError, msgspec.DecodeError) as exc:  # not a ValueError in msgspec 0.20
             repaired = (repair_json(data, exc)
                         if repair and isinstance(exc, orjson.JSONDecodeError) else None)
             if repaired is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from advisor.compat import zip_strict
 from advisor.errors import AdvisorError
 from advisor.model import Profile
 
@@ -169,7 +170,7 @@ def format_table(frame: pd.DataFrame, max_width: int = 48) -> str:
     lines = []
     for i in range(len(frame) + 1):
         parts = [(column[i].rjust(w) if num else column[i].ljust(w))
-                 for column, w, num in zip(cells, widths, numeric, strict=True)]
+                 for column, w, num in zip_strict(cells, widths, numeric)]
         lines.append("  ".join(parts).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -184,7 +185,7 @@ def _cell(value: object, col: str, max_width: int) -> str:
         return f"{int(value):,}"
     if col in ("flops", "bytes"):
         return f"{float(value):.3g}"
-    if isinstance(value, float | np.floating):
+    if isinstance(value, (float, np.floating)):
         return f"{float(value):,.1f}" if abs(value) >= 1 or value == 0 else f"{float(value):.3g}"
     text = str(value)
     return text if len(text) <= max_width else text[: max_width - 1] + "…"

@@ -50,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -228,7 +228,7 @@ class Advisor(Tool):
     def version(self):
         exe = self.exe()
         python = Path(exe).with_name("python") if exe else None
-        return _venv_version(python, "advisor") if python and python.exists() else None
+        return _venv_version(python, "dl-perf-advisor") if python and python.exists() else None
 
 
 class MsprofAnalyze(Tool):
@@ -297,10 +297,10 @@ def _fit(xs: list[float], ys: list[float]) -> dict | None:
         return None
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
     a = my - b * mx
     ss_tot = sum((y - my) ** 2 for y in ys)
-    ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
     return {"intercept": round(a, 4), "slope_per_mb": round(b, 6),
             "r2": round(1 - ss_res / ss_tot, 4) if ss_tot else 1.0}
 
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"warm-up {name} on {kind} x{n}", file=sys.stderr, flush=True)
                 one_run(kind, n, name, "warmup")
 
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for kind, n, name in plan:
         m = inputs[kind, n]
         runs = [one_run(kind, n, name, str(i)) for i in range(args.repeat)]

@@ -377,7 +377,7 @@ class _FileReader:
         """A number as written (a string holding one is accepted); NaN and a warning else."""
         if value is None:
             return math.nan
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         try:
             number = float(str(value).strip())

@@ -39,7 +39,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import msgspec
 import numpy as np
@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from advisor import intervals
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.io import WarnFn, load_json
@@ -91,6 +92,19 @@ class AscendPtReader:
     name = "ascend_pt"
     formats = ("Ascend PyTorch / MindSpore profiler output (*_ascend_pt, *_ascend_ms, "
                "ASCEND_PROFILER_OUTPUT)",)
+    collect = {
+        "steps": "call prof.step() once per iteration (step_trace_time.csv)",
+        **dict.fromkeys(("device_ops", "device_ops.start_us"),
+                        "export the text results (export_type Text), which write "
+                        "kernel_details.csv and trace_view.json"),
+        **{f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
+                              "experimental config (PMU columns of kernel_details.csv)"
+           for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")},
+        "memory": "profile_memory=True (memory_record.csv)",
+        "host_ops.input_shapes": "record_shapes=True",
+        "comm_ops": "profile a distributed run (communication.json)",
+    }
+    """How to make the Ascend profiler record what a rule lacks (see Reader.collect)."""
 
     def detect(self, path: Path) -> bool:
         """Folder names only: the output folder itself, a rank folder, or a folder holding one."""
@@ -362,7 +376,7 @@ class _Event(msgspec.Struct, gc=False):
     tid: Any = None
     ts: Any = None
     dur: Any = None
-    args: _Args | None = None
+    args: Optional[_Args] = None  # noqa: UP045 - msgspec evaluates it at run time (3.9)
     id: Any = None  # of flow (s/f) events
 
 
@@ -575,7 +589,7 @@ class _TraceColumns:
         trace's columns) and start_us, the start's time (launch_us) and thread."""
         if not self.flows:
             return None
-        ph, ident, pid, tid, ts = zip(*self.flows, strict=True)
+        ph, ident, pid, tid, ts = zip_strict(*self.flows)
         flows = pd.DataFrame({"ph": ph, "id": pd.Series(ident, dtype=object),
                               "pid": pd.Series(pid, dtype=object),
                               "tid": pd.Series(tid, dtype=object),
@@ -1172,7 +1186,7 @@ def _versions(data: dict[str, Any], depth: int = 0) -> dict[str, str]:
         if isinstance(value, dict):
             if depth < 1 and key not in ("ENV_VARIABLES", "config"):
                 found.update(_versions(value, depth + 1))
-        elif "version" in str(key).lower() and isinstance(value, str | int | float) \
+        elif "version" in str(key).lower() and isinstance(value, (str, int, float)) \
                 and str(value):
             found[_VERSION_NAMES.get(str(key), str(key))] = str(value)
     return found

@@ -26,12 +26,13 @@ import re
 import zlib
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import msgspec
 import numpy as np
 import pandas as pd
 
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform
@@ -130,6 +131,22 @@ class KinetoReader:
 
     name = "kineto"
     formats = ("PyTorch profiler / Kineto trace (*.pt.trace.json[.gz])",)
+    collect = {
+        "steps": "mark iterations: profile with schedule=torch.profiler.schedule(...) and call "
+                 "prof.step() once per iteration (ProfilerStep#N spans)",
+        "device_ops": "profile the GPU too: activities=[ProfilerActivity.CPU, "
+                      "ProfilerActivity.CUDA]",
+        "device_ops.start_us": "profile the GPU too: activities=[ProfilerActivity.CPU, "
+                               "ProfilerActivity.CUDA]",
+        "device_ops.host_memory": "profile the GPU too: activities=[ProfilerActivity.CPU, "
+                                  "ProfilerActivity.CUDA] (host<->device copies)",
+        **dict.fromkeys(("memory", "memory.reserved_bytes", "memory.capacity_bytes"),
+                        "profile_memory=True"),
+        "host_ops.input_shapes": "record_shapes=True",
+        "comm_ops": "profile the distributed run itself (torch.distributed collectives)",
+        "comm_ops.bytes": "record_shapes=True (collective message sizes)",
+    }
+    """How to make the PyTorch profiler record what a rule lacks (see Reader.collect)."""
 
     def detect(self, path: Path) -> bool:
         """`*.pt.trace.json[.gz]` by name; other `*.json[.gz]` by their first 64 KB."""
@@ -431,7 +448,7 @@ class _TraceReader:
                 meta.rank = int(match.group(1))
                 meta.extra["rank_from"] = "file name"
         for key in ("traceName", "displayTimeUnit", "trace_id", "host_name"):
-            if isinstance(doc.get(key), str | int | float):
+            if isinstance(doc.get(key), (str, int, float)):
                 meta.extra[key] = doc[key]
 
     def _finish(self, doc: dict[str, Any], walk: _EventWalk) -> None:
@@ -531,7 +548,7 @@ class _Event(msgspec.Struct, gc=False):
     tid: Any = None
     ts: Any = None
     dur: Any = None
-    args: _Args | None = None
+    args: Optional[_Args] = None  # noqa: UP045 - msgspec evaluates it at run time (3.9)
 
 
 _NO_ARGS = _Args()
@@ -813,7 +830,7 @@ class _EventWalk:
         dims, types = _raw_json(args.input_dims), _raw_json(args.input_type)
         if isinstance(dims, list) and isinstance(types, list):
             total = 0.0
-            for shape, dtype in zip(dims, types, strict=False):
+            for shape, dtype in zip(dims, types):
                 size = _dtype_bytes(dtype)
                 if not isinstance(shape, list) or size is None or not shape:
                     continue
@@ -914,7 +931,7 @@ class _EventWalk:
         if self.d_code:
             codes = _floats(self.d_code, np.int32)
             name, op_type, category, memcpy_kind, host_memory = (
-                _strings(column, codes) for column in zip(*self.device_names, strict=True))
+                _strings(column, codes) for column in zip_strict(*self.device_names))
             nbytes = _floats(self.d_bytes)
             launch_us, launch_thread = self._launches(origin)
             tables["device_ops"] = pd.DataFrame({
@@ -929,7 +946,7 @@ class _EventWalk:
         if self.h_code:
             codes = _floats(self.h_code, np.int32)
             name, kind = (_strings(column, codes)
-                          for column in zip(*self.host_names, strict=True))
+                          for column in zip_strict(*self.host_names))
             host = pd.DataFrame({
                 "name": name, "kind": kind,
                 "start_us": _floats(self.h_start) - origin,
@@ -945,7 +962,7 @@ class _EventWalk:
                 host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end
             tables["host_ops"] = host
         if self.comm:
-            name, op, group, start, duration, nbytes = zip(*self.comm, strict=True)
+            name, op, group, start, duration, nbytes = zip_strict(*self.comm)
             duration = np.asarray(duration, dtype=np.float64)
             nbytes = np.asarray(nbytes, dtype=np.float64)
             with np.errstate(divide="ignore", invalid="ignore"):

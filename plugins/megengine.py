@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform
@@ -98,7 +99,7 @@ def _new_profile(path: Path, source_format: str) -> Profile:
 
 def _number(value: Any) -> float | None:
     """A finite float, or None for anything else (strings, NaN, missing)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
     try:
         number = float(value)
@@ -244,7 +245,7 @@ class _Timeline:
                 "step": range(1, len(bounds)),
                 "start_us": [b - origin for b in bounds[:-1]],
                 "end_us": [b - origin for b in bounds[1:]],
-                "duration_us": [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]}))
+                "duration_us": [b - a for a, b in zip_strict(bounds[:-1], bounds[1:])]}))
         memory = [(t - origin, v, n[: -len("_alloc_mem")]) for n, t, v in self.counters
                   if n.endswith("_alloc_mem")]
         if memory:
@@ -349,7 +350,8 @@ def _read_static(path: Path) -> Profile:
             host.append({"name": name, "kind": "launch", "start_us": host_time[0] * 1e6,
                          "duration_us": host_time[1] * 1e6})
     if bad:
-        profile.warn(path, f"{bad} operators with unreadable profiler times skipped",
+        noun = "operator" if bad == 1 else "operators"
+        profile.warn(path, f"{bad} {noun} with unreadable profiler times skipped",
                      reader="megengine")
     if not device and not host:
         raise UnreadableInput(path, "no operator has profiler device or host times")

@@ -97,6 +97,11 @@ class MindSporeLegacyReader:
 
     name = READER
     formats = ("MindSpore profiler folder, old layout (profiler/)",)
+    collect = {
+        "memory": "Profiler(profile_memory=True)",
+        "comm_ops": "Profiler(profile_communication=True)",
+    }
+    """How to make the MindSpore profiler record what a rule lacks (see Reader.collect)."""
 
     def detect(self, path: Path) -> bool:
         """A folder holding step trace, data-queue, pipeline or AI Core files (names only)."""

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.io import (
@@ -62,6 +63,15 @@ class MsprofReader:
 
     name = "msprof"
     formats = ("CANN msprof export (PROF_XXX)",)
+    collect = {
+        "steps": 'training_trace "on" in the profiling options (step_trace)',
+        **dict.fromkeys(("device_ops", "device_ops.start_us"),
+                        'task_trace "on" in the profiling options (op_summary / task_time)'),
+        **{f"device_ops.{c}": 'aic_metrics "PipeUtilization" in the profiling options'
+           for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")},
+        "comm_ops": "profile the distributed job (HCCL data: hccl_* files)",
+    }
+    """How to make msprof record what a rule lacks (see Reader.collect)."""
 
     def detect(self, path: Path) -> bool:
         """A PROF folder by name or by its export sub-folders; directory listings only."""
@@ -372,7 +382,7 @@ class SummaryCsv:
         self.rel = rel
         self.warn = warn
         names, self.df = read_csv_strings(path, warn)
-        self.written = dict(zip(self.df.columns, names, strict=True))  # `X#2` -> `X`
+        self.written = dict(zip_strict(self.df.columns, names))  # `X#2` -> `X`
 
     def has(self, column: str) -> bool:
         return column in self.df.columns
@@ -811,9 +821,9 @@ def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
     streams = {s for value in tasks["stream"].tolist() if (s := int_or_none(value)) is not None}
     if ops.empty:
         return None, streams
-    moving = sorted((_f(ts), str(transport)) for ts, transport, size in zip(
-        tasks["start_us"].tolist(), tasks["transport"].tolist(), tasks["bytes"].tolist(),
-        strict=True) if _f(size) > 0)
+    moving = sorted((_f(ts), str(transport)) for ts, transport, size in zip_strict(
+        tasks["start_us"].tolist(), tasks["transport"].tolist(), tasks["bytes"].tolist())
+        if _f(size) > 0)
     starts = np.array([ts for ts, _ in moving], dtype="float64")
     transports = [t for _, t in moving]
     names = [str(name) for name in ops["name"].tolist()]
@@ -826,8 +836,8 @@ def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
     return pd.DataFrame({
         "name": names, "op": [collective(name) for name in names], "group": groups,
         "start_us": start, "duration_us": duration,
-        "transport": [_commonest(transports[a:b]) for a, b in zip(lo.tolist(), hi.tolist(),
-                                                                 strict=True)]}), streams
+        "transport": [_commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(),
+                                                                        hi.tolist())]}), streams
 
 
 def _commonest(values: list[str]) -> str | None:

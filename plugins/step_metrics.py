@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from advisor import intervals
+from advisor.compat import zip_strict
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.model import Profile, conform
 
@@ -136,7 +137,7 @@ def step_overlap(profile: Profile) -> None:
     # Steps outside the recorded task timeline get no breakdown: no data is not idle time.
     first_task, last_task = np.nanmin(start, initial=np.inf), np.nanmax(end, initial=-np.inf)
     rows = []
-    for lo, hi in zip(steps["start_us"], steps["end_us"], strict=True):
+    for lo, hi in zip_strict(steps["start_us"], steps["end_us"]):
         if not (lo < last_task and hi > first_task):
             rows.append((np.nan,) * 4)
             continue

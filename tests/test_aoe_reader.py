@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.api import AnalysisResult, read_inputs
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor.plugin_manager import PluginHost
@@ -77,7 +78,7 @@ def test_cann63_operators_one_row_per_tuning_mode():
                 for op in ops for mode, perf in dict(op)["tune_performance"]]
     got = [r for r in rows(OPAT_63, "op") if r["status"] != "failed"]
     assert len(got) == len(expected) == 5
-    for row, (name, mode, perf) in zip(got, expected, strict=True):
+    for row, (name, mode, perf) in zip_strict(got, expected):
         assert (row["name"], row["mode"]) == (name, mode)
         assert row["before_us"] == perf["performance_before_tune(us)"]
         assert row["after_us"] == perf["performance_after_tune(us)"]
@@ -107,7 +108,7 @@ def test_cann601_add_and_update_lists():
         (op, "update") for op in modified["update_repo_operators"]]
     assert [(r["name"], r["update_mode"]) for r in got] == [
         (op["op_name"], mode) for op, mode in expected]
-    for row, (op, _) in zip(got, expected, strict=True):
+    for row, (op, _) in zip_strict(got, expected):
         assert row["after_us"] == op["performance_after_tune(us)"]
         assert row["task"] == key
     assert rows(OPAT_601, "task")[0]["status"] == "completed"  # "tune success", no model times
@@ -132,7 +133,7 @@ def test_subgraph_results_in_microseconds():
               + sgat["repo_modified_subgraphs"]["update_repo_subgraphs"])
     got = rows(SGAT, "subgraph")
     assert [r["name"] for r in got] == [g["repo_key"] for g in graphs]
-    for row, graph in zip(got, graphs, strict=True):
+    for row, graph in zip_strict(got, graphs):
         assert row["before_us"] == pytest.approx(graph["performance_before_tune(ms)"] * 1000)
         assert row["after_us"] == pytest.approx(graph["performance_after_tune(ms)"] * 1000)
         assert row["mode"] == "SGAT"

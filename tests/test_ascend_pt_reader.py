@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli import main
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import Reader
 from advisor.locate import locate
@@ -560,7 +561,7 @@ def test_mindspore_pipeline_operators_in_the_new_layout(tmp_path: Path) -> None:
     rows = kernel_rows(raw)
     assert ops["op_type"].tolist() == [r["op_type"] for r in rows]
     assert ops["workers"].tolist() == [int(r["num_workers"]) for r in rows]
-    for op, row in zip(ops.to_dict("records"), rows, strict=True):
+    for op, row in zip_strict(ops.to_dict("records"), rows):
         sizes = json.loads(row["output_queue_size"])
         assert op["queue_usage"] == pytest.approx(
             sum(sizes) / len(sizes) / float(row["output_queue_length"]))
@@ -741,7 +742,7 @@ def test_exact_parts_of_every_kind_of_timestamp() -> None:
     whole, frac = ascend_pt.exact_parts(values)
     expected = [(1704161511420306, 0.491), (1704161511420306, 0.5), (17, 0.0), (7, 0.0),
                 (1, 0.5), (12, 0.5), (-1, -0.25), (1000, 0.0), None, None, None, (3, 0.0)]
-    for w, f, want in zip(whole, frac, expected, strict=True):
+    for w, f, want in zip_strict(whole, frac, expected):
         if want is None:
             assert np.isnan(w) and np.isnan(f)
         else:
@@ -784,7 +785,7 @@ def test_rank0_trace_tasks_get_their_launch_from_torch_to_npu(tmp_path: Path) ->
     assert ops["launch_us"].notna().tolist() == [s is not None for s in launched]
     assert ops["launch_thread"].notna().tolist() == [s is not None for s in launched]
     found = 0
-    for task, start, row in zip(hardware, launched, ops.itertuples(), strict=True):
+    for task, start, row in zip_strict(hardware, launched, ops.itertuples()):
         if start is None:
             continue
         gap = float(Decimal(start["ts"]) - Decimal(task["ts"]))
@@ -822,7 +823,7 @@ def test_kernel_details_rows_get_the_launch_of_the_task_at_their_start(tmp_path:
     assert len(ops) == len(hardware)
     launched = [flows.get((e["pid"], e["tid"], e["ts"])) for e in hardware]
     assert ops["launch_us"].notna().tolist() == [s is not None for s in launched]
-    for start, row in zip(launched, ops.itertuples(), strict=True):
+    for start, row in zip_strict(launched, ops.itertuples()):
         if start is not None:
             assert row.launch_thread == start["tid"]
             assert not aten_holding(host, row.launch_us, row.launch_thread).empty
@@ -855,7 +856,7 @@ def test_input_shapes_of_cpu_ops(tmp_path: Path, monkeypatch) -> None:
     host = read_one(rank_folder(tmp_path / "whole", trace_view__json=text)).tables["host_ops"]
     shaped = host.dropna(subset=["input_shapes"])
     assert (shaped["kind"] == "aten").all()
-    assert Counter(zip(shaped["name"], shaped["input_shapes"], strict=True)) == want
+    assert Counter(zip_strict(shaped["name"], shaped["input_shapes"])) == want
     assert "[[2, 64], [], [3]]" in set(shaped["input_shapes"])
     assert host.loc[host["level"].notna(), "input_shapes"].isna().all()  # CANN calls
     # typed batches (raw JSON) and dict batches read alike

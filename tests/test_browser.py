@@ -14,7 +14,8 @@ wording between versions and mix in unrelated noise (dbus, GPU):
   Log.entryAdded at error level (CSP violations and failed loads are reported there) and
   Network.loadingFailed;
 - scripts that ran: Page.javascriptDialogOpening (alert/confirm/prompt; dismissed at once so the
-  page never blocks). The report's CSP forbids scripts, and a blocked script is a CSP error.
+  page never blocks). The report's CSP admits its one packaged script by hash and no other, and
+  a blocked script is a CSP error.
 `test_harness_detects_requests_errors_and_dialogs` proves each detector fires on a page built
 to trip it, so a silent detector cannot make the report tests pass.
 The DOM is read after the load with Runtime.evaluate (DevTools evaluation is not subject to
@@ -43,6 +44,7 @@ from click.testing import CliRunner
 
 from advisor.cli import main
 from advisor.render.format import findings_by_rank
+from advisor.render.html import _script
 
 ROOT = Path(__file__).parents[1]
 DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
@@ -84,7 +86,7 @@ DOM_SUMMARY = """(() => {
       bars: [...s.querySelectorAll('rect')].filter(r =>
         Number(r.getAttribute('width')) > 0 && Number(r.getAttribute('height')) > 0).length})),
     tags: [...new Set(all.map(e => e.localName))],
-    scripts: document.scripts.length,
+    scripts: [...document.scripts].map(s => s.textContent),
     handlers: all.flatMap(e => [...e.attributes].filter(a => a.name.startsWith('on'))
       .map(a => e.localName + ' ' + a.name)),
     urls: all.flatMap(e => [...e.attributes]
@@ -394,8 +396,8 @@ def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser,
     page = browser.load(tmp_path / "out/report.html")
     dom = check_report_page(page, reports, "browser-hostile.png")
 
-    assert dom["scripts"] == 0
-    assert not {"script", "b", "img"} & set(dom["tags"]), "markup from the profile was parsed"
+    assert dom["scripts"] == [_script()], "only the report's own script may be on the page"
+    assert not {"b", "img"} & set(dom["tags"]), "markup from the profile was parsed"
     assert dom["handlers"] == []
     assert not [u for u in dom["urls"] if "javascript:" in u.lower().replace(" ", "")]
     for name in (*HOSTILE, HOSTILE_FOLDER):
@@ -443,3 +445,57 @@ def test_compare_page_in_browser(browser: Browser, tmp_path: Path) -> None:
     assert dom["worse"] >= 3
     assert any("Operators that changed most" in s for s in dom["sections"])
     page.screenshot("browser-compare.png")
+
+
+ROWS_OF = """(sel => [...document.querySelector(sel).tBodies[0].rows]
+  .map(r => [...r.cells].map(c => c.textContent.trim())))"""
+
+
+def test_tables_sort_and_printing_opens_every_details_block(browser: Browser,
+                                                            tmp_path: Path) -> None:
+    run_advisor(DEMO, tmp_path / "out")
+    page = browser.load(tmp_path / "out/report.html")
+    ranking = "table.ranking"
+    before = page.evaluate(f"{ROWS_OF}('{ranking}')")
+    assert [int(r[0]) for r in before] == list(range(1, len(before) + 1))
+    # sort by the share column, lowest first, then highest first
+    page.evaluate(f"document.querySelector('{ranking} thead th:nth-child(5)').click(); 1")
+    ascending = [float(r[4].rstrip("%")) for r in page.evaluate(f"{ROWS_OF}('{ranking}')")]
+    assert ascending == sorted(ascending) and ascending != [float(r[4].rstrip("%"))
+                                                             for r in before]
+    page.evaluate(f"document.querySelector('{ranking} thead th:nth-child(5)').click(); 1")
+    descending = [float(r[4].rstrip("%")) for r in page.evaluate(f"{ROWS_OF}('{ranking}')")]
+    assert descending == sorted(ascending, reverse=True)
+    # an evidence table sorts by the raw number, not by the text ("9.5" after "10.1")
+    evidence = page.evaluate("""(() => { const t = document.querySelector('table.evidence');
+      const th = [...t.tHead.rows[0].cells].findIndex(c => c.classList.contains('num'));
+      t.tHead.rows[0].cells[th].click();
+      return [...t.tBodies[0].rows].map(r => Number(r.cells[th].dataset.sort)); })()""")
+    assert evidence == sorted(evidence) and len(evidence) > 1
+    closed = page.evaluate("document.querySelectorAll('details:not([open])').length")
+    assert closed > 0
+    page.evaluate("window.dispatchEvent(new Event('beforeprint')); 1")
+    assert page.evaluate("document.querySelectorAll('details:not([open])').length") == 0
+    page.evaluate("window.dispatchEvent(new Event('afterprint')); 1")
+    assert page.evaluate("document.querySelectorAll('details:not([open])').length") == closed
+    assert page.errors() == [] and page.dialogs() == [] and page.requests() == []
+
+
+def test_readable_at_700_px_and_dark_when_the_system_is(browser: Browser,
+                                                        tmp_path: Path) -> None:
+    run_advisor(DEMO, tmp_path / "out")
+    page = browser.load(tmp_path / "out/report.html")
+    light = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    browser.send("Emulation.setDeviceMetricsOverride", {"width": 700, "height": 900,
+                                                         "deviceScaleFactor": 1,
+                                                         "mobile": False}, page.session)
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; }); 1")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 700, \
+        "the page scrolls sideways at 700 px"
+    browser.send("Emulation.setEmulatedMedia", {"features": [
+        {"name": "prefers-color-scheme", "value": "dark"}]}, page.session)
+    dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    text = page.evaluate("getComputedStyle(document.body).color")
+    assert dark != light
+    luminance = [sum(map(int, c[c.index("(") + 1:-1].split(",")[:3])) for c in (dark, text)]
+    assert luminance[0] < 150 < luminance[1], (dark, text)  # dark page, light text

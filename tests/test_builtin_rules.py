@@ -8,7 +8,7 @@ import pytest
 from advisor.derive import derive
 from advisor.engine.evaluate import evaluate
 from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.rules import load_rules
+from advisor.engine.rules import DEVICES, FRAMEWORKS, load_rules
 from advisor.model import Profile, ProfileMeta, conform
 from advisor_plugins.builtin_rules import advisor_rule_paths
 from advisor_plugins.step_metrics import PROVIDERS
@@ -17,8 +17,8 @@ RULES, ERRORS = load_rules(advisor_rule_paths(), BUILTIN_FUNCTIONS)
 ROOT_RULES = advisor_rule_paths()[0]
 
 
-def run(rule_id: str, **tables: pd.DataFrame):
-    profile = Profile(ProfileMeta("test", "mem"),
+def run(rule_id: str, device_kind: str = "unknown", **tables: pd.DataFrame):
+    profile = Profile(ProfileMeta("test", "mem", device_kind=device_kind),
                       {name: conform(name, df) for name, df in tables.items()})
     rule = RULES.rules[rule_id]
     derive(profile, rule.needs(), PROVIDERS)
@@ -120,10 +120,13 @@ def test_dominant_op_type_feeds_tune_ops():
     device = ops([("mm1", "MatMulV2", "AI_CORE", 400), ("mm2", "MatMulV2", "AI_CORE", 300),
                   ("mm1", "MatMulV2", "AI_CORE", 350), ("add", "Add", "AI_VECTOR_CORE", 200),
                   ("c", "Cast", "AI_VECTOR_CORE", 150)])
-    (finding,) = run("OP-005", device_ops=device)
+    (finding,) = run("OP-005", device_kind="NPU", device_ops=device)
     assert finding.values["top_type"] == "MatMulV2"
     assert finding.values["top_share"] == pytest.approx(1050 / 1400)
     assert finding.tune_ops == ["mm1", "mm2"]
+    # the same operators on a GPU: AOE cannot tune them, so no names for its file
+    (on_gpu,) = run("OP-005", device_kind="GPU", device_ops=device)
+    assert on_gpu.tune_ops == []
     even = ops([(f"op{i}", f"T{i}", "AI_CORE", 100) for i in range(5)])
     assert run("OP-005", device_ops=even) == []
 
@@ -315,3 +318,18 @@ def test_total_us_is_a_reserved_name(tmp_path):
     path.write_text(text, encoding="utf-8")
     _, errors = load_rule_file(path, BUILTIN_FUNCTIONS)
     assert any("'total_us' is a built-in name" in str(e) for e in errors)
+
+
+@pytest.mark.parametrize("device", [*DEVICES, "unknown"])
+@pytest.mark.parametrize("framework", [*FRAMEWORKS, "CANN", "unknown"])
+def test_every_rule_has_advice_for_every_framework_and_device(framework, device):
+    """Scoping a suggestion to one stack must never leave another stack with no advice."""
+    for rule in RULES.rules.values():
+        for lang in ("en", "zh"):
+            assert rule.suggestions_for(lang, framework, device), (rule.id, lang)
+
+
+def test_unmeasured_rules_say_why_in_both_languages():
+    for rule in RULES.rules.values():
+        if rule.impact_us is None:
+            assert rule.impact_note and rule.text("zh").impact_note, rule.id

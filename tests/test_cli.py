@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from clirunner import separate_runner
 
 from advisor.cli import main
 from advisor.render.json_report import validate_report
@@ -239,14 +240,14 @@ def test_plugins_list_shows_builtins_with_distribution():
     result = invoke("plugins", "list")
     assert result.exit_code == 0
     for name in ("msprof", "step_metrics", "builtin_rules"):
-        assert any(line.startswith(f"{name} (advisor 0.1.0) [loaded]")
+        assert any(line.startswith(f"{name} (dl-perf-advisor 0.1.0) [loaded]")
                    for line in result.output.splitlines()), result.output
     assert "reader msprof" in result.output
 
 
 def test_blocked_plugin_is_not_loaded(tmp_path):
     listing = invoke("plugins", "list", env={"ADVISOR_BLOCK_PLUGINS": "msprof"})
-    assert "msprof (advisor 0.1.0) [blocked]" in listing.output
+    assert "msprof (dl-perf-advisor 0.1.0) [blocked]" in listing.output
     result = invoke("run", DEMO, "-o", tmp_path, env={"ADVISOR_BLOCK_PLUGINS": "msprof"})
     assert result.exit_code == 3 and "nothing advisor can read" in result.output
 
@@ -305,3 +306,155 @@ def test_internal_error_is_one_line_unless_debug(tmp_path, monkeypatch):
                                      "(run with --debug for details)")
     debug = invoke("run", DEMO, "-o", tmp_path, "--debug")
     assert isinstance(debug.exception, RuntimeError)
+
+
+# --- output a user can trust at first sight -------------------------------------------------
+
+OWN = ROOT / "tests/fixtures/kineto_own"
+ANSI = "\x1b["
+
+
+def ddp_ranks(folder: Path, ranks=(0, 1)) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in ranks:
+        shutil.copy(OWN / f"ddp4_rank{rank}.pt.trace.json.gz", folder)
+    return folder
+
+
+def test_dash_output_is_one_json_document_on_stdout(tmp_path):
+    proc = cli("run", DEMO, "-o", "-", "--lang", "en", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    validate_report(report)
+    assert report["profile"]["source_format"].startswith("msprof")
+    assert "Data augmentation bound is high" in proc.stderr  # the summary goes to stderr
+    assert list(tmp_path.iterdir()) == []  # no folder named -, no default folder
+
+
+def test_dash_output_of_several_profiles_holds_every_report(tmp_path):
+    ranks = ddp_ranks(tmp_path / "ranks")
+    proc = cli("run", ranks, "-o", "-", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert list(document) == ["reports"]
+    kinds = [(r["profile"]["source_format"], r["profile"].get("rank"))
+             for r in document["reports"]]
+    assert kinds == [("kineto", 0), ("kineto", 1), ("cluster", None)]
+    assert "(cluster" not in proc.stderr  # -q: no summary anywhere
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ranks"]
+
+
+def test_dash_output_refuses_an_explicit_html(tmp_path):
+    result = invoke("run", DEMO, "-o", "-", "--format", "json,html")
+    assert result.exit_code == 2 and "--format html needs a folder" in result.output
+    assert not Path("-").exists()
+
+
+def test_compare_dash_output(tmp_path):
+    proc = cli("compare", OWN / "compare_base.pt.trace.json.gz",
+               OWN / "compare_slow.pt.trace.json.gz", "-o", "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert set(document) == {"compare", "report"}
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_format_text_alone_writes_no_folder(tmp_path, command):
+    inputs = [DEMO] if command == "run" else [OWN / "compare_base.pt.trace.json.gz",
+                                              OWN / "compare_slow.pt.trace.json.gz"]
+    proc = cli(command, *inputs, "--format", "text", "--lang", "en", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    again = cli(command, *inputs, "--format", "text", "-o", tmp_path / "out", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert list(tmp_path.iterdir()) == []
+    for output in (proc.stdout, again.stdout):
+        assert "Wrote" not in output and "--format html" not in output
+        assert "details in" not in output
+
+
+def test_closing_line_names_the_files_written(tmp_path):
+    proc = cli("run", DEMO, "-o", "out", "--lang", "en", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().splitlines()[-1] == \
+        "Wrote report.html, prof_rule_0.json, operator_tuning_file.cfg in out"
+    assert "(details in report.html)" in proc.stdout
+    assert "use --format html or json" not in proc.stdout
+    only_json = cli("run", DEMO, "-o", "js", "--lang", "en", "--format", "json,text",
+                    cwd=tmp_path)
+    assert "(details in prof_rule_0.json)" in only_json.stdout
+    assert "Wrote prof_rule_0.json, operator_tuning_file.cfg in js" in only_json.stdout
+
+
+@pytest.mark.parametrize("env, coloured", [
+    ({"FORCE_COLOR": "1"}, True),
+    ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+    ({}, False),
+])
+def test_no_color_wins_over_forced_colour(tmp_path, env, coloured):
+    base = {"NO_COLOR": "", "FORCE_COLOR": ""}  # whatever the test runner's terminal says
+    proc = cli("run", DEMO, "-o", tmp_path / "out", "--lang", "en", env={**base, **env})
+    assert proc.returncode == 0, proc.stderr
+    assert (ANSI in proc.stdout) is coloured
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_summary_fits_the_terminal_width(tmp_path, lang):
+    import unicodedata
+
+    proc = cli("run", DEMO, "-o", "out", "--lang", lang, cwd=tmp_path,
+               env={"COLUMNS": "70", "NO_COLOR": "1"})
+    assert proc.returncode == 0, proc.stderr
+    widths = [sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+              for line in proc.stdout.splitlines()]
+    assert max(widths) <= 70 and max(widths) > 60, proc.stdout
+
+
+def test_fail_on_names_the_findings_that_tripped_it(tmp_path):
+    proc = cli("run", DEMO, "-o", tmp_path / "out", "--fail-on", "medium", "--lang", "en")
+    assert proc.returncode == 1
+    (line,) = [x for x in proc.stderr.splitlines() if "--fail-on" in x]
+    assert line.startswith("advisor: --fail-on medium: 4 findings at or above medium: ")
+    assert "STEP-001 (high, rank 0)" in line and "OP-004" not in line  # low: not listed
+    passed = cli("run", DEMO, "-o", tmp_path / "b", "--fail-on", "high", "--select", "OP-004")
+    assert passed.returncode == 0 and "--fail-on" not in passed.stderr
+
+
+def test_fail_on_of_compare_names_the_findings(tmp_path):
+    proc = cli("compare", OWN / "compare_base.pt.trace.json.gz",
+               OWN / "compare_slow.pt.trace.json.gz", "-o", tmp_path / "c", "--fail-on", "low",
+               "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if "--fail-on" in x]
+    assert line.startswith("advisor: --fail-on low: ") and "CMP-" in line
+
+
+def msprof_rank(parent: Path, rank: int) -> Path:
+    """The small msprof fixture as rank `rank` (as tests/test_multirank.py builds ranks)."""
+    target = parent / f"rank{rank}"
+    shutil.copytree(SMALL, target)
+    info = target / "device_0/info.json.0"
+    info.write_text(info.read_text().replace('"rank_id":0', f'"rank_id":{rank}'))
+    return target
+
+
+def test_many_ranks_start_with_the_cluster_verdict_in_rank_order(tmp_path):
+    """Twelve ranks in one folder: listed as rank0, rank1, rank10, rank11, rank2, ..."""
+    ranks = tmp_path / "ranks"
+    for rank in range(12):
+        msprof_rank(ranks, rank)
+    result = separate_runner().invoke(main, ["run", str(ranks), "-o", str(tmp_path / "out"),
+                                             "--lang", "en"], env={"COLUMNS": "100",
+                                                                   "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("(cluster of 12 ranks)")
+    table = lines.index("12 ranks, in rank order")
+    assert table < 20
+    assert lines[table + 1].split()[:2] == ["RANK", "STEP"]
+    assert [line.split()[0] for line in lines[table + 2:table + 14]] == \
+        [str(r) for r in range(12)]
+    assert result.stdout.count("(msprof-summary)") == 5  # only the worst ranks in detail
+    assert "7 more ranks with findings at or above medium (details in report.html)" in lines
+    first_rank_block = next(i for i, x in enumerate(lines) if "(msprof-summary)" in x)
+    assert first_rank_block > table

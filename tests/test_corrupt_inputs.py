@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from clirunner import separate_runner
 from corpus.make_cases import BASES, Case, can_deny_reading, cases, unreadable_case
 
 import advisor.api
@@ -77,8 +78,8 @@ def _baselines(base: str, scratch: str) -> dict[str, dict]:
 
 
 def run_case(root: Path, out: Path) -> tuple[int, str, str, dict[str, dict]]:
-    result = CliRunner().invoke(main, ["run", str(root), "-o", str(out), "--format",
-                                       "json"])
+    result = separate_runner().invoke(main, ["run", str(root), "-o", str(out), "--format",
+                                             "json"])
     reports = {p.name: json.loads(p.read_text()) for p in out.glob("prof_rule_*.json")}
     return result.exit_code, result.stdout, result.stderr, reports
 
@@ -160,7 +161,7 @@ def test_unreadable_permissions(case: Case, scratch: Path,
         real_open = builtins.open
 
         def denying_open(file, *args, **kwargs):  # noqa: ANN001, ANN202 (open's signature)
-            if isinstance(file, str | os.PathLike) and Path(file).resolve() == target:
+            if isinstance(file, (str, os.PathLike)) and Path(file).resolve() == target:
                 raise PermissionError(13, "Permission denied", str(file))
             return real_open(file, *args, **kwargs)
 
@@ -253,6 +254,7 @@ def test_memory_error_reading_whole_file_is_one_line(tmp_path: Path,
 
     import pandas as pd
     monkeypatch.setattr(pd, "read_csv", no_memory)
+    monkeypatch.setattr("pyarrow.csv.read_csv", no_memory)  # what advisor uses on pandas 2
     with pytest.raises(UnreadableInput, match="op_summary_20260105093512.csv: .*memory"):
         read_csv_strings(csv_file)
     monkeypatch.setattr("advisor.io.orjson.loads", no_memory)

@@ -13,7 +13,7 @@ import advisor
 from advisor.api import AnalysisResult
 from advisor.cli import main
 
-distributed = pytest.importorskip("distributed")  # installed by the test extra (advisor[dask])
+distributed = pytest.importorskip("distributed")  # installed by the test extra ([dask])
 
 OWN = Path(__file__).parent / "fixtures/kineto_own"
 
@@ -64,7 +64,7 @@ def test_cli_scheduler_without_dask_says_how_to_install(ranks, monkeypatch):
     result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", "tcp://127.0.0.1:1"])
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
-    assert "pip install 'advisor[dask]'" in line
+    assert "pip install 'dl-perf-advisor[dask]'" in line
 
 
 def test_unreachable_scheduler_is_one_line(ranks):

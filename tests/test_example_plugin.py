@@ -73,7 +73,7 @@ def test_installed_plugin_and_its_reader_are_listed(venv, tmp_path):
     assert "optiming (advisor-optiming 0.1.0) [loaded]" in lines
     reader = lines[lines.index("optiming (advisor-optiming 0.1.0) [loaded]") + 1]
     assert reader.startswith("    reader optiming: op-timing CSV (*.optiming.csv")
-    assert "msprof (advisor 0.1.0) [loaded]" in lines  # the installed core, not the checkout
+    assert "msprof (dl-perf-advisor 0.1.0) [loaded]" in lines  # the installed core
     assert "[failed]" not in proc.stdout
 
 

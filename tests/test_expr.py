@@ -246,7 +246,7 @@ def test_every_function_documents_itself_with_an_example_that_runs() -> None:
                                      tables=TABLE_COLUMNS, names=())
         assert f"{name}(" in example.source
         result = example.evaluate(sample)
-        assert isinstance(result, bool | int | float), (name, result)
+        assert isinstance(result, (bool, int, float)), (name, result)
 
 
 def _all_documented_tables() -> dict[str, pd.DataFrame]:

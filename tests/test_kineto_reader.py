@@ -20,6 +20,7 @@ from click.testing import CliRunner
 
 import advisor
 from advisor.cli import main
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.model import TABLES
 from advisor.render.json_report import validate_report
@@ -56,7 +57,7 @@ def cat(event: dict) -> str:
 
 
 def complete(events: list[dict]) -> list[dict]:
-    return [e for e in events if e.get("ph") == "X" and isinstance(e.get("dur"), int | float)
+    return [e for e in events if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))
             and math.isfinite(e["dur"])]
 
 
@@ -185,7 +186,7 @@ def test_nccl_trace_comm_ops_have_op_group_bytes_and_bandwidth():
     want = [e["args"]["In msg nelems"] * sizes[e["args"]["dtype"]] for e in kernels]
     assert comm["bytes"].tolist() == want
     assert comm["bandwidth_gbps"].tolist() == pytest.approx(
-        [b / e["dur"] / 1000 for b, e in zip(want, kernels, strict=True)])
+        [b / e["dur"] / 1000 for b, e in zip_strict(want, kernels)])
     assert sorted(set(comm["op"])) == ["allreduce", "broadcast"]
     assert set(comm["group"]) == {"0 (default_pg)"}
     assert comm["transport"].isna().all() if "transport" in comm else True
@@ -227,7 +228,7 @@ def test_rocm_trace():
     assert meta.rank is None and "no distributedInfo: rank and world size unknown" in \
         warnings_of(profile)
     host = profile.tables["host_ops"]
-    kinds = dict(zip(host["name"], host["kind"], strict=True))
+    kinds = dict(zip_strict(host["name"], host["kind"]))
     assert kinds["hipLaunchKernel"] == "launch" and kinds["hipExtModuleLaunchKernel"] == "launch"
     assert kinds["hipDeviceSynchronize"] == "sync"
     assert kinds["hipGetDevicePropertiesR0600"] == "runtime"
@@ -535,7 +536,7 @@ def test_legacy_2021_trace_with_string_tids(tmp_path):
     assert ops["memcpy_kind"].tolist()[1] == "HtoD"
     assert ops["host_memory"].tolist()[1] == "pageable" and ops["bytes"].tolist()[1] == 4096
     host = profile.tables["host_ops"]
-    assert dict(zip(host["name"], host["kind"], strict=True)) == {
+    assert dict(zip_strict(host["name"], host["kind"])) == {
         "aten::conv2d": "aten", "cudaLaunchKernel": "launch", "cudaMemcpy": "sync",
         "train.py(10): step": "python"}
     assert set(host["thread"]) == {25738}
@@ -686,7 +687,7 @@ def innermost_aten_found(profile) -> tuple[int, int]:
     aten = host[host["kind"] == "aten"]
     launched = ops.dropna(subset=["launch_us"])
     found = 0
-    for time, thread in zip(launched["launch_us"], launched["launch_thread"], strict=True):
+    for time, thread in zip_strict(launched["launch_us"], launched["launch_thread"]):
         inside = aten[(aten["thread"] == thread) & (aten["start_us"] <= time)
                       & (time < aten["start_us"] + aten["duration_us"])]
         found += not inside.empty
@@ -703,8 +704,8 @@ def test_device_ops_launch_time_and_thread_from_the_runtime_call(path):
     assert ops["launch_us"].notna().tolist() == matched
     assert ops["launch_thread"].notna().tolist() == matched
     assert sum(matched) >= 0.95 * len(pairs)
-    for (device, call), start, launch, thread in zip(
-            pairs, ops["start_us"], ops["launch_us"], ops["launch_thread"], strict=True):
+    for (device, call), start, launch, thread in zip_strict(
+            pairs, ops["start_us"], ops["launch_us"], ops["launch_thread"]):
         if call is None:
             continue
         # the same clock as start_us (and host_ops.start_us): the offsets agree
@@ -728,13 +729,15 @@ def test_launch_is_the_runtime_host_op_itself():
     call, kind launch for kernels)."""
     profile = read_one(ALEXNET)
     ops, host = profile.tables["device_ops"], profile.tables["host_ops"]
-    calls = {(round(s, 6), t) for s, t in zip(host["start_us"], host["thread"], strict=True)}
+    calls = {(round(s, 6), t) for s, t in zip_strict(host["start_us"], host["thread"])}
     kernels = ops[ops["category"] == "compute"]
     assert all((round(s, 6), t) in calls
-               for s, t in zip(kernels["launch_us"], kernels["launch_thread"], strict=True))
+               for s, t in zip_strict(kernels["launch_us"], kernels["launch_thread"]))
     names = host.set_index(["start_us", "thread"])["name"]
-    launched = {names.loc[(s, t)] for s, t in zip(kernels["launch_us"],
-                                                  kernels["launch_thread"], strict=True)}
+    keys = list(zip_strict(kernels["launch_us"], kernels["launch_thread"]))
+    found = names.loc[keys]  # a list of keys: a Series on every pandas (one key: 2 and 3 differ)
+    assert len(found) == len(keys)  # each kernel launched by exactly one host call
+    launched = set(found)
     assert launched <= {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
                         "cudaMemcpyAsync", "cudaMemsetAsync"}
     assert "cudaLaunchKernel" in launched
@@ -766,7 +769,7 @@ def test_input_shapes_of_aten_ops(path):
     host = read_one(path).tables["host_ops"]
     shaped = host.dropna(subset=["input_shapes"])
     assert (shaped["kind"] == "aten").all()
-    assert Counter(zip(shaped["name"], shaped["input_shapes"], strict=True)) == want
+    assert Counter(zip_strict(shaped["name"], shaped["input_shapes"])) == want
 
 
 def test_input_shapes_of_a_known_op():

@@ -142,7 +142,7 @@ def test_run_lang_zh_writes_chinese_json_html_and_summary(tmp_path: Path):
     assert "Findings ranked by impact" not in html and "What to try" not in html
     assert groups[0]["Rule Description"] in html
     assert groups[0]["Rule Description"] in result.output
-    assert "条规则不适用" in result.output
+    assert "条规则未执行" in result.output
 
 
 def test_run_lang_en_keeps_english(tmp_path: Path):

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import advisor
 from advisor.cli import main
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor.plugin_manager import PluginHost
@@ -67,7 +68,7 @@ def test_timeline_device_ops_are_matched_pairs_on_device_threads():
                       if thread in DEVICE_THREADS)
     profile = read_one(TIMELINE)
     ops = profile.tables["device_ops"]
-    got = sorted(zip(ops["duration_us"], ops["name"], strict=True))
+    got = sorted(zip_strict(ops["duration_us"], ops["name"]))
     assert got == expected
     assert profile.meta.framework == "MegEngine" and profile.meta.device_kind == "GPU"
     assert profile.meta.device_name == "gpu0:0"
@@ -103,7 +104,7 @@ def test_timeline_host_ops_steps_and_memory():
     bounds = [origin, *stops]
     steps = profile.tables["steps"]
     assert list(steps["step"]) == list(range(1, len(stops) + 1))
-    assert list(steps["duration_us"]) == [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
+    assert list(steps["duration_us"]) == [b - a for a, b in zip(bounds, bounds[1:])]
     samples = [e["args"]["value"] for e in events if e["name"].endswith("_alloc_mem")]
     assert list(profile.tables["memory"]["allocated_bytes"]) == samples
     assert profile.meta.extra["gpu_usage_ratio"] == 0.55
@@ -177,7 +178,7 @@ def test_static_operator_with_bad_times_is_skipped_with_a_warning(tmp_path):
     path.write_text(json.dumps(doc), encoding="utf-8")
     profile = read_one(path)
     (warning,) = profile.warnings
-    assert str(path) in str(warning) and "1 operators with unreadable profiler times" in str(
+    assert str(path) in str(warning) and "1 operator with unreadable profiler times" in str(
         warning)
     assert sorted(profile.tables["device_ops"]["name"]) == ["conv1", "fc", "relu2"]
 

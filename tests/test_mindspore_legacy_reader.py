@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from advisor.api import analyze
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
@@ -247,8 +248,8 @@ def test_cpu_utilisation_per_scope_and_sample() -> None:
     assert set(op_rows["op_type"]) == {pipeline[op["op_id"]]["op_type"]}
     assert set(op_rows["workers"]) == {int(pipeline[op["op_id"]]["num_workers"])}
     # pipeline_ops.cpu_pct: mean over samples of user + sys, as MindSpore's analyser sums it
-    busy = [u + s for u, s in zip(op["metrics"]["user_utilization"],
-                                  op["metrics"]["sys_utilization"], strict=True)]
+    busy = [u + s for u, s in zip_strict(op["metrics"]["user_utilization"],
+                                         op["metrics"]["sys_utilization"])]
     ops = profile.tables["pipeline_ops"].set_index("op_id")
     assert ops.loc[op["op_id"], "cpu_pct"] == pytest.approx(sum(busy) / len(busy))
     assert ops["cpu_pct"].drop(op["op_id"]).isna().all()  # no samples for the others

@@ -2,13 +2,15 @@
 profiles whose content would make unsafe file names.
 
 tests/test_cli.py checks what the outputs contain; this module checks how they are written:
-a report is complete or absent (never half), a re-run replaces files cleanly, and no profile
-string decides where a file goes.
+a report is complete or absent (never half), a re-run replaces files cleanly and removes the
+earlier run's outputs it does not rewrite (and nothing else), and no profile string or
+manifest entry decides where a file goes or which file is removed.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 from pathlib import Path
@@ -17,13 +19,16 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
+import advisor
 import advisor.render.html
 from advisor.cli import MAX_LABEL, _report_names, main
+from advisor.outputs import MANIFEST, read_manifest, write_files, write_outputs
 
 ROOT = Path(__file__).parents[1]
 DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
 KINETO = ROOT / "tests/fixtures/kineto_own/healthy.pt.trace.json.gz"
-OUTPUTS = {"prof_rule_0.json", "report.html", "operator_tuning_file.cfg"}
+OWN = ROOT / "tests/fixtures/kineto_own"
+OUTPUTS = {"prof_rule_0.json", "report.html", "operator_tuning_file.cfg", MANIFEST}
 UNSAFE = ("../../escape", "/abs/path", "a/../../b", "nul\x00byte", "ctl\x01\x1b[31m\r\n\t",
           "..", ".hidden", " ", "x" * 250)
 
@@ -48,6 +53,17 @@ def fail_render(*_args: object, **_kwargs: object) -> str:
     raise RuntimeError("renderer crashed")
 
 
+def interrupt_renaming_to(name: str, monkeypatch) -> None:
+    """Ctrl-C at the moment a finished temp file would be renamed to `name`."""
+    real_replace = os.replace
+
+    def interrupted(src: str | Path, dst: str | Path) -> None:
+        if Path(dst).name == name:
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+    monkeypatch.setattr(os, "replace", interrupted)
+
+
 @pytest.mark.parametrize("where", ["render", "write", "rename"])
 def test_interrupted_run_leaves_the_earlier_report_intact(tmp_path: Path, monkeypatch,
                                                           where: str) -> None:
@@ -65,13 +81,7 @@ def test_interrupted_run_leaves_the_earlier_report_intact(tmp_path: Path, monkey
             raise OSError(errno.ENOSPC, "No space left on device")
         monkeypatch.setattr(os, "fsync", disk_full)
     else:  # Ctrl-C after the temp file is complete, before it takes the report's name
-        real_replace = os.replace
-
-        def interrupted(src: str | Path, dst: str | Path) -> None:
-            if Path(dst).name == "report.html":
-                raise KeyboardInterrupt
-            real_replace(src, dst)
-        monkeypatch.setattr(os, "replace", interrupted)
+        interrupt_renaming_to("report.html", monkeypatch)
 
     assert run(DEMO, "-o", out) != 0
     after = snapshot(out)
@@ -132,6 +142,142 @@ def test_unsafe_file_name_is_sanitized(tmp_path: Path) -> None:
     shutil.copyfile(KINETO, trace)
     out = tmp_path / "out"
     assert run(trace, "-o", out, "--format", "json") == 0
-    (written,) = out.iterdir()
+    (written,) = (p for p in out.iterdir() if p.name != MANIFEST)
     check_name(written.name)
     assert "evil" in written.name
+
+
+# --- the manifest: stale outputs of an earlier run ------------------------------------------
+
+
+def ddp4_ranks(folder: Path, ranks: range) -> Path:
+    """Copies of the 4-rank gloo DDP traces (tests/fixtures/kineto_own) for `ranks`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in ranks:
+        shutil.copy(OWN / f"ddp4_rank{rank}.pt.trace.json.gz", folder)
+    return folder
+
+
+def manifest(folder: Path) -> dict:
+    return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+
+
+def test_fewer_ranks_remove_the_earlier_ranks_reports_and_keep_the_users_files(
+        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run(ddp4_ranks(tmp_path / "four", range(4)), "-o", out, "--format", "json,html") == 0
+    assert {f"prof_rule_{r}.json" for r in range(4)} <= set(snapshot(out))
+    (out / "notes.txt").write_text("my notes", encoding="utf-8")
+    (out / "prof_rule_7.json").write_text("{}", encoding="utf-8")  # not written by advisor
+
+    assert run(ddp4_ranks(tmp_path / "two", range(2)), "-o", out, "--format", "json") == 0
+    assert set(snapshot(out)) == {"prof_rule_0.json", "prof_rule_1.json",
+                                  "prof_rule_cluster.json", "notes.txt", "prof_rule_7.json",
+                                  MANIFEST}
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "my notes"
+    assert manifest(out)["outputs"] == {"run": ["prof_rule_0.json", "prof_rule_1.json",
+                                                "prof_rule_cluster.json"]}
+
+
+def test_tuning_file_removed_when_no_operator_is_advised_any_more(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run(DEMO, "-o", out) == 0
+    assert (out / "operator_tuning_file.cfg").exists()
+    assert run(DEMO, "-o", out, "--select", "STEP-001") == 0
+    assert set(snapshot(out)) == {"prof_rule_0.json", "report.html", MANIFEST}
+
+
+HOSTILE_ENTRIES = ["../victim.txt", "../../etc/passwd", "{passwd}", "{victim}", "sub/x.json",
+                   "..", ".", "", ".hidden", "link.json", "folder.json", MANIFEST,
+                   "a\\..\\..\\victim.txt", 7, None, ["x"]]
+
+
+def test_hostile_manifest_entries_are_never_removed(tmp_path: Path) -> None:
+    """Targets live under tmp_path (a stand-in etc/passwd included), never the real ones."""
+    out = tmp_path / "a" / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "folder.json").mkdir()
+    victim = tmp_path / "a" / "victim.txt"
+    victim.write_text("keep me", encoding="utf-8")
+    passwd = tmp_path / "etc" / "passwd"
+    passwd.parent.mkdir()
+    passwd.write_text("root:x:0:0", encoding="utf-8")
+    (out / "sub/x.json").write_text("keep", encoding="utf-8")
+    (out / ".hidden").write_text("keep", encoding="utf-8")
+    (out / "link.json").symlink_to(victim)
+    entries = [str(victim) if e == "{victim}" else str(passwd) if e == "{passwd}" else e
+               for e in HOSTILE_ENTRIES]
+    (out / MANIFEST).write_text(json.dumps({"outputs": {"run": entries, "compare": entries}}),
+                                encoding="utf-8")
+    assert read_manifest(out) == {"run": ["link.json", "folder.json"],
+                                  "compare": ["link.json", "folder.json"]}
+
+    assert run(DEMO, "-o", out, "--format", "json") == 0
+    assert victim.read_text(encoding="utf-8") == "keep me"
+    assert (out / "link.json").is_symlink() and (out / "folder.json").is_dir()
+    assert (out / "sub/x.json").exists() and (out / ".hidden").exists()
+    assert passwd.read_text(encoding="utf-8") == "root:x:0:0"
+    assert manifest(out)["outputs"]["run"] == ["prof_rule_0.json", "operator_tuning_file.cfg"]
+
+
+@pytest.mark.parametrize("content", [b"", b"{not json", b"\xff\xfe", b"[1, 2]", b"null",
+                                     b'{"outputs": "prof_rule_0.json"}',
+                                     b'{"outputs": {"run": "report.html"}}',
+                                     b'{"outputs": {"run": {"report.html": 1}}}',
+                                     b"[" * 100_000])
+def test_corrupt_manifest_is_ignored(tmp_path: Path, content: bytes) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.html").write_text("a user's own page", encoding="utf-8")
+    (out / MANIFEST).write_bytes(content)
+    assert run(DEMO, "-o", out, "--format", "json") == 0
+    assert (out / "report.html").read_text(encoding="utf-8") == "a user's own page"
+    assert manifest(out)["outputs"] == {"run": ["prof_rule_0.json", "operator_tuning_file.cfg"]}
+
+
+def test_manifest_as_a_link_is_not_followed(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"outputs": {"run": ["notes.txt"]}}), encoding="utf-8")
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    (out / MANIFEST).symlink_to(elsewhere)
+    assert run(DEMO, "-o", out, "--format", "json") == 0
+    assert (out / "notes.txt").exists()
+    assert not (out / MANIFEST).is_symlink()  # replaced by advisor's own, the target untouched
+    assert json.loads(elsewhere.read_text(encoding="utf-8")) == {"outputs": {"run": ["notes.txt"]}}
+
+
+def test_interrupted_run_is_still_cleaned_up_by_the_next(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "out"
+    write_files(out, {"a.json": "1"})
+    interrupt_renaming_to("c.json", monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        write_files(out, {"b.json": "2", "c.json": "3"})
+    monkeypatch.undo()
+    assert (out / "b.json").exists()  # written before the interruption, already recorded
+    assert write_files(out, {"d.json": "4"}) == [out / "d.json"]
+    assert set(snapshot(out)) == {"d.json", MANIFEST}
+
+
+def test_run_and_compare_into_one_folder_keep_each_others_outputs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run(DEMO, "-o", out, "--format", "json") == 0
+    base, slow = OWN / "compare_base.pt.trace.json.gz", OWN / "compare_slow.pt.trace.json.gz"
+    compare = CliRunner().invoke(main, ["compare", str(base), str(slow), "-o", str(out), "-q",
+                                        "--format", "json,html"])
+    assert compare.exit_code == 0, compare.output
+    assert {"prof_rule_0.json", "compare.json", "compare.html"} <= set(snapshot(out))
+    again = CliRunner().invoke(main, ["compare", str(base), str(slow), "-o", str(out), "-q",
+                                      "--format", "json"])
+    assert again.exit_code == 0, again.output
+    assert set(snapshot(out)) == {"prof_rule_0.json", "operator_tuning_file.cfg",
+                                  "compare.json", "prof_rule_compare.json", MANIFEST}
+
+
+def test_write_outputs_api(tmp_path: Path) -> None:
+    result = advisor.analyze(DEMO)
+    written = write_outputs(result, tmp_path / "api", ["json"])
+    assert [p.name for p in written] == ["prof_rule_0.json", "operator_tuning_file.cfg"]
+    assert write_outputs(result, tmp_path / "none", ["text"]) == []
+    assert not (tmp_path / "none").exists()

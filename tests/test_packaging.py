@@ -21,7 +21,7 @@ def installed(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
                     "--no-build-isolation", "-q", "-w", str(work)], check=True, timeout=300)
-    (wheel,) = work.glob("advisor-*.whl")
+    (wheel,) = work.glob("dl_perf_advisor-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "advisor_rules/step.yaml" in names and "advisor_plugins/msprof.py" in names
     assert "advisor/schemas/report.schema.json" in names
@@ -58,4 +58,4 @@ def test_installed_wheel_lists_builtin_plugins(installed, tmp_path):
     proc = run_installed(installed, tmp_path, "plugins", "list")
     assert proc.returncode == 0, proc.stderr
     for name in ("msprof", "step_metrics", "builtin_rules"):
-        assert f"{name} (advisor 0.1.0) [loaded]" in proc.stdout
+        assert f"{name} (dl-perf-advisor 0.1.0) [loaded]" in proc.stdout

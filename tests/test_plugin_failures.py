@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
-from click.testing import CliRunner
+from clirunner import separate_runner
 
 import advisor
 from advisor.cli import main
@@ -76,15 +76,15 @@ def broken_installed(tmp_path, monkeypatch) -> Iterator[Path]:
 
 
 def test_plugins_list_names_each_broken_plugin(broken_installed):
-    result = CliRunner().invoke(main, ["plugins", "list"])
-    assert result.exit_code == 0, result.output
+    result = separate_runner().invoke(main, ["plugins", "list"])
+    assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert (f"badimport ({DIST}) [failed]: import failed: RuntimeError: boom at import"
             in lines)
     for name in ("baddetect", "badread"):  # they load; their readers fail only when used
         index = lines.index(f"{name} ({DIST}) [loaded]")
         assert lines[index + 1] == f"    reader {name}: broken test format (*.broken)"
-    assert "msprof (advisor 0.1.0) [loaded]" in lines
+    assert "msprof (dl-perf-advisor 0.1.0) [loaded]" in lines
 
 
 def test_run_names_each_broken_plugin_and_analyses_the_rest(broken_installed, tmp_path):
@@ -92,8 +92,8 @@ def test_run_names_each_broken_plugin_and_analyses_the_rest(broken_installed, tm
     bad.parent.mkdir()
     bad.write_text("anything\n")
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", str(DEMO), str(bad), "-o", str(out),
-                                       "--format", "json"])
+    result = separate_runner().invoke(main, ["run", str(DEMO), str(bad), "-o", str(out),
+                                             "--format", "json"])
     # The input the failing reader claimed is unreadable (exit 3); the other one is analysed.
     assert result.exit_code == 3, result.output
     errors = result.stderr.splitlines()
@@ -104,7 +104,7 @@ def test_run_names_each_broken_plugin_and_analyses_the_rest(broken_installed, tm
     assert any(line.startswith(f"advisor: {bad}") and
                "reader 'badread' (plugin 'badread') failed: RuntimeError: boom in read" in line
                for line in errors), errors
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.stdout + result.stderr
     report = json.loads((out / "prof_rule_0.json").read_text(encoding="utf-8"))
     assert report["profile"]["source_format"] == "msprof-summary"
     assert report["summary"]["findings"] >= 4

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from advisor.compat import zip_strict
 from advisor.engine.expr import ExprError, Scope, compile_expression
 from advisor.errors import UnreadableInput
 from advisor.io import read_csv_strings, to_numbers
@@ -162,7 +163,7 @@ def _apply(op, left, right):  # noqa: ANN001, ANN202 (scalars or per-row lists)
     if isinstance(left, list) or isinstance(right, list):
         lefts = left if isinstance(left, list) else [left] * len(TABLE)
         rights = right if isinstance(right, list) else [right] * len(TABLE)
-        return [op(a, b) for a, b in zip(lefts, rights, strict=True)]
+        return [op(a, b) for a, b in zip_strict(lefts, rights)]
     return op(left, right)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import re
 from html.parser import HTMLParser
@@ -13,7 +15,7 @@ import pytest
 
 from advisor.hookspecs import ReportSection
 from advisor.render.format import fmt_num, fmt_pct, fmt_us, fmt_value
-from advisor.render.html import MAX_STEPS, render_html
+from advisor.render.html import MAX_STEPS, _script, render_html
 from advisor.render.text import render_text
 
 SCHEMA = json.loads(resources.files("advisor").joinpath("schemas/report.schema.json").read_text())
@@ -111,9 +113,10 @@ def full_report() -> dict:
     }
     report["not_applicable"] = [
         {"rule_id": "R900", "rule_name": "comm_slow", "title": "Slow communication",
-         "missing": ["comm_ops.bandwidth_gbps"]},
+         "missing": ["comm_ops.bandwidth_gbps"], "reason": "missing",
+         "collect": [f"profile with communication {HOSTILE}"]},
         {"rule_id": "R901", "rule_name": "queue_empty", "title": "Empty queues",
-         "missing": [HOSTILE]},
+         "missing": [HOSTILE], "reason": "not_recorded", "collect": []},
     ]
     report["warnings"] = [
         {"file": f"op_summary_{HOSTILE}.csv", "line": 12, "column": "Task Duration(us)",
@@ -155,6 +158,7 @@ def test_formatting_helpers() -> None:
     assert fmt_pct(0.0001) == "<0.1%"
     assert fmt_num(1234567) == "1,234,567"
     assert fmt_value("aicpu_ratio", 0.25) == "25.0%"
+    assert fmt_value("top_share", 0.8614) == "86.1%"  # a share reads like the ratios beside it
     assert fmt_value("wait_us", 20_000) == "20.0 ms"
     assert fmt_value("count", 3.0) == "3"
 
@@ -171,7 +175,7 @@ def test_html_findings_in_rank_order_with_details() -> None:
     assert "showing 4 of 17 rows" in page
     assert "Replace the AI CPU ops listed in the evidence." in page
     assert "max_aicpu_ratio" in page and "5.0%" in page  # thresholds next to measured values
-    for heading in ("Rules not applicable", "Reader warnings", "Step breakdown",
+    for heading in ("Data missing from this profile", "Reader warnings", "Step breakdown",
                     "Time by core type"):
         assert heading in page
     assert "R900" in page and "comm_ops.bandwidth_gbps" in page
@@ -188,26 +192,35 @@ def test_html_escapes_profile_strings(payload: str) -> None:
     if escaped != payload:
         assert payload not in page.replace("</style>", "", 1)  # the page's own </style> aside
     tags = parse(page)
-    assert not [t for t, _ in tags if t in {"script", "iframe", "object", "embed", "img"}]
+    assert not [t for t, _ in tags if t in {"iframe", "object", "embed", "img"}]
+    assert [t for t, _ in tags].count("script") == 1 and own_script_only(page)
     attrs = {k: v or "" for _, a in tags for k, v in a.items()}
     assert not [k for k in attrs if k.startswith("on")]
     links = [a[k] or "" for _, a in tags for k in ("href", "src") if k in a]
     assert links and all(link.startswith("#") for link in links)
 
 
+def own_script_only(page: str) -> bool:
+    """The page's one script is the packaged report.js, byte for byte (the CSP hash admits
+    nothing else)."""
+    start = page.index("<script>") + len("<script>")
+    return page[start:page.index("</script>", start)] == _script()
+
+
 def test_html_only_closes_style_once() -> None:
     page = render_html([full_report()])
     assert page.count("</style>") == 1
-    assert page.count("<script") == 0
+    assert page.count("<script") == 1 and own_script_only(page)
 
 
 def test_html_is_self_contained() -> None:
     page = render_html([full_report(), minimal_report()])
     assert "http://" not in page and "https://" not in page
     assert not re.search(r"""(src|href)\s*=\s*["']?//""", page)
+    digest = base64.b64encode(hashlib.sha256(_script().encode()).digest()).decode()
     assert (
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; img-src data:\">" in page
+        f"style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'\">" in page
     )
     assert "<link" not in page and "@import" not in page
 
@@ -289,7 +302,7 @@ def test_html_fifty_findings_get_a_ranking_table() -> None:
         finding(n, "low", f"Finding number {n}", 1000.0 / n) for n in range(50, 0, -1)
     ]}]}
     page = render_html([valid(report)])
-    ranking = page[page.index('<table class="ranking">'):]
+    ranking = page[page.index('<table class="ranking sortable">'):]
     positions = [ranking.index(f">Finding number {n}<") for n in range(1, 51)]
     assert positions == sorted(positions)
     assert page.count('<article class="finding') == 50
@@ -315,8 +328,13 @@ def test_text_ranked_summary() -> None:
     assert "23.5 ms (23.5%)" in out
     assert out.index("AI CPU operators") < out.index("Small operators dominate")
     assert "→ Replace the AI CPU ops" in out
-    assert "Check dtypes." not in out  # only the first suggestion
-    assert "2 rules not applicable (use --format html or json for details)" in out
+    assert "→ Check dtypes." in out  # every suggestion (up to three), never silently one
+    # the rule whose data this profile lacks is counted with how to collect it; the one
+    # whose data the format never records is counted after the warnings
+    assert "1 rule skipped: data missing from this profile (use --format html or json" in out
+    assert "→ to collect it: profile with communication" in out
+    assert "1 rule skipped: data this format never records" in out
+    assert out.index("reader warning") < out.index("format never records")
     assert "1 reader warning (use --format html or json for details)" in out
     assert "Ascend910B #3 · rank 3/8 · /data/prof_run (msprof)" in out
     assert "\x1b[" not in out
@@ -357,4 +375,28 @@ def test_text_no_problems() -> None:
     blocks = out.split("\n\n")
     assert "No problems found" in blocks[0]
     assert "No problems found" not in blocks[1]
-    assert "not applicable" not in blocks[0]
+    assert "skipped" not in blocks[0]
+
+
+def test_html_many_ranks_lead_with_the_cluster_and_collapse_the_ranks() -> None:
+    ranks = []
+    for r in (10, 2, 0, 1, 3, 4, 5, 6, 7, 8, 9):
+        one = minimal_report(f"/run/rank{r}")
+        one["profile"].update(rank=r, device_id=str(r))
+        ranks.append(valid(one))
+    cluster = minimal_report("/run")
+    cluster["profile"].update(source_format="cluster", world_size=len(ranks))
+    page = render_html([*ranks, valid(cluster)])
+    sections = re.findall(r'<section class="profile" id="p\d+">\s*<h2><span class="mono">([^<]*)',
+                          page)
+    assert sections[0].endswith("/run") and len(sections) == 12
+    assert page.count('<details class="profile-details">') == 11  # every rank, not the cluster
+    assert page.index('<section class="profile" id="p1">') < page.index(
+        '<details class="profile-details">')
+    assert [int(re.search(r"rank(\d+)$", label).group(1)) for label in sections[1:]] == \
+        list(range(11))  # in numeric order, whatever order they came in
+    assert "11 rank sections below start collapsed" in page
+    overview = page[page.index('<table class="overview sortable">'):page.index("</table>")]
+    assert overview.count('data-sort="10"') >= 1  # ranks sort as numbers in the table
+    few = render_html([*ranks[:3], valid(cluster)])
+    assert '<details class="profile-details">' not in few  # a handful of ranks stays open

@@ -7,11 +7,13 @@ import pandas as pd
 import pytest
 from test_builtin_rules import ERRORS, RULES, run
 
+from advisor.compat import zip_strict
+
 
 def evidence(finding) -> list[dict]:
     """Evidence rows as dicts, column -> value."""
     columns = finding.evidence["columns"]
-    return [dict(zip(columns, row, strict=True)) for row in finding.evidence["rows"]]
+    return [dict(zip_strict(columns, row)) for row in finding.evidence["rows"]]
 
 
 def queues(host: list[float], device: list[float] = (), waits: list[float] | None = None

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from advisor.cli import main
+from advisor.compat import zip_strict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "megengine"
 STATIC = FIXTURES / "static" / "profiling.json"
@@ -51,7 +52,7 @@ def test_default_ranking_is_slowest_first_with_rates():
     assert [r["name"] for r in rows] == [o["name"] for o in ops]
     total = sum(o["time"] for o in ops)
     running = 0.0
-    for row, op in zip(rows, ops, strict=True):
+    for row, op in zip_strict(rows, ops):
         running += op["time"]
         assert row["time_us"] == pytest.approx(op["time"])
         assert row["share"] == pytest.approx(op["time"] / total)

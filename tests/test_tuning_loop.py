@@ -139,7 +139,7 @@ def test_broken_results_next_to_the_profile_warn_in_one_line(tmp_path, workdir):
 
 
 def test_terminal_summary_has_one_loop_line(tmp_path, workdir):
-    result = invoke("run", workdir / SMALL.name, "-o", tmp_path / "out", "--format", "text")
+    result = invoke("run", workdir / SMALL.name, "-o", tmp_path / "out", "--format", "json,text")
     assert result.exit_code == 0, result.output
     advised = json.loads((tmp_path / "out" / "operator_tuning_file.cfg").read_text(
         encoding="utf-8"))["tune_ops_name"]

@@ -14,7 +14,13 @@ from typing import Any
 
 import pandas as pd
 
-from advisor.api import RUN_NEEDS, AnalysisResult, prepare_rules, read_inputs, select_rules
+from advisor.api import (
+    RUN_NEEDS,
+    AnalysisResult,
+    prepare_rules,
+    read_inputs,
+    select_configured,
+)
 from advisor.compare.aggregates import allocations, collective_events, module_events, side_by_side
 from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
 from advisor.compare.operators import (
@@ -25,6 +31,7 @@ from advisor.compare.operators import (
     operator_statistic,
 )
 from advisor.compare.tree import modules, operator_tree
+from advisor.compat import zip_strict
 from advisor.config import Config
 from advisor.derive import derive
 from advisor.engine.evaluate import Evaluation, Finding, evaluate
@@ -33,7 +40,7 @@ from advisor.engine.rules import LANGUAGES, Rule
 from advisor.errors import AdvisorError, RuleError
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.plugin_manager import PluginHost
-from advisor.render.json_report import build_report
+from advisor.render.json_report import RunInfo, build_report
 
 SIDES = ("baseline", "comparison")
 COMPARE_NEEDS = (*RUN_NEEDS, "steps.free_us", "device_ops.compute_class")
@@ -103,7 +110,7 @@ def compare_tables(base: Profile, comp: Profile, options: CompareOptions
     tables: dict[str, pd.DataFrame] = {}
     overall = compare_breakdown(*(
         breakdown(p, float(t.ops["time_us"].to_numpy()[t.roots()].sum()))
-        for p, t in zip((base, comp), trees, strict=True)))
+        for p, t in zip_strict((base, comp), trees)))
     tables["compare_overall"] = overall
     if not detail.empty:
         tables["compare_ops"] = detail
@@ -116,9 +123,9 @@ def compare_tables(base: Profile, comp: Profile, options: CompareOptions
             "base_duration_us": "base_us", "comp_duration_us": "comp_us", "diff": "diff_us"})
     canonical = canonical_names(options.op_name_map)
     names = [[canonical.get(name, name) for name in t.ops["name"].astype(str).to_numpy()[n]]
-             for t, n in zip(trees, nodes, strict=True)]
+             for t, n in zip_strict(trees, nodes)]
     memory = [allocations(p, t, n, k)
-              for p, t, n, k in zip((base, comp), trees, nodes, names, strict=True)]
+              for p, t, n, k in zip_strict((base, comp), trees, nodes, names)]
     if any(not m.empty for m in memory):
         tables["compare_memory"] = side_by_side(
             *memory, key="name", value="bytes", base_steps=steps[0], comp_steps=steps[1]
@@ -174,11 +181,11 @@ def compare(baseline: str | Path, comparison: str | Path, *,
         raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LANGUAGES)})")
     host = host or PluginHost()
     ruleset, rule_errors, overrides = prepare_rules(host, config, rules, params, severity)
-    selected = [r for r in select_rules(ruleset, select or config.select,
-                                        ignore or config.ignore) if r.needs_compare]
+    selected = [r for r in select_configured(ruleset, config, select, ignore)
+                if r.needs_compare]
     read = AnalysisResult()
     profiles = [_read_side(which, Path(path), host, read)
-                for which, path in zip(SIDES, (baseline, comparison), strict=True)]
+                for which, path in zip_strict(SIDES, (baseline, comparison))]
     providers = host.metrics()
     for profile in profiles:
         derive(profile, COMPARE_NEEDS, providers)
@@ -188,10 +195,10 @@ def compare(baseline: str | Path, comparison: str | Path, *,
     profile = Profile(_meta(base, comp, options), tables,
                       warnings=[*base.warnings, *comp.warnings])
     evaluation = evaluate(profile, selected, functions={**BUILTIN_FUNCTIONS, **host.functions()},
-                          overrides=overrides, lang=lang)
-    report = build_report(profile, evaluation, selected)
-    if ruleset.overrides:
-        report["advisor"]["rule_overrides"] = list(ruleset.overrides)
+                          overrides=overrides, lang=lang, providers=providers)
+    run = RunInfo(config=str(config.path) if config.path else None,
+                  rule_overrides=tuple(ruleset.overrides))
+    report = build_report(profile, evaluation, selected, run)
     return CompareResult(base, comp, profile, evaluation, report, options,
                          input_errors=read.input_errors, rule_errors=rule_errors,
                          plugin_problems=read.plugin_problems, rules=selected)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.compare.tree import OperatorTree
+from advisor.compat import zip_strict
 
 TOP_KERNELS = 3  # kernels named per operator in the detail rows
 
@@ -67,8 +68,8 @@ def _top_kernels(tree: OperatorTree, rows: np.ndarray) -> list[str | None]:
     texts: list[str | None] = [None] * len(rows)
     for node, group in frame.groupby("node", sort=False):
         top = group.head(TOP_KERNELS)
-        texts[int(node)] = "; ".join(f"{n} ({u:,.1f} µs)" for n, u in zip(top["name"], top["us"],
-                                                                          strict=True))
+        texts[int(node)] = "; ".join(f"{n} ({u:,.1f} µs)"
+                                     for n, u in zip_strict(top["name"], top["us"]))
     return texts
 
 
@@ -91,7 +92,7 @@ def _pairs(base: list, comp: list) -> list[tuple[int | None, int | None]]:
     out: list[tuple[int | None, int | None]] = []
     for tag, b0, b1, c0, c1 in matcher.get_opcodes():
         if tag == "equal":
-            out += zip(range(b0, b1), range(c0, c1), strict=True)
+            out += zip_strict(range(b0, b1), range(c0, c1))
         else:
             out += [(b, None) for b in range(b0, b1)] + [(None, c) for c in range(c0, c1)]
     return out
@@ -105,11 +106,11 @@ def compare_operators(trees: Sequence[OperatorTree], nodes: Sequence[np.ndarray]
     names = canonical_names(options.op_name_map)
     use_device = all(tree.uses_device_time for tree in trees)
     sides = [_side(tree, rows, names, use_device)
-             for tree, rows in zip(trees, nodes, strict=True)]
+             for tree, rows in zip_strict(trees, nodes)]
     keys = [side["key"].tolist() for side in sides]
     if options.use_input_shape:
-        keys = [list(zip(k, side["input_shapes"].fillna("").tolist(), strict=True))
-                for k, side in zip(keys, sides, strict=True)]
+        keys = [list(zip_strict(k, side["input_shapes"].fillna("").tolist()))
+                for k, side in zip_strict(keys, sides)]
     pairs = _pairs(*keys)
     columns = ["name", "input_shapes", "time_us", "device_us", "host_us", "kernels",
                "top_kernels"]

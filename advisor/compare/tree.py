@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from advisor.compat import zip_strict
 from advisor.model import Profile
 
 FRAMEWORK_KINDS = ("aten", "optimizer")
@@ -58,7 +59,7 @@ def innermost(thread: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np
     bounds: dict[int, tuple[int, int]] = {}
     threads, first = np.unique(thread, return_index=True)
     last = np.append(first[1:], len(thread))
-    for value, lo, hi in zip(threads.tolist(), first.tolist(), last.tolist(), strict=True):
+    for value, lo, hi in zip_strict(threads.tolist(), first.tolist(), last.tolist()):
         bounds[value] = (lo, hi)
     for k in range(len(at)):
         span = bounds.get(int(at_thread[k]))

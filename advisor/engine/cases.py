@@ -38,7 +38,8 @@ CASE_SUFFIXES = (".case.yaml", ".case.yml")
 DEFAULT_TOLERANCE = 1e-6
 ZERO_TOLERANCE = 1e-9
 """Absolute tolerance when the expected number is 0, where a relative one cannot work."""
-ONLY_WHEN_FIRING = ("values", "impact_us", "severity", "message_contains", "evidence_rows")
+ONLY_WHEN_FIRING = ("values", "impact_us", "severity", "message_contains", "evidence_rows",
+                    "suggestions_contain", "suggestions_exclude")
 
 
 class CaseError(AdvisorError):
@@ -202,9 +203,9 @@ def _show(value: Any) -> str:
 
 
 def _differs(expected: Any, actual: Any, tolerance: float) -> bool:
-    if isinstance(expected, bool | str) or isinstance(actual, bool):
+    if isinstance(expected, (bool, str)) or isinstance(actual, bool):
         return type(actual) is not type(expected) or actual != expected
-    if not isinstance(actual, int | float):
+    if not isinstance(actual, (int, float)):
         return True
     return not math.isclose(actual, expected, rel_tol=tolerance, abs_tol=ZERO_TOLERANCE)
 
@@ -284,16 +285,27 @@ class CaseRunner:
         if "severity" in expect and finding.severity != expect["severity"]:
             differences.append(f"severity: expected {expect['severity']}, "
                                f"got {finding.severity}")
-        wanted = expect.get("message_contains", [])
-        for text in [wanted] if isinstance(wanted, str) else wanted:
+        for text in _texts(expect.get("message_contains", [])):
             if text not in finding.message:
                 differences.append(f"message: no {text!r} in {finding.message[:300]!r}")
+        shown = "\n".join(finding.suggestions)
+        for text in _texts(expect.get("suggestions_contain", [])):
+            if text not in shown:
+                differences.append(f"suggestions: no {text!r} in {shown[:300]!r}")
+        for text in _texts(expect.get("suggestions_exclude", [])):
+            if text in shown:
+                differences.append(f"suggestions: {text!r} shown for this profile")
         if "evidence_rows" in expect:
             rows = (finding.evidence or {}).get("total_rows")
             if rows != expect["evidence_rows"]:
                 differences.append(f"evidence_rows: expected {expect['evidence_rows']}, "
                                    f"got {rows}")
         return CaseResult(case, differences)
+
+
+def _texts(wanted: str | list[str]) -> list[str]:
+    """A case's one text or list of texts, as a list."""
+    return [wanted] if isinstance(wanted, str) else wanted
 
 
 def example_finding(rule: Rule, ruleset: RuleSet, host: PluginHost) -> tuple[str, str] | None:

@@ -14,10 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.applicability import Inapplicable, explain
+from advisor.compat import zip_strict
 from advisor.derive import present
 from advisor.engine import templates
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
 from advisor.engine.rules import Evidence, Rule
+from advisor.hookspecs import MetricProvider
 from advisor.model import Profile
 
 SEVERITIES = ("high", "medium", "low")
@@ -53,6 +56,13 @@ class Finding:
     tune_ops: list[str] = field(default_factory=list)
     rank: int = 0
     lang: str = "en"
+    measured_us: float | None = None
+    """The time impact_us was measured over (impact_ratio = impact_us / measured_us)."""
+    impact_note: str | None = None
+    """Why no time at stake is given (rules without impact_us), or how it was bounded."""
+    uncapped_impact_us: float | None = None
+    """What the rule computed when that exceeded the time it was measured over: the figure
+    shown is capped there, since no fix saves more time than was spent."""
 
     @property
     def title(self) -> str:
@@ -70,6 +80,8 @@ class Evaluation:
     outcomes: dict[str, str] = field(default_factory=dict)
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     lang: str = "en"
+    inapplicable: dict[str, Inapplicable] = field(default_factory=dict)
+    """Why each not-applicable rule did not run: data missing here, or never recorded."""
 
 
 def profile_time_us(profile: Profile) -> float | None:
@@ -100,13 +112,13 @@ def to_plain(value: Any) -> Any:
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, int | float | str | bool):
+    if isinstance(value, (int, float, str, bool)):
         return value
     return str(value)
 
 
 def _is_scalar(value: Any) -> bool:
-    return not isinstance(value, pd.Series | pd.DataFrame | np.ndarray | list | tuple)
+    return not isinstance(value, (pd.Series, pd.DataFrame, np.ndarray, list, tuple))
 
 
 def _evidence(ev: Evidence, profile: Profile, values: Mapping[str, Any],
@@ -138,6 +150,25 @@ def _eval(expr: Expression, scope: Scope) -> Any:
     return value
 
 
+def _impact(rule: Rule, scope: Scope, total_us: float | None
+            ) -> tuple[float | None, float | None, float | None]:
+    """(impact, the time it was measured over, the uncapped impact when capped)."""
+    if rule.impact_us is None:
+        return None, None, None
+    raw = _eval(rule.impact_us, scope)
+    if not _is_scalar(raw):
+        raise ExprError("'impact_us' must give one number; wrap columns in sum()")
+    impact = to_plain(raw)
+    impact = max(float(impact), 0.0) if isinstance(impact, (int, float)) else None
+    base = total_us
+    if rule.measured_us is not None:
+        measured = to_plain(_eval(rule.measured_us, scope))
+        base = float(measured) if isinstance(measured, (int, float)) and measured > 0 else None
+    if impact is not None and base is not None and impact > base:
+        return base, base, impact
+    return impact, base, None
+
+
 def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
                   functions: Mapping[str, Callable[..., Any]],
                   total_us: float | None, lang: str = "en") -> Finding | None:
@@ -151,14 +182,8 @@ def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
         raise ExprError("'when' must give one true/false value; wrap columns in any() or all()")
     if fired is None or (isinstance(fired, float) and math.isnan(fired)) or not bool(fired):
         return None
-    impact = None
-    if rule.impact_us is not None:
-        raw = _eval(rule.impact_us, scope)
-        if not _is_scalar(raw):
-            raise ExprError("'impact_us' must give one number; wrap columns in sum()")
-        impact = to_plain(raw)
-        impact = max(float(impact), 0.0) if isinstance(impact, int | float) else None
-    ratio = impact / total_us if impact is not None and total_us else None
+    impact, measured_us, uncapped = _impact(rule, scope, total_us)
+    ratio = impact / measured_us if impact is not None and measured_us else None
     evidence, evidence_df = (None, None)
     if rule.evidence is not None:
         evidence, evidence_df = _evidence(rule.evidence, profile, values, functions)
@@ -166,28 +191,35 @@ def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
     context = {
         **{k: to_plain(v) for k, v in params.items()}, **measured,
         "impact_us": impact, "impact_ratio": ratio, "total_us": total_us,
-        "evidence": [dict(zip(evidence["columns"], r, strict=True)) for r in evidence["rows"]]
+        "measured_us": measured_us,
+        "evidence": [dict(zip_strict(evidence["columns"], r)) for r in evidence["rows"]]
         if evidence else [],
         "evidence_total": evidence["total_rows"] if evidence else 0,
     }
     tune_ops: list[str] = []
-    if rule.tune_ops and evidence_df is not None:
+    meta = profile.meta
+    if rule.tune_ops and evidence_df is not None and meta.device_kind == "NPU":
+        # AOE tunes Ascend operators only: a GPU kernel name in its file would be an error
         tune_ops = [str(v) for v in evidence_df[rule.tune_ops].dropna().unique()]
     text = rule.text(lang)
+    suggestions = rule.suggestions_for(lang, meta.framework, meta.device_kind)
     return Finding(
         rule=rule,
         severity=rule.severity or severity_from_share(ratio),
         message=templates.render(text.message, context),
-        suggestions=[templates.render(s, context) for s in text.suggestions],
+        suggestions=[templates.render(s, context) for s in suggestions],
         values=measured, params={k: to_plain(v) for k, v in params.items()},
         impact_us=impact, impact_ratio=ratio, evidence=evidence, tune_ops=tune_ops, lang=lang,
+        measured_us=measured_us, uncapped_impact_us=uncapped,
+        impact_note=templates.render(text.impact_note, context) if text.impact_note else None,
     )
 
 
 def rank_findings(findings: list[Finding]) -> None:
-    """Order by time at stake (then severity); findings without an impact come last."""
-    findings.sort(key=lambda f: (f.impact_us is None, -(f.impact_us or 0.0),
-                                 SEVERITIES.index(f.severity), f.rule.id))
+    """Order by severity, then time at stake; within a severity, findings without an impact
+    come last."""
+    findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.impact_us is None,
+                                 -(f.impact_us or 0.0), f.rule.id))
     for i, finding in enumerate(findings, start=1):
         finding.rank = i
 
@@ -195,9 +227,10 @@ def rank_findings(findings: list[Finding]) -> None:
 def evaluate(profile: Profile, rules: Sequence[Rule], *,
              functions: Mapping[str, Callable[..., Any]],
              overrides: Mapping[str, Mapping[str, Any]] | None = None,
-             lang: str = "en") -> Evaluation:
+             lang: str = "en", providers: Sequence[MetricProvider] = ()) -> Evaluation:
     """Evaluate every rule over a profile whose derived metrics are already in place; messages
-    are written in `lang` (English for rules without that translation)."""
+    are written in `lang` (English for rules without that translation). `providers` (those
+    derived metrics came from) tell missing data from data the format never records."""
     overrides = overrides or {}
     result = Evaluation(lang=lang)
     total_us = profile_time_us(profile)
@@ -205,21 +238,20 @@ def evaluate(profile: Profile, rules: Sequence[Rule], *,
         params = {**rule.params, **overrides.get(rule.id, {})}
         result.params[rule.id] = {k: to_plain(v) for k, v in params.items()}
         missing = [n for n in rule.needs() if not present(profile, n)]
-        if missing:
-            result.not_applicable.append((rule, missing))
-            result.outcomes[rule.id] = "not_applicable"
-            continue
         try:
-            finding = evaluate_rule(rule, profile, params, functions, total_us, lang)
+            finding = None if missing else evaluate_rule(rule, profile, params, functions,
+                                                         total_us, lang)
         except MissingData as exc:
-            result.not_applicable.append((rule, [str(exc)]))
-            result.outcomes[rule.id] = "not_applicable"
-            continue
+            missing = [exc.ref]
         except ExprError as exc:
             result.errors.append((rule, str(exc)))
             result.outcomes[rule.id] = "error"
             continue
-        if finding is None:
+        if missing:
+            result.not_applicable.append((rule, missing))
+            result.outcomes[rule.id] = "not_applicable"
+            result.inapplicable[rule.id] = explain(profile, missing, providers)
+        elif finding is None:
             result.outcomes[rule.id] = "passed"
         else:
             result.findings.append(finding)

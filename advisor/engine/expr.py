@@ -27,6 +27,8 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 
+from advisor.compat import zip_strict
+
 MAX_LENGTH = 2000  # characters of expression text
 MAX_DEPTH = 40  # nested sub-expressions, and nested brackets
 MAX_EXPONENT = 100  # |exponent| of **
@@ -113,7 +115,7 @@ def is_missing(value: Any) -> bool:
     """True for None, NaN, pd.NA and NaT: the scalars a rule treats as "no value"."""
     if value is None or value is pd.NA or value is pd.NaT:
         return True
-    return isinstance(value, float | np.floating) and math.isnan(value)
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
 
 
 def truthy(value: Any) -> bool:
@@ -153,7 +155,7 @@ def _check_operand(value: Any) -> None:
         if _is_text(value):
             raise ExprError("arithmetic on text columns is not allowed")
         return
-    if not (isinstance(value, bool | int | float | str | np.number | np.bool_)
+    if not (isinstance(value, (bool, int, float, str, np.number, np.bool_))
             or value is None or value is pd.NA):
         raise ExprError(f"arithmetic on a {type(value).__name__} is not allowed")
 
@@ -163,7 +165,7 @@ def _check_repeat(left: Any, right: Any) -> None:
     text, count = (left, right) if isinstance(left, str) else (right, left)
     if not isinstance(text, str):
         return
-    if not isinstance(count, int | np.integer):
+    if not isinstance(count, (int, np.integer)):
         raise ExprError("text can only be repeated by a whole number")
     size = len(text) * max(int(count), 0)
     if size > MAX_STRING:
@@ -174,13 +176,13 @@ def _check_power(base: Any, exponent: Any) -> None:
     """Refuse exponents that would take long or use much memory, before computing."""
     if isinstance(exponent, pd.Series):
         largest = plain(exponent.abs().max())
-    elif isinstance(exponent, int | float | np.number):
+    elif isinstance(exponent, (int, float, np.number)):
         largest = abs(exponent)
     else:
         return
     if not is_missing(largest) and largest > MAX_EXPONENT:
         raise ExprError(f"exponent {largest!r} is too large (at most {MAX_EXPONENT})")
-    if (isinstance(base, int | np.integer) and isinstance(exponent, int | np.integer)
+    if (isinstance(base, (int, np.integer)) and isinstance(exponent, (int, np.integer))
             and abs(int(base)).bit_length() * int(exponent) > MAX_INT_BITS):
         raise ExprError(f"result of ** would exceed {MAX_INT_BITS} bits")
 
@@ -223,7 +225,7 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
 
 def _member(left: Any, right: Any) -> bool | pd.Series:
     """`left in right`: isin for Series, Python membership for scalars."""
-    if isinstance(right, list | tuple | set | frozenset | pd.Series):
+    if isinstance(right, (list, tuple, set, frozenset, pd.Series)):
         options = right.dropna() if isinstance(right, pd.Series) else list(right)
         if isinstance(left, pd.Series):
             return as_mask(left.isin(options))
@@ -509,10 +511,10 @@ class _Compiler:
     def literal_number(self, node: ast.expr) -> float | None:
         """The value of `3`, `-3` or `+3.5`, else None."""
         sign = 1
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             sign = -1 if isinstance(node.op, ast.USub) else 1
             node = node.operand
-        if (isinstance(node, ast.Constant) and isinstance(node.value, int | float)
+        if (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
                 and not isinstance(node.value, bool)):
             return sign * node.value
         return None
@@ -549,15 +551,16 @@ class _Compiler:
             self.check_operator(node, op)
         first = self.build(node.left)
         rights = [self.literal_sequence(right)
-                  if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List)
+                  if isinstance(op, (ast.In, ast.NotIn))
+                  and isinstance(right, (ast.Tuple, ast.List))
                   else self.build(right)
-                  for op, right in zip(node.ops, node.comparators, strict=True)]
+                  for op, right in zip_strict(node.ops, node.comparators)]
         ops = [type(op) for op in node.ops]
 
         def run(scope: Scope) -> bool | pd.Series:
             left = first(scope)
             acc: bool | pd.Series = True
-            for op, right_run in zip(ops, rights, strict=True):
+            for op, right_run in zip_strict(ops, rights):
                 right = right_run(scope)
                 acc = _both(acc, _compare(op, left, right))
                 if acc is False:  # a < b < c stops at the first false link, like Python
@@ -580,7 +583,7 @@ class _Compiler:
         return lambda scope: frozen
 
     def argument(self, node: ast.expr) -> Run:
-        if isinstance(node, ast.Tuple | ast.List):
+        if isinstance(node, (ast.Tuple, ast.List)):
             return self.literal_sequence(node)
         if isinstance(node, ast.Starred):
             self.fail(node, "star-arguments ('*x') are not allowed")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import math
 import re
+import sys
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
@@ -65,7 +66,7 @@ def _number(value: Any) -> int | float:
 
 
 def _whole(value: Any, fname: str, what: str) -> int:
-    if (isinstance(value, bool) or not isinstance(value, int | float)
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
             or not float(value).is_integer()):
         raise TypeError(f"{fname}() needs a whole number for {what}, got {value!r}")
     return int(value)
@@ -120,7 +121,7 @@ def quantile(x: Any, q: float) -> float:
 
     Example: quantile(device_ops.duration_us, 0.99) > 10 * median(device_ops.duration_us)
     """
-    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 1:
+    if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 1:
         raise ValueError(f"quantile() needs q between 0 and 1, got {q!r}")
     return _float(_numbers(x, "quantile").quantile(q))
 
@@ -162,7 +163,7 @@ def count(x: Any) -> int:
 
     Example: count(device_ops.duration_us > 1000) > 10
     """
-    if isinstance(x, bool | np.bool_):
+    if isinstance(x, (bool, np.bool_)):
         return int(x)
     if isinstance(x, (pd.Series, pd.DataFrame, *_SEQUENCES)):
         series = _series(x, "count")
@@ -177,7 +178,7 @@ def rows(table: Any) -> int:
 
     Example: rows(device_ops) > 0
     """
-    if not isinstance(table, pd.DataFrame | pd.Series):
+    if not isinstance(table, (pd.DataFrame, pd.Series)):
         raise TypeError("rows() needs a table, e.g. rows(device_ops)")
     return len(table)
 
@@ -293,7 +294,7 @@ def filter_(x: Any, mask: Any) -> Any:
 
     Example: mean(filter(device_ops.duration_us, device_ops.category == 'compute')) > 50
     """
-    if not isinstance(x, pd.Series | pd.DataFrame):
+    if not isinstance(x, (pd.Series, pd.DataFrame)):
         raise TypeError("filter() needs a column or table to filter")
     if not isinstance(mask, pd.Series):
         return x if truthy(mask) else x.iloc[0:0]
@@ -519,3 +520,5 @@ BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
 # functions whose Python name dodges a builtin carry their rule name.
 for _name, _fn in BUILTIN_FUNCTIONS.items():
     _fn.__name__ = _fn.__qualname__ = _name
+    if sys.version_info < (3, 10):  # Python 3.9 names them after the code object
+        _fn.__code__ = _fn.__code__.replace(co_name=_name)

@@ -37,7 +37,7 @@ BUILTIN_NAMES = frozenset({"total_us"})
 LANGUAGES = ("en", "zh")
 """Languages reports can be written in; English is the default and every rule has it."""
 TEMPLATE_NAMES = frozenset({"impact_us", "impact_ratio", "total_us", "evidence",
-                            "evidence_total"})
+                            "evidence_total", "measured_us"})
 """Variables every message template gets besides the rule's params and lets."""
 
 
@@ -59,6 +59,34 @@ class RuleText:
     title: str
     message: str
     suggestions: tuple[str, ...]
+    impact_note: str | None = None
+
+
+FRAMEWORKS = ("PyTorch", "MindSpore", "TensorFlow", "MegEngine")
+DEVICES = ("NPU", "GPU", "CPU")
+
+
+@dataclass(frozen=True)
+class Applies:
+    """The frameworks and devices a suggestion is for; empty means every one.
+
+    A GPU user must not be told to run an Ascend tool, nor a PyTorch user to use a MindSpore
+    setting, so a suggestion naming one stack's API says which stack it is for.
+    """
+
+    frameworks: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+
+    def fits(self, framework: str, device: str) -> bool:
+        """True unless the profile's framework or device is known and not listed (a CANN export
+        does not say which framework ran on it, so framework advice is kept there)."""
+        return ((not self.frameworks or framework not in FRAMEWORKS
+                 or framework in self.frameworks)
+                and (not self.devices or device not in DEVICES or device in self.devices))
+
+    def specificity(self, framework: str, device: str) -> int:
+        """How many of the profile's known traits this suggestion was written for."""
+        return (framework in self.frameworks) + (device in self.devices)
 
 
 @dataclass(frozen=True)
@@ -74,6 +102,8 @@ class Rule:
     suggestions: tuple[str, ...]
     docs: str
     source: str
+    applies: tuple[Applies, ...] = ()
+    """Where each suggestion applies, in the order of `suggestions`."""
     group: str = "Model Summary"
     subtype: str = ""
     severity: str | None = None
@@ -82,6 +112,8 @@ class Rule:
     params: Mapping[str, Any] = field(default_factory=dict)
     let: Mapping[str, Expression] = field(default_factory=dict)
     impact_us: Expression | None = None
+    measured_us: Expression | None = None
+    impact_note: str | None = None
     evidence: Evidence | None = None
     tune_ops: str | None = None
     translations: Mapping[str, RuleText] = field(default_factory=dict)
@@ -90,7 +122,7 @@ class Rule:
     def needs(self) -> list[str]:
         """Every table/column the rule reads: declared requirements plus expression refs."""
         needed = list(self.requires)
-        exprs = [self.when, self.impact_us, *self.let.values()]
+        exprs = [self.when, self.impact_us, self.measured_us, *self.let.values()]
         for expr in exprs:
             if expr is None:
                 continue
@@ -118,11 +150,26 @@ class Rule:
     def text(self, lang: str = "en") -> RuleText:
         """The rule's texts in `lang`; English when the rule has no such translation."""
         return self.translations.get(lang) or RuleText(self.title, self.message,
-                                                       self.suggestions)
+                                                       self.suggestions, self.impact_note)
+
+    def scopes(self) -> tuple[Applies, ...]:
+        """Where each suggestion applies (everywhere for a rule built without scopes)."""
+        return self.applies or (Applies(),) * len(self.suggestions)
+
+    def suggestions_for(self, lang: str, framework: str, device: str) -> list[str]:
+        """The suggestion templates that fit a profile, the most specific first (stable)."""
+        texts = self.text(lang).suggestions
+        fitting = [(i, a) for i, a in enumerate(self.scopes()) if a.fits(framework, device)]
+        fitting.sort(key=lambda ia: -ia[1].specificity(framework, device))
+        return [texts[i] for i, _ in fitting]
 
     def matches(self, selector: str) -> bool:
-        """True when --select/--ignore names this rule by id, name or tag."""
-        return selector in (self.id, self.name) or selector in self.tags
+        """True when --select/--ignore names this rule by id, name or tag, in any letter case
+        (`op-005` is OP-005): a selector is typed by hand and a case slip must not silently
+        select nothing."""
+        key = selector.casefold()
+        return key in (self.id.casefold(), self.name.casefold()) or any(
+            key == tag.casefold() for tag in self.tags)
 
 
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -138,7 +185,7 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
-        if isinstance(key, list | dict):  # `? [a, b]`: a TypeError in `key in seen`
+        if isinstance(key, (list, dict)):  # `? [a, b]`: a TypeError in `key in seen`
             raise yaml.constructor.ConstructorError(
                 None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark)
         if key in seen:
@@ -309,21 +356,34 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
     tune_ops = raw.get("tune_ops")
     if tune_ops and (evidence is None or tune_ops not in evidence.columns):
         raise RuleError(source, rule_id, f"tune_ops: {tune_ops!r} is not an evidence column")
-    for key, text in [("message", raw["message"]),
-                      *((f"suggestions[{i}]", s) for i, s in enumerate(raw["suggestions"]))]:
+    suggestions = [s if isinstance(s, str) else s["text"] for s in raw["suggestions"]]
+    applies = tuple(Applies() if isinstance(s, str) else
+                    Applies(tuple(s.get("frameworks", ())), tuple(s.get("devices", ())))
+                    for s in raw["suggestions"])
+    texts = [("message", raw["message"]),
+             *((f"suggestions[{i}]", s) for i, s in enumerate(suggestions))]
+    if "impact_note" in raw:
+        texts.append(("impact_note", raw["impact_note"]))
+    for key, text in texts:
         problem = check_template(text)
         if problem:
             raise RuleError(source, rule_id, f"{key}: {problem}")
+    if raw.get("severity") == "high" and impact is None and "impact_note" not in raw:
+        raise RuleError(source, rule_id, "a high-severity rule without impact_us needs an "
+                                         "impact_note saying why no time is measured")
+    measured = expr(raw["measured_us"], "measured_us", known) if "measured_us" in raw else None
     translations = {}
     if "zh" in raw:
         translations["zh"] = _translation(raw, "zh", set(params) | set(let), source, rule_id)
     return Rule(
         id=raw["id"], name=raw["name"], title=raw["title"], type=raw["type"], when=when,
-        message=raw["message"], suggestions=tuple(raw["suggestions"]), docs=raw["docs"],
-        source=source, group=raw.get("group", "Model Summary"), subtype=raw.get("subtype", ""),
-        severity=raw.get("severity"), tags=tuple(raw.get("tags", ())),
-        requires=tuple(raw.get("requires", ())), params=params, let=let, impact_us=impact,
-        evidence=evidence, tune_ops=tune_ops, translations=translations, raw=raw,
+        message=raw["message"], suggestions=tuple(suggestions), docs=raw["docs"],
+        source=source, applies=applies, group=raw.get("group", "Model Summary"),
+        subtype=raw.get("subtype", ""), severity=raw.get("severity"),
+        tags=tuple(raw.get("tags", ())), requires=tuple(raw.get("requires", ())),
+        params=params, let=let, impact_us=impact, measured_us=measured,
+        impact_note=raw.get("impact_note"), evidence=evidence, tune_ops=tune_ops,
+        translations=translations, raw=raw,
     )
 
 
@@ -336,9 +396,15 @@ def _translation(raw: dict[str, Any], lang: str, names: set[str], source: str,
         raise RuleError(source, rule_id, f"{lang}.suggestions: {len(block['suggestions'])} "
                                          f"given, the English texts have "
                                          f"{len(raw['suggestions'])}")
+    if ("impact_note" in block) != ("impact_note" in raw):
+        raise RuleError(source, rule_id, f"{lang}.impact_note: give it exactly when the "
+                                         "English impact_note is given")
     known = names | TEMPLATE_NAMES
-    for key, text in [("message", block["message"]),
-                      *((f"suggestions[{i}]", s) for i, s in enumerate(block["suggestions"]))]:
+    texts = [("message", block["message"]),
+             *((f"suggestions[{i}]", s) for i, s in enumerate(block["suggestions"]))]
+    if "impact_note" in block:
+        texts.append(("impact_note", block["impact_note"]))
+    for key, text in texts:
         problem = check_template(text)
         if problem:
             raise RuleError(source, rule_id, f"{lang}.{key}: {problem}")
@@ -346,7 +412,8 @@ def _translation(raw: dict[str, Any], lang: str, names: set[str], source: str,
         if unknown:
             raise RuleError(source, rule_id, f"{lang}.{key}: unknown variable {unknown[0]!r} "
                                              "(use the params and lets of the rule)")
-    return RuleText(block["title"], block["message"], tuple(block["suggestions"]))
+    return RuleText(block["title"], block["message"], tuple(block["suggestions"]),
+                    block.get("impact_note"))
 
 
 def rule_files(path: Path) -> list[Path]:

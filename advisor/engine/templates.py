@@ -32,13 +32,13 @@ _REFUSED: dict[type[nodes.Node], str] = {
 
 
 def _pct(value: Any, digits: int = 1) -> str:
-    if not isinstance(value, int | float) or math.isnan(value):
+    if not isinstance(value, (int, float)) or math.isnan(value):
         return "n/a"
     return f"{value * 100:.{digits}f}%"
 
 
 def _us(value: Any) -> str:
-    if not isinstance(value, int | float) or math.isnan(value):
+    if not isinstance(value, (int, float)) or math.isnan(value):
         return "n/a"
     if abs(value) >= 10_000:
         return f"{value / 1000:,.1f} ms"
@@ -46,7 +46,7 @@ def _us(value: Any) -> str:
 
 
 def _num(value: Any, digits: int = 2) -> str:
-    if not isinstance(value, int | float) or math.isnan(value):
+    if not isinstance(value, (int, float)) or math.isnan(value):
         return "n/a"
     if float(value).is_integer():
         return f"{int(value):,}"
@@ -59,7 +59,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"+"})
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        if (isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple)
+        if (isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple))
                 and len(left) + len(right) > MAX_MESSAGE_CHARS):
             raise TemplateError(f"'+' result longer than {MAX_MESSAGE_CHARS}")
         return super().call_binop(context, operator, left, right)

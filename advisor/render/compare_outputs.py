@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pandas as pd
 
+from advisor.compat import zip_strict
 from advisor.engine.evaluate import to_plain
 from advisor.render.format import fmt_num, fmt_pct, fmt_us
 
@@ -37,7 +38,7 @@ EXCEL_MAX_ROWS = 1_048_575  # rows below the header
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     columns = list(frame.columns)
-    return [{c: to_plain(v) for c, v in zip(columns, row, strict=True)}
+    return [{c: to_plain(v) for c, v in zip_strict(columns, row)}
             for row in frame.itertuples(index=False)]
 
 
@@ -128,5 +129,5 @@ def overall_lines(overall: pd.DataFrame, labels: dict[str, str] | None = None) -
                      else f"+{diff}", ratio))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     return ["  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                      for i, (v, w) in enumerate(zip(row, widths, strict=True)))
+                      for i, (v, w) in enumerate(zip_strict(row, widths)))
             for row in rows]

@@ -37,6 +37,31 @@ def fmt_us(x: float | None) -> str:
     return f"{x:,.{_decimals(x)}f} µs"
 
 
+MS_FROM_US = 10_000
+"""Where fmt_us switches from µs to ms; column_unit switches a whole column at the same point."""
+
+
+def column_unit(values: Any) -> str:
+    """The one unit ("µs" or "ms") for a column of µs durations: ms when the largest shown is
+    at least 10,000 µs, as fmt_us would pick for it, so "11.6 ms" never sits above "9,157 µs".
+    Missing values are ignored; an empty column is µs."""
+    largest = max((abs(v) for v in values if not _missing(v)), default=0.0)
+    return "ms" if largest >= MS_FROM_US else "µs"
+
+
+def fmt_us_as(x: float | None, unit: str) -> str:
+    """A duration given in µs, shown in `unit` ("µs" or "ms", from column_unit) whatever its
+    size; a tiny non-zero value in a ms column reads "<0.01 ms" rather than "0.00 ms"."""
+    if _missing(x):
+        return MISSING
+    if unit == "ms":
+        ms = x / 1000
+        if 0 < abs(ms) < 0.005:
+            return "<0.01 ms"
+        return f"{ms:,.{_decimals(ms)}f} ms"
+    return f"{x:,.{_decimals(x)}f} µs"
+
+
 def fmt_pct(ratio: float | None) -> str:
     """A 0..1 ratio as a percentage; tiny non-zero shares say "<0.1%" instead of "0.0%"."""
     if _missing(ratio):
@@ -65,17 +90,18 @@ def fmt_num(x: Any) -> str:
         return f"{x:.4g}"
     if isinstance(x, str):
         return x
-    if isinstance(x, list | tuple):
+    if isinstance(x, (list, tuple)):
         return ", ".join(fmt_num(v) for v in x)
     return json.dumps(x, default=str, ensure_ascii=False)
 
 
 def fmt_value(name: str, x: Any) -> str:
-    """A named value, using the project's unit conventions: `*_us` are µs, `*ratio` are 0..1."""
-    if isinstance(x, int | float) and not isinstance(x, bool):
+    """A named value, using the project's unit conventions: `*_us` are µs, `*ratio` and
+    `*share` are 0..1 fractions shown as percentages (never 0.8614 beside 10.0%)."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
         if name.endswith("_us"):
             return fmt_us(x)
-        if name.endswith("ratio"):
+        if name.endswith(("ratio", "share")):
             return fmt_pct(x)
     return fmt_num(x)
 
@@ -119,3 +145,21 @@ def profile_label(profile: dict) -> str:
         parts.append(f"rank {profile['rank']}" + (f"/{world}" if world else ""))
     parts.append(profile["path"])
     return " · ".join(parts)
+
+
+def as_number(value: Any) -> float | None:
+    """A rank or device id as a number, for ordering 2 before 10; None when it is not one."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def rank_order(report: dict) -> tuple:
+    """Numeric rank order (then device id, then path); profiles without a rank last."""
+    profile = report["profile"]
+    rank, device = as_number(profile.get("rank")), as_number(profile.get("device_id"))
+    return (rank is None, rank or 0.0, device is None, device or 0.0, str(profile.get("path")))

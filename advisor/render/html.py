@@ -1,32 +1,41 @@
-"""Self-contained HTML report: one page, no scripts, no external resources.
+"""Self-contained HTML report: one page, one fixed script, no external resources.
 
 The page is opened from disk, mailed around and attached to tickets, so it must work offline
 and must be safe to open even though it shows strings from untrusted profiles (op names, paths,
 messages). Every profile string therefore goes through Jinja2 autoescaping; only plugin
 `ReportSection.html`, which comes from trusted code, is inserted as is. Charts are inline SVG
-laid out here in Python, so the template only places shapes.
+laid out here in Python, so the template only places shapes. The one script (report.js: table
+sorting, details opened for printing) is a packaged file the page's CSP admits by its SHA-256,
+so no other script, injected or not, can run.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from functools import cache
+from importlib import resources
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from advisor.compat import zip_strict
 from advisor.hookspecs import ReportSection
 from advisor.render.format import (
     MISSING,
     SEVERITIES,
+    column_unit,
     findings_by_rank,
     fmt_num,
     fmt_pct,
     fmt_us,
+    fmt_us_as,
     fmt_value,
     profile_label,
+    rank_order,
     report_lang,
 )
 
@@ -63,6 +72,12 @@ and only every few carry a label, and the chart scrolls (1000 ranks: a 6000 px t
 box of the normal chart height)."""
 CORE_CHART = {"width": 1000, "row": 30, "label": 180, "value": 250, "top": 6}
 LABEL_CHARS = 22  # longer core type names are shortened in the chart, kept whole in tooltips
+COLLAPSE_FROM = 8
+"""From this many rank profiles beside a cluster report, each rank's section starts collapsed:
+the cluster's verdict and the sortable table of ranks are what a reader of 300 ranks needs."""
+NOT_RECORDED = "not_recorded"
+COLUMN_UNITS = (("_gbps", "GB/s"), ("_pct", "%"), ("_bytes", "bytes"), ("_mb", "MB"))
+"""Evidence column suffixes and the unit their header names; _us and ratios are handled apart."""
 
 LABELS: dict[str, dict[str, str]] = {
     "zh": {
@@ -103,7 +118,9 @@ LABELS: dict[str, dict[str, str]] = {
         "Severity": "优先级",
         "Finding": "发现",
         "Impact": "影响",
-        "of step time": "占迭代时间",
+        "of measured time": "占所度量时间",
+        "None: every rule this format can feed was evaluated.":
+            "无：该格式能提供数据的规则均已执行。",
         "AOE tuning of the advised operators": "建议算子的 AOE 调优结果",
         "{advised} operator{s} advised (operator_tuning_file.cfg) · {tuned} tuned: {improved} "
         "improved, {regressed} regressed, {failed} failed, {incomplete} incomplete · "
@@ -166,6 +183,22 @@ LABELS: dict[str, dict[str, str]] = {
         "Mean step time per rank": "每个 rank 的平均迭代耗时",
         "Rank {n}": "rank {n}",
         "Communication": "通信",
+        "Config": "配置文件",
+        "no config file (built-in defaults)": "无配置文件（使用内置默认值）",
+        "Impact ({unit})": "影响（{unit}）",
+        "Share of measured time": "占所度量时间",
+        "No time estimate:": "未估算时间：",
+        "The rule computed {raw}; shown capped at the {measured} it was measured over.":
+            "规则计算得到 {raw}；已按其度量范围 {measured} 封顶显示。",
+        "Data missing from this profile": "本次性能数据缺少的数据",
+        "{n} rule{s} could not run because this profile lacks data the profiler can record.":
+            "性能数据缺少采集工具可以记录的数据，{n} 条规则未能执行。",
+        "How to collect it": "采集方法",
+        "{n} rule{s} need data this format never records":
+            "{n} 条规则所需的数据该格式不记录",
+        "Ranks": "各 rank",
+        "{n} rank section{s} below start collapsed; sort the table by any column.":
+            "下方 {n} 个 rank 的详情默认折叠；点击表头可按任一列排序。",
     },
 }
 """Fixed texts of the page per language, keyed by the English text (which needs no table)."""
@@ -206,18 +239,43 @@ def render_html(
     the reports were written in."""
     lang = report_lang(reports)
     tr = translator(lang)
-    profiles = [_profile_view(i, report, tr) for i, report in enumerate(reports, start=1)]
+    # the cluster's verdict first: with hundreds of ranks it must not come last
+    ordered = sorted(reports, key=lambda r: (r["profile"]["source_format"] != "cluster",
+                                             rank_order(r)))
+    collapse = len(ordered) > COLLAPSE_FROM and ordered[0]["profile"]["source_format"] == \
+        "cluster"
+    profiles = [_profile_view(i, report, tr) for i, report in enumerate(ordered, start=1)]
+    for view in profiles[1:] if collapse else ():
+        view["collapsed"] = True
     meta = reports[0].get("advisor", {}) if reports else {}
+    script = _script()
     return _environment().get_template("report.html.j2").render(
         lang=lang,
         tr=tr,
         title=tr("advisor report") if title is None else title,
         profiles=profiles,
+        collapsed=sum(1 for v in profiles if v["collapsed"]),
         version=meta.get("version", ""),
         generated_at=meta.get("generated_at", ""),
+        config=meta.get("config"),
+        script=Markup(script),
+        script_hash=Markup(_hash(script)),  # base64 and quotes only, from our own file
         # Plugin HTML is trusted code output: the only markup not escaped on this page.
         sections=[{"title": s.title, "html": Markup(s.html)} for s in sections],
     )
+
+
+@cache
+def _script() -> str:
+    """The page's one script, as packaged (its hash in the CSP must match it byte for byte)."""
+    return resources.files("advisor").joinpath("render/templates/report.js").read_text(
+        encoding="utf-8")
+
+
+def _hash(script: str) -> str:
+    """The CSP source that admits exactly this script."""
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
 
 
 def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
@@ -230,8 +288,11 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
     if profile.get("device_id") not in (None, ""):
         device = f"{device} #{profile['device_id']}"
     rank = profile.get("rank")
+    unit = column_unit(f.get("impact_us") for _, f in findings)
     return {
         "anchor": anchor,
+        "collapsed": False,
+        "impact_unit": unit,
         "label": profile_label(profile),
         "format": profile["source_format"],
         "framework": profile["framework"],
@@ -245,6 +306,10 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "versions": sorted((profile.get("versions") or {}).items()),
         "total_time_us": summary["total_time_us"],
         "severity_counts": [(s, summary["by_severity"].get(s, 0)) for s in SEVERITIES],
+        # sorts most high findings first, then most medium, then most low
+        "severity_sort": sum(summary["by_severity"].get(s, 0) * 10_000 ** (2 - i)
+                             for i, s in enumerate(SEVERITIES)),
+        "rank_sort": rank if isinstance(rank, (int, float)) else "",
         "finding_count": len(findings),
         "top_title": findings[0][1]["title"] if findings else None,
         "steps": _step_chart(report["metrics"]["steps"], tr),
@@ -253,10 +318,14 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "classes": _core_chart(report["metrics"].get("compute_classes", []), tr,
                                "compute_class"),
         "findings": [
-            _finding_view(f"{anchor}-f{n}", group, f)
+            _finding_view(f"{anchor}-f{n}", group, f, unit, tr)
             for n, (group, f) in enumerate(findings, start=1)
         ],
-        "not_applicable": sorted(report["not_applicable"], key=lambda r: r["rule_id"]),
+        "lacking": sorted((r for r in report["not_applicable"]
+                           if r.get("reason") != NOT_RECORDED), key=lambda r: r["rule_id"]),
+        "never_recorded": sorted((r for r in report["not_applicable"]
+                                  if r.get("reason") == NOT_RECORDED),
+                                 key=lambda r: r["rule_id"]),
         "warnings": [_warning_view(w) for w in report["warnings"]],
         "rule_errors": report["rule_errors"],
         "rule_overrides": report["advisor"].get("rule_overrides", []),
@@ -278,38 +347,77 @@ def _tuning_loop_view(loop: dict | None) -> dict[str, Any] | None:
     }
 
 
-def _finding_view(anchor: str, group: str, f: dict) -> dict[str, Any]:
-    evidence = f["evidence"]
-    if evidence is not None:
-        columns = evidence["columns"]
-        evidence = {
-            "table": evidence["table"],
-            "columns": columns,
-            "rows": [
-                [fmt_value(columns[i] if i < len(columns) else "", cell)
-                 for i, cell in enumerate(row)]
-                for row in evidence["rows"]
-            ],
-            "shown": len(evidence["rows"]),
-            "total": evidence["total_rows"],
-        }
+def _finding_view(anchor: str, group: str, f: dict, unit: str,
+                  tr: Translate) -> dict[str, Any]:
+    raw = f.get("uncapped_impact_us")
     return {
         "anchor": anchor,
         "group": group,
         "rank": f["rank"],
         "severity": f["severity"],
+        "severity_sort": SEVERITIES.index(f["severity"]),
         "title": f["title"],
         "message": f["message"],
         "impact_us": f["impact_us"],
+        "impact_in_unit": fmt_us_as(f["impact_us"], unit).removesuffix(f" {unit}"),
         "impact_ratio": f["impact_ratio"],
+        "impact_note": f.get("impact_note"),
+        "capped_note": None if raw is None else tr(
+            "The rule computed {raw}; shown capped at the {measured} it was measured over.",
+            raw=fmt_us(raw), measured=fmt_us(f.get("measured_us"))),
         "measured": [(k, fmt_value(k, v)) for k, v in f["values"].items()],
         "thresholds": [(k, fmt_value(k, v)) for k, v in f["params"].items()],
         "suggestions": f["suggestions"],
-        "evidence": evidence,
+        "evidence": None if f["evidence"] is None else _evidence_view(f["evidence"], tr),
         "source": f["source"],
         "rule_id": f["rule_id"],
         "rule_name": f["rule_name"],
     }
+
+
+def _evidence_view(evidence: dict, tr: Translate) -> dict[str, Any]:
+    """The evidence rows as a sortable table: a header with the column's unit, cells in that
+    one unit (never "11.6 ms" above "9,157 µs"), numbers right-aligned with their raw value
+    to sort by."""
+    columns = evidence["columns"]
+    rows = evidence["rows"]
+    heads: list[str] = []
+    cells: list[list[dict[str, Any]]] = [[] for _ in rows]
+    for i, name in enumerate(columns):
+        values = [row[i] if i < len(row) else None for row in rows]
+        head, show = _column(name, values)
+        heads.append(tr(head))
+        for r, value in enumerate(values):
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                math.isfinite(value)
+            cells[r].append({"text": show(value), "sort": value if number else None,
+                             "num": number})
+    return {"table": evidence["table"], "columns": heads, "rows": cells,
+            "shown": len(rows), "total": evidence["total_rows"]}
+
+
+def _column(name: str, values: list[Any]) -> tuple[str, Callable[[Any], str]]:
+    """A column's human header with its unit, and how to show one of its values."""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if name.endswith("_us") and numbers:
+        unit = column_unit(numbers)
+        return (f"{_human(name[:-3])} ({unit})",
+                lambda v: fmt_us_as(v, unit).removesuffix(f" {unit}")
+                if isinstance(v, (int, float)) else fmt_num(v))
+    if name.endswith(("ratio", "share")) and numbers:
+        return (f"{_human(name)} (%)",
+                lambda v: fmt_pct(v).removesuffix("%") if isinstance(v, (int, float))
+                else fmt_num(v))
+    for suffix, unit in COLUMN_UNITS:
+        if name.endswith(suffix):
+            return f"{_human(name[:-len(suffix)])} ({unit})", fmt_num
+    return _human(name), lambda v: fmt_value(name, v)
+
+
+def _human(name: str) -> str:
+    """"comm_not_overlapped" -> "Comm not overlapped": a header people read, not an identifier."""
+    words = name.replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else name
 
 
 def _warning_view(w: dict) -> dict[str, str]:
@@ -324,7 +432,7 @@ def _warning_view(w: dict) -> dict[str, str]:
 
 def _number(x: Any) -> float:
     """Chart arithmetic treats missing components as zero-length segments."""
-    if x is None or isinstance(x, bool) or not isinstance(x, int | float) or math.isnan(x):
+    if x is None or isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
         return 0.0
     return float(x)
 
@@ -388,7 +496,7 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
 
     bars = []
     rest_sum = 0.0
-    for i, (s, total) in enumerate(zip(steps, totals, strict=True)):
+    for i, (s, total) in enumerate(zip_strict(steps, totals)):
         x = c["left"] + i * slot + (slot - bar_w) / 2
         segments = _stack(s, total, components, rest_label, rest_colour)
         if segments and segments[-1][0] == rest_label:
@@ -457,7 +565,7 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
     in_ms = ticks[-1] >= 10_000
     scale = plot_w / ticks[-1]
     bars, rest_used = [], False
-    for i, (r, total) in enumerate(zip(ranks, totals, strict=True)):
+    for i, (r, total) in enumerate(zip_strict(ranks, totals)):
         y = c["top"] + i * row
         segments = _stack(r, total, components, rest_label, rest_colour)
         rest_used = rest_used or bool(segments) and segments[-1][0] == rest_label

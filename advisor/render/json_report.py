@@ -8,7 +8,8 @@ they ignore. The schema ships in the package (advisor/schemas/report.schema.json
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from importlib.resources import files
 from typing import Any
 
@@ -16,6 +17,8 @@ import jsonschema
 import pandas as pd
 
 from advisor import __version__
+from advisor.applicability import MISSING, Inapplicable
+from advisor.compat import zip_strict
 from advisor.engine.evaluate import SEVERITIES, Evaluation, Finding, profile_time_us, to_plain
 from advisor.engine.rules import Rule
 from advisor.model import Profile
@@ -24,6 +27,15 @@ REPORT_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/report.schema.json").read_text(encoding="utf-8"))
 STEP_COLUMNS = ("fp_bp_us", "grad_refresh_us", "data_aug_bound_us", "reduce_us", "computing_us",
                 "communication_us", "comm_not_overlapped_us", "free_us", "bubble_us")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What every report of one run says about the run: the config file in effect and the
+    team rules that replaced shipped ones, so a reader of the report knows what shaped it."""
+
+    config: str | None = None
+    rule_overrides: tuple[str, ...] = ()
 
 
 def validate_report(report: dict[str, Any]) -> None:
@@ -41,6 +53,8 @@ def _finding(f: Finding) -> dict[str, Any]:
         "rule_id": rule.id, "rule_name": rule.name, "title": f.title,
         "severity": f.severity, "message": f.message, "values": f.values, "params": f.params,
         "impact_us": f.impact_us, "impact_ratio": f.impact_ratio, "rank": f.rank,
+        "measured_us": f.measured_us, "impact_note": f.impact_note,
+        "uncapped_impact_us": f.uncapped_impact_us,
         "evidence": f.evidence, "suggestions": f.suggestions, "source": rule.source,
     }
 
@@ -50,7 +64,7 @@ def step_metrics(profile: Profile) -> list[dict[str, Any]]:
     if steps is None:
         return []
     cols = ["step", "duration_us", *(c for c in STEP_COLUMNS if profile.has("steps", c))]
-    return [{c: to_plain(v) for c, v in zip(cols, row, strict=True)}
+    return [{c: to_plain(v) for c, v in zip_strict(cols, row)}
             for row in steps[cols].itertuples(index=False)]
 
 
@@ -64,7 +78,7 @@ def rank_metrics(profile: Profile) -> list[dict[str, Any]]:
     if ranks is None:
         return []
     cols = [c for c in RANK_COLUMNS if profile.has("ranks", c)]
-    return [{c: to_plain(v) for c, v in zip(cols, row, strict=True)}
+    return [{c: to_plain(v) for c, v in zip_strict(cols, row)}
             for row in ranks[cols].itertuples(index=False)]
 
 
@@ -123,7 +137,21 @@ def core_type_metrics(profile: Profile) -> list[dict[str, Any]]:
         sum=("total_us", "sum"), count=("count", "sum")), "core_type")
 
 
-def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) -> dict[str, Any]:
+def _not_applicable(evaluation: Evaluation) -> list[dict[str, Any]]:
+    """Rules that did not run, each with why: data missing here (with how to collect it) or
+    data this format never records."""
+    out = []
+    for rule, missing in evaluation.not_applicable:
+        why = evaluation.inapplicable.get(rule.id, Inapplicable(MISSING))
+        out.append({"rule_id": rule.id, "rule_name": rule.name,
+                    "title": rule.text(evaluation.lang).title, "missing": missing,
+                    "reason": why.reason, "collect": list(why.collect)})
+    return out
+
+
+def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule],
+                 run: RunInfo | None = None) -> dict[str, Any]:
+    run = run or RunInfo()
     data: dict[str, list[dict[str, Any]]] = {}
     for finding in sorted(evaluation.findings, key=lambda f: f.rank):
         data.setdefault(finding.rule.group, []).append({
@@ -136,17 +164,17 @@ def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule]) ->
         "status": 0,
         "data": data,
         "advisor": {"version": __version__,
-                    "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                    "lang": evaluation.lang},
+                    "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "lang": evaluation.lang, "config": run.config,
+                    **({"rule_overrides": list(run.rule_overrides)}
+                       if run.rule_overrides else {})},
         "profile": meta,
         "summary": {"findings": len(evaluation.findings), "by_severity": by_severity,
                     "total_time_us": profile_time_us(profile)},
         "metrics": {"steps": step_metrics(profile), "core_types": core_type_metrics(profile),
                     "compute_classes": compute_class_metrics(profile),
                     "host": host_metrics(profile), "ranks": rank_metrics(profile)},
-        "not_applicable": [{"rule_id": r.id, "rule_name": r.name,
-                            "title": r.text(evaluation.lang).title,
-                            "missing": missing} for r, missing in evaluation.not_applicable],
+        "not_applicable": _not_applicable(evaluation),
         "warnings": [w.to_dict() for w in profile.warnings],
         "rules": {r.id: {"source": r.source, "params": evaluation.params.get(r.id, {}),
                          "outcome": evaluation.outcomes.get(r.id, "not_applicable")}

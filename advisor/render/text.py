@@ -1,20 +1,39 @@
 """Short ranked terminal summary: what to fix first, in a few lines per profile.
 
 Details (evidence, thresholds, skipped rules) belong in the HTML/JSON reports; the terminal
-output only points at them. Lines are wrapped before colouring so ANSI codes never count
-towards the width, and control characters from profile strings are replaced so a crafted op
-name cannot drive the terminal.
+output only points at them. Lines are wrapped to the terminal's width before colouring so ANSI
+codes never count towards the width, and control characters from profile strings are replaced
+so a crafted op name cannot drive the terminal.
+
+With several ranks (a cluster report among the reports) the summary starts with the cluster's
+verdict, then one table of the ranks in rank order, then the details of the few worst ranks
+only: 300 ranks must not bury the one finding that names the slow rank.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import textwrap
 import unicodedata
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 import click
 
-from advisor.render.format import findings_by_rank, fmt_pct, fmt_us, profile_label, report_lang
+from advisor.compat import zip_strict
+from advisor.render.format import (
+    MISSING,
+    as_number,
+    column_unit,
+    findings_by_rank,
+    fmt_pct,
+    fmt_us_as,
+    profile_label,
+    rank_order,
+    report_lang,
+)
 
 SEVERITY_STYLE: dict[str, dict[str, Any]] = {
     "high": {"fg": "red", "bold": True},
@@ -22,15 +41,38 @@ SEVERITY_STYLE: dict[str, dict[str, Any]] = {
     "low": {"fg": "cyan"},
 }
 DETAILS_HINT = "(use --format html or json for details)"
+"""The notes' pointer when the caller does not say which files hold the details."""
+DETAILS_IN = "(details in {files})"
 INDENT = "  "
+DEFAULT_WIDTH, MIN_WIDTH, MAX_WIDTH = 100, 60, 160
+MAX_SUGGESTIONS = 2
+"""Suggestions shown per finding when it has more than one more than this; the rest are
+counted ("+2 more suggestions")."""
+MAX_RANK_DETAILS = 5
+"""Ranks whose findings are shown after the table of ranks, worst first."""
+MAX_RANK_FINDINGS = 5
+"""Findings shown per rank there (the rest counted); each rank's report has them all."""
+MAX_WRITTEN_NAMES = 4
+MAX_COLLECT_HINTS = 3
+"""Ways to collect missing data shown under the note; the reports list every one per rule."""
+NOT_RECORDED = "not_recorded"
+"""A not-applicable rule's reason when the format never records its data: counted only."""
+SERIOUS = ("high", "medium")
 LABELS: dict[str, dict[str, str]] = {
     "zh": {
         "No problems found": "未发现性能问题",
         "{n} more finding{s}": "另有 {n} 项发现未列出",
-        "{n} rule{s} not applicable": "{n} 条规则不适用",
+        "{n} rule{s} skipped: data missing from this profile":
+            "{n} 条规则未执行：本次性能数据缺少所需数据",
+        "{n} rule{s} skipped: data this format never records":
+            "{n} 条规则未执行：该格式不记录所需数据",
+        "to collect it: {hint}": "采集方法：{hint}",
+        "Config: {path}": "配置文件：{path}",
         "{n} reader warning{s}": "读取数据时有 {n} 条告警",
         "{n} rule error{s}": "{n} 条规则执行出错",
         DETAILS_HINT: "（详见 --format html 或 json 输出）",
+        DETAILS_IN: "（详见 {files}）",
+        "+{n} more suggestion{s}": "另有 {n} 条建议",
         "AOE: {tuned} of {advised} advised operator{s} tuned":
             "AOE：建议调优的 {advised} 个算子中已调优 {tuned} 个",
         " ({results})": "（{results}）",
@@ -39,6 +81,20 @@ LABELS: dict[str, dict[str, str]] = {
         "{n} failed": "{n} 个失败",
         "{n} incomplete": "{n} 个未完成",
         ", {n} not tuned": "，{n} 个未调优",
+        "cluster of {n} rank{s}": "集群，{n} 个 rank",
+        "{n} rank{s}, in rank order": "{n} 个 rank（按 rank 编号排序）",
+        "RANK": "rank",
+        "STEP TIME": "平均迭代耗时",
+        "HIGH": "高",
+        "MEDIUM": "中",
+        "LOW": "低",
+        "TOP FINDING": "首要问题",
+        "Ranks with findings at or above medium, worst first ({shown} of {n}):":
+            "存在中级及以上问题的 rank，最严重的在前（列出 {shown} 个，共 {n} 个）：",
+        "{n} more rank{s} with findings at or above medium":
+            "另有 {n} 个 rank 存在中级及以上问题",
+        "Wrote {files} in {folder}": "已写入 {folder}：{files}",
+        "{names} and {n} more": "{names} 等 {total} 个文件",
     },
 }
 """Fixed phrases of the summary per language, keyed by the English phrase; English needs none."""
@@ -49,13 +105,89 @@ def _label(lang: str, phrase: str, count: int = 1, **values: Any) -> str:
     return LABELS.get(lang, {}).get(phrase, phrase).format(s=_s(count), **values)
 
 
+def terminal_width(default: int = DEFAULT_WIDTH) -> int:
+    """Columns to wrap the summary to: COLUMNS, else the terminal's width, else `default`
+    (output to a file or pipe), kept within MIN_WIDTH..MAX_WIDTH so it stays readable."""
+    columns = shutil.get_terminal_size((default, 24)).columns
+    return max(MIN_WIDTH, min(MAX_WIDTH, columns))
+
+
+def color_enabled(stream: TextIO | None = None) -> bool:
+    """Colour when `stream` (stdout by default) is a terminal. NO_COLOR (any non-empty value,
+    https://no-color.org) turns it off whatever else is set; FORCE_COLOR (non-empty, not 0)
+    turns it on for a pipe or file, e.g. a CI log that shows colours."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    stream = sys.stdout if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
 def render_text(
-    reports: list[dict], *, width: int = 100, color: bool = False, max_findings: int = 10
+    reports: list[dict], *, width: int = DEFAULT_WIDTH, color: bool = False,
+    max_findings: int = 10, details: Sequence[str | None] | None = None,
+    max_rank_details: int = MAX_RANK_DETAILS,
 ) -> str:
-    """Short ranked terminal summary."""
-    return "\n\n".join(
-        "\n".join(_profile_lines(r, width, color, max_findings)) for r in reports
-    ) + "\n"
+    """Short ranked terminal summary, wrapped to `width` columns.
+
+    `details` names, per report, the file written for it that holds the details (e.g.
+    "report.html"), or None where no file was written; the notes then point at that file, or
+    at nothing. Left out (None), the notes suggest --format html or json.
+
+    With a cluster report (2+ ranks) the cluster's verdict comes first, then a table of the
+    ranks in rank order, then the findings of the `max_rank_details` worst ranks with findings
+    at or above medium.
+    """
+    hints = [_hint(r, details[i] if details is not None and i < len(details) else None,
+                   details is None) for i, r in enumerate(reports)]
+    if any(_is_cluster(r) for r in reports):
+        blocks = _cluster_blocks(reports, hints, details, width, color, max_findings,
+                                 max_rank_details)
+    else:
+        blocks = [_profile_lines(r, width, color, max_findings, hint)
+                  for r, hint in zip_strict(reports, hints)]
+    config = reports[0].get("advisor", {}).get("config") if reports else None
+    if config:  # which thresholds and selections are in effect is part of the verdict
+        blocks.insert(0, _wrap(_label(report_lang(reports[0]), "Config: {path}", path=config),
+                               width, INDENT, first=""))
+    return "\n\n".join("\n".join(block) for block in blocks) + "\n"
+
+
+def written_line(names: Sequence[str], folder: str, *, width: int = DEFAULT_WIDTH,
+                 lang: str = "en") -> str:
+    """The closing line naming the files written, the HTML report first:
+    "Wrote report.html, prof_rule_0.json in out"; many files are counted, not listed."""
+    ordered = sorted(names, key=lambda n: not n.endswith(".html"))  # stable otherwise
+    if len(ordered) > MAX_WRITTEN_NAMES + 1:
+        listed = _label(lang, "{names} and {n} more", names=", ".join(
+            ordered[:MAX_WRITTEN_NAMES]), n=len(ordered) - MAX_WRITTEN_NAMES,
+            total=len(ordered))
+    else:
+        listed = ", ".join(ordered)
+    text = _printable(_label(lang, "Wrote {files} in {folder}", files=listed, folder=folder))
+    # A path is not broken inside: it is copied from the terminal.
+    if _cells(text) != len(text):
+        return "\n".join(_wrap_wide(text, width, INDENT, "")) or text
+    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent=INDENT,
+                                   break_long_words=False, break_on_hyphens=False)) or text
+
+
+def _is_cluster(report: dict) -> bool:
+    return report.get("profile", {}).get("source_format") == "cluster"
+
+
+def _hint(report: dict, detail: str | None, unknown: bool) -> str:
+    """The pointer at the details a report's notes end with; '' when nothing holds them."""
+    lang = report_lang(report)
+    if unknown:
+        return _label(lang, DETAILS_HINT)
+    return _label(lang, DETAILS_IN, files=detail) if detail else ""
 
 
 def _style(text: str, color: bool, **kw: Any) -> str:
@@ -88,7 +220,7 @@ def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[
 
 
 CLOSING = frozenset("，。；：、！？）」』》")
-"""Chinese punctuation that must not start a line; it may stick out by one character."""
+"""Chinese punctuation that must not start a line: the character before it moves down too."""
 
 
 def _wrap_wide(text: str, width: int, indent: str, first: str) -> list[str]:
@@ -102,16 +234,27 @@ def _wrap_wide(text: str, width: int, indent: str, first: str) -> list[str]:
         else:
             tokens.append(c)
     lines: list[str] = []
-    line = first
+    prefix, parts, used = first, [], _cells(first)
     for token in tokens:
-        if _cells(line) + _cells(token) > width and line.strip() and token not in CLOSING:
-            lines.append(line.rstrip())
-            line = indent
-        if token == " " and line == indent:
+        if token == " " and not parts:
             continue
-        line += token
-    if line.strip():
-        lines.append(line.rstrip())
+        if used + _cells(token) > width and parts:
+            carry: list[str] = []
+            if token in CLOSING:  # no line starts with a closing mark: the word before moves
+                cut = len(parts) - 1
+                while cut > 0 and parts[cut] in CLOSING:
+                    cut -= 1
+                if cut > 0 and parts[cut] != " ":
+                    carry, parts = parts[cut:], parts[:cut]
+            lines.append((prefix + "".join(parts)).rstrip())
+            prefix, parts = indent, carry
+            used = _cells(indent) + sum(map(_cells, carry))
+            if token == " ":
+                continue
+        parts.append(token)
+        used += _cells(token)
+    if parts:
+        lines.append((prefix + "".join(parts)).rstrip())
     return lines
 
 
@@ -119,32 +262,59 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def _profile_lines(report: dict, width: int, color: bool, max_findings: int) -> list[str]:
+def _header(report: dict, width: int, color: bool) -> list[str]:
     profile = report["profile"]
-    header = f"{profile_label(profile)} ({profile['source_format']})"
-    lines = [_style(line, color, bold=True) for line in _wrap(header, width, INDENT, first="")]
+    kind = profile["source_format"]
+    if kind == "cluster" and profile.get("world_size"):
+        n = profile["world_size"]
+        kind = _label(report_lang(report), "cluster of {n} rank{s}", n, n=n)
+    header = f"{profile_label(profile)} ({kind})"
+    return [_style(line, color, bold=True) for line in _wrap(header, width, INDENT, first="")]
+
+
+def _profile_lines(report: dict, width: int, color: bool, max_findings: int,
+                   hint: str) -> list[str]:
+    lines = _header(report, width, color)
     lang = report_lang(report)
     findings = findings_by_rank(report)
     if not findings:
         lines.append(INDENT + _style(_label(lang, "No problems found"), color, fg="green"))
-    for _, f in findings[:max_findings]:
-        lines.extend(_finding_lines(f, width, color))
+    shown = [f for _, f in findings[:max(max_findings, 0)]]
+    unit = column_unit(f.get("impact_us") for f in shown)  # one unit for the whole list
+    for f in shown:
+        lines.extend(_finding_lines(f, width, color, unit, lang))
     if "tuning_loop" in report:
         lines.extend(_wrap(_tuning_line(report["tuning_loop"]["summary"], lang), width, INDENT))
-    hidden = len(findings) - max_findings
+    hidden = len(findings) - len(shown)
     notes = [(hidden, "{n} more finding{s}")] if hidden > 0 else []
+    lacking = [r for r in report["not_applicable"] if r.get("reason") != NOT_RECORDED]
     notes += [
-        (len(report["not_applicable"]), "{n} rule{s} not applicable"),
+        (len(lacking), "{n} rule{s} skipped: data missing from this profile"),
         (len(report["warnings"]), "{n} reader warning{s}"),
         (len(report["rule_errors"]), "{n} rule error{s}"),
+        (len(report["not_applicable"]) - len(lacking),
+         "{n} rule{s} skipped: data this format never records"),
     ]
-    hint = _label(lang, DETAILS_HINT)
-    sep = "" if lang == "zh" else " "
+    sep = "" if lang == "zh" or not hint else " "
     for count, what in notes:
         if count:
             lines.extend(_wrap(f"{_label(lang, what, count, n=count)}{sep}{hint}", width,
-                                   INDENT))
+                               INDENT))
+        if count and what.endswith("this profile"):
+            for how in _collect_hints(lacking):
+                lines.extend(_wrap(_label(lang, "to collect it: {hint}", hint=how), width,
+                                   INDENT * 3, first=INDENT * 2 + "→ "))
     return lines
+
+
+def _collect_hints(rows: list[dict]) -> list[str]:
+    """The distinct ways to collect what the rules lacked, most needed first: several rules
+    usually lack the same data, and the fix is one profiler setting."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for how in dict.fromkeys(row.get("collect") or ()):
+            counts[how] = counts.get(how, 0) + 1
+    return sorted(counts, key=lambda how: -counts[how])[:MAX_COLLECT_HINTS]
 
 
 def _tuning_line(summary: dict, lang: str = "en") -> str:
@@ -158,19 +328,22 @@ def _tuning_line(summary: dict, lang: str = "en") -> str:
             + _label(lang, ", {n} not tuned", n=summary["not_tuned"]))
 
 
-def _finding_lines(f: dict, width: int, color: bool) -> list[str]:
-    """Rank, severity, title and impact on top; message and first suggestion indented below."""
+def _finding_lines(f: dict, width: int, color: bool, unit: str | None = None,
+                   lang: str = "en") -> list[str]:
+    """Rank, severity, title and impact on top; message and suggestions indented below:
+    all of them, or the first MAX_SUGGESTIONS and how many more there are."""
     lead = f"{INDENT}{f['rank']:>2}. "
     severity = f"{f['severity'].upper():<7}"
     indent = " " * (len(lead) + len(severity))
-    impact = f"{fmt_us(f['impact_us'])} ({fmt_pct(f['impact_ratio'])})"
+    unit = unit or column_unit([f.get("impact_us")])
+    impact = f"{fmt_us_as(f.get('impact_us'), unit)} ({fmt_pct(f.get('impact_ratio'))})"
     room = width - len(indent) - len(impact) - 2
     beside = room >= 20  # impact right-aligned on the title line when there is space
     title_width = room if beside else max(width - len(indent), 1)
     title = _wrap(f["title"], title_width, "") or [""]
     lines = []
     for i, part in enumerate(title):
-        sev = _style(severity, color, **SEVERITY_STYLE[f["severity"]])
+        sev = _style(severity, color, **SEVERITY_STYLE.get(f["severity"], {}))
         start = lead + sev if i == 0 else indent
         line = start + _style(part, color, bold=True)
         if i == 0 and beside:
@@ -179,6 +352,148 @@ def _finding_lines(f: dict, width: int, color: bool) -> list[str]:
     if not beside:
         lines.append(indent + impact)
     lines.extend(_wrap(f["message"], width, indent))
-    if f["suggestions"]:
-        lines.extend(_wrap(f["suggestions"][0], width, indent + "  ", first=indent + "→ "))
+    suggestions = list(f.get("suggestions") or [])
+    shown = suggestions if len(suggestions) <= MAX_SUGGESTIONS + 1 else \
+        suggestions[:MAX_SUGGESTIONS]
+    for suggestion in shown:
+        lines.extend(_wrap(suggestion, width, indent + "  ", first=indent + "→ "))
+    more = len(suggestions) - len(shown)
+    if more:
+        lines.extend(_wrap(_label(lang, "+{n} more suggestion{s}", more, n=more), width,
+                           indent + "  "))
     return lines
+
+
+# --- many ranks -----------------------------------------------------------------------------
+
+
+def _rank_label(report: dict) -> str:
+    profile = report["profile"]
+    if profile.get("rank") is not None:
+        return _printable(str(profile["rank"]))
+    if profile.get("device_id") not in (None, ""):
+        return _printable(f"#{profile['device_id']}")
+    return MISSING
+
+
+def _counts(report: dict) -> dict[str, int]:
+    counts = dict.fromkeys(SEVERITY_STYLE, 0)
+    for _, f in findings_by_rank(report):
+        counts[f["severity"]] = counts.get(f["severity"], 0) + 1
+    return counts
+
+
+def _worst_key(report: dict) -> tuple:
+    """Most high findings first, then most medium ones, then the most time at stake in them."""
+    serious = [f for _, f in findings_by_rank(report) if f["severity"] in SERIOUS]
+    impact = sum(as_number(f.get("impact_us")) or 0.0 for f in serious)
+    counts = _counts(report)
+    return (-counts["high"], -counts["medium"], -impact, rank_order(report))
+
+
+def _step_time(report: dict, cluster_times: dict[float, float]) -> float | None:
+    """Mean step time of a rank: its own steps, else the cluster's figure for it."""
+    durations = [d for s in report.get("metrics", {}).get("steps", [])
+                 if (d := as_number(s.get("duration_us"))) is not None]
+    if durations:
+        return sum(durations) / len(durations)
+    rank = as_number(report["profile"].get("rank"))
+    return cluster_times.get(rank) if rank is not None else None
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    space = " " * max(width - _cells(text), 0)
+    return space + text if right else text + space
+
+
+def _clip(text: str, width: int) -> str:
+    """`text` cut to `width` terminal columns, an ellipsis marking the cut."""
+    text = " ".join(_printable(text).split())
+    if _cells(text) <= width:
+        return text
+    out = ""
+    for c in text:
+        if _cells(out + c) > width - 1:
+            break
+        out += c
+    return out.rstrip() + "…"
+
+
+def _rank_table(members: list[dict], cluster: dict | None, width: int,
+                color: bool) -> list[str]:
+    """One line per rank, in rank order: step time, findings per severity, the top finding."""
+    lang = report_lang(members[0])
+    cluster_times = {}
+    for row in (cluster or {}).get("metrics", {}).get("ranks", []):
+        if (rank := as_number(row.get("rank"))) is not None and \
+                (duration := as_number(row.get("duration_us"))) is not None:
+            cluster_times[rank] = duration
+    times = [_step_time(r, cluster_times) for r in members]
+    unit = column_unit(times)
+    heads = [_label(lang, h) for h in ("RANK", "STEP TIME", "HIGH", "MEDIUM", "LOW")]
+    cells = [[_rank_label(r), fmt_us_as(t, unit), *map(str, _counts(r).values())]
+             for r, t in zip_strict(members, times)]
+    widths = [max(_cells(c) for c in column) for column in zip_strict(heads, *cells)]
+    used = len(INDENT) + sum(widths) + 2 * len(widths)
+    top_width = max(width - used, 0)
+    title = _label(lang, "{n} rank{s}, in rank order", len(members), n=len(members))
+    lines = [_style(line, color, bold=True) for line in _wrap(title, width, INDENT, first="")]
+    head = INDENT + "  ".join(_pad(h, w, right=i > 0) for i, (h, w) in
+                              enumerate(zip_strict(heads, widths)))
+    if top_width >= 8:
+        head += "  " + _clip(_label(lang, "TOP FINDING"), top_width)
+    lines.append(_style(head.rstrip(), color, bold=True))
+    for report, row in zip_strict(members, cells):
+        parts = [_pad(row[0], widths[0], right=True), _pad(row[1], widths[1], right=True)]
+        for severity, count, w in zip_strict(SEVERITY_STYLE, row[2:], widths[2:]):
+            text = _pad(count, w, right=True)
+            parts.append(_style(text, color, **SEVERITY_STYLE[severity]) if count != "0"
+                         else text)
+        line = INDENT + "  ".join(parts)
+        findings = findings_by_rank(report)
+        if top_width >= 8:
+            line += "  " + (_clip(findings[0][1]["title"], top_width) if findings else MISSING)
+        lines.append(line.rstrip())
+    return lines
+
+
+def _cluster_blocks(reports: list[dict], hints: list[str],
+                    details: Sequence[str | None] | None, width: int, color: bool,
+                    max_findings: int, max_rank_details: int) -> list[list[str]]:
+    """The clusters' verdict, one table of the ranks, then the worst ranks' findings."""
+    clusters = [i for i, r in enumerate(reports) if _is_cluster(r)]
+    members = sorted((i for i, r in enumerate(reports) if not _is_cluster(r)),
+                     key=lambda i: rank_order(reports[i]))
+    blocks = [_profile_lines(reports[i], width, color, max_findings, hints[i])
+              for i in clusters]
+    if not members:
+        return blocks
+    blocks.append(_rank_table([reports[i] for i in members], reports[clusters[0]], width,
+                              color))
+    serious = [i for i in members if any(f["severity"] in SERIOUS
+                                         for _, f in findings_by_rank(reports[i]))]
+    worst = sorted(serious, key=lambda i: _worst_key(reports[i]))[:max(max_rank_details, 0)]
+    lang = report_lang(reports[members[0]])
+    if worst:
+        intro = _label(lang, "Ranks with findings at or above medium, worst first "
+                             "({shown} of {n}):", shown=len(worst), n=len(serious))
+        shown = min(max_findings, MAX_RANK_FINDINGS)
+        first, *rest = [_profile_lines(reports[i], width, color, shown, hints[i])
+                        for i in worst]
+        blocks.append(_wrap(intro, width, INDENT, first="") + first)
+        blocks.extend(rest)
+    hidden = [i for i in serious if i not in worst]
+    if hidden:
+        text = _label(lang, "{n} more rank{s} with findings at or above medium", len(hidden),
+                      n=len(hidden))
+        if details is None:
+            hint = hints[hidden[0]]
+        else:  # one report.html for all, or a prof_rule file per rank: a few named
+            files = list(dict.fromkeys(_printable(d) for i in hidden if (d := details[i])))
+            listed = ", ".join(files[:3]) + (", …" if len(files) > 3 else "")
+            hint = _label(lang, DETAILS_IN, files=listed) if files else ""
+        if hint:
+            text += ("" if lang == "zh" else " ") + hint
+        blocks.append(_wrap(text, width, INDENT, first=""))
+    return blocks
+

@@ -17,12 +17,13 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).parents[2]
 SHARED = ROOT / ".." / "shared" / "fixtures"
 OWN = ROOT / "tests" / "fixtures"
 
-Mutation = Callable[[bytes, random.Random], bytes | None]
+Mutation = Callable[[bytes, random.Random], Optional[bytes]]  # no `|`: evaluated on 3.9
 """New content from old; None when the mutation does not apply to this file."""
 
 
@@ -226,8 +227,11 @@ def _rows(data: bytes) -> list[list[str]] | None:
 def _csv(rows: list[list[str]]) -> bytes:
     import csv
     out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    return out.getvalue().encode()
+    # NUL written bare, as Python 3.11+ does (3.10 refuses it, 3.9 quotes the cell)
+    nul = "\ue000"
+    csv.writer(out, lineterminator="\n").writerows([[c.replace("\x00", nul) for c in row]
+                                                    for row in rows])
+    return out.getvalue().replace(nul, "\x00").encode()
 
 
 def _numeric_columns(rows: list[list[str]]) -> list[int]:

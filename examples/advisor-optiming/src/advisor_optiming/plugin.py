@@ -53,12 +53,11 @@ def step_section(profile: Profile) -> ReportSection | None:
         return None
     longest = ops.loc[ops.groupby("step")["duration_us"].idxmax()]
     steps = profile.tables.get("steps")
-    spans = {} if steps is None else dict(zip(steps["step"], steps["duration_us"], strict=True))
+    spans = {} if steps is None else dict(zip(steps["step"], steps["duration_us"]))
     rows = "".join(
         f"<tr><td>{step}</td><td>{spans.get(step, float('nan')):,.1f}</td>"
         f"<td>{html.escape(str(name))}</td><td>{us:,.1f}</td></tr>"
-        for step, name, us in zip(longest["step"], longest["name"], longest["duration_us"],
-                                  strict=True))
+        for step, name, us in zip(longest["step"], longest["name"], longest["duration_us"]))
     return ReportSection(
         f"Steps and their longest operator ({profile.label})",
         "<table><tr><th>step</th><th>step µs</th><th>longest operator</th><th>µs</th></tr>"

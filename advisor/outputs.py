@@ -1,0 +1,222 @@
+"""Writing what a run produced: prof_rule JSON, the HTML report, the AOE tuning file.
+
+Everything is rendered before anything is written, so a failing renderer leaves the folder as
+it was; each file then replaces its earlier version atomically. A manifest in the folder
+(`.advisor-manifest.json`) records what advisor wrote there, so the next run into the same
+folder removes the outputs of the earlier run that it does not rewrite (the report of a rank
+that is no longer analysed, a tuning file no operator needs any more), and nothing else: a
+file advisor did not write is never touched, and a manifest that is missing, corrupt or names
+anything but a plain file of that folder is ignored for those entries.
+
+    >>> import advisor
+    >>> from advisor.outputs import write_outputs
+    >>> result = advisor.analyze("PROF_000001")
+    >>> write_outputs(result, "report", ["json", "html"])
+    [PosixPath('report/prof_rule_0.json'), PosixPath('report/report.html'), ...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from advisor import __version__
+from advisor.compat import zip_strict
+
+if TYPE_CHECKING:
+    from advisor.api import AnalysisResult
+    from advisor.plugin_manager import PluginHost
+
+MANIFEST = ".advisor-manifest.json"
+"""The file, in an output folder, naming the files advisor wrote there (per command)."""
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+MAX_LABEL = 64  # characters of a profile-derived label in an output file name
+FILE_FORMATS = ("json", "html")
+"""The formats that are files; `text` is the terminal summary."""
+_OWN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
+"""What an output's name looks like: one plain name in the folder (no separator, no leading
+dot, no `..`). A manifest entry of any other shape is not advisor's and never removed."""
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write via a temp file and rename, so an interrupted run leaves the previous file or none,
+    never half of one. The temp file is created like any new file (mkstemp's would be 0600), so
+    reports get the umask's permissions and stay readable by the people they are shared with."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    try:
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        with tmp.open("xb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())  # the data is on disk before the name points at it
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def safe_label(text: str) -> str:
+    """A file-name part from profile content (device id, file name): no path separators,
+    control characters or leading dots, and short enough for any file system's name limit."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:MAX_LABEL].strip("._") or "profile"
+
+
+def _stem(path: Path) -> str:
+    """A file's name without its profile extensions (`x.pt.trace.json.gz` -> `x`); a folder's
+    name as it is."""
+    name = path.name
+    if path.is_dir():
+        return name
+    for suffix in (".gz", ".json", ".trace", ".pt", ".chrome_timeline", ".csv", ".txt"):
+        name = name.removesuffix(suffix)
+    return name or path.name
+
+
+def report_names(result: AnalysisResult) -> list[str]:
+    """prof_rule_{device}.json like msprof, made unique when several inputs share devices:
+    by the rank where the profiles know theirs (prof_rule_0_rank10.json), else by a counter."""
+    names: list[str] = []
+    for analysis in result.analyses:
+        meta = analysis.profile.meta
+        key = meta.device_id if meta.device_id is not None else (
+            str(meta.rank) if meta.rank is not None else
+            "cluster" if meta.source_format == "cluster" else _stem(Path(meta.path)))
+        base = f"prof_rule_{safe_label(str(key))}"
+        name = f"{base}.json"
+        if name in names and meta.rank is not None and meta.device_id is not None:
+            name = f"{base}_rank{safe_label(str(meta.rank))}.json"
+        n = 2
+        while name in names:
+            name = f"{base}_{n}.json"
+            n += 1
+        names.append(name)
+    return names
+
+
+def render_outputs(result: AnalysisResult, formats: Sequence[str],
+                   host: PluginHost | None = None) -> dict[str, str]:
+    """Every output file of `formats` (json, html; others are ignored), by file name. The AOE
+    tuning file comes with them when a finding names operators to tune."""
+    from advisor.render.html import render_html
+
+    outputs: dict[str, str] = {}
+    if "json" in formats:
+        for name, report in zip_strict(report_names(result), result.reports):
+            outputs[name] = json.dumps(report, indent=2, ensure_ascii=False)
+    if "html" in formats:
+        sections = [s for a in result.analyses for s in host.report_sections(a)] if host else []
+        outputs["report.html"] = render_html(result.reports, sections=sections)
+    ops = result.tune_ops()
+    if ops and any(f in formats for f in FILE_FORMATS):
+        # The file AOE accepts as --tune_ops_file.
+        outputs["operator_tuning_file.cfg"] = json.dumps({"tune_ops_name": ops}, indent=2,
+                                                         ensure_ascii=False)
+    return outputs
+
+
+def stdout_document(result: AnalysisResult) -> dict[str, Any]:
+    """What `-o -` prints: the prof_rule report of a single profile as it is, or
+    {"reports": [...]} (one per profile, the cluster's last) for several."""
+    reports = result.reports
+    if len(reports) == 1:
+        return reports[0]
+    return {"reports": reports}
+
+
+def write_outputs(result: AnalysisResult, out_dir: str | Path,
+                  formats: Sequence[str] = FILE_FORMATS, host: PluginHost | None = None
+                  ) -> list[Path]:
+    """Render the outputs of `formats` and write them into `out_dir` (created when missing),
+    removing the outputs an earlier run wrote there that this one does not rewrite. Returns
+    the paths written; nothing (and no folder) when no format is a file."""
+    return write_files(Path(out_dir), render_outputs(result, formats, host), command="run")
+
+
+def read_manifest(out_dir: Path) -> dict[str, list[str]]:
+    """The files each command recorded writing into `out_dir`, keeping only entries that are
+    plain names of that folder; {} when the manifest is missing, unreadable or malformed."""
+    path = out_dir / MANIFEST
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
+            return {}  # a link or a device is not what advisor wrote
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    outputs = document.get("outputs") if isinstance(document, dict) else None
+    if not isinstance(outputs, dict):
+        return {}
+    return {command: list(dict.fromkeys(n for n in names if _own_name(n)))
+            for command, names in outputs.items()
+            if isinstance(command, str) and isinstance(names, list)}
+
+
+def _own_name(name: Any) -> bool:
+    return isinstance(name, str) and name != MANIFEST and _OWN_NAME.fullmatch(name) is not None \
+        and ".." not in name
+
+
+def _write_manifest(out_dir: Path, outputs: Mapping[str, Sequence[str]]) -> None:
+    document = {
+        "advisor": __version__,
+        "about": "Files advisor wrote into this folder, per command. The next run into this "
+                 "folder removes those it does not write again; other files are never touched.",
+        "outputs": {command: list(names) for command, names in outputs.items() if names},
+    }
+    write_atomic(out_dir / MANIFEST, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def _is_file(path: Path) -> bool:
+    """A regular file, not a link to one."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _remove_own(out_dir: Path, name: str) -> None:
+    """Remove an earlier output: a regular file directly in the folder, nothing else (a link
+    or folder under that name was not written by advisor)."""
+    path = out_dir / name
+    if path.parent.resolve() == out_dir.resolve() and _is_file(path):
+        path.unlink(missing_ok=True)
+
+
+def write_files(out_dir: Path, outputs: Mapping[str, str | bytes],
+                command: str = "run") -> list[Path]:
+    """Write `outputs` (file name -> content) into `out_dir` atomically and record them in the
+    folder's manifest under `command`; then remove the files the manifest listed for that
+    command which this run did not write. No outputs: the folder is left alone (not even
+    created).
+
+    The manifest is written first when this run adds names, so that outputs of a run
+    interrupted half-way are still known to the next one, and again last, listing exactly the
+    files of this run."""
+    if not outputs:
+        return []
+    names = list(outputs)
+    for name in names:
+        if not _own_name(name):
+            raise ValueError(f"not a plain output file name: {name!r}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    previous = read_manifest(out_dir)
+    before = previous.pop(command, [])
+    # Other commands' outputs are kept, listed while they are there and not this run's now.
+    previous = {c: [n for n in listed if n not in outputs and _is_file(out_dir / n)]
+                for c, listed in previous.items()}
+    if not set(names) <= set(before):
+        _write_manifest(out_dir, {**previous, command: list(dict.fromkeys([*before, *names]))})
+    for name, content in outputs.items():
+        write_atomic(out_dir / name, content)
+    others = {n for listed in previous.values() for n in listed}
+    for name in before:
+        if name not in outputs and name not in others:
+            _remove_own(out_dir, name)
+    _write_manifest(out_dir, {**previous, command: names})
+    return [out_dir / name for name in names]
