@@ -15,6 +15,9 @@ import pandas as pd
 
 from advisor.model import Profile, ProfileMeta, conform
 
+BANDWIDTH_BOUND_BYTES = 1 << 20
+"""Mean message size from which a link's throughput measures its bandwidth: msprof-analyze's
+packet analysis calls RDMA messages from 1 MB large; smaller ones are latency-bound."""
 _MEANS = ("duration_us", "computing_us", "communication_us", "comm_not_overlapped_us", "free_us")
 _SCORED = {"duration_us": "duration_z", "computing_us": "computing_z", "free_us": "free_z",
            "communication_us": "communication_z"}
@@ -100,9 +103,17 @@ def build_links(by_rank: dict[int, Profile]) -> pd.DataFrame | None:
     ends = out["name"].str.split("->", n=1, expand=True).reindex(columns=[0, 1])
     out["src_rank"] = pd.to_numeric(ends[0], errors="coerce")
     out["dst_rank"] = pd.to_numeric(ends[1], errors="coerce")
+    # a rank's copy to itself and a same-device (LOCAL) copy use no link between ranks
+    local = (out["src_rank"] == out["dst_rank"]) | (out["transport"].str.upper() == "LOCAL")
+    out = out[~local.fillna(False)].reset_index(drop=True)
+    if out.empty:
+        return None
     # bytes per µs is MB/s, so GB/s is bytes / µs / 1e3
     out["bandwidth_gbps"] = out["bytes"] / out["duration_us"].where(out["duration_us"] > 0) / 1e3
-    median = out.groupby("transport")["bandwidth_gbps"].transform("median")
+    out["message_bytes"] = out["bytes"] / out["ops"].where(out["ops"] > 0)
+    # the typical bandwidth of a transport comes from the links that are bandwidth-bound
+    bound = out["bandwidth_gbps"].where(out["message_bytes"] >= BANDWIDTH_BOUND_BYTES)
+    median = bound.groupby(out["transport"]).transform("median")
     out["bandwidth_ratio"] = out["bandwidth_gbps"] / median.where(median > 0)
     return conform("links", out)
 

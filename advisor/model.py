@@ -221,7 +221,8 @@ TABLES: dict[str, TableSpec] = {
                "that column's value minus its median across the ranks"),
         )),
         TableSpec("links", "rank-to-rank link of a multi-rank run (built across its profiles from "
-                           "the comm_ops link rows of every rank)", (
+                           "the comm_ops link rows of every rank; a rank's copies to itself and "
+                           "LOCAL same-device copies are not links and are left out)", (
             _c("name", "string", "", "link as the communication matrix names it: src->dst",
                True),
             _c("src_rank", "Int64", "", "sending rank (as numbered in the matrix)"),
@@ -232,7 +233,12 @@ TABLES: dict[str, TableSpec] = {
                True),
             _c("bandwidth_gbps", "float64", "GB/s", "bytes / duration_us (1 GB = 1e9 bytes)"),
             _c("bandwidth_ratio", "float64", "ratio",
-               "bandwidth_gbps / the median bandwidth_gbps of the links of the same transport"),
+               "bandwidth_gbps / the median bandwidth_gbps of the bandwidth-bound links (mean "
+               "message of at least 1 MiB) of the same transport; empty when that transport "
+               "has none"),
+            _c("message_bytes", "float64", "bytes",
+               "mean bytes per operation on the link (bytes / ops): small messages are "
+               "latency-bound and say nothing about the link's bandwidth"),
             _c("ops", "int64", "", "link entries of the matrix of one rank reporting it (the "
                                    "most of any reporting rank)", True),
             _c("reported_by", "string", "",

@@ -1155,12 +1155,12 @@ def parse_communication_matrix(data: Any) -> pd.DataFrame | None:
             continue
         name, group = _op_and_group(key)
         for link, info in links.items():
-            if not isinstance(info, dict):
-                continue
             src, _, dst = str(link).partition("-")
+            if not isinstance(info, dict) or not (src.isdigit() and dst.isdigit()):
+                continue  # "0-top1", "0-total", ...: summaries of a rank's links, not links
             transit_us = _number(info, "Transit Time(ms)") * 1e3
             rows.append({
-                "name": f"{src}->{dst}" if dst else str(link), "kind": "link",
+                "name": f"{src}->{dst}", "kind": "link",
                 "op": collective(str(info.get("Op Name") or name)), "group": group,
                 "duration_us": transit_us, "transit_us": transit_us,
                 "bytes": _number(info, "Transit Size(MB)") * MB,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -190,9 +191,33 @@ def test_cluster_links_name_the_slow_link(tmp_path):
     assert links.loc["2->3", "bandwidth_gbps"] == pytest.approx(5.0)
     assert links.loc["0->1", "bandwidth_gbps"] == pytest.approx(20.0)
     assert links.loc["2->3", "reported_by"] == "2,3" and links.loc["2->3", "ops"] == 2
-    assert links.loc["0->0", "transport"] == "LOCAL" and links.loc["0->0", "bandwidth_ratio"] == 1
+    # a rank's LOCAL copy to itself is no link between ranks: never judged, never "slow"
+    assert "0->0" not in links.index and "LOCAL" not in set(links["transport"])
     (finding,) = cluster.findings
     assert finding.rule.id == "CLUSTER-005" and finding.values["slowest"] == "2->3"
+
+
+def test_cluster_links_ignore_summary_rows_and_latency_bound_messages(tmp_path):
+    """The matrix's per-rank summary rows (0-top1, 0-total ...) are not links, and a link that
+    only carried a few hundred bytes is not judged slow (nor does it lower the median)."""
+    folder = tmp_path / "cluster_links"
+    shutil.copytree(ROOT / "tests/fixtures/cluster_links", folder)
+    matrix = next(folder.glob("node0_1000_*/ASCEND_PROFILER_OUTPUT/communication_matrix.json"))
+    data = json.loads(matrix.read_text(encoding="utf-8"))
+    for step in data.values():
+        for op in step["collective"].values():
+            template = dict(op["0-1"])
+            for summary in ("0-top1", "0-middle", "0-bottom1", "0-total"):
+                op[summary] = {**template, "Transit Time(ms)": 50.0}  # "slow" if read
+            op["0-2"] = {**template, "Transit Size(MB)": 0.0005, "Transit Time(ms)": 0.01}
+    matrix.write_text(json.dumps(data), encoding="utf-8")
+    cluster = advisor.analyze(folder, select=["cluster"]).analyses[-1]
+    links = cluster.tables["links"].set_index("name")
+    assert not [n for n in links.index if not re.fullmatch(r"\d+->\d+", n)]
+    assert links.loc["0->2", "message_bytes"] < 1024  # read, but latency-bound
+    (finding,) = cluster.findings
+    assert finding.values["slowest"] == "2->3" and finding.values["slow_links"] == 1
+    assert finding.values["median_gbps"] == pytest.approx(20.0)
 
 
 def test_own_ddp4_traces_parallel_reading_equals_serial(tmp_path):
