@@ -3,11 +3,13 @@
 Overlap of compute and communication is the core of the step breakdown; device timelines hold
 millions of tasks, so everything here is sort + cumulative max, never a Python loop per task.
 An interval set is a pair of float64 arrays (starts, ends), merged = sorted and disjoint.
+Call stacks are intervals too: `nested_calls` finds the inner levels of host calls.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 Intervals = tuple[np.ndarray, np.ndarray]
 
@@ -71,3 +73,41 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
 
 def union(a: Intervals, b: Intervals) -> Intervals:
     return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def nested(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """True for each interval that starts inside an earlier (or equally early and longer)
+    interval of the same group: the inner levels of a call stack, whose time the outer call
+    already holds. Intervals without a start are never nested."""
+    starts = np.asarray(starts, dtype="float64")
+    ends = np.asarray(ends, dtype="float64")
+    groups = np.asarray(groups)
+    if len(starts) == 0:
+        return np.zeros(0, dtype=bool)
+    _, codes = np.unique(groups.astype(str), return_inverse=True)
+    # by group, then start; of two starting together the longer (outer) comes first
+    order = np.lexsort((-ends, starts, codes))
+    s, e, g = starts[order], ends[order], codes[order]
+    reach = np.empty_like(e)
+    for code in np.unique(g):  # one pass per group (kinds x threads: a handful)
+        at = np.flatnonzero(g == code)
+        reach[at] = np.fmax.accumulate(e[at])
+    before = np.concatenate(([-np.inf], reach[:-1]))
+    first = np.concatenate(([True], g[1:] != g[:-1]))
+    inside = ~first & (s < before) & ~np.isnan(s)
+    out = np.zeros(len(starts), dtype=bool)
+    out[order] = inside
+    return out
+
+def nested_calls(host_ops: pd.DataFrame) -> np.ndarray:
+    """Per host_ops row: does it lie within another call of its kind on its thread (see the
+    `nested` column)? All False without start times, where nothing can be placed."""
+    if "start_us" not in host_ops or host_ops.empty:
+        return np.zeros(len(host_ops), dtype=bool)
+    start = host_ops["start_us"].to_numpy("float64", na_value=np.nan)
+    end = start + host_ops["duration_us"].to_numpy("float64", na_value=0.0)
+    thread = host_ops["thread"].astype("string").fillna("") if "thread" in host_ops else ""
+    groups = (host_ops["kind"].astype("string").fillna("") + "|" + thread).to_numpy()
+    return nested(start, end, groups)
+
+

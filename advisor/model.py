@@ -119,6 +119,8 @@ TABLES: dict[str, TableSpec] = {
             _c("kind", "string", "",
                "aten (framework operator), python, cann_api, runtime, launch (kernel launch), "
                "sync (stream/device/event synchronisation), compile (operator compilation), "
+               "compile_execute (a call that compiles an operator on a cache miss and runs it, "
+               "as aclopCompileAndExecute), "
                "dataloader, annotation, optimizer, memory, cpu_kernel (an operator executed on "
                "the host CPU, as MindSpore's CPU OP)", True),
             _c("level", "string", "", "API level (AscendCL, Runtime, Node, Model, ...)"),
@@ -128,6 +130,10 @@ TABLES: dict[str, TableSpec] = {
             _c("count", "Int64", "", "number of calls (aggregated sources)"),
             _c("thread", "Int64", "", "host thread id"),
             _c("step", "Int64", "", "iteration the call belongs to"),
+            _c("nested", "bool", "",
+               "the call lies within another call of the same kind on the same thread (the "
+               "frames inside a DataLoader call, a compile inside a compile); a sum of a "
+               "kind's time skips these rows so no interval counts twice"),
             _c("input_shapes", "string", "",
                "input shapes of an aten operator as the profiler recorded them ('Input Dims'), "
                "as compact JSON text such as [[8, 64], [256, 64], []]; missing when not "

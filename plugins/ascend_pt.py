@@ -261,18 +261,22 @@ def framework_kind(name: str, cat: str) -> str:
         return "runtime"  # torch_npu's task queue: Enqueue, Dequeue@aclnnXxx
     if cat in ("user_annotation", "gpu_user_annotation", "mstx", "ms_tx"):
         return "annotation"
+    if cat in ("python_function", "gc"):
+        # Python frames of torch/utils/data/dataloader.py run inside the DataLoader call:
+        # they are its call stack, not more data loading
+        return "python"
     if "dataloader" in lower:
         return "dataloader"
     if lower.startswith("optimizer.") or "optimizer.step" in lower:
         return "optimizer"
-    if cat in ("python_function", "gc"):
-        return "python"
     return "aten"
 
 
 def cann_kind(api: str) -> str:
     """host_ops.kind of a CANN API call (`AscendCL@<api>`, `Node@launch`, ...)."""
-    if api.startswith("aclopCompile"):
+    if api.startswith("aclopCompileAndExecute"):
+        return "compile_execute"  # compiles on a cache miss, then runs: not all compile time
+    if api.startswith(("aclopCompile", "opCompile")):
         return "compile"
     if api.startswith(_SYNC_APIS):
         return "sync"

@@ -1,4 +1,5 @@
-"""Built-in metric providers: statistics, step assignment, overlap breakdown, compute classes.
+"""Built-in metric providers: statistics, step assignment, overlap breakdown, compute classes,
+nesting of host calls.
 
 These derive what most profiles lack on disk: per-step computing / communication / uncovered
 communication / free time from device task intervals, per-type statistics from tasks, and the
@@ -153,6 +154,15 @@ def step_overlap(profile: Profile) -> None:
     profile.tables["steps"] = steps.assign(**{c: derived[c] for c in cols})
 
 
+def mark_nested_host_ops(profile: Profile) -> None:
+    """host_ops.nested: true for a call inside an earlier, longer call of the same kind on
+    the same thread. Profilers record every level of a call stack (DataLoader.__next__, then
+    the calls it makes, all named after the DataLoader), so summing a kind over all levels
+    counts the same time several times."""
+    ops = profile.tables["host_ops"]
+    profile.tables["host_ops"] = ops.assign(nested=intervals.nested_calls(ops))
+
+
 PROVIDERS = [
     MetricProvider("op_stats", ("device_ops.duration_us", "device_ops.core_type"),
                    ("op_stats",) + tuple(f"op_stats.{c}" for c in (
@@ -166,6 +176,9 @@ PROVIDERS = [
     MetricProvider("host_op_steps", ("host_ops.start_us", "steps.start_us", "steps.end_us"),
                    ("host_ops.step",), assign_host_steps,
                    "host_ops.step from the step windows"),
+    MetricProvider("host_op_nesting", ("host_ops.kind", "host_ops.duration_us"),
+                   ("host_ops.nested",), mark_nested_host_ops,
+                   "host_ops.nested from the call intervals of each kind and thread"),
     MetricProvider("compute_class", ("device_ops.name", "device_ops.core_type",
                                      "device_ops.category"),
                    ("device_ops.compute_class",), compute_classes,

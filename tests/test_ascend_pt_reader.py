@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+import advisor
 from advisor.cli import main
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
@@ -182,8 +183,10 @@ def test_rank0_host_ops_kinds_and_counts() -> None:
     assert cann["AscendCL@aclopCompileAndExecute"] == 11
     assert counts["aclopCompileAndExecute"] == 11
     assert counts["aclrtSynchronizeStream"] == cann["AscendCL@aclrtSynchronizeStream"] == 4
-    compile_ops = acl[acl["kind"] == "compile"]
-    assert set(compile_ops["name"]) == {"aclopCompileAndExecute"}
+    # compile-and-execute calls run the operator too; the compile step inside is its own event
+    assert set(acl[acl["kind"] == "compile_execute"]["name"]) == {"aclopCompileAndExecute"}
+    assert set(acl[acl["kind"] == "compile"]["name"]) == {"opCompile"}
+    assert (acl["kind"] == "compile").sum() == cann["AscendCL@opCompile"] == 11
     sync = acl[acl["kind"] == "sync"]
     assert len(sync) == sum(n for name, n in cann.items()
                             if name.startswith(("AscendCL@aclrtSynchronizeStream",
@@ -868,3 +871,42 @@ def test_input_shapes_of_cpu_ops(tmp_path: Path, monkeypatch) -> None:
 def test_trace_without_shapes_has_no_input_shapes() -> None:
     host = read_one(RANK0).tables["host_ops"]
     assert "input_shapes" not in host or host["input_shapes"].isna().all()
+
+
+def test_dataloader_time_counts_the_outermost_call_once(tmp_path: Path) -> None:
+    """torch_npu with with_stack=True records the Python frames inside the DataLoader call
+    (torch/utils/data/dataloader.py ...): they are its call stack, not more loading, and a
+    nested DataLoader annotation is the same time again."""
+    events = raw_trace()
+    outer = [e for e in events if e.get("name", "").startswith("enumerate(DataLoader)")]
+    for call in outer:
+        start, dur = float(call["ts"]), float(call["dur"])
+        for depth, frame in enumerate(("torch/utils/data/dataloader.py(631): __next__",
+                                       "torch/utils/data/dataloader.py(675): _next_data")):
+            events.append({**call, "name": frame, "cat": "python_function",
+                           "ts": f"{start + depth + 1:.3f}", "dur": dur - 2 * (depth + 1)})
+        events.append({**call, "name": "DataLoader.fetch", "ts": f"{start + 5:.3f}",
+                       "dur": dur - 10})
+    folder = rank_folder(tmp_path, trace_view__json=json.dumps(events))
+    host = read_one(folder).tables["host_ops"]
+    frames = host[host["name"].str.startswith("torch/utils/data/")]
+    assert len(frames) == 2 * len(outer) and set(frames["kind"]) == {"python"}
+    (analysis,) = advisor.analyze(folder, select=["HOST-001"]).analyses
+    (finding,) = analysis.findings
+    assert finding.values["loader_us"] == pytest.approx(sum(float(e["dur"]) for e in outer))
+    assert finding.values["loader_calls"] == len(outer)
+    assert finding.values["with_workers"] is False
+
+
+def test_compile_time_is_the_compile_events_not_the_compile_and_execute_calls() -> None:
+    """rank0: 11 aclopCompileAndExecute calls of 0.6-1.1 ms each hold an opCompile event of
+    14-28 µs; the compile time is the latter."""
+    events = raw_trace()
+    compiled = [float(e["dur"]) for e in events if e.get("name") == "AscendCL@opCompile"]
+    host = read_one(RANK0).tables["host_ops"]
+    (analysis,) = advisor.analyze(RANK0, select=["HOST-003"]).analyses
+    assert analysis.evaluation.outcomes["HOST-003"] == "passed"  # 11 short ones: no finding
+    compile_rows = host[host["kind"] == "compile"]
+    assert compile_rows["duration_us"].sum() == pytest.approx(sum(compiled))
+    calls = host[host["kind"] == "compile_execute"]["duration_us"].sum()
+    assert calls > 10 * sum(compiled)  # what the rule used to claim as compile time

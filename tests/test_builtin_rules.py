@@ -209,8 +209,7 @@ def test_frequent_sync_per_launch_and_quiet():
 
 
 def test_recompilation_above_msprof_analyze_threshold():
-    compiles = [("AscendCL@aclopCompileAndExecute", "compile", float(i), 100.0)
-                for i in range(21)]
+    compiles = [("AscendCL@opCompile", "compile", i * 200.0, 100.0) for i in range(21)]
     (finding,) = run("HOST-003", host_ops=host(compiles))
     assert finding.values["compiles"] == 21 and finding.impact_us == pytest.approx(2_100)
     assert run("HOST-003", host_ops=host(compiles[:11])) == []
@@ -291,8 +290,7 @@ def test_communication_is_never_the_dominant_operator(core):
 
 def test_recompilation_by_share_of_profiled_time():
     # 5 compilations, far below 20, but 5 ms of a 20 ms step
-    compiles = [("AscendCL@aclopCompileAndExecute", "compile", i * 100.0, 1_000.0)
-                for i in range(5)]
+    compiles = [("AscendCL@opCompile", "compile", i * 2_000.0, 1_000.0) for i in range(5)]
     (finding,) = run("HOST-003", steps=steps(1, 20_000), host_ops=host(compiles))
     assert finding.values["ratio"] == pytest.approx(0.25)
     quick = [(n, k, s, 10.0) for n, k, s, _ in compiles]

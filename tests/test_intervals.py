@@ -52,3 +52,16 @@ def test_clip_equals_bitmap_window(pairs, lo, hi):
 def test_nan_and_empty_intervals_are_ignored():
     merged = intervals.merge(np.array([0.0, np.nan, 5.0]), np.array([2.0, 3.0, 5.0]))
     assert intervals.total(merged) == 2.0
+
+
+def test_nested_marks_inner_levels_of_each_group_only():
+    # group a: an outer call [0, 10) with two levels inside; a later call [20, 25) stands alone
+    # group b: [2, 4) overlaps a's outer call but is another kind/thread: not nested
+    starts = np.array([5.0, 0.0, 1.0, 20.0, 2.0, 0.0, np.nan])
+    ends = np.array([6.0, 10.0, 9.0, 25.0, 4.0, 3.0, np.nan])
+    groups = np.array(["a", "a", "a", "a", "b", "c", "a"])
+    assert intervals.nested(starts, ends, groups).tolist() == [
+        True, False, True, False, False, False, False]
+    # two calls starting together: the longer is the outer one, whichever comes first
+    assert intervals.nested(np.array([0.0, 0.0]), np.array([1.0, 5.0]),
+                            np.array(["a", "a"])).tolist() == [True, False]

@@ -72,8 +72,8 @@ def test_what_msprof_analyze_misses(findings, raw):
     found = findings[0]
     free = found["STEP-003"]  # only reported by msprof-analyze for Level0 or with a benchmark
     assert free.values["ratio"] == pytest.approx(raw["free_us"] / raw["step_us"], rel=1e-6)
-    compile_ = found["HOST-003"]  # below its 20-call threshold, but 47% of the step
-    assert compile_.values["compiles"] == raw["compiles"] == 11
-    assert compile_.impact_us == pytest.approx(raw["compile_us"])
+    # 11 aclopCompileAndExecute calls take 47% of the step, but they mostly execute: the
+    # compile step inside each (opCompile, 14-28 µs) is small, so no compilation finding
+    assert raw["compiles"] == 11 and "HOST-003" not in found
     assert "HOST-001" in found  # data loading 9.4% of the step (its threshold: 10 ms per call)
     assert "OP-007" in found  # tiny kernels

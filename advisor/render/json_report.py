@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import pandas as pd
 
-from advisor import __version__
+from advisor import __version__, intervals
 from advisor.applicability import MISSING, Inapplicable
 from advisor.compat import zip_strict
 from advisor.engine.evaluate import SEVERITIES, Evaluation, Finding, profile_time_us, to_plain
@@ -113,7 +113,10 @@ def host_metrics(profile: Profile) -> dict[str, Any]:
         for kind, label in (("sync", "sync_calls"), ("compile", "compile_calls"),
                             ("launch", "launch_calls")):
             out[label] = int((kinds == kind).sum())
-        loader = host.loc[(kinds == "dataloader").fillna(False), "duration_us"]
+        outermost = ~(host["nested"].fillna(False).to_numpy(bool) if "nested" in host
+                      else intervals.nested_calls(host))
+        loader = host.loc[(kinds == "dataloader").fillna(False).to_numpy(bool) & outermost,
+                          "duration_us"]
         if steps and not loader.empty:
             out["dataloader_us_per_step"] = float(loader.sum()) / steps
     ops = profile.tables.get("device_ops")
