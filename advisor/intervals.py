@@ -75,6 +75,21 @@ def union(a: Intervals, b: Intervals) -> Intervals:
     return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
 
 
+def covered(merged: Intervals, points: np.ndarray) -> np.ndarray:
+    """For each point t, how much of the merged set lies before t: a difference of two of
+    these is the part of [a, b) the set covers, for any number of (a, b) at once."""
+    starts, ends = merged
+    points = np.asarray(points, dtype="float64")
+    if len(starts) == 0:
+        return np.where(np.isnan(points), np.nan, 0.0)
+    before = np.concatenate(([0.0], np.cumsum(ends - starts)))  # length of intervals 0..k-1
+    k = np.searchsorted(starts, points, side="right") - 1  # last interval starting by t
+    inside = np.clip(points - starts[np.clip(k, 0, None)], 0.0,
+                     (ends - starts)[np.clip(k, 0, None)])
+    out = np.where(k >= 0, before[np.clip(k, 0, None)] + inside, 0.0)
+    return np.where(np.isnan(points), np.nan, out)
+
+
 def nested(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """True for each interval that starts inside an earlier (or equally early and longer)
     interval of the same group: the inner levels of a call stack, whose time the outer call

@@ -77,6 +77,9 @@ TABLES: dict[str, TableSpec] = {
             _c("start_us", "float64", US, "task start"),
             _c("duration_us", "float64", US, "task duration", True),
             _c("wait_us", "float64", US, "idle time on the device before this task started"),
+            _c("comm_wait_us", "float64", US,
+               "the part of wait_us during which a communication task ran (derived): waiting "
+               "for a collective, not for the host"),
             _c("stream", "Int64", "", "stream id"),
             _c("task_id", "Int64", "", "task id within its stream"),
             _c("step", "Int64", "", "iteration the task belongs to"),

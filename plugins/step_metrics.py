@@ -1,5 +1,5 @@
 """Built-in metric providers: statistics, step assignment, overlap breakdown, compute classes,
-nesting of host calls.
+nesting of host calls, task waits behind collectives.
 
 These derive what most profiles lack on disk: per-step computing / communication / uncovered
 communication / free time from device task intervals, per-type statistics from tasks, and the
@@ -163,6 +163,25 @@ def mark_nested_host_ops(profile: Profile) -> None:
     profile.tables["host_ops"] = ops.assign(nested=intervals.nested_calls(ops))
 
 
+def comm_waits(profile: Profile) -> None:
+    """device_ops.comm_wait_us: the part of each task's wait during which a collective ran.
+
+    A task queued behind an all-reduce waits for communication, not for the host: counting
+    that as dispatch starvation sends the user to the wrong fix. Without start times the wait
+    cannot be placed, and the column stays empty."""
+    ops = profile.tables["device_ops"]
+    if "start_us" not in ops:
+        profile.tables["device_ops"] = ops.assign(comm_wait_us=np.nan)
+        return
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = ops["duration_us"].to_numpy("float64", na_value=np.nan)
+    wait = ops["wait_us"].to_numpy("float64", na_value=np.nan)
+    comm = (ops["category"] == "communication").fillna(False).to_numpy(bool)
+    merged = intervals.merge(start[comm], start[comm] + duration[comm])
+    during = intervals.covered(merged, start) - intervals.covered(merged, start - wait)
+    profile.tables["device_ops"] = ops.assign(comm_wait_us=np.clip(during, 0.0, wait))
+
+
 PROVIDERS = [
     MetricProvider("op_stats", ("device_ops.duration_us", "device_ops.core_type"),
                    ("op_stats",) + tuple(f"op_stats.{c}" for c in (
@@ -179,6 +198,10 @@ PROVIDERS = [
     MetricProvider("host_op_nesting", ("host_ops.kind", "host_ops.duration_us"),
                    ("host_ops.nested",), mark_nested_host_ops,
                    "host_ops.nested from the call intervals of each kind and thread"),
+    MetricProvider("comm_wait", ("device_ops.wait_us", "device_ops.category",
+                                 "device_ops.duration_us"),
+                   ("device_ops.comm_wait_us",), comm_waits,
+                   "device_ops.comm_wait_us: task wait while a collective ran"),
     MetricProvider("compute_class", ("device_ops.name", "device_ops.core_type",
                                      "device_ops.category"),
                    ("device_ops.compute_class",), compute_classes,

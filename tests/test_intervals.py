@@ -65,3 +65,14 @@ def test_nested_marks_inner_levels_of_each_group_only():
     # two calls starting together: the longer is the outer one, whichever comes first
     assert intervals.nested(np.array([0.0, 0.0]), np.array([1.0, 5.0]),
                             np.array(["a", "a"])).tolist() == [True, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans, spans)
+def test_covered_gives_the_part_of_each_window_the_set_covers(pairs, windows):
+    merged = as_set(pairs)
+    lo = np.array([w[0] for w in windows], dtype="float64")
+    hi = np.array([w[1] for w in windows], dtype="float64")
+    got = intervals.covered(merged, hi) - intervals.covered(merged, lo)
+    cover = bitmap(pairs)
+    assert got.tolist() == [float(cover[int(a):int(b)].sum()) for a, b in zip(lo, hi)]
