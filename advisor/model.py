@@ -77,6 +77,9 @@ TABLES: dict[str, TableSpec] = {
             _c("start_us", "float64", US, "task start"),
             _c("duration_us", "float64", US, "task duration", True),
             _c("wait_us", "float64", US, "idle time on the device before this task started"),
+            _c("gap_us", "float64", US,
+               "device idle time (all streams together) right before the task started "
+               "(derived); empty for the first task"),
             _c("comm_wait_us", "float64", US,
                "the part of wait_us during which a communication task ran (derived): waiting "
                "for a collective, not for the host"),

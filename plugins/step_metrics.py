@@ -1,5 +1,5 @@
 """Built-in metric providers: statistics, step assignment, overlap breakdown, compute classes,
-nesting of host calls, task waits behind collectives.
+nesting of host calls, task waits behind collectives, device gaps before tasks.
 
 These derive what most profiles lack on disk: per-step computing / communication / uncovered
 communication / free time from device task intervals, per-type statistics from tasks, and the
@@ -182,6 +182,23 @@ def comm_waits(profile: Profile) -> None:
     profile.tables["device_ops"] = ops.assign(comm_wait_us=np.clip(during, 0.0, wait))
 
 
+def device_gaps(profile: Profile) -> None:
+    """device_ops.gap_us: how long the device (all its streams together) sat idle right
+    before each task started; empty for the first task and for tasks without a start.
+
+    A kernel's launch overhead costs device time only where the device had nothing else to
+    run, so this bounds what faster launching can save."""
+    ops = profile.tables["device_ops"]
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    end = start + ops["duration_us"].to_numpy("float64", na_value=0.0)
+    order = np.argsort(start, kind="stable")  # tasks without a start sort last
+    reach = np.fmax.accumulate(np.where(np.isnan(end[order]), -np.inf, end[order]))
+    before = np.concatenate(([np.nan], reach[:-1]))
+    gap = np.empty(len(order))
+    gap[order] = np.clip(start[order] - before, 0.0, None)
+    profile.tables["device_ops"] = ops.assign(gap_us=gap)
+
+
 PROVIDERS = [
     MetricProvider("op_stats", ("device_ops.duration_us", "device_ops.core_type"),
                    ("op_stats",) + tuple(f"op_stats.{c}" for c in (
@@ -202,6 +219,9 @@ PROVIDERS = [
                                  "device_ops.duration_us"),
                    ("device_ops.comm_wait_us",), comm_waits,
                    "device_ops.comm_wait_us: task wait while a collective ran"),
+    MetricProvider("device_gaps", ("device_ops.start_us", "device_ops.duration_us"),
+                   ("device_ops.gap_us",), device_gaps,
+                   "device_ops.gap_us: device idle time before each task"),
     MetricProvider("compute_class", ("device_ops.name", "device_ops.core_type",
                                      "device_ops.category"),
                    ("device_ops.compute_class",), compute_classes,

@@ -76,4 +76,7 @@ def test_what_msprof_analyze_misses(findings, raw):
     # compile step inside each (opCompile, 14-28 µs) is small, so no compilation finding
     assert raw["compiles"] == 11 and "HOST-003" not in found
     assert "HOST-001" in found  # data loading 9.4% of the step (its threshold: 10 ms per call)
-    assert "OP-007" in found  # tiny kernels
+    # tiny kernels: this kernel_details.csv comes from another run than the trace and has no
+    # start times, so the idle time before the kernels (the most launching can cost) is
+    # unknown: not applicable rather than a guess of 5 µs per kernel
+    assert "OP-007" not in found
