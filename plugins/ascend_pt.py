@@ -1111,6 +1111,22 @@ def _number(mapping: dict[str, Any], key: str) -> float:
     return value if np.isfinite(value) else float("nan")
 
 
+SDMA_PARTS = ("HCCS", "PCIE", "SIO")
+"""communication.json's SDMA entry is the sum of these intra-node transports (HCCS 0.0639 MB
++ PCIE 0.0214 MB = SDMA 0.0853 MB in msprof-analyze's sample): adding all would count the
+bytes twice. LOCAL copies stay on one device and move nothing between ranks."""
+
+
+def _moved(transports: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """MB each transport moved between ranks, every byte once: RDMA and the SDMA parts
+    (HCCS, PCIE, SIO); SDMA itself only where the file gives no parts."""
+    sizes = {t: _number(v, "Transit Size(MB)") for t, v in transports.items()
+             if t.upper() != "LOCAL"}
+    if any(t in sizes for t in SDMA_PARTS):
+        sizes.pop("SDMA", None)
+    return {t: size for t, size in sizes.items() if size > 0}
+
+
 def parse_communication(data: Any, clock: _Clock
                         ) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
     """comm_ops from communication.json, and bandwidth per transport from its totals."""
@@ -1130,8 +1146,7 @@ def parse_communication(data: Any, clock: _Clock
         if not isinstance(time_info, dict):
             continue
         name, group = _op_and_group(key)
-        sizes = {t: _number(v, "Transit Size(MB)") for t, v in transports.items()}
-        moved = {t: s for t, s in sizes.items() if s > 0}
+        moved = _moved(transports)
         main = max(moved, key=moved.__getitem__) if moved else None
         starts.append(time_info.get("Start Timestamp(us)"))
         rows.append({

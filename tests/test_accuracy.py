@@ -67,3 +67,38 @@ def test_tiny_kernel_impact_never_exceeds_the_gaps_they_waited_in():
         reach = max(reach, row.start_us + row.duration_us)
     assert finding.impact_us == pytest.approx(idle_before_tiny)
     assert finding.impact_us < finding.values["tiny_count"] * 5.0  # the old, unbounded claim
+
+
+def test_gpu_kernels_are_grouped_by_what_they_compute():
+    """HTA's genuine training trace: PyTorch runs every element-wise op through a few kernel
+    templates; grouped by template, a multiply, a clamp and an add were one "operator type"
+    that OP-005 could call dominant."""
+    trace = SHARED / "kineto" / "timeline_analysis__sampled_rank-0.json.gz"
+    (analysis,) = advisor.analyze(trace, select=["OP-005"]).analyses
+    ops = analysis.tables["device_ops"]
+    template = ops[ops["name"].str.contains("vectorized_elementwise_kernel<", regex=False)]
+    kinds = set(template["op_type"])
+    assert {"vectorized_elementwise_kernel<MulFunctor>",
+            "vectorized_elementwise_kernel<launch_clamp_scalar>",
+            "vectorized_elementwise_kernel<CUDAFunctor_add>"} <= kinds
+    assert "vectorized_elementwise_kernel" not in kinds  # every one names its functor here
+
+
+def test_a_rank_with_only_step_durations_measures_findings_against_them(tmp_path):
+    """A torch_npu rank folder holding only step_trace_time.csv (no kernels, no start/end
+    times): the profile time is the sum of the step durations, so a 54.6% idle finding is
+    high, not low for want of a time base."""
+    from advisor.engine.evaluate import profile_time_us
+
+    out = tmp_path / "node0_1_20260101000000000_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    (out / "step_trace_time.csv").write_text(
+        "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,"
+        "Bubble,Communication(Not Overlapped and Exclude Receive),Preparing\n"
+        "1,4540,0,0,0,5460,,0,0,0\n2,4540,0,0,0,5460,,0,0,0\n", encoding="utf-8")
+    (analysis,) = advisor.analyze(out.parent).analyses
+    steps = analysis.tables["steps"]
+    assert "start_us" not in steps or steps["start_us"].isna().all()
+    assert profile_time_us(analysis.profile) == pytest.approx(steps["duration_us"].sum())
+    (idle,) = [f for f in analysis.findings if f.rule.id == "STEP-003"]
+    assert idle.impact_ratio == pytest.approx(0.546) and idle.severity == "high"

@@ -910,3 +910,25 @@ def test_compile_time_is_the_compile_events_not_the_compile_and_execute_calls() 
     assert compile_rows["duration_us"].sum() == pytest.approx(sum(compiled))
     calls = host[host["kind"] == "compile_execute"]["duration_us"].sum()
     assert calls > 10 * sum(compiled)  # what the rule used to claim as compile time
+
+
+def test_communication_bytes_count_sdma_and_its_parts_once() -> None:
+    """msprof-analyze's genuine cluster_communication.json: per operation and rank, SDMA is
+    the sum of HCCS and PCIE (0.0639 + 0.0214 = 0.0853 MB); adding all three doubled the
+    bytes and halved no bandwidth but doubled every figure built on bytes."""
+    cluster = json.loads((SHARED / "cluster_communication.json").read_text(encoding="utf-8"))
+    ops = cluster["(0, 1)"]["step"]
+    key = next(k for k in ops if k.startswith("hcom_broadcast__501_0@"))
+    block = ops[key]["0"]
+    info = block["Communication Bandwidth Info"]
+    assert info["SDMA"]["Transit Size(MB)"] == pytest.approx(
+        info["HCCS"]["Transit Size(MB)"] + info["PCIE"]["Transit Size(MB)"])
+    if "Communication Time Info" not in block:  # the cluster file keeps only bandwidths
+        block = {**block, "Communication Time Info": {
+            "Start Timestamp(us)": 1.0, "Elapse Time(ms)": 0.5, "Transit Time(ms)": 0.035,
+            "Wait Time(ms)": 0.4}}
+    comm, _ = ascend_pt.parse_communication({"1": {"collective": {key: block}}},
+                                            ascend_pt._Clock())
+    (row,) = comm.to_dict("records")
+    assert row["bytes"] == pytest.approx(info["SDMA"]["Transit Size(MB)"] * ascend_pt.MB)
+    assert row["transport"] == "HCCS"  # the part that moved most, not the SDMA total

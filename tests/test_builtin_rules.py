@@ -162,6 +162,8 @@ def comm(rows: list[tuple[str, float, float]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["name", "bytes", "duration_us"])
     df["bandwidth_gbps"] = df["bytes"] / df["duration_us"] / 1000
     df["op"] = "allreduce"
+    df["kind"] = "op"
+    df["transit_us"] = df["duration_us"]  # no waiting: all the time is transit
     return df
 
 

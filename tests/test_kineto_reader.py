@@ -575,7 +575,24 @@ def test_memory_capacity_from_device_properties(tmp_path):
 @pytest.mark.parametrize(("name", "op_type"), [
     ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
      "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<int>, "
-     "at::detail::Array<char*, 1>)", "vectorized_elementwise_kernel"),
+     "at::detail::Array<char*, 1>)", "vectorized_elementwise_kernel<FillFunctor>"),
+    # one template runs every element-wise op: its functor says which (add, mul, copy ...)
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, "
+     "float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*,"
+     " 2> >(int, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::"
+     "MulFunctor<float> >, at::detail::Array<char*, 2>)",
+     "vectorized_elementwise_kernel<MulFunctor>"),
+    ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::"
+     "TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const"
+     "::{lambda(long)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int>"
+     " >(int)", "unrolled_elementwise_kernel<direct_copy_kernel_cuda>"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
+     "float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::"
+     "native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
+     "reduce_kernel<MeanOps>"),
+    ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15binary_"
+     "internal10MulFunctorIfEEEENS_6detail5ArrayIPcLi3EEEEEviT0_T1_",
+     "vectorized_elementwise_kernel<MulFunctor>"),
     ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel"
      "<float, 4>(int)", "distribution_elementwise_grid_stride_kernel"),
     ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>"

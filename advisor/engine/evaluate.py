@@ -86,8 +86,10 @@ class Evaluation:
 
 def profile_time_us(profile: Profile) -> float | None:
     """The time findings are measured against: the wall-clock span of all steps (gaps between
-    iterations, e.g. msprof's Data Aug Bound, included), else the device timeline span; for a
-    cluster, the slowest rank's mean step times the most steps any rank profiled."""
+    iterations, e.g. msprof's Data Aug Bound, included), else the sum of the step durations
+    (a step_trace_time.csv gives durations without start and end), else the device timeline
+    span; for a cluster, the slowest rank's mean step times the most steps any rank
+    profiled."""
     ranks = profile.tables.get("ranks")
     if ranks is not None and not ranks.empty:
         return float(ranks["duration_us"].max() * ranks["steps"].max())
@@ -95,6 +97,8 @@ def profile_time_us(profile: Profile) -> float | None:
     if (steps is not None and not steps.empty and {"start_us", "end_us"} <= set(steps)
             and steps["end_us"].notna().any()):
         return float(steps["end_us"].max() - steps["start_us"].min())
+    if steps is not None and "duration_us" in steps and steps["duration_us"].gt(0).any():
+        return float(steps["duration_us"].sum())
     ops = profile.tables.get("device_ops")
     if ops is None or ops.empty:
         return None
