@@ -547,9 +547,29 @@ class _TraceReader:
             meta.extra["time_base"] = ("relative to baseTimeNanoseconds" if base_ns
                                        else "epoch microseconds")
         tables = walk.frames(origin or 0.0, properties)
+        if "steps" not in tables and "device_ops" in tables:
+            window = device_window(tables["device_ops"])
+            if window is not None:
+                tables["steps"] = window
+                span = float(window["duration_us"].iloc[0])
+                self.warn(f"no ProfilerStep in the trace: the device's span ({span / 1000:,.1f} "
+                          "ms, first kernel to last) stands in for one step, so idle and "
+                          "per-step figures are for that window")
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
 
 
+
+
+def device_window(device_ops: pd.DataFrame) -> pd.DataFrame | None:
+    """One step from the first device task's start to the last one's end: the window a trace
+    without ProfilerStep (inference, eager decoding, a custom loop) is judged over, so that a
+    GPU busy 12% of the time still gets its idle and host-bound findings."""
+    start = device_ops["start_us"]
+    end = (start + device_ops["duration_us"]).max()
+    if start.isna().all() or not end > start.min():
+        return None
+    return pd.DataFrame({"step": [1], "start_us": [float(start.min())],
+                         "end_us": [float(end)], "duration_us": [float(end - start.min())]})
 
 
 def _int_or_none(value: Any) -> int | None:

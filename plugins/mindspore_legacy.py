@@ -45,6 +45,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from advisor import intervals
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.io import WarnFn, to_numbers
@@ -253,6 +254,12 @@ class _RankReader:
             "data_aug_bound_us": interval,
             "reduce_us": reduce_us,
         }
+        exposure = _collective_exposure(
+            {name: (ticks(f"{name}_start_point"), ticks(f"{name}_end_point"))
+             for name in _collective_columns(df.columns)},
+            ticks("fp_point"), ticks("bp_point"))
+        if exposure is not None:
+            columns["communication_us"], columns["comm_not_overlapped_us"] = exposure
         frame = pd.DataFrame({k: v for k, v in columns.items() if v is not None})
         zero = frame["start_us"].fillna(0) <= 0
         if zero.any():
@@ -734,3 +741,35 @@ def _int_list(text: Any) -> list[int] | None:
         return None
     values = [_int(v) for v in match[1].split(",") if v.strip()]
     return None if any(v is None for v in values) else values  # type: ignore[return-value]
+
+
+def _collective_columns(columns: Any) -> list[str]:
+    """The collectives step_trace_raw times per step: `<name>_start_point` and
+    `<name>_end_point` pairs, named `stream_<id>_parallel_<n>` or, in newer MindSpore,
+    `stream_<id>_<n>_AllReduce-op<N>` and the like."""
+    names = {str(c)[:-len("_start_point")] for c in columns
+             if re.fullmatch(r"stream_\d+_.+_start_point", str(c))}
+    return sorted(n for n in names if f"{n}_end_point" in columns)
+
+
+def _collective_exposure(spans: dict[str, tuple[pd.Series | None, pd.Series | None]],
+                         fp: pd.Series | None, bp: pd.Series | None
+                         ) -> tuple[pd.Series, pd.Series] | None:
+    """Per step, the time collectives ran (their union) and the part of it outside the
+    forward and backward pass [fp_point, bp_point): an all-reduce still running after the
+    backward pass ends has no computation left to hide it."""
+    spans = {k: v for k, v in spans.items() if v[0] is not None and v[1] is not None}
+    if not spans or fp is None or bp is None:
+        return None
+    starts = np.column_stack([v[0].to_numpy("float64") for v in spans.values()])
+    ends = np.column_stack([v[1].to_numpy("float64") for v in spans.values()])
+    total, exposed = [], []
+    for row, (lo, hi) in enumerate(zip(fp.to_numpy("float64"), bp.to_numpy("float64"))):
+        ok = (starts[row] > 0) & (ends[row] > starts[row])  # 0: not run in this step
+        runs = intervals.merge(starts[row][ok], ends[row][ok])
+        inside = intervals.total(intervals.clip(runs, lo, hi)) if hi > lo else 0.0
+        total.append(intervals.total(runs))
+        exposed.append(intervals.total(runs) - inside)
+    index = fp.index
+    return pd.Series(total, index=index), pd.Series(exposed, index=index)
+

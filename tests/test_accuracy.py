@@ -102,3 +102,72 @@ def test_a_rank_with_only_step_durations_measures_findings_against_them(tmp_path
     assert profile_time_us(analysis.profile) == pytest.approx(steps["duration_us"].sum())
     (idle,) = [f for f in analysis.findings if f.rule.id == "STEP-003"]
     assert idle.impact_ratio == pytest.approx(0.546) and idle.severity == "high"
+
+
+def test_a_trace_without_profiler_steps_is_judged_over_the_device_span():
+    """A benchmark trace with no ProfilerStep (HTA's AlexNet sample): the device span stands
+    in for the step and the report says so, so its idle device is reported, not skipped."""
+    trace = SHARED / "kineto" / "critical_path__alexnet__benchmark_result_2869224_1695835535_" \
+                              "trace.json.gz"
+    (analysis,) = advisor.analyze(trace, select=["STEP-003"]).analyses
+    ops = analysis.tables["device_ops"]
+    first, last = ops["start_us"].min(), (ops["start_us"] + ops["duration_us"]).max()
+    busy, reach = 0.0, float("-inf")
+    for start, end in sorted(zip(ops["start_us"], ops["start_us"] + ops["duration_us"])):
+        busy += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    (step,) = analysis.tables["steps"].to_dict("records")
+    assert step["duration_us"] == pytest.approx(last - first)
+    (idle,) = analysis.findings
+    assert idle.values["free_us"] == pytest.approx(last - first - busy)
+    assert any("no ProfilerStep" in w.problem for w in analysis.profile.warnings)
+
+
+def _step_trace(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_mindspore_collectives_after_the_backward_pass_are_uncovered(tmp_path):
+    """MindSpore's step_trace_raw times each collective per step (`<name>_start_point`,
+    `<name>_end_point`); the part after bp_point has no computation left to hide it. Checked
+    on the genuine rank-10 file, then on the newer column naming with an all-reduce that
+    outlasts the backward pass by 30% of the step."""
+    import shutil
+
+    source = SHARED / "mindspore_legacy" / "profiler_misc"
+    folder = tmp_path / "profiler"
+    folder.mkdir()
+    shutil.copy(source / "step_trace_raw_10_detail_time.csv", folder)
+    (analysis,) = advisor.analyze(folder, select=["COMM-001"]).analyses
+    rows = [r for r in _step_trace(folder / "step_trace_raw_10_detail_time.csv")
+            if r["step_num"].strip().isdigit()]
+    steps = analysis.tables["steps"]
+    for row, got in zip(rows, steps["comm_not_overlapped_us"]):
+        bp = int(row["bp_point"])
+        names = [c[:-len("_start_point")] for c in row if c.endswith("_start_point")
+                 and c.startswith("stream_")]
+        after = sum(max(0, int(row[f"{n}_end_point"]) - max(int(row[f"{n}_start_point"]), bp))
+                    for n in names)  # these collectives do not overlap one another
+        assert got == pytest.approx(after / 100, abs=0.01)  # 10 ns ticks
+    assert analysis.evaluation.outcomes["COMM-001"] == "passed"  # about 5% of the step
+
+    header = ("step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,"
+              "fp_and_bp,tail,stream_5_0_AllReduce-op12_start_point,"
+              "stream_5_0_AllReduce-op12_end_point,stream_5_0_AllReduce-op12\n")
+    # per 1 ms step (100,000 ticks): BP ends at 60%, the all-reduce runs 50%-90%
+    lines = [f"{i},{i * 100000},{(i + 1) * 100000},100000,{i * 100000},{i * 100000 + 60000},"
+             f"0,60000,40000,{i * 100000 + 50000},{i * 100000 + 90000},40000\n"
+             for i in (1, 2)]
+    newer = tmp_path / "newer" / "profiler"
+    newer.mkdir(parents=True)
+    (newer / "step_trace_raw_0_detail_time.csv").write_text(
+        header + "".join(lines) + "-,0,0,100000,0,0,0,60000,40000,0,0,40000\n",
+        encoding="utf-8")
+    (analysis,) = advisor.analyze(newer, select=["COMM-001"]).analyses
+    (finding,) = analysis.findings
+    assert analysis.tables["steps"]["comm_not_overlapped_us"].tolist() == pytest.approx(
+        [300.0, 300.0])
+    assert finding.values["ratio"] == pytest.approx(0.3)

@@ -133,6 +133,14 @@ def test_trace_matches_raw_json(path):
             [s for s, _ in want["steps"].values()], abs=1e-3)
         assert (steps["end_us"] - steps["start_us"]).tolist() == pytest.approx(
             steps["duration_us"].tolist())
+    elif want["kernels"] or want["memcpy"]:
+        # no ProfilerStep: one step over the device's span, first task to last, said so
+        device = profile.tables["device_ops"]
+        (window,) = steps.to_dict("records")
+        assert window["start_us"] == pytest.approx(device["start_us"].min())
+        assert window["end_us"] == pytest.approx(
+            (device["start_us"] + device["duration_us"]).max())
+        assert any(w.startswith("no ProfilerStep") for w in warnings_of(profile))
     else:
         assert steps is None
 
@@ -423,7 +431,7 @@ def test_trace_without_steps(tmp_path):
     profile = read_one(write(tmp_path, "nosteps.pt.trace.json", doc))
     full = read_one(SAMPLED)
     assert rows(full, "steps") == 2
-    assert "steps" not in profile.tables
+    assert rows(profile, "steps") == 1  # the device span stands in for the step
     for table in ("device_ops", "host_ops", "comm_ops"):
         assert rows(profile, table) == rows(full, table)
     assert profile.tables["device_ops"]["duration_us"].sum() == pytest.approx(

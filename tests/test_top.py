@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from clirunner import separate_runner
 
 from advisor.cli import main
 from advisor.compat import zip_strict
@@ -40,9 +41,10 @@ def top(*args: str) -> tuple[int, str]:
 
 
 def top_json(*args: str) -> list[dict]:
-    code, out = top(*args, "--format", "json")
-    assert code == 0, out
-    (profile,) = json.loads(out)["profiles"]
+    """The rows of `top --format json`: stdout only (reader warnings go to stderr)."""
+    result = separate_runner().invoke(main, ["top", *args, "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    (profile,) = json.loads(result.stdout)["profiles"]
     return profile["rows"]
 
 
