@@ -57,7 +57,9 @@ def _impact_line(rule: Rule) -> str:
     if rule.impact_us is None:
         return f"none measured: {' '.join((rule.impact_note or '').split())}"
     base = f"`{rule.measured_us.source}`" if rule.measured_us else "the profile time"
-    return f"`{rule.impact_us.source}`, as a share of {base}"
+    pool = (f"; time pool `{rule.time_pool}` (overlaps the other findings of that pool)"
+            if rule.time_pool else "")
+    return f"`{rule.impact_us.source}`, as a share of {base}{pool}"
 
 
 def _scope_label(applies: Applies) -> str:

@@ -80,12 +80,14 @@ def _stem(path: Path) -> str:
 
 def report_names(result: AnalysisResult) -> list[str]:
     """prof_rule_{device}.json like msprof, made unique when several inputs share devices:
-    by the rank where the profiles know theirs (prof_rule_0_rank10.json), else by a counter."""
+    by the rank where the profiles know theirs (prof_rule_0_rank10.json), else by a counter.
+    A profile that knows its rank but not its device is prof_rule_rank{rank}.json, so a
+    bare number always names a device and never a rank."""
     names: list[str] = []
     for analysis in result.analyses:
         meta = analysis.profile.meta
         key = meta.device_id if meta.device_id is not None else (
-            str(meta.rank) if meta.rank is not None else
+            f"rank{meta.rank}" if meta.rank is not None else
             "cluster" if meta.source_format == "cluster" else _stem(Path(meta.path)))
         base = f"prof_rule_{safe_label(str(key))}"
         name = f"{base}.json"

@@ -171,3 +171,31 @@ def test_mindspore_collectives_after_the_backward_pass_are_uncovered(tmp_path):
     assert analysis.tables["steps"]["comm_not_overlapped_us"].tolist() == pytest.approx(
         [300.0, 300.0])
     assert finding.values["ratio"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("path", [
+    SHARED / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC",
+    SHARED / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    SHARED / "kineto" / "trace_file_list__inference_rank_1.json.gz",
+], ids=["cann_timeline", "mi250", "inference"])
+def test_findings_that_describe_the_same_time_are_counted_once(path):
+    """Free time, launch-bound idle time and task waits are one idle interval; gradient
+    refresh after BP and uncovered communication one all-reduce. Per time pool only the
+    largest impact counts, and the whole never exceeds the profile."""
+    (analysis,) = advisor.analyze(path).analyses
+    findings = [f for f in analysis.findings if f.impact_us is not None]
+    pools: dict[str, float] = {}
+    alone = 0.0
+    for f in findings:
+        if f.rule.time_pool:
+            pools[f.rule.time_pool] = max(pools.get(f.rule.time_pool, 0.0), f.impact_us)
+            assert sorted(f.shares_time_with) == sorted(
+                g.rule.id for g in findings if g.rule.time_pool == f.rule.time_pool
+                and g is not f)
+        else:
+            alone += f.impact_us
+    total = analysis.report["summary"]["total_time_us"]
+    combined = analysis.report["summary"]["combined_impact_us"]
+    assert combined == pytest.approx(min(alone + sum(pools.values()), total))
+    assert sum(f.impact_us for f in findings) > combined  # these profiles do overlap
+    assert combined <= total

@@ -166,16 +166,17 @@ def test_fewer_ranks_remove_the_earlier_ranks_reports_and_keep_the_users_files(
         tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert run(ddp4_ranks(tmp_path / "four", range(4)), "-o", out, "--format", "json,html") == 0
-    assert {f"prof_rule_{r}.json" for r in range(4)} <= set(snapshot(out))
+    # CPU ranks have no device id: their reports are named by rank, and say so
+    assert {f"prof_rule_rank{r}.json" for r in range(4)} <= set(snapshot(out))
     (out / "notes.txt").write_text("my notes", encoding="utf-8")
     (out / "prof_rule_7.json").write_text("{}", encoding="utf-8")  # not written by advisor
 
     assert run(ddp4_ranks(tmp_path / "two", range(2)), "-o", out, "--format", "json") == 0
-    assert set(snapshot(out)) == {"prof_rule_0.json", "prof_rule_1.json",
+    assert set(snapshot(out)) == {"prof_rule_rank0.json", "prof_rule_rank1.json",
                                   "prof_rule_cluster.json", "notes.txt", "prof_rule_7.json",
                                   MANIFEST}
     assert (out / "notes.txt").read_text(encoding="utf-8") == "my notes"
-    assert manifest(out)["outputs"] == {"run": ["prof_rule_0.json", "prof_rule_1.json",
+    assert manifest(out)["outputs"] == {"run": ["prof_rule_rank0.json", "prof_rule_rank1.json",
                                                 "prof_rule_cluster.json"]}
 
 

@@ -202,6 +202,19 @@ def test_missing_data_is_told_with_how_to_collect_it_once() -> None:
     assert "3 条规则未执行：本次性能数据缺少所需数据" in zh and "采集方法：" + shapes in zh
 
 
+def test_overlapping_findings_say_what_they_stand_for_together() -> None:
+    findings = [finding(1, "high", "Idle device", 60_000.0), finding(2, "high", "Task wait",
+                                                                      50_000.0)]
+    one = report(findings)
+    one["summary"].update(total_time_us=100_000.0, combined_impact_us=60_000.0)
+    jsonschema.validate(one, SCHEMA)
+    out = render_text([one], width=120)
+    assert "Together at most 60 ms (60.0%)" in out and "not 110 ms" in out
+    apart = report(findings)
+    apart["summary"].update(total_time_us=200_000.0, combined_impact_us=110_000.0)
+    assert "Together" not in render_text([apart])  # nothing shared: nothing to say
+
+
 def test_config_in_effect_is_named_first() -> None:
     one = report([finding(1, "high", "Slow", 5_000.0)])
     one["advisor"]["config"] = "/work/project/advisor.yaml"

@@ -63,6 +63,9 @@ class Finding:
     uncapped_impact_us: float | None = None
     """What the rule computed when that exceeded the time it was measured over: the figure
     shown is capped there, since no fix saves more time than was spent."""
+    shares_time_with: list[str] = field(default_factory=list)
+    """Other findings of this profile in the same time pool: part of this finding's time is
+    theirs too, so their impacts are not to be added to it."""
 
     @property
     def title(self) -> str:
@@ -82,6 +85,9 @@ class Evaluation:
     lang: str = "en"
     inapplicable: dict[str, Inapplicable] = field(default_factory=dict)
     """Why each not-applicable rule did not run: data missing here, or never recorded."""
+    combined_impact_us: float | None = None
+    """The time all findings together stand for, each interval once: per time pool only the
+    largest impact, findings without a pool in full, never above the profile time."""
 
 
 def profile_time_us(profile: Profile) -> float | None:
@@ -261,4 +267,30 @@ def evaluate(profile: Profile, rules: Sequence[Rule], *,
             result.findings.append(finding)
             result.outcomes[rule.id] = "fired"
     rank_findings(result.findings)
+    result.combined_impact_us = combine_impacts(result.findings, total_us)
     return result
+
+
+def combine_impacts(findings: Sequence[Finding], total_us: float | None) -> float | None:
+    """The time the findings stand for together, counting shared time once, and each
+    finding's `shares_time_with`.
+
+    Free time, task waits, tiny-kernel gaps and data loading often describe one idle
+    interval; adding their impacts would promise more than the step lasts. Rules say which
+    kind of time they measure (`time_pool`); per pool only the largest impact counts."""
+    pools: dict[str, list[Finding]] = {}
+    alone = 0.0
+    for finding in findings:
+        if finding.impact_us is None:
+            continue
+        if finding.rule.time_pool:
+            pools.setdefault(finding.rule.time_pool, []).append(finding)
+        else:
+            alone += finding.impact_us
+    for members in pools.values():
+        for finding in members:
+            finding.shares_time_with = [f.rule.id for f in members if f is not finding]
+    if not pools and not alone:
+        return None
+    combined = alone + sum(max(f.impact_us or 0.0 for f in m) for m in pools.values())
+    return min(combined, total_us) if total_us else combined

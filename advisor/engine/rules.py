@@ -114,6 +114,9 @@ class Rule:
     impact_us: Expression | None = None
     measured_us: Expression | None = None
     impact_note: str | None = None
+    time_pool: str | None = None
+    """Rules of one pool measure the same kind of time (device idle, communication ...): their
+    impacts overlap and are not added up."""
     evidence: Evidence | None = None
     tune_ops: str | None = None
     translations: Mapping[str, RuleText] = field(default_factory=dict)
@@ -382,7 +385,8 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
         subtype=raw.get("subtype", ""), severity=raw.get("severity"),
         tags=tuple(raw.get("tags", ())), requires=tuple(raw.get("requires", ())),
         params=params, let=let, impact_us=impact, measured_us=measured,
-        impact_note=raw.get("impact_note"), evidence=evidence, tune_ops=tune_ops,
+        impact_note=raw.get("impact_note"), time_pool=raw.get("time_pool"),
+        evidence=evidence, tune_ops=tune_ops,
         translations=translations, raw=raw,
     )
 

@@ -197,6 +197,11 @@ LABELS: dict[str, dict[str, str]] = {
         "{n} rule{s} need data this format never records":
             "{n} 条规则所需的数据该格式不记录",
         "Ranks": "各 rank",
+        "Together these findings stand for at most {combined}{share}: findings that measure "
+        "the same time (an idle device, communication ...) are counted once, not added up to "
+        "{added}.": "这些发现合计至多 {combined}{share}：度量同一段时间（设备空闲、通信等）"
+                    "的发现只计一次，而不是相加得到的 {added}。",
+        "Shares time with": "与以下发现度量同一段时间",
         "{n} rank section{s} below start collapsed; sort the table by any column.":
             "下方 {n} 个 rank 的详情默认折叠；点击表头可按任一列排序。",
     },
@@ -289,7 +294,13 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         device = f"{device} #{profile['device_id']}"
     rank = profile.get("rank")
     unit = column_unit(f.get("impact_us") for _, f in findings)
+    combined = summary.get("combined_impact_us")
+    added = sum(f.get("impact_us") or 0.0 for _, f in findings)
     return {
+        "combined": None if combined is None or not added > combined * 1.0001 else {
+            "combined": fmt_us(combined), "added": fmt_us(added),
+            "share": fmt_pct(combined / summary["total_time_us"])
+            if summary.get("total_time_us") else None},
         "anchor": anchor,
         "collapsed": False,
         "impact_unit": unit,
@@ -362,6 +373,7 @@ def _finding_view(anchor: str, group: str, f: dict, unit: str,
         "impact_in_unit": fmt_us_as(f["impact_us"], unit).removesuffix(f" {unit}"),
         "impact_ratio": f["impact_ratio"],
         "impact_note": f.get("impact_note"),
+        "shares_time_with": f.get("shares_time_with") or [],
         "capped_note": None if raw is None else tr(
             "The rule computed {raw}; shown capped at the {measured} it was measured over.",
             raw=fmt_us(raw), measured=fmt_us(f.get("measured_us"))),

@@ -54,7 +54,7 @@ def _finding(f: Finding) -> dict[str, Any]:
         "severity": f.severity, "message": f.message, "values": f.values, "params": f.params,
         "impact_us": f.impact_us, "impact_ratio": f.impact_ratio, "rank": f.rank,
         "measured_us": f.measured_us, "impact_note": f.impact_note,
-        "uncapped_impact_us": f.uncapped_impact_us,
+        "uncapped_impact_us": f.uncapped_impact_us, "shares_time_with": f.shares_time_with,
         "evidence": f.evidence, "suggestions": f.suggestions, "source": rule.source,
     }
 
@@ -173,7 +173,8 @@ def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule],
                        if run.rule_overrides else {})},
         "profile": meta,
         "summary": {"findings": len(evaluation.findings), "by_severity": by_severity,
-                    "total_time_us": profile_time_us(profile)},
+                    "total_time_us": profile_time_us(profile),
+                    "combined_impact_us": evaluation.combined_impact_us},
         "metrics": {"steps": step_metrics(profile), "core_types": core_type_metrics(profile),
                     "compute_classes": compute_class_metrics(profile),
                     "host": host_metrics(profile), "ranks": rank_metrics(profile)},

@@ -68,6 +68,10 @@ LABELS: dict[str, dict[str, str]] = {
             "{n} 条规则未执行：该格式不记录所需数据",
         "to collect it: {hint}": "采集方法：{hint}",
         "Config: {path}": "配置文件：{path}",
+        "Together at most {combined}{share}: findings that measure the same time (e.g. idle "
+        "device) are counted once, not {added}":
+            "合计至多 {combined}{share}：度量同一段时间（如设备空闲）的发现只计一次，"
+            "而不是相加得到的 {added}",
         "{n} reader warning{s}": "读取数据时有 {n} 条告警",
         "{n} rule error{s}": "{n} 条规则执行出错",
         DETAILS_HINT: "（详见 --format html 或 json 输出）",
@@ -283,6 +287,9 @@ def _profile_lines(report: dict, width: int, color: bool, max_findings: int,
     unit = column_unit(f.get("impact_us") for f in shown)  # one unit for the whole list
     for f in shown:
         lines.extend(_finding_lines(f, width, color, unit, lang))
+    together = _together_line(report, findings, lang)
+    if together:
+        lines.extend(_wrap(together, width, INDENT))
     if "tuning_loop" in report:
         lines.extend(_wrap(_tuning_line(report["tuning_loop"]["summary"], lang), width, INDENT))
     hidden = len(findings) - len(shown)
@@ -315,6 +322,21 @@ def _collect_hints(rows: list[dict]) -> list[str]:
         for how in dict.fromkeys(row.get("collect") or ()):
             counts[how] = counts.get(how, 0) + 1
     return sorted(counts, key=lambda how: -counts[how])[:MAX_COLLECT_HINTS]
+
+
+def _together_line(report: dict, findings: list[tuple[str, dict]], lang: str) -> str:
+    """"Together at most X (Y%)" when findings share time: their impacts do not add up."""
+    summary = report["summary"]
+    combined = summary.get("combined_impact_us")
+    added = sum(f.get("impact_us") or 0.0 for _, f in findings)
+    if combined is None or not added > combined * 1.0001:
+        return ""
+    total = summary.get("total_time_us")
+    share = f" ({fmt_pct(combined / total)})" if total else ""
+    return _label(lang, "Together at most {combined}{share}: findings that measure the same "
+                        "time (e.g. idle device) are counted once, not {added}",
+                  combined=fmt_us_as(combined, column_unit([combined])), share=share,
+                  added=fmt_us_as(added, column_unit([added])))
 
 
 def _tuning_line(summary: dict, lang: str = "en") -> str:
