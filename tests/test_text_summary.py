@@ -209,7 +209,7 @@ def test_overlapping_findings_say_what_they_stand_for_together() -> None:
     one["summary"].update(total_time_us=100_000.0, combined_impact_us=60_000.0)
     jsonschema.validate(one, SCHEMA)
     out = render_text([one], width=120)
-    assert "Together at most 60 ms (60.0%)" in out and "not 110 ms" in out
+    assert "Together at most 60.0 ms (60.0%)" in out and "not 110 ms" in out
     apart = report(findings)
     apart["summary"].update(total_time_us=200_000.0, combined_impact_us=110_000.0)
     assert "Together" not in render_text([apart])  # nothing shared: nothing to say
