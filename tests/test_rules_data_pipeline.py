@@ -124,10 +124,10 @@ def cpu(system: list[tuple[float, float, float]], cpus: int = 8) -> pd.DataFrame
 
 
 def test_low_user_cpu_with_data_bottleneck_fires() -> None:
-    host = [0, 0, 0, 2, 0]
+    host = [0, 0, 0, 2, 0] * 2  # ten batches: enough to judge (min_batches)
     samples = [(20.0, 5.0, 2.0), (30.0, 5.0, 3.0), (25.0, 4.0, 2.0)]
     (finding,) = run("DATA-005", queues=queues(host), cpu_usage=cpu(samples))
-    assert finding.values["empty_ratio"] == pytest.approx(4 / 5)
+    assert finding.values["empty_ratio"] == pytest.approx(8 / 10)
     assert finding.values["user_pct"] == pytest.approx((20 + 30 + 25) / 3)
     assert finding.values["samples"] == 3
     assert [row["user_pct"] for row in evidence(finding)] == [20.0, 25.0, 30.0]
