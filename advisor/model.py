@@ -195,6 +195,9 @@ TABLES: dict[str, TableSpec] = {
             _c("queue_capacity", "float64", "items", "output-queue capacity"),
             _c("queue_empty_ratio", "float64", "ratio",
                "share of output-queue samples that found the queue empty (0..1)"),
+            _c("queue_samples", "Int64", "",
+               "how many times the output queue was sampled (the evidence behind "
+               "queue_usage and queue_empty_ratio)"),
             _c("cpu_pct", "float64", "%",
                "mean CPU utilisation of the operator's threads (user + sys) over the CPU "
                "samples, as MindSpore's minddata analyser sums it; divide by workers for the "

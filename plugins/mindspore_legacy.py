@@ -697,7 +697,8 @@ def read_pipeline_raw(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None
                     "children": len(children), "child_ids": children,
                     "queue_capacity": capacity,
                     "queue_empty_ratio": (float(np.mean([s == 0 for s in sizes]))
-                                          if sizes else np.nan)})
+                                          if sizes else np.nan),
+                    "queue_samples": len(sizes)})
     if not ops:
         return None
     usage_of = {op["op_id"]: op["queue_usage"] for op in ops}

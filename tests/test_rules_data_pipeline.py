@@ -63,9 +63,11 @@ def test_device_queue_empty_with_empty_host_queue_is_silent() -> None:
 
 
 def pipeline(rows: list[tuple]) -> pd.DataFrame:
-    """(op_id, op_type, workers, queue_usage, parent, children, input_usage, empty_ratio)."""
-    return pd.DataFrame(rows, columns=["op_id", "op_type", "workers", "queue_usage", "parent",
-                                       "children", "input_queue_usage", "queue_empty_ratio"])
+    """(op_id, op_type, workers, queue_usage, parent, children, input_usage, empty_ratio);
+    every queue sampled 50 times, enough to judge."""
+    frame = pd.DataFrame(rows, columns=["op_id", "op_type", "workers", "queue_usage", "parent",
+                                        "children", "input_queue_usage", "queue_empty_ratio"])
+    return frame.assign(queue_samples=50)
 
 
 def test_map_op_with_full_inputs_and_empty_output_fires() -> None:
@@ -93,7 +95,7 @@ def test_batch_and_source_bottlenecks_get_their_own_advice() -> None:
                        (1, "GeneratorOp", 1, 0.0, 0, 0, None, 0.75)])
     (finding,) = run("DATA-003", pipeline_ops=source)
     assert evidence(finding)[0]["op_type"] == "GeneratorOp"
-    assert "75.0% of samples" in finding.message
+    assert "75.0% of 50 samples" in finding.message
     assert "MindRecord" in finding.suggestions[0]
 
 
