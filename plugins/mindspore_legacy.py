@@ -7,7 +7,13 @@ gives one Profile per number. Files read (formats.md §3.1-3.2):
   last row is MindSpore's average row (`step_num` `-` or `0`), never a step. MindSpore's step
   runs from the previous step's end and includes the wait for data (`iteration_interval`);
   as in msprof, a step here starts at its FP start, and the wait is its data_aug_bound_us.
-  The `stream_{s}_parallel_{k}` duration columns are the all-reduces of the step -> reduce_us.
+  The `stream_{s}_parallel_{k}` duration columns are the all-reduces of the step -> reduce_us;
+  each collective's `<name>_start_point` / `<name>_end_point` (`stream_{s}_parallel_{k}` or
+  `stream_{s}_{k}_AllReduce-op{N}`) -> communication_us, and its part after bp_point, which no
+  computation hides -> comm_not_overlapped_us.
+- `hccl_raw_{N}.csv` (profile_communication=True) -> comm_ops: per step and collective an op
+  row (transit and wait time, bytes between ranks) and its link rows (src->dst, transport,
+  time, bytes); MindSpore writes ms and KB of 1000 bytes.
 - `device_queue_profiling_{N}.txt` (sink mode), else `dataset_iterator_profiling_{N}.txt`:
   lines `type extra batch value [timestamp]`; type 1 is the host queue (capacity `extra`,
   size `value`) at batch `batch` -> queues rows `host`. Type 0 lines are stage times.
@@ -29,7 +35,7 @@ gives one Profile per number. Files read (formats.md §3.1-3.2):
 
 All absolute times (steps, GetNext samples, tasks) are on the device clock and are rebased to
 the earliest of them; CPU samples are numbered, not timed (their clock is the host's). Not
-read: flops_scope, memory, timeline JSON, HCCL and cluster files.
+read: flops_scope, memory, timeline JSON and cluster files.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.io import WarnFn, to_numbers
 from advisor.model import Profile, ProfileMeta, conform
+from advisor_plugins.msprof import collective as collective_name
 from advisor_plugins.msprof import open_csv
 
 READER = "mindspore_legacy"
@@ -73,6 +80,7 @@ _KINDS: dict[str, re.Pattern[str]] = {
         ("flops", r"flops_(\d+)\.txt"),
         ("flops_summary", r"flops_summary_(\d+)\.json"),
         ("memory_summary", r"memory_usage_summary_(\d+)\.json"),
+        ("hccl", r"hccl_raw_(\d+)\.csv"),
     )
 }
 # Files that alone make a folder a MindSpore profiler folder (framework_raw alone does not).
@@ -167,6 +175,7 @@ class _RankReader:
                              tuple[str, ...]], ...] = (
             ("step_trace", self._steps, "steps", ("start_us", "end_us")),
             ("pipeline", self._pipeline, "pipeline_ops", ()),
+            ("hccl", self._hccl, "comm_ops", ()),
         )
         for kind, read, table, clock in readers:
             self._add(kind, read, table, clock)
@@ -266,6 +275,36 @@ class _RankReader:
             self.warn(path, f"{int(zero.sum())} steps without a start point skipped")
             frame = frame[~zero.to_numpy()]
         return frame.reset_index(drop=True)
+
+    # -- communication -----------------------------------------------------------------------
+
+    def _hccl(self, path: Path) -> pd.DataFrame | None:
+        """comm_ops from hccl_raw_{rank}.csv (profile_communication=True): per step and
+        collective its transit and wait time, and per link and transport the time and bytes
+        moved. MindSpore writes times in ms and sizes in KB (1 KB = 1000 bytes); the last row
+        ("-") is the average and is not read."""
+        read = self._csv(path, ("step_num", "communication_operator_cost"))
+        if read is None:
+            return None
+        _, df = read
+        rows: list[dict[str, Any]] = []
+        for index, (step_text, ops_text) in enumerate(
+                zip(df["step_num"], df["communication_operator_cost"])):
+            step = _int(step_text)
+            if step is None:
+                continue
+            try:
+                ops = orjson.loads(ops_text)
+            except orjson.JSONDecodeError:
+                self.warn(path, "communication_operator_cost is not JSON; row skipped",
+                          line=index + 2, column="communication_operator_cost")
+                continue
+            for name, cost in (ops.items() if isinstance(ops, dict) else ()):
+                rows.extend(_hccl_rows(str(name), step, cost))
+        if not rows:
+            self.warn(path, "no communication operator found")
+            return None
+        return pd.DataFrame(rows)
 
     # -- queues ----------------------------------------------------------------------------
 
@@ -773,4 +812,31 @@ def _collective_exposure(spans: dict[str, tuple[pd.Series | None, pd.Series | No
         exposed.append(intervals.total(runs) - inside)
     index = fp.index
     return pd.Series(total, index=index), pd.Series(exposed, index=index)
+
+
+def _hccl_rows(name: str, step: int, cost: Any) -> list[dict[str, Any]]:
+    """One collective of one step (`[step, transit ms, wait ms, {src-dst: {transport: [ms,
+    KB, KB/s]}}]`) as an op row and its link rows; a rank's copies to itself move nothing
+    between ranks and add no bytes to the op."""
+    if not isinstance(cost, list) or len(cost) < 4 or not isinstance(cost[3], dict):
+        return []
+    transit, wait = _float(cost[1]) * MS, _float(cost[2]) * MS
+    op = collective_name(name)
+    links, moved = [], 0.0
+    for pair, transports in cost[3].items():
+        src, _, dst = str(pair).partition("-")
+        if not (src.isdigit() and dst.isdigit()) or not isinstance(transports, dict):
+            continue
+        for transport, figures in transports.items():
+            if not isinstance(figures, list) or len(figures) < 2:
+                continue
+            link_us, size = _float(figures[0]) * MS, _float(figures[1]) * 1e3
+            if src != dst and np.isfinite(size):
+                moved += size
+            links.append({"name": f"{src}->{dst}", "kind": "link", "op": op, "step": step,
+                          "duration_us": link_us, "transit_us": link_us, "bytes": size,
+                          "transport": str(transport)})
+    return [{"name": name, "kind": "op", "op": op, "step": step,
+             "duration_us": transit + np.nan_to_num(wait), "transit_us": transit,
+             "wait_us": wait, "bytes": moved if moved else np.nan}, *links]
 

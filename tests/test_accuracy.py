@@ -199,3 +199,32 @@ def test_findings_that_describe_the_same_time_are_counted_once(path):
     assert combined == pytest.approx(min(alone + sum(pools.values()), total))
     assert sum(f.impact_us for f in findings) > combined  # these profiles do overlap
     assert combined <= total
+
+
+HCCL = ROOT / "tests" / "fixtures" / "mindspore_hccl" / "profiler"
+
+
+def test_mindspore_all_reduce_after_the_backward_pass_is_reported():
+    """MindSpore's own test data (rank 6, tests/fixtures/mindspore_hccl): the one all-reduce
+    starts after bp_point in both steps, so all 4,540.8 µs of it per 33.5 ms step is
+    uncovered; hccl_raw_6.csv adds its transit and wait times and its links."""
+    (analysis,) = advisor.analyze(HCCL).analyses
+    rows = [r for r in _step_trace(HCCL / "step_trace_raw_6_detail_time.csv")
+            if r["step_num"].strip().isdigit()]
+    steps = analysis.tables["steps"]
+    for row, uncovered in zip(rows, steps["comm_not_overlapped_us"]):
+        name = "stream_24_0_AllReduce-op3143"
+        assert int(row[f"{name}_start_point"]) > int(row["bp_point"])
+        assert uncovered == pytest.approx(
+            (int(row[f"{name}_end_point"]) - int(row[f"{name}_start_point"])) / 100)
+    (finding,) = [f for f in analysis.findings if f.rule.id == "COMM-001"]
+    assert finding.values["ratio"] == pytest.approx(
+        steps["comm_not_overlapped_us"].sum() / steps["duration_us"].sum())
+    comm = analysis.tables["comm_ops"]
+    ops = comm[comm["kind"] == "op"]
+    assert ops["transit_us"].tolist() == pytest.approx([4516.37, 4519.26])
+    assert ops["wait_us"].tolist() == pytest.approx([0.04, 0.07])
+    # bytes between ranks only (1->0, 94,356.992 KB): the rank's copy to itself adds none
+    assert ops["bytes"].tolist() == pytest.approx([94_356_992.0] * 2)
+    links = comm[comm["kind"] == "link"]
+    assert set(links["name"]) == {"1->0", "0->0"} and set(links["transport"]) == {"SDMA"}
