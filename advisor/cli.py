@@ -40,6 +40,7 @@ from advisor.model import TABLES
 from advisor.outputs import MAX_LABEL as MAX_LABEL  # re-exported: the names' limit
 from advisor.outputs import report_names, write_files
 from advisor.plugin_manager import PluginHost
+from advisor.render.format import terminal_json, terminal_safe
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 FORMATS = ("json", "html", "text")
@@ -57,8 +58,14 @@ class Failure(Exception):
         self.code = code
 
 
+def _out(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print text that may hold strings from a profile, a file name or a rule file: control
+    characters (terminal escape sequences) never reach the terminal raw."""
+    click.echo(terminal_safe(text), err=err, nl=nl)
+
+
 def _err(message: str) -> None:
-    click.echo(f"advisor: {message}", err=True)
+    _out(f"advisor: {message}", err=True)
 
 
 _report_names = report_names  # the writing lives in advisor.outputs
@@ -298,7 +305,7 @@ def _run(paths: Sequence[Path], out: str | None, formats: list[str],
         if written:
             _echo_written(names, out_dir, lang)
     if to_stdout:
-        click.echo(json.dumps(stdout_document(result), indent=2, ensure_ascii=False))
+        click.echo(terminal_json(stdout_document(result), indent=2))
     places = [_place(a.profile.meta) for a in result.analyses for _ in a.findings]
     return _exit_code(bool(result.input_errors), result.findings, fail_on, places)
 
@@ -319,14 +326,15 @@ def _echo_summary(reports: list[dict], details: list[str | None], err: bool = Fa
 
     color = color_enabled(sys.stderr if err else sys.stdout)
     text = render_text(reports, width=terminal_width(), color=color, details=details)
-    click.echo("".join(f"{line}\n" for line in before) + text, err=err, color=color)
+    click.echo("".join(f"{terminal_safe(line)}\n" for line in before) + text, err=err,
+               color=color)
 
 
 def _echo_written(names: Sequence[str], out_dir: Path, lang: str) -> None:
     """The closing line: "Wrote report.html, prof_rule_0.json in DIR"."""
     from advisor.render.text import terminal_width, written_line
 
-    click.echo(written_line(names, str(out_dir), width=terminal_width(), lang=lang))
+    _out(written_line(names, str(out_dir), width=terminal_width(), lang=lang))
 
 
 @main.group("rules")
@@ -350,9 +358,9 @@ def rules_list(rule_paths: tuple[Path, ...], debug: bool) -> None:
         rules = sorted(ruleset.rules.values(), key=lambda r: r.id)
         labels = {r.id: _source_label(ruleset, r) for r in rules}
         width = max(map(len, ["SOURCE", *labels.values()]))
-        click.echo(f"{'ID':<10} {'NAME':<32} {'SEVERITY':<10} {'SOURCE':<{width}} TITLE")
+        _out(f"{'ID':<10} {'NAME':<32} {'SEVERITY':<10} {'SOURCE':<{width}} TITLE")
         for rule in rules:
-            click.echo(f"{rule.id:<10} {rule.name:<32} {rule.severity or 'by impact':<10} "
+            _out(f"{rule.id:<10} {rule.name:<32} {rule.severity or 'by impact':<10} "
                        f"{labels[rule.id]:<{width}} {rule.title}")
         for note in ruleset.overrides:
             _err(f"note: rule {note}")
@@ -390,35 +398,35 @@ def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[st
         rule = find_rule(ruleset, rule_id)
         if rule is None:
             raise Failure(f"no rule {rule_id!r} (see `advisor rules list`)", EXIT_USAGE)
-        click.echo(f"{rule.id} {rule.name}: {rule.title}")
-        click.echo(f"type: {rule.group} / {rule.type}" + (f" / {rule.subtype}"
+        _out(f"{rule.id} {rule.name}: {rule.title}")
+        _out(f"type: {rule.group} / {rule.type}" + (f" / {rule.subtype}"
                                                           if rule.subtype else ""))
-        click.echo(f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}"
+        _out(f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}"
                    + ("" if rule.severity == rule.raw.get("severity")
                       else " (fixed by config or --severity)"))
         origin = _source_label(ruleset, rule)
-        click.echo(f"source: {origin}" + ("" if origin.startswith("user") else
+        _out(f"source: {origin}" + ("" if origin.startswith("user") else
                                           f" ({rule.source})"))
-        click.echo(f"needs: {', '.join(rule.needs())}")
+        _out(f"needs: {', '.join(rule.needs())}")
         for name, default in rule.params.items():
             value = overrides.get(rule.id, {}).get(name, default)
-            click.echo(f"param {name} = {value!r}"
+            _out(f"param {name} = {value!r}"
                        + ("" if value == default else f" (default {default!r})"))
         for name, expr in rule.let.items():
-            click.echo(f"let {name} = {expr.source}")
-        click.echo(f"when: {rule.when.source}")
+            _out(f"let {name} = {expr.source}")
+        _out(f"when: {rule.when.source}")
         if rule.impact_us:
-            click.echo(f"impact_us: {rule.impact_us.source}")
+            _out(f"impact_us: {rule.impact_us.source}")
         from advisor.engine.cases import example_finding
 
         example = example_finding(rule, ruleset, host)
         if example:
-            click.echo(f"example finding ({example[0]}):\n  {example[1]}")
+            _out(f"example finding ({example[0]}):\n  {example[1]}")
         else:
-            click.echo(f"message template (no firing case in a .case.yaml beside the rule):\n"
+            _out(f"message template (no firing case in a .case.yaml beside the rule):\n"
                        f"  {rule.message.strip()}")
-        click.echo("")
-        click.echo(rule.docs.strip())
+        _out("")
+        _out(rule.docs.strip())
         return EXIT_OK
     _guard(debug, body)
 
@@ -508,7 +516,7 @@ def rules_new(name: str, folder: Path, table: str, debug: bool) -> None:
         for path, text in ((rule_file, rule_text), (case_file, case_text)):
             with path.open("x", encoding="utf-8") as handle:
                 handle.write(text)
-        click.echo(f"Wrote {rule_file} ({rule_id}) and {case_file}; edit the TODOs, then run "
+        _out(f"Wrote {rule_file} ({rule_id}) and {case_file}; edit the TODOs, then run "
                    f"`advisor rules test {case_file} --rules {rule_file}`")
         return EXIT_OK
     _guard(debug, body)
@@ -529,7 +537,7 @@ def rules_validate(paths: tuple[Path, ...], debug: bool) -> None:
         ruleset, errors = load_rules(list(paths), functions)
         for error in errors:
             _err(str(error))
-        click.echo(f"{len(ruleset.rules)} valid rule(s), {len(errors)} error(s)")
+        _out(f"{len(ruleset.rules)} valid rule(s), {len(errors)} error(s)")
         return EXIT_USAGE if errors else EXIT_OK
     _guard(debug, body)
 
@@ -565,14 +573,14 @@ def rules_test(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], debug: boo
             case = result.case
             status = "PASS" if result.passed else "FAIL"
             detail = f": {'; '.join(result.differences)}" if result.differences else ""
-            click.echo(f"{status} {case.rule_id} {case.name} ({case.source}){detail}")
+            _out(f"{status} {case.rule_id} {case.name} ({case.source}){detail}")
         for error in run.errors:
             _err(str(error))
         if not run.files:
             raise Failure(f"no case files (*.case.yaml) in {', '.join(map(str, roots))}",
                           EXIT_USAGE)
         failed = sum(not r.passed for r in run.results)
-        click.echo(f"{len(run.results)} case(s) in {run.files} file(s): "
+        _out(f"{len(run.results)} case(s) in {run.files} file(s): "
                    f"{len(run.results) - failed} passed, {failed} failed, "
                    f"{len(run.errors)} invalid")
         return EXIT_USAGE if run.errors else EXIT_FINDINGS if failed else EXIT_OK
@@ -597,10 +605,10 @@ def plugins_list(debug: bool) -> None:
         host = PluginHost()
         readers = host.readers()
         for info in host.infos:
-            click.echo(info.describe())
+            _out(info.describe())
             for plugin, reader in readers:
                 if plugin == info.name:
-                    click.echo(f"    reader {reader.name}: {', '.join(reader.formats)}")
+                    _out(f"    reader {reader.name}: {', '.join(reader.formats)}")
         return EXIT_OK
     _guard(debug, body)
 
@@ -623,13 +631,13 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
         profiles = read_inputs(list(paths), PluginHost(), result)
         for profile in profiles:
             meta = profile.meta
-            click.echo(f"{profile.label}: {meta.source_format} ({meta.framework}, "
+            _out(f"{profile.label}: {meta.source_format} ({meta.framework}, "
                        f"{meta.device_kind}) at {meta.path}")
             for name, df in profile.tables.items():
-                click.echo(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
-            click.echo(f"    files read: {len(meta.files_read)}")
+                _out(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
+            _out(f"    files read: {len(meta.files_read)}")
             for warning in profile.warnings:
-                click.echo(f"    warning: {warning}")
+                _out(f"    warning: {warning}")
         for problem in result.plugin_problems:
             _err(problem)
         for error in result.input_errors:
@@ -709,22 +717,22 @@ def _top(paths: Sequence[Path], opts: Any, fmt: str) -> int:
     for problem in problems:
         _err(problem)
     if fmt == "json":
-        click.echo(json.dumps({"profiles": [
+        click.echo(terminal_json({"profiles": [
             {"profile": p.label, "path": p.meta.path, "source_table": table,
              "rows": json.loads(frame.to_json(orient="records"))}
-            for p, table, frame in ranked]}, indent=2, ensure_ascii=False))
+            for p, table, frame in ranked]}, indent=2))
     elif fmt == "csv":
         import pandas as pd
 
         frames = [frame.assign(profile=p.label)[["profile", *frame.columns]]
                   for p, _, frame in ranked]
-        click.echo(pd.concat(frames, ignore_index=True).to_csv(index=False), nl=False)
+        _out(pd.concat(frames, ignore_index=True).to_csv(index=False), nl=False)
     else:
         for profile, table, frame in ranked:
-            click.echo(f"{profile.label} ({profile.meta.source_format}, {table}, "
+            _out(f"{profile.label} ({profile.meta.source_format}, {table}, "
                        f"{profile.meta.path}): {len(frame)} row(s)")
-            click.echo(format_table(frame))
-            click.echo("")
+            _out(format_table(frame))
+            _out("")
     return EXIT_OK
 
 
@@ -865,6 +873,5 @@ def _compare(baseline: Path, comparison: Path, out: str | None, formats: list[st
         if written:
             _echo_written(names, out_dir, lang)
     if to_stdout:  # both compare.json and prof_rule_compare.json, as one document
-        click.echo(json.dumps({"compare": document, "report": result.report}, indent=2,
-                              ensure_ascii=False))
+        click.echo(terminal_json({"compare": document, "report": result.report}, indent=2))
     return _exit_code(bool(result.input_errors), result.findings, fail_on)

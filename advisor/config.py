@@ -19,9 +19,12 @@ from advisor.compat import tomllib
 from advisor.engine.evaluate import SEVERITIES
 from advisor.engine.rules import LANGUAGES
 from advisor.errors import AdvisorError
+from advisor.small_files import read_small_text
 
 CONFIG_FILE = "advisor.yaml"
 PYPROJECT = "pyproject.toml"
+MAX_CONFIG_BYTES = 1_000_000
+"""advisor.yaml / pyproject.toml larger than this are refused: a config is a few lines."""
 RULES_ENV = "ADVISOR_RULES"
 """os.pathsep-separated rule files or folders, loaded before the config's rules."""
 KEYS = ("rules", "select", "ignore", "params", "severity", "lang", "fail_on")
@@ -72,11 +75,22 @@ def find_config(start: Path) -> Path | None:
     return None
 
 
+def _text(path: Path) -> str:
+    """A config file's text: a regular file of at most MAX_CONFIG_BYTES (it may sit in any
+    parent folder, put there by someone else)."""
+    try:
+        return read_small_text(path, MAX_CONFIG_BYTES)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"cannot read: not UTF-8: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(path, str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, f"cannot read: {exc}") from None
+        return tomllib.loads(_text(path))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, f"invalid TOML: {exc}") from None
 
@@ -86,9 +100,7 @@ def _read(path: Path) -> Any:
     if path.name == PYPROJECT:
         return _read_toml(path).get("tool", {}).get("advisor", {})
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, f"cannot read: {exc}") from None
+        return yaml.safe_load(_text(path))
     except yaml.YAMLError as exc:
         raise ConfigError(path, f"invalid YAML: {' '.join(str(exc).split())}") from None
 

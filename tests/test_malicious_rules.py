@@ -129,3 +129,64 @@ def test_template_errors_at_render_time_never_crash():
     assert "longer than" in render("{{ s + s }}", {"s": "a" * 3000})
     assert len(render("{% for r in evidence %}{{ s }}{% endfor %}",
                       {"evidence": list(range(1000)), "s": "a" * 10_000})) <= 4001
+
+
+def test_values_a_template_builds_are_bounded_before_they_become_text():
+    from advisor.engine.templates import render
+
+    nested = {"a": [["x" * 10] * 10] * 10}  # shared references: small in memory, huge as text
+    for _ in range(6):
+        nested = {"a": [nested["a"]] * 10}
+    for template in ("{{ a }}", "{{ a|string }}", "{{ a|join(',') }}"):
+        start = time.perf_counter()
+        out = render(template, nested)
+        assert time.perf_counter() - start < SECONDS
+        assert out.startswith("[message template error") and "longer than" in out, template
+    assert "round precision" in render("{{ 12|round(p) }}", {"p": -10**16})
+    assert render("{{ 3.14159|round(2) }}", {}) == "3.14"
+
+
+def _write_rule(path: Path, lets: dict[str, str], when: str) -> Path:
+    lines = ["id: TEAM-100", "name: squares", "title: Squares", "type: Test",
+             "docs: a chain of lets that square the one before.", "let:",
+             *(f"  {k}: {v}" for k, v in lets.items()), f"when: {when}",
+             "message: '{{ x12 }}'", "suggestions: [none]"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_integer_arithmetic_is_bounded(tmp_path: Path):
+    """Each let squares the one before: unchecked, x12 has 2**12 times the digits of x0 and
+    the next few lets hang; bounded, the rule fails with a one-line error at once."""
+    lets = {"x0": "rows(steps) + 99999"}
+    lets.update({f"x{i}": f"x{i - 1} * x{i - 1}" for i in range(1, 40)})
+    rule = _write_rule(tmp_path / "squares.yaml", lets, "x39 > 0")
+    start = time.perf_counter()
+    result = analyze(DEMO, rules=[rule], select=["TEAM-100"])
+    assert time.perf_counter() - start < 4 * SECONDS
+    (analysis,) = result.analyses
+    ((failed, problem),) = analysis.evaluation.errors
+    assert failed.id == "TEAM-100" and "4096 bits" in problem, problem
+    assert "\n" not in problem and len(problem) < 400
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_special_files_named_like_rules_are_refused_without_blocking(tmp_path: Path):
+    """A shared rule folder may hold `evil.yaml -> /dev/zero` or a FIFO: stat says size 0, so
+    a size check alone would read forever (or block on the FIFO with no writer)."""
+    folder = tmp_path / "shared_rules"
+    folder.mkdir()
+    os.mkfifo(folder / "fifo.yaml")
+    (folder / "zero.yaml").symlink_to("/dev/zero")
+    (folder / "dir.yaml").mkdir()
+    (folder / "good.yaml").write_text(
+        "id: TEAM-001\nname: good\ntitle: Good\ntype: Test\ndocs: a harmless rule file.\n"
+        "when: rows(steps) > 0\nmessage: fine\nsuggestions: [none]\n", encoding="utf-8")
+    start = time.perf_counter()
+    ruleset, errors = load_rules([folder], BUILTIN_FUNCTIONS)
+    assert time.perf_counter() - start < SECONDS
+    problems = {Path(e.source).name: str(e) for e in errors}
+    assert "not a regular file (a FIFO)" in problems["fifo.yaml"]
+    assert "not a regular file (a character device)" in problems["zero.yaml"]
+    assert all("\n" not in p for p in problems.values())
+    assert "TEAM-001" in ruleset.rules  # the good file beside them still loads

@@ -33,7 +33,7 @@ MAX_LENGTH = 2000  # characters of expression text
 MAX_DEPTH = 40  # nested sub-expressions, and nested brackets
 MAX_EXPONENT = 100  # |exponent| of **
 MAX_STRING = 10_000  # characters of a string result
-MAX_INT_BITS = 4096  # size of an integer power, checked before computing it
+MAX_INT_BITS = 4096  # size of any integer a rule computes, checked before computing it
 _FRAGMENT = 60  # characters of an offending fragment quoted in messages
 
 
@@ -160,6 +160,21 @@ def _check_operand(value: Any) -> None:
         raise ExprError(f"arithmetic on a {type(value).__name__} is not allowed")
 
 
+def _check_int(value: Any, what: str = "result") -> None:
+    """Refuse Python integers beyond MAX_INT_BITS: a chain of lets squaring each other would
+    otherwise grow without bound (each step doubles the digits) and reach the writers."""
+    if isinstance(value, int) and not isinstance(value, bool) \
+            and value.bit_length() > MAX_INT_BITS:
+        raise ExprError(f"integer {what} exceeds {MAX_INT_BITS} bits")
+
+
+def _check_product(left: Any, right: Any) -> None:
+    """Refuse an integer product that would exceed MAX_INT_BITS, before computing it."""
+    if isinstance(left, int) and isinstance(right, int) \
+            and left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
+        raise ExprError(f"integer result of * would exceed {MAX_INT_BITS} bits")
+
+
 def _check_repeat(left: Any, right: Any) -> None:
     """Refuse `text * n` whose result would be too long, before it is built."""
     text, count = (left, right) if isinstance(left, str) else (right, left)
@@ -197,8 +212,11 @@ _ARITHMETIC: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 def _arithmetic(op: type[ast.operator], left: Any, right: Any) -> Any:
     _check_operand(left)
     _check_operand(right)
+    _check_int(left, "operand")
+    _check_int(right, "operand")
     if op is ast.Mult:
         _check_repeat(left, right)
+        _check_product(left, right)
     elif op is ast.Mod and isinstance(left, str):
         raise ExprError("text formatting with '%' is not allowed")
     elif op is ast.Pow:
@@ -214,6 +232,7 @@ def _arithmetic(op: type[ast.operator], left: Any, right: Any) -> Any:
         return math.nan
     if isinstance(result, str) and len(result) > MAX_STRING:
         raise ExprError(f"text result would have {len(result)} characters (at most {MAX_STRING})")
+    _check_int(result)
     return result
 
 
@@ -434,6 +453,9 @@ class _Compiler:
             self.fail(node, "complex numbers are not allowed")
         if not isinstance(value, _CONSTANT_TYPES):
             self.fail(node, f"constant {value!r} is not allowed")
+        if isinstance(value, int) and not isinstance(value, bool) \
+                and value.bit_length() > MAX_INT_BITS:
+            self.fail(node, f"integer constant exceeds {MAX_INT_BITS} bits")
         return value
 
     def constant(self, node: ast.Constant) -> Run:

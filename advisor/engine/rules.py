@@ -24,6 +24,7 @@ from advisor.engine.functions import regex_problem
 from advisor.engine.templates import ENV, check_template
 from advisor.errors import RuleError
 from advisor.model import CLUSTER_TABLES, COMPARE_TABLES, TABLES
+from advisor.small_files import read_small_text
 
 RULE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8"))
@@ -205,11 +206,12 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 def read_rule_documents(path: Path) -> list[dict[str, Any]]:
     """Parse a rule file into raw rule mappings (no validation yet)."""
     try:
-        if path.stat().st_size > MAX_RULE_FILE_BYTES:
-            raise RuleError(path, None, f"file larger than {MAX_RULE_FILE_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleError(path, None, f"cannot read: {exc}") from None
+        text = read_small_text(path, MAX_RULE_FILE_BYTES)
+    except ValueError as exc:  # too large (UnicodeDecodeError is a ValueError too)
+        problem = str(exc) if not isinstance(exc, UnicodeDecodeError) else f"not UTF-8: {exc}"
+        raise RuleError(path, None, problem) from None
+    except OSError as exc:
+        raise RuleError(path, None, f"cannot read: {exc.strerror or exc}") from None
     try:
         _check_nesting(path, text)
         docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]

@@ -4,7 +4,10 @@ Rule files come from other teams, so their templates are untrusted: the sandbox 
 attribute walks and format-string tricks, and only plain dicts and numbers are passed in. The
 sandbox does not bound time or memory, so loading also refuses what a message never needs and
 could make rendering slow or huge: calls, macros, imports, `*`, `**`, `%`, `~`, nested or
-recursive loops, and filters other than a few harmless ones.
+recursive loops, list or dict literals holding variables (`{% set b = [a, a, a] %}` nested
+ten times is 3**10 elements in one `{{ }}`), and filters other than a few harmless ones. At
+render time every printed value, every value `string` or `join` turns into text and every
+`round` precision is bounded too.
 HTML escaping happens later, in the HTML renderer, because messages also go to JSON and text.
 """
 
@@ -15,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, Template, TemplateError, nodes
+from jinja2.filters import do_round
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -29,6 +33,7 @@ _REFUSED: dict[type[nodes.Node], str] = {
     nodes.Extends: "extends", nodes.Block: "blocks", nodes.FilterBlock: "filter blocks",
     nodes.Mul: "'*'", nodes.Pow: "'**'", nodes.Mod: "'%'", nodes.Concat: "'~'",
 }
+_LITERALS = (nodes.List, nodes.Tuple, nodes.Dict)
 
 
 def _pct(value: Any, digits: int = 1) -> str:
@@ -43,6 +48,44 @@ def _us(value: Any) -> str:
     if abs(value) >= 10_000:
         return f"{value / 1000:,.1f} ms"
     return f"{value:,.1f} µs"
+
+
+MAX_ROUND_DIGITS = 20
+"""`round(10, -10**16)` builds 10**(10**16): a message never needs more than this."""
+
+
+def _bounded(value: Any) -> Any:
+    """`value`, after checking that its text would fit a message: nested containers are
+    walked with a budget, so a structure of shared references is refused before str()."""
+    budget = MAX_MESSAGE_CHARS
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple, set, frozenset)):
+            budget -= len(item) + 2
+            stack.extend(item)
+        elif isinstance(item, dict):
+            budget -= 2 * len(item) + 2
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, str):
+            budget -= len(item)
+        else:
+            budget -= 1
+        if budget < 0:
+            raise TemplateError(f"a value longer than {MAX_MESSAGE_CHARS} characters")
+    return value
+
+
+def _fair_precision(precision: Any) -> bool:
+    return isinstance(precision, int) and abs(precision) <= MAX_ROUND_DIGITS
+
+
+def _round(value: Any, precision: Any = 0, method: str = "common") -> Any:
+    if not _fair_precision(precision):
+        raise TemplateError(f"round precision must be a whole number within "
+                            f"±{MAX_ROUND_DIGITS}")
+    return do_round(value, precision, method)
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -66,11 +109,28 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
 
 def _env() -> ImmutableSandboxedEnvironment:
-    env = _Sandbox(undefined=StrictUndefined, autoescape=False)
+    env = _Sandbox(undefined=StrictUndefined, autoescape=False, finalize=_bounded)
     env.filters = {name: env.filters[name] for name in SAFE_FILTERS}
-    env.filters.update(pct=_pct, us=_us, num=_num)
+    for name in ("string", "join"):  # both turn whole structures into text
+        env.filters[name] = _checked_first(env.filters[name])
+    env.filters.update(pct=_pct, us=_us, num=_num, round=_round)
     env.globals.clear()  # range, lipsum, cycler, joiner, namespace, dict
     return env
+
+
+def _checked_first(fn: Any) -> Any:
+    """A filter that first checks its input with `_bounded` (keeping Jinja's pass_* marks)."""
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        # the value is the first argument after an optional eval context / environment
+        for arg in args[:2]:
+            if not hasattr(arg, "environment") and not hasattr(arg, "autoescape"):
+                _bounded(arg)
+                break
+        return fn(*args, **kwargs)
+    for mark in ("jinja_pass_arg",):
+        if hasattr(fn, mark):
+            setattr(checked, mark, getattr(fn, mark))
+    return checked
 
 
 ENV = _env()
@@ -106,10 +166,28 @@ def _unsafe(tree: nodes.Template) -> str | None:
             return f"template may not use {name!r} (names starting with '_' are never allowed)"
         if isinstance(node, nodes.Name) and node.name == "self":
             return "template may not use 'self'"
+        if isinstance(node, nodes.Filter) and node.name == "round" and not all(
+                _fair_precision(v) for v in _constants(
+                    [*node.args[:1], *(k.value for k in node.kwargs if k.key == "precision")])):
+            return f"template may not round to more than {MAX_ROUND_DIGITS} digits"
+        if isinstance(node, _LITERALS) and any(True for _ in node.find_all(nodes.Name)):
+            return "template may not use list or dict literals holding variables"
         if isinstance(node, nodes.For) and (node.recursive or any(
                 True for _ in node.find_all(nodes.For))):
             return "template may not use nested or recursive loops"
     return None
+
+
+def _constants(exprs: list[nodes.Expr]) -> list[Any]:
+    """The values of the arguments that are constant where the template is parsed (`-3` is
+    a Neg node, not a Const)."""
+    values = []
+    for expr in exprs:
+        try:
+            values.append(expr.as_const())
+        except nodes.Impossible:
+            continue
+    return values
 
 
 @lru_cache(maxsize=512)

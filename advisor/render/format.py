@@ -163,3 +163,29 @@ def rank_order(report: dict) -> tuple:
     profile = report["profile"]
     rank, device = as_number(profile.get("rank")), as_number(profile.get("device_id"))
     return (rank is None, rank or 0.0, device is None, device or 0.0, str(profile.get("path")))
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every character that is not printable (ESC, BEL, C1 controls, bidi
+    overrides ...) replaced by U+FFFD, line breaks and tabs kept: operator, kernel and file
+    names come from profiles other people made, and `\x1b]52;...` in a kernel name would
+    set the reader's clipboard, `\x1b]0;...` the window title, `\x1b[2J` clear the screen."""
+    return "".join(c if c.isprintable() or c in "\n\t" else "\N{REPLACEMENT CHARACTER}"
+                   for c in text)
+
+
+def terminal_json(document: Any, **options: Any) -> str:
+    """JSON text that is safe on a terminal and still the same JSON: characters JSON leaves
+    raw (C1 controls such as the one-byte CSI \x9b, bidi overrides) are written as \\uXXXX
+    escapes; Chinese and other printable text stays readable."""
+    text = json.dumps(document, ensure_ascii=False, **options)
+    return "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # outside the BMP: a surrogate pair, as JSON spells it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
