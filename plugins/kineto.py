@@ -541,12 +541,19 @@ class _TraceReader:
             meta.extra["process_name"] = walk.process_names[host_pid]
 
         base_ns = _num(doc.get("baseTimeNanoseconds"))
-        origin = walk.earliest()
+        origin, centre = walk.earliest()
         if origin is not None:
             meta.extra["time_origin_us"] = origin + (base_ns / 1000.0 if base_ns else 0.0)
             meta.extra["time_base"] = ("relative to baseTimeNanoseconds" if base_ns
                                        else "epoch microseconds")
         tables = walk.frames(origin or 0.0, properties)
+        if centre is not None:
+            far = drop_far_times(tables, centre - (origin or 0.0))
+            if far:
+                self.warn(f"{far[0]} event{'s' if far[0] != 1 else ''} more than a day away "
+                          f"from the rest of the trace ignored (e.g. {far[1]!r} at "
+                          f"{far[2] + (origin or 0.0):.17g} µs): a broken timestamp would "
+                          "otherwise become the time origin")
         if "steps" not in tables and "device_ops" in tables:
             window = device_window(tables["device_ops"])
             if window is not None:
@@ -558,6 +565,38 @@ class _TraceReader:
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
 
 
+
+
+OUTLIER_US = 86_400e6
+"""Times further than a day from the median of a trace's events are broken: no profile spans
+a day, and one such time taken as the origin ruins the precision of all the others."""
+_TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
+                 "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
+
+
+def drop_far_times(tables: dict[str, pd.DataFrame], centre: float
+                   ) -> tuple[int, str, float] | None:
+    """Remove the rows whose times lie more than OUTLIER_US from `centre` (both relative to
+    the origin); (how many, the first one's name, its time) when any were removed."""
+    dropped, example = 0, None
+    for name, columns in _TIME_COLUMNS.items():
+        frame = tables.get(name)
+        if frame is None:
+            continue
+        far = np.zeros(len(frame), dtype=bool)
+        for column in columns:
+            if column in frame:
+                values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
+                far |= np.abs(values - centre) > OUTLIER_US
+        if far.any():
+            first = frame[far].iloc[0]
+            if example is None:
+                label = first["name"] if "name" in frame else (
+                    f"step {first['step']}" if "step" in frame else name)
+                example = (str(label), float(first[columns[0]]))
+            dropped += int(far.sum())
+            tables[name] = frame[~far].reset_index(drop=True)
+    return (dropped, *example) if example else None
 
 
 def device_window(device_ops: pd.DataFrame) -> pd.DataFrame | None:
@@ -975,14 +1014,23 @@ class _EventWalk:
         pids = self.device_pids
         return min(pids, key=lambda pid: (-pids[pid], pid)) if pids else None
 
-    def earliest(self) -> float | None:
-        starts = [self.other_min, *(start for start, _ in self.steps.values())]
-        for column in (self.d_start, self.h_start, self.m_time,
-                       [row[3] for row in self.comm]):
-            if len(column):
-                starts.append(float(np.min(np.asarray(column, dtype=np.float64))))
-        origin = min(starts)
-        return None if origin == math.inf else float(origin)
+    def earliest(self) -> tuple[float | None, float | None]:
+        """(the time origin, the centre of the trace's times): the earliest time within
+        OUTLIER_US of the median of all event times. One event at ts = -1e18 must not become
+        the origin: every other time would then lose its precision in float64."""
+        columns = [np.asarray(c, dtype=np.float64) for c in (
+            self.d_start, self.h_start, self.m_time, [row[3] for row in self.comm],
+            [start for start, _ in self.steps.values()]) if len(c)]
+        times = np.concatenate(columns) if columns else np.empty(0)
+        times = times[np.isfinite(times)]
+        if not len(times):
+            return (None if self.other_min == math.inf else float(self.other_min)), None
+        centre = float(np.median(times))
+        near = times[np.abs(times - centre) <= OUTLIER_US]
+        origin = float(near.min())
+        if abs(self.other_min - centre) <= OUTLIER_US:
+            origin = min(origin, float(self.other_min))
+        return origin, centre
 
     def _launches(self, origin: float) -> tuple[np.ndarray, pd.api.extensions.ExtensionArray]:
         """launch_us and launch_thread of each device row: the runtime call with its

@@ -815,3 +815,21 @@ def test_traces_without_shapes_or_runtime_calls():
     assert "input_shapes" not in alexnet or alexnet["input_shapes"].isna().all()
     for path in OWN_TRACES:
         assert "device_ops" not in read_one(path).tables
+
+
+@pytest.mark.parametrize("ts", [-1e18, 1e18, -3e12])
+def test_a_far_off_timestamp_is_ignored_and_named(tmp_path, ts):
+    """One event at ts = -1e18 used to become the time origin: every other time lost its
+    precision in float64 (computing 0, idle 100%), silently."""
+    doc = json.loads(text_of(SAMPLED))
+    kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    doc["traceEvents"].append({**kernel, "name": "broken_clock_kernel", "ts": ts})
+    profile = read_one(write(tmp_path, "far.pt.trace.json", doc))
+    full = read_one(SAMPLED)
+    assert rows(profile, "device_ops") == rows(full, "device_ops")
+    assert "broken_clock_kernel" not in set(profile.tables["device_ops"]["name"])
+    for table, column in (("device_ops", "start_us"), ("steps", "start_us")):
+        assert profile.tables[table][column].tolist() == pytest.approx(
+            full.tables[table][column].tolist())
+    (far,) = [w for w in warnings_of(profile) if "more than a day away" in w]
+    assert "1 event" in far and "broken_clock_kernel" in far
