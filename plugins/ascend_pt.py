@@ -55,6 +55,7 @@ from advisor.io import WarnFn, load_json
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 from advisor.stream import EventStream, as_raw, shape_text, struct_keys, typed_decoder
+from advisor.timebase import drop_far_times, far_warning, robust_origin
 from advisor_plugins.mindspore_legacy import read_pipeline_raw
 from advisor_plugins.msprof import (
     MsprofReader,
@@ -217,12 +218,13 @@ class _Clock:
     def from_parts(self, whole: np.ndarray, frac: np.ndarray,
                    among: np.ndarray | None = None) -> np.ndarray:
         """Times from `exact_parts`; the first call fixes the origin at its earliest whole µs
-        (of the rows `among` selects, when given)."""
+        (of the rows `among` selects, when given) within a day of their median: a broken
+        timestamp must not become the origin of every other time."""
         if self.origin is None:
             valid = whole if among is None else whole[among]
             valid = valid[np.isfinite(valid)]
             if valid.size:
-                self.origin = float(valid.min())
+                self.origin = robust_origin(valid)[0]
         return (whole - (self.origin or 0.0)) + frac
 
 
@@ -1559,13 +1561,19 @@ class _FolderReader:
             self.tables["comm_ops"] = pd.concat(parts, ignore_index=True)
 
     def _finish(self) -> None:
-        """Rebase every time on the earliest one, cast to the contract."""
+        """Drop rows with broken far-off times, rebase every time on the earliest one, cast
+        to the contract."""
         tables = self.tables
-        lows = [float(tables[name][c].min()) for name, columns in TIME_COLUMNS.items()
-                if name in tables for c in columns if c in tables[name]]
-        lows = [v for v in lows if np.isfinite(v)]
-        if lows and self.clock.origin is not None:
-            shift = min(lows)
+        times = [tables[name][c].to_numpy("float64", na_value=np.nan)
+                 for name, columns in TIME_COLUMNS.items()
+                 if name in tables for c in columns if c in tables[name]]
+        times = np.concatenate(times) if times else np.empty(0)
+        times = times[np.isfinite(times)]
+        if times.size and self.clock.origin is not None:
+            shift, centre = robust_origin(times)
+            far = drop_far_times(tables, TIME_COLUMNS, centre)
+            if far:
+                self.warn(self.path.name, far_warning(far, self.clock.origin))
             self.profile.meta.extra["time_origin_us"] = self.clock.origin + shift
             for name, columns in TIME_COLUMNS.items():
                 if name in tables:

@@ -46,6 +46,7 @@ from advisor.stream import (  # CHUNK_BYTES: the batch size, a module global for
     struct_keys,
     typed_decoder,
 )
+from advisor.timebase import OUTLIER_US, drop_far_times, far_warning, robust_origin
 
 READER = "kineto"
 HEAD_BYTES = 64 * 1024
@@ -548,12 +549,9 @@ class _TraceReader:
                                        else "epoch microseconds")
         tables = walk.frames(origin or 0.0, properties)
         if centre is not None:
-            far = drop_far_times(tables, centre - (origin or 0.0))
+            far = drop_far_times(tables, TIME_COLUMNS, centre - (origin or 0.0))
             if far:
-                self.warn(f"{far[0]} event{'s' if far[0] != 1 else ''} more than a day away "
-                          f"from the rest of the trace ignored (e.g. {far[1]!r} at "
-                          f"{far[2] + (origin or 0.0):.17g} µs): a broken timestamp would "
-                          "otherwise become the time origin")
+                self.warn(far_warning(far, origin or 0.0))
         if "steps" not in tables and "device_ops" in tables:
             window = device_window(tables["device_ops"])
             if window is not None:
@@ -567,36 +565,8 @@ class _TraceReader:
 
 
 
-OUTLIER_US = 86_400e6
-"""Times further than a day from the median of a trace's events are broken: no profile spans
-a day, and one such time taken as the origin ruins the precision of all the others."""
-_TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
-                 "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
-
-
-def drop_far_times(tables: dict[str, pd.DataFrame], centre: float
-                   ) -> tuple[int, str, float] | None:
-    """Remove the rows whose times lie more than OUTLIER_US from `centre` (both relative to
-    the origin); (how many, the first one's name, its time) when any were removed."""
-    dropped, example = 0, None
-    for name, columns in _TIME_COLUMNS.items():
-        frame = tables.get(name)
-        if frame is None:
-            continue
-        far = np.zeros(len(frame), dtype=bool)
-        for column in columns:
-            if column in frame:
-                values = frame[column].to_numpy(dtype=np.float64, na_value=np.nan)
-                far |= np.abs(values - centre) > OUTLIER_US
-        if far.any():
-            first = frame[far].iloc[0]
-            if example is None:
-                label = first["name"] if "name" in frame else (
-                    f"step {first['step']}" if "step" in frame else name)
-                example = (str(label), float(first[columns[0]]))
-            dropped += int(far.sum())
-            tables[name] = frame[~far].reset_index(drop=True)
-    return (dropped, *example) if example else None
+TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
+                "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
 
 
 def device_window(device_ops: pd.DataFrame) -> pd.DataFrame | None:
@@ -1025,9 +995,7 @@ class _EventWalk:
         times = times[np.isfinite(times)]
         if not len(times):
             return (None if self.other_min == math.inf else float(self.other_min)), None
-        centre = float(np.median(times))
-        near = times[np.abs(times - centre) <= OUTLIER_US]
-        origin = float(near.min())
+        origin, centre = robust_origin(times)
         if abs(self.other_min - centre) <= OUTLIER_US:
             origin = min(origin, float(self.other_min))
         return origin, centre

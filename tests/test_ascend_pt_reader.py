@@ -706,11 +706,12 @@ def odd_trace() -> list:
     """rank0 with what the typed decoder refuses scattered through it: a non-object, args that
     are no object, a number beyond 64 bits, null args values (read as missing)."""
     events: list = raw_trace()
-    odd = [7, {"ph": "X", "pid": events[0].get("pid"), "tid": 1, "ts": "5", "dur": 1,
+    start = next(e["ts"] for e in events if e.get("ph") == "X")  # within the trace's span
+    odd = [7, {"ph": "X", "pid": events[0].get("pid"), "tid": 1, "ts": start, "dur": 1,
                "name": "odd_args", "args": ["not", "an", "object"]},
            {"ph": "X", "pid": events[0].get("pid"), "tid": 1, "ts": 10**30, "dur": 1,
             "name": "huge_ts"},
-           {"ph": "X", "pid": events[0].get("pid"), "tid": None, "ts": "6", "dur": 2,
+           {"ph": "X", "pid": events[0].get("pid"), "tid": None, "ts": start, "dur": 2,
             "name": "null_args", "args": {"Thread Id": None, "size(B)": None}}]
     for k, item in enumerate(odd):
         events.insert((k + 1) * len(events) // (len(odd) + 1), item)
@@ -736,7 +737,10 @@ def test_batches_and_late_metadata_give_the_same_tables(tmp_path: Path, monkeypa
     for name, table in whole.tables.items():
         pd.testing.assert_frame_equal(batched.tables[name], table, check_exact=True)
     if trace == "odd":
-        assert {"odd_args", "huge_ts", "null_args"} <= set(batched.tables["host_ops"]["name"])
+        assert {"odd_args", "null_args"} <= set(batched.tables["host_ops"]["name"])
+        # a timestamp of 10**30 µs is read, then dropped as far off and named
+        assert "huge_ts" not in set(batched.tables["host_ops"]["name"])
+        assert any("more than a day away" in p and "huge_ts" in p for _, p in problems(batched))
 
 
 def test_exact_parts_of_every_kind_of_timestamp() -> None:
@@ -932,3 +936,19 @@ def test_communication_bytes_count_sdma_and_its_parts_once() -> None:
     (row,) = comm.to_dict("records")
     assert row["bytes"] == pytest.approx(info["SDMA"]["Transit Size(MB)"] * ascend_pt.MB)
     assert row["transport"] == "HCCS"  # the part that moved most, not the SDMA total
+
+
+def test_a_far_off_timestamp_in_the_trace_is_ignored_and_named(tmp_path: Path) -> None:
+    """One task at ts = -1e18 in trace_view.json used to be the time origin of the profile."""
+    events = raw_trace()
+    task = next(e for e in process_events(events, "Ascend Hardware"))
+    events.append({**task, "name": "broken_clock_task", "ts": "-1000000000000000000.000"})
+    folder = rank_folder(tmp_path, trace_view__json=json.dumps(events))
+    profile = read_one(folder)
+    full = read_one(rank_folder(tmp_path, "w_2_ascend_pt", trace_view__json=TRACE))
+    assert "broken_clock_task" not in set(profile.tables["device_ops"]["name"])
+    assert len(profile.tables["device_ops"]) == len(full.tables["device_ops"])
+    assert profile.tables["steps"]["start_us"].tolist() == pytest.approx(
+        full.tables["steps"]["start_us"].tolist())
+    (far,) = [p for _, p in problems(profile) if "more than a day away" in p]
+    assert "1 event" in far and "broken_clock_task" in far
