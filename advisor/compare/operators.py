@@ -8,9 +8,11 @@ slower operator shows as one row with both times, and an added one as a row with
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -86,16 +88,117 @@ def _side(tree: OperatorTree, rows: np.ndarray, names: dict[str, str], use_devic
         "top_kernels": _top_kernels(tree, rows)})
 
 
-def _pairs(base: list, comp: list) -> list[tuple[int | None, int | None]]:
-    """Aligned positions: matched pairs, and unmatched rows of either side where they occur."""
-    matcher = difflib.SequenceMatcher(None, base, comp, autojunk=False)
-    out: list[tuple[int | None, int | None]] = []
-    for tag, b0, b1, c0, c1 in matcher.get_opcodes():
-        if tag == "equal":
-            out += zip_strict(range(b0, b1), range(c0, c1))
-        else:
+DIFFLIB_CELLS = 1_000_000
+"""Up to this many base x comparison operators a stretch is aligned by difflib (longest
+matching blocks); difflib is quadratic where names repeat, so longer stretches are first
+split at anchors."""
+
+Pair = tuple[Optional[int], Optional[int]]
+
+
+def _pairs(base: list, comp: list) -> list[Pair]:
+    """Aligned positions: matched pairs, and unmatched rows of either side where they occur.
+
+    A stretch small enough goes to difflib as a whole (the alignment it always had); in a
+    larger one the shared prefix and suffix match directly and the rest is split at anchors (the operators rarest in both sides, matched in order, keeping
+    only an increasing run of them), so the work grows about as n log n instead of n**2
+    with the repeated names of real traces (20,000 calls of one operator took minutes)."""
+    out: list[Pair] = []
+    todo: list[tuple[int, int, int, int] | Pair] = [(0, len(base), 0, len(comp))]
+    while todo:
+        task = todo.pop()
+        if len(task) == 2:
+            out.append(task)  # type: ignore[arg-type]
+            continue
+        b0, b1, c0, c1 = task  # type: ignore[misc]
+        if (b1 - b0) * (c1 - c0) <= DIFFLIB_CELLS:
+            out += _difflib_pairs(base, comp, b0, b1, c0, c1)
+            continue
+        while b0 < b1 and c0 < c1 and base[b0] == comp[c0]:
+            out.append((b0, c0))
+            b0, c0 = b0 + 1, c0 + 1
+        tail: list[Pair] = []
+        while b1 > b0 and c1 > c0 and base[b1 - 1] == comp[c1 - 1]:
+            b1, c1 = b1 - 1, c1 - 1
+            tail.append((b1, c1))
+        todo.extend(tail)  # popped last-first: in order after the middle
+        if (b1 - b0) * (c1 - c0) <= DIFFLIB_CELLS:
+            out += _difflib_pairs(base, comp, b0, b1, c0, c1)
+            continue
+        anchors = _anchors(base[b0:b1], comp[c0:c1])
+        if not anchors:
             out += [(b, None) for b in range(b0, b1)] + [(None, c) for c in range(c0, c1)]
+            continue
+        segments: list[tuple[int, int, int, int] | Pair] = []
+        prev_b, prev_c = b0, c0
+        for ab, ac in anchors:
+            segments += [(prev_b, b0 + ab, prev_c, c0 + ac), (b0 + ab, c0 + ac)]
+            prev_b, prev_c = b0 + ab + 1, c0 + ac + 1
+        segments.append((prev_b, b1, prev_c, c1))
+        todo.extend(reversed(segments))
     return out
+
+
+def _difflib_pairs(base: list, comp: list, b0: int, b1: int, c0: int, c1: int) -> list[Pair]:
+    matcher = difflib.SequenceMatcher(None, base[b0:b1], comp[c0:c1], autojunk=False)
+    out: list[Pair] = []
+    for tag, i0, i1, j0, j1 in matcher.get_opcodes():
+        if tag == "equal":
+            out += zip_strict(range(b0 + i0, b0 + i1), range(c0 + j0, c0 + j1))
+        else:
+            out += ([(b0 + b, None) for b in range(i0, i1)]
+                    + [(None, c0 + c) for c in range(j0, j1)])
+    return out
+
+
+def _anchors(base: list, comp: list) -> list[tuple[int, int]]:
+    """Positions to split two stretches at: every occurrence of the keys rarest in both
+    (fewest occurrences on the commoner side), the k-th in one paired with the k-th in the
+    other, then the longest run increasing on both sides (patience sorting, n log n)."""
+    count_b: dict = {}
+    for key in base:
+        count_b[key] = count_b.get(key, 0) + 1
+    count_c: dict = {}
+    for key in comp:
+        count_c[key] = count_c.get(key, 0) + 1
+    common = [k for k in count_b if k in count_c]
+    if not common:
+        return []
+    rarest = min(max(count_b[k], count_c[k]) for k in common)
+    chosen = {k for k in common if max(count_b[k], count_c[k]) == rarest}
+    seen: dict = {}
+    where_c: dict = {}
+    for j, key in enumerate(comp):
+        if key in chosen:
+            where_c.setdefault(key, []).append(j)
+    candidates = []
+    for i, key in enumerate(base):
+        if key in chosen:
+            k = seen.get(key, 0)
+            seen[key] = k + 1
+            if k < len(where_c[key]):
+                candidates.append((i, where_c[key][k]))
+    return _increasing(candidates)
+
+
+def _increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of (i, j) pairs, given in increasing i, whose j increase."""
+    tails: list[int] = []  # j of the last pair of the best run of each length
+    tail_at: list[int] = []
+    back = [-1] * len(pairs)
+    for n, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(tails, j)
+        if k == len(tails):
+            tails.append(j)
+            tail_at.append(n)
+        else:
+            tails[k], tail_at[k] = j, n
+        back[n] = tail_at[k - 1] if k else -1
+    run, n = [], tail_at[-1] if tail_at else -1
+    while n >= 0:
+        run.append(pairs[n])
+        n = back[n]
+    return run[::-1]
 
 
 def compare_operators(trees: Sequence[OperatorTree], nodes: Sequence[np.ndarray],
