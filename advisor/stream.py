@@ -8,7 +8,10 @@ columns before the next is decoded: memory follows the kept columns, not the fil
 batch and the fallbacks (NaN/Infinity, a salvaged cut file) always give dicts.
 
 A cut is proposed at `}` `,` `{` (with optional whitespace) and accepted only when the slice
-decodes: a `},{` inside a string leaves an unterminated string and is skipped. The first batch
+decodes. A `},{` inside a string leaves an unterminated string: the cut then moves past the
+end of that string, and from there only to boundaries a tokenizer finds outside strings, so a
+slice is decoded at most twice whatever the strings hold (a string full of `},{` once cost one
+decode of the whole slice per `},{`). The first batch
 ends after at least `chunk_bytes`; the last one is decoded together with whatever follows the
 array (Kineto writes `distributedInfo` and `traceName` after it), which gives the header.
 """
@@ -34,8 +37,13 @@ from advisor.progress import FileProgress
 
 CHUNK_BYTES = 8 * 1024 * 1024
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_STRING_OR_BOUNDARY = re.compile(rb'"(?:[^"\\]|\\.)*"|\}\s*,\s*\{', re.DOTALL)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 MAX_HEADER_BYTES = 64 * 1024 * 1024
+MAX_SLICE_BYTES = 256 * 1024 * 1024
+"""No event is this large: a file with no event boundary (or a run of whitespace, as in a
+2 MB gzip that inflates to 2 GB) over this many bytes is refused instead of held in memory."""
 
 
 def typed_decoder(event: type[msgspec.Struct]) -> Callable[[bytes], list[Any]]:
@@ -178,8 +186,12 @@ class EventStream:
             more = self._read(source, raw)
             if not more:
                 raise UnreadableInput(self.path, "empty file")
-            buf += more
+            self.offset += len(buf)  # only whitespace so far: nothing to keep
+            buf = bytearray(more)
             start = len(buf) - len(buf.lstrip())
+            if self.offset > MAX_SLICE_BYTES:
+                raise UnreadableInput(self.path, f"more than {MAX_SLICE_BYTES:,} bytes of "
+                                                 "whitespace before any JSON")
         if buf[start:start + 1] == b"[":
             prefix, pos = b"", start + 1
         elif buf[start:start + 1] == b"{":
@@ -208,6 +220,11 @@ class EventStream:
                 break
             batch, cut = self._leading_batch(buf, pos, target)
             if batch is None:  # no decodable cut yet: read on
+                if len(buf) - pos > MAX_SLICE_BYTES:
+                    raise UnreadableInput(self.path, f"no event boundary within "
+                                                     f"{MAX_SLICE_BYTES:,} bytes at byte "
+                                                     f"{self.offset + pos}: an event that "
+                                                     "large or a run of whitespace")
                 more = self._read(source, raw)
                 eof = not more
                 buf += more
@@ -236,7 +253,8 @@ class EventStream:
         reported with its offset.
         """
         buf[pos - 1] = 0x5B  # `[`
-        for match in _BOUNDARY.finditer(buf, target):
+        match = _BOUNDARY.search(buf, target)
+        while match is not None:
             end = match.start() + 1
             saved = buf[end]
             buf[end] = 0x5D  # `]`
@@ -245,11 +263,12 @@ class EventStream:
                     data = bytes(view[pos - 1:end + 1])
                 batch = self._decode(data, decode=self.decode)
             except json.JSONDecodeError as exc:
-                if exc.msg.startswith("Unterminated string"):
-                    continue
-                at = self.offset + pos + max(exc.pos - 1, 0)
-                raise UnreadableInput(self.path, f"invalid JSON at byte {at}: {exc.msg}") \
-                    from None
+                if not exc.msg.startswith("Unterminated string"):
+                    at = self.offset + pos + max(exc.pos - 1, 0)
+                    raise UnreadableInput(self.path, f"invalid JSON at byte {at}: {exc.msg}") \
+                        from None
+                match = _boundary_after_string(buf, pos - 1 + exc.pos)
+                continue
             finally:
                 buf[end] = saved
             return batch, match.end() - 1  # next batch starts at that `{`
@@ -319,3 +338,16 @@ class EventStream:
         if self.events:
             return []
         raise UnreadableInput(self.path, "truncated or invalid JSON: no complete event")
+
+
+def _boundary_after_string(buf: bytearray, quote: int) -> re.Match[bytes] | None:
+    """The first `},{` outside strings after the string that opens at `quote` (which a
+    proposed cut fell into); None when the buffer ends first (read on)."""
+    string = _STRING.match(buf, quote)
+    if string is None:
+        return None
+    for token in _STRING_OR_BOUNDARY.finditer(buf, string.end()):
+        if not token.group().startswith(b'"'):
+            return token
+    return None
+

@@ -45,6 +45,7 @@ from advisor.io import (
     to_numbers,
 )
 from advisor.model import Profile, ProfileMeta, conform
+from advisor.timebase import drop_far_times, far_warning, robust_origin
 
 READER = "msprof"
 MERGED_DIR = "mindstudio_profiler_output"
@@ -914,9 +915,19 @@ def _build_profile(dev: _Device) -> Profile:
     """Concatenate the parts, fill derived columns, rebase time, cast to the contract."""
     profile = dev.profile
     tables = {name: pd.concat(parts, ignore_index=True) for name, parts in dev.parts.items()}
+    origin = None
+    times = [tables[name][c].to_numpy("float64", na_value=np.nan)
+             for name, columns in TIME_COLUMNS.items() if name in tables
+             for c in columns if c in tables[name]]
+    times = np.concatenate(times) if times else np.empty(0)
+    times = times[np.isfinite(times)]
+    if times.size:  # one broken far-off time must not become the origin
+        origin, centre = robust_origin(times)
+        far = drop_far_times(tables, TIME_COLUMNS, centre)
+        if far:
+            profile.warn(Path(profile.meta.path).name, far_warning(far, 0.0), reader=READER)
     if "device_ops" in tables:
         tables["device_ops"] = with_wait(tables["device_ops"])
-    origin = _earliest(tables)
     if origin is not None:
         profile.meta.extra["time_origin_us"] = origin
         for name, columns in TIME_COLUMNS.items():
@@ -941,10 +952,3 @@ def with_wait(ops: pd.DataFrame) -> pd.DataFrame:
     wait = np.zeros(len(order))
     wait[1:] = np.maximum(0.0, start[1:] - end[:-1])
     return ops.assign(wait_us=pd.Series(wait, index=order))
-
-
-def _earliest(tables: dict[str, pd.DataFrame]) -> float | None:
-    values = [tables[name][c].min() for name, columns in TIME_COLUMNS.items() if name in tables
-              for c in columns if c in tables[name]]
-    values = [v for v in values if pd.notna(v)]
-    return float(min(values)) if values else None

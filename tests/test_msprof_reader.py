@@ -520,3 +520,23 @@ def test_export_names_and_newest_selection(tmp_path: Path) -> None:
     (old_export,) = superseded
     assert old_export.ignored == (Path("op_summary_20260101000000.csv"),
                                   Path("op_summary_slice_0_20251231000000.csv"))
+
+
+def test_a_far_off_task_time_is_ignored_and_named(tmp_path: Path) -> None:
+    """One task at ts = -1e18 in task_time_*.json used to be the origin of every time."""
+    import json
+    import shutil
+
+    folder = tmp_path / REAL.name
+    shutil.copytree(REAL, folder)
+    task_file = folder / "device_0" / "timeline" / "task_time_0_2_1.json"
+    events = json.loads(task_file.read_text(encoding="utf-8"))
+    task = next(e for e in events if e.get("ph") == "X")
+    events.append({**task, "name": "broken_clock_task", "ts": -1e18})
+    task_file.write_text(json.dumps(events), encoding="utf-8")
+    profile, full = read_one(folder), read_one(REAL)
+    assert "broken_clock_task" not in set(profile.tables["device_ops"]["name"])
+    assert profile.tables["steps"]["start_us"].tolist() == pytest.approx(
+        full.tables["steps"]["start_us"].tolist())
+    assert any("more than a day away" in w.problem and "broken_clock_task" in w.problem
+               for w in profile.warnings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 from pathlib import Path
 
 import msgspec
@@ -164,3 +165,56 @@ def test_own_decoder_falls_back_for_nan(tmp_path):
     stream = EventStream(path, chunk_bytes=100, decode=msgspec.json.decode)
     got = decode_all(stream)
     assert len(got) == 200 and got[4] == events[4] and stream.non_finite
+
+
+def test_a_string_full_of_boundaries_is_decoded_a_bounded_number_of_times(tmp_path):
+    """An event whose string straddles the batch boundary and holds 200,000 `},{`: every one
+    of them used to be tried as a cut, each costing a decode of the whole slice."""
+    evil = "},{" * 200_000
+    events = [{"ph": "X", "name": f"op{i}", "ts": i, "dur": 1} for i in range(2_000)]
+    events.insert(1_000, {"ph": "X", "name": evil, "ts": 5, "dur": 1, "args": {"x": evil}})
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
+    calls = []
+
+    def counting(data: bytes):
+        calls.append(len(data))
+        return orjson.loads(data)
+
+    start = time.perf_counter()
+    stream = EventStream(path, chunk_bytes=32 * 1024, decode=counting)
+    got = decode_all(stream)
+    assert time.perf_counter() - start < 10
+    assert [e["name"] for e in got] == [e["name"] for e in events]
+    # each slice is tried at most twice: once at a cut inside the string, once past it
+    assert len(calls) <= 2 * (path.stat().st_size // (32 * 1024) + 2)
+
+
+@pytest.mark.parametrize("where", ["before", "between", "after"])
+def test_a_whitespace_bomb_is_refused_without_holding_it(tmp_path, monkeypatch, where):
+    """A small .json.gz that inflates to a run of whitespace (2 GB in the wild, 24 MB here
+    with the limit lowered to 4 MB): refused with one line once the limit is passed, never
+    held whole in memory."""
+    import advisor.stream
+
+    monkeypatch.setattr(advisor.stream, "MAX_SLICE_BYTES", 4 * 1024 * 1024)
+    events = [json.dumps({"ph": "X", "name": f"op{i}", "ts": i, "dur": 1}) for i in range(50)]
+    blank = b" " * (1024 * 1024)
+    path = tmp_path / "bomb.json.gz"
+    with gzip.open(path, "wb") as out:
+        if where == "before":
+            for _ in range(24):
+                out.write(blank)
+        out.write(b'{"traceEvents": [' + ",".join(events[:25]).encode() + b",")
+        if where == "between":
+            for _ in range(24):
+                out.write(blank)
+        out.write(",".join(events[25:]).encode())
+        if where == "after":
+            for _ in range(24):
+                out.write(blank)
+        out.write(b"]}")
+    assert path.stat().st_size < 200_000
+    with pytest.raises(UnreadableInput) as refused:
+        decode_all(EventStream(path, chunk_bytes=256 * 1024))
+    assert "whitespace" in refused.value.problem and "\n" not in refused.value.problem

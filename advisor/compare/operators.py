@@ -100,9 +100,10 @@ def _pairs(base: list, comp: list) -> list[Pair]:
     """Aligned positions: matched pairs, and unmatched rows of either side where they occur.
 
     A stretch small enough goes to difflib as a whole (the alignment it always had); in a
-    larger one the shared prefix and suffix match directly and the rest is split at anchors (the operators rarest in both sides, matched in order, keeping
-    only an increasing run of them), so the work grows about as n log n instead of n**2
-    with the repeated names of real traces (20,000 calls of one operator took minutes)."""
+    larger one the shared prefix and suffix match directly and the rest is split at anchors
+    (the operators rarest in both sides, matched in order, keeping only an increasing run of
+    them), so the work grows about as n log n instead of n**2 with the repeated names of
+    real traces (20,000 calls of one operator took minutes)."""
     out: list[Pair] = []
     todo: list[tuple[int, int, int, int] | Pair] = [(0, len(base), 0, len(comp))]
     while todo:

@@ -207,6 +207,32 @@ def huge_string(data: bytes, rng: random.Random) -> bytes | None:
     return new if n else None
 
 
+def boundary_string(data: bytes, rng: random.Random) -> bytes | None:
+    """A 600 KB name made of `},{`: each one looks like a cut between two events."""
+    new, n = re.subn(rb'("name"\s*:\s*")', lambda m: m[1] + b"},{" * 200_000, data, count=1)
+    return new if n else None
+
+
+def whitespace_bomb(data: bytes, rng: random.Random) -> bytes | None:
+    """The trace with 300 MB of spaces after its first event, gzipped again: a few hundred
+    KB on disk. Built chunk by chunk, so the test itself never holds the 300 MB."""
+    try:
+        text = gzip.decompress(data)
+    except (OSError, EOFError):
+        return None
+    cut = text.find(b"},") + 2
+    if cut < 2:
+        return None
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=1) as packed:
+        packed.write(text[:cut])
+        blank = b" " * (1 << 20)
+        for _ in range(300):
+            packed.write(blank)
+        packed.write(text[cut:])
+    return out.getvalue()
+
+
 def trailing_garbage(data: bytes, rng: random.Random) -> bytes:
     return data + b"\n}garbage{"
 
@@ -374,6 +400,8 @@ FULL_JSON: dict[str, tuple[Mutation, bool]] = {
     "flip-1": (flip(1), False), "flip-200": (flip(200), False), "zero-block": (zero_block, False),
     "latin1": (latin1, False), "bom-crlf": (crlf_bom, False), "huge-line": (huge_line, False),
     "huge-string": (huge_string, False), "trailing-garbage": (trailing_garbage, False),
+    "boundary-string": (boundary_string, False),
+    "far-timestamp": (json_field(b"-1e18", 1), False),
     "nan": (json_field(b"NaN"), False), "infinity": (json_field(b"Infinity"), False),
     "neg-infinity": (json_field(b"-Infinity"), False),
     "negative": (json_field(b"-123456"), False), "absurd": (json_field(b"1e300"), False),
@@ -416,6 +444,7 @@ GZIP: dict[str, tuple[Mutation, bool]] = {
     "gz-flip-8": (flip(8), False), "gz-not-gzip": (lambda d, r: b'{"traceEvents": []}', True),
     "gz-empty": (empty, True), "gz-garbage": (lambda d, r: gzip.compress(r.randbytes(4096)),
                                               True),
+    "gz-whitespace-bomb": (whitespace_bomb, True),
 }
 
 # (base, file relative to the case folder, whether to apply the full set of mutations)
