@@ -361,7 +361,7 @@ def rules_list(rule_paths: tuple[Path, ...], debug: bool) -> None:
         _out(f"{'ID':<10} {'NAME':<32} {'SEVERITY':<10} {'SOURCE':<{width}} TITLE")
         for rule in rules:
             _out(f"{rule.id:<10} {rule.name:<32} {rule.severity or 'by impact':<10} "
-                       f"{labels[rule.id]:<{width}} {rule.title}")
+                 f"{labels[rule.id]:<{width}} {rule.title}")
         for note in ruleset.overrides:
             _err(f"note: rule {note}")
         for error in errors:
@@ -400,18 +400,18 @@ def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[st
             raise Failure(f"no rule {rule_id!r} (see `advisor rules list`)", EXIT_USAGE)
         _out(f"{rule.id} {rule.name}: {rule.title}")
         _out(f"type: {rule.group} / {rule.type}" + (f" / {rule.subtype}"
-                                                          if rule.subtype else ""))
+                                                    if rule.subtype else ""))
         _out(f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}"
-                   + ("" if rule.severity == rule.raw.get("severity")
-                      else " (fixed by config or --severity)"))
+             + ("" if rule.severity == rule.raw.get("severity")
+                else " (fixed by config or --severity)"))
         origin = _source_label(ruleset, rule)
         _out(f"source: {origin}" + ("" if origin.startswith("user") else
-                                          f" ({rule.source})"))
+                                    f" ({rule.source})"))
         _out(f"needs: {', '.join(rule.needs())}")
         for name, default in rule.params.items():
             value = overrides.get(rule.id, {}).get(name, default)
             _out(f"param {name} = {value!r}"
-                       + ("" if value == default else f" (default {default!r})"))
+                 + ("" if value == default else f" (default {default!r})"))
         for name, expr in rule.let.items():
             _out(f"let {name} = {expr.source}")
         _out(f"when: {rule.when.source}")
@@ -424,7 +424,7 @@ def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[st
             _out(f"example finding ({example[0]}):\n  {example[1]}")
         else:
             _out(f"message template (no firing case in a .case.yaml beside the rule):\n"
-                       f"  {rule.message.strip()}")
+                 f"  {rule.message.strip()}")
         _out("")
         _out(rule.docs.strip())
         return EXIT_OK
@@ -517,7 +517,7 @@ def rules_new(name: str, folder: Path, table: str, debug: bool) -> None:
             with path.open("x", encoding="utf-8") as handle:
                 handle.write(text)
         _out(f"Wrote {rule_file} ({rule_id}) and {case_file}; edit the TODOs, then run "
-                   f"`advisor rules test {case_file} --rules {rule_file}`")
+             f"`advisor rules test {case_file} --rules {rule_file}`")
         return EXIT_OK
     _guard(debug, body)
 
@@ -581,8 +581,8 @@ def rules_test(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], debug: boo
                           EXIT_USAGE)
         failed = sum(not r.passed for r in run.results)
         _out(f"{len(run.results)} case(s) in {run.files} file(s): "
-                   f"{len(run.results) - failed} passed, {failed} failed, "
-                   f"{len(run.errors)} invalid")
+             f"{len(run.results) - failed} passed, {failed} failed, "
+             f"{len(run.errors)} invalid")
         return EXIT_USAGE if run.errors else EXIT_FINDINGS if failed else EXIT_OK
     _guard(debug, body)
 
@@ -632,7 +632,7 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
         for profile in profiles:
             meta = profile.meta
             _out(f"{profile.label}: {meta.source_format} ({meta.framework}, "
-                       f"{meta.device_kind}) at {meta.path}")
+                 f"{meta.device_kind}) at {meta.path}")
             for name, df in profile.tables.items():
                 _out(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
             _out(f"    files read: {len(meta.files_read)}")
@@ -730,7 +730,7 @@ def _top(paths: Sequence[Path], opts: Any, fmt: str) -> int:
     else:
         for profile, table, frame in ranked:
             _out(f"{profile.label} ({profile.meta.source_format}, {table}, "
-                       f"{profile.meta.path}): {len(frame)} row(s)")
+                 f"{profile.meta.path}): {len(frame)} row(s)")
             _out(format_table(frame))
             _out("")
     return EXIT_OK
