@@ -12,7 +12,7 @@ import advisor
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
-SHARED = ROOT.parent / "shared" / "fixtures"
+SHARED = ROOT / "tests" / "fixtures" / "real"
 
 
 def test_task_wait_behind_collectives_is_not_host_starvation():

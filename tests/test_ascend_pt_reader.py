@@ -1,7 +1,7 @@
 """The Ascend PyTorch / MindSpore (`*_ascend_pt`, `*_ascend_ms`) reader.
 
 Expected numbers are computed here from the raw fixture files with json, csv and Decimal, never
-by the code under test. Fixtures: shared/fixtures/ascend_pt (genuine torch_npu outputs: the
+by the code under test. Fixtures: tests/fixtures/real/ascend_pt (genuine torch_npu outputs: the
 trace_view.json and the older kernel_details.csv of rank0_ascend_pt come from different runs,
 and a2_kernel_details holds a newer kernel_details.csv).
 """
@@ -36,7 +36,7 @@ from advisor.stream import EventStream
 from advisor_plugins import ascend_pt
 
 ROOT = Path(__file__).parents[1]
-SHARED = ROOT / ".." / "shared" / "fixtures" / "ascend_pt"
+SHARED = ROOT / "tests" / "fixtures" / "real" / "ascend_pt"
 RANK0 = SHARED / "rank0_ascend_pt"
 TRACE = RANK0 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
 OLD_KERNELS = RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
@@ -555,7 +555,7 @@ def test_cpu_operators_in_the_trace_are_not_read_twice(tmp_path: Path) -> None:
 
 def test_mindspore_pipeline_operators_in_the_new_layout(tmp_path: Path) -> None:
     """MindSpore >= 2.3 writes minddata_pipeline_raw_{rank}.csv into ASCEND_PROFILER_OUTPUT."""
-    raw = ROOT / ".." / "shared" / "fixtures" / "mindspore_legacy" / "run_2_profiler" / \
+    raw = ROOT / "tests" / "fixtures" / "real" / "mindspore_legacy" / "run_2_profiler" / \
         "minddata_pipeline_raw_1.csv"
     folder = rank_folder(tmp_path, "rank-1_20250101_ascend_ms", kernel_details__csv=A2_KERNELS,
                          minddata_pipeline_raw_1__csv=raw)

@@ -23,7 +23,7 @@ DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
 SMALL = ROOT / "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"
 MULTI = ROOT / "tests/fixtures/msprof/PROF_000002_20250610120000456_MULTIDEV"
 RAW = ROOT / "tests/fixtures/msprof/PROF_000003_20250101000000000_RAWONLY"
-REAL = ROOT / "../shared/fixtures/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
+REAL = ROOT / "tests/fixtures/real/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):

@@ -30,7 +30,7 @@ from advisor.render.compare_outputs import COMPARE_SCHEMA, SHEETS, compare_docum
 OWN = Path(__file__).parent / "fixtures" / "kineto_own"
 BASE = OWN / "compare_base.pt.trace.json.gz"
 SLOW = OWN / "compare_slow.pt.trace.json.gz"
-SHARED = Path(__file__).parents[1].parent / "shared" / "fixtures"
+SHARED = Path(__file__).parents[1] / "tests" / "fixtures" / "real"
 KINETO_GPU = (SHARED / "kineto"
               / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
 ASCEND_PT = SHARED / "ascend_pt" / "rank0_ascend_pt"
@@ -261,7 +261,7 @@ def test_compare_rules_stay_out_of_single_runs() -> None:
      "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"),
     ("tests/fixtures/megengine/static/profiling.json",
      "tests/fixtures/kineto_own/healthy.pt.trace.json.gz"),
-    ("../shared/fixtures/mindspore_legacy/run_2_profiler",
+    ("tests/fixtures/real/mindspore_legacy/run_2_profiler",
      "advisor/examples/PROF_000001_20260105100000000_DEMO"),
 ], ids=["msprof-msprof", "megengine-kineto", "mindspore-msprof"])
 def test_any_two_formats_compare(pair: tuple[str, str], tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from advisor.render.json_report import validate_report
 from advisor_plugins.kineto import KinetoReader, kernel_op_type
 
 ROOT = Path(__file__).parents[1]
-SHARED = ROOT / ".." / "shared" / "fixtures" / "kineto"
+SHARED = ROOT / "tests" / "fixtures" / "real" / "kineto"
 OWN = ROOT / "tests" / "fixtures" / "kineto_own"
 SHARED_TRACES = sorted(SHARED.glob("*.json*"))
 OWN_TRACES = sorted(OWN.glob("*.pt.trace.json.gz"))

@@ -1,6 +1,6 @@
 """MindSpore old-layout profiler folder reader.
 
-Fixtures: shared/fixtures/mindspore_legacy (genuine MindInsight test resources, see its
+Fixtures: tests/fixtures/real/mindspore_legacy (genuine MindInsight test resources, see its
 PROVENANCE.md). Expected numbers are computed here from the raw files with the csv module.
 """
 
@@ -21,7 +21,7 @@ from advisor.model import contract_problems
 from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
 
 ROOT = Path(__file__).parents[1]
-SHARED = ROOT / ".." / "shared" / "fixtures" / "mindspore_legacy"
+SHARED = ROOT / "tests" / "fixtures" / "real" / "mindspore_legacy"
 RUN2 = SHARED / "run_2_profiler"
 MISC = SHARED / "profiler_misc"
 READER = MindSporeLegacyReader()

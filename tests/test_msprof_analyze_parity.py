@@ -15,7 +15,7 @@ import pytest
 
 import advisor
 
-RANK0 = (Path(__file__).parents[1] / ".." / "shared" / "fixtures" / "ascend_pt"
+RANK0 = (Path(__file__).parents[1] / "tests" / "fixtures" / "real" / "ascend_pt"
          / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
 
 

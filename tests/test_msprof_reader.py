@@ -1,7 +1,7 @@
 """The msprof reader and the shared file helpers, against hand-computed fixture values.
 
 Expected numbers come from tests/fixtures/msprof/README.md (synthetic summaries) and from the
-genuine raw-export timeline sample in shared/fixtures/cann_timeline.
+genuine raw-export timeline sample in tests/fixtures/real/cann_timeline.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ SMALL = FIXTURES / "PROF_000001_20260105093000123_SMALLCASE"
 MULTI = FIXTURES / "PROF_000002_20250610120000456_MULTIDEV"
 RAW = FIXTURES / "PROF_000003_20250101000000000_RAWONLY"
 DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
-REAL = (ROOT / ".." / "shared" / "fixtures" / "cann_timeline"
+REAL = (ROOT / "tests" / "fixtures" / "real" / "cann_timeline"
         / "PROF_000001_20230818142704322_COJGGGCANRMICFBC")
 SMALL_OP_SUMMARY = "mindstudio_profiler_output/op_summary_20260105093512.csv"
 

@@ -15,7 +15,7 @@ from advisor_plugins.step_metrics import PROVIDERS
 
 ROOT = Path(__file__).parents[1]
 SMALL = ROOT / "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"
-REAL = ROOT / "../shared/fixtures/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
+REAL = ROOT / "tests/fixtures/real/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 
 
 @pytest.fixture(scope="module")

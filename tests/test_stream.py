@@ -17,7 +17,7 @@ from advisor.errors import UnreadableInput
 from advisor.stream import EventStream
 
 ROOT = Path(__file__).parents[1]
-SHARED = ROOT / ".." / "shared" / "fixtures"
+SHARED = ROOT / "tests" / "fixtures" / "real"
 
 text = st.text(alphabet=st.sampled_from(list('ab},{[]":\\ \n\tµ')), max_size=12)
 # orjson decodes integers outside int64/uint64 as floats (its documented limit, not the

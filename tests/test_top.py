@@ -18,7 +18,7 @@ from advisor.compat import zip_strict
 FIXTURES = Path(__file__).parent / "fixtures" / "megengine"
 STATIC = FIXTURES / "static" / "profiling.json"
 TIMELINE = FIXTURES / "dynamic" / "4242.chrome_timeline.json"
-ALEXNET = (Path(__file__).parents[1] / ".." / "shared" / "fixtures" / "kineto"
+ALEXNET = (Path(__file__).parents[1] / "tests" / "fixtures" / "real" / "kineto"
            / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
 
 

@@ -15,7 +15,7 @@ from advisor.cli import main
 from advisor.render.format import fmt_pct
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "fixtures"
+SHARED = ROOT / "tests" / "fixtures" / "real"
 DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
 ROCM = SHARED / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 CPU_ONLY = SHARED / "kineto" / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).parents[2]
-SHARED = ROOT / ".." / "shared" / "fixtures"
+SHARED = ROOT / "tests" / "fixtures" / "real"
 OWN = ROOT / "tests" / "fixtures"
 
 Mutation = Callable[[bytes, random.Random], Optional[bytes]]  # no `|`: evaluated on 3.9
