@@ -143,11 +143,6 @@ LABELS: dict[str, dict[str, str]] = {
         "above.": "以下规则执行失败，上面的发现中可能缺少它们检查的问题。",
         "Rule": "规则",
         "Problem": "问题",
-        "Rules not applicable": "不适用的规则",
-        "{n} rule was skipped because the profile lacks the data they need.":
-            "性能数据缺少 {n} 条规则所需的数据，已跳过这些规则。",
-        "{n} rules were skipped because the profile lacks the data they need.":
-            "性能数据缺少 {n} 条规则所需的数据，已跳过这些规则。",
         "Title": "标题",
         "Missing inputs": "缺少的数据",
         "Every rule could be evaluated.": "所有规则均已执行。",
