@@ -95,9 +95,11 @@ class AscendPtReader:
                "ASCEND_PROFILER_OUTPUT)",)
     collect = {
         "steps": "call prof.step() once per iteration (step_trace_time.csv)",
-        **dict.fromkeys(("device_ops", "device_ops.start_us"),
-                        "export the text results (export_type Text), which write "
-                        "kernel_details.csv and trace_view.json"),
+        "device_ops": "export the text results (export_type Text), which write "
+                      "kernel_details.csv and trace_view.json",
+        "device_ops.start_us": "kernel_details.csv and trace_view.json of the same run "
+                               "(export_type Text): task start times come from them, and a "
+                               "file of another run loses its times (see the reader warning)",
         **{f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
                               "experimental config (PMU columns of kernel_details.csv)"
            for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")},

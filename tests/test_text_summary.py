@@ -275,3 +275,16 @@ def test_colour_only_adds_escape_codes() -> None:
     coloured = render_text(reports, color=True)
     assert "\x1b[" in coloured
     assert ANSI.sub("", coloured) == render_text(reports)
+
+
+def test_the_impact_column_is_explained_when_capped_or_unmeasured() -> None:
+    capped = finding(1, "high", "Vector time", 14_092.0)
+    capped.update(measured_us=14_092.0, uncapped_impact_us=18_100.0, impact_ratio=1.0)
+    unmeasured = finding(2, "high", "Queue empty", 0.0)
+    unmeasured.update(impact_us=None, impact_ratio=None,
+                      impact_note="queue samples tell how often, not how long")
+    one = report([capped, unmeasured])
+    jsonschema.validate(one, SCHEMA)
+    out = render_text([one], width=120)
+    assert "(impact capped at the 14.1 ms measured; the rule computed 18.1 ms)" in out
+    assert "(no time estimate: queue samples tell how often, not how long)" in out

@@ -29,6 +29,7 @@ from advisor.render.format import (
     column_unit,
     findings_by_rank,
     fmt_pct,
+    fmt_us,
     fmt_us_as,
     profile_label,
     rank_order,
@@ -68,6 +69,9 @@ LABELS: dict[str, dict[str, str]] = {
             "{n} 条规则未执行：该格式不记录所需数据",
         "to collect it: {hint}": "采集方法：{hint}",
         "Config: {path}": "配置文件：{path}",
+        "(impact capped at the {measured} measured; the rule computed {raw})":
+            "（影响已按所度量的 {measured} 封顶；规则计算得到 {raw}）",
+        "(no time estimate: {note})": "（未估算时间：{note}）",
         "Together at most {combined}{share}: findings that measure the same time (e.g. idle "
         "device) are counted once, not {added}":
             "合计至多 {combined}{share}：度量同一段时间（如设备空闲）的发现只计一次，"
@@ -339,6 +343,19 @@ def _together_line(report: dict, findings: list[tuple[str, dict]], lang: str) ->
                   added=fmt_us_as(added, column_unit([added])))
 
 
+def _impact_notes(f: dict, lang: str) -> list[str]:
+    """Why the impact column reads as it does: capped at the time measured, or (for a HIGH
+    finding) not measured at all."""
+    notes = []
+    if f.get("uncapped_impact_us") is not None:
+        notes.append(_label(lang, "(impact capped at the {measured} measured; the rule computed "
+                                  "{raw})", measured=fmt_us(f.get("measured_us")),
+                            raw=fmt_us(f["uncapped_impact_us"])))
+    if f.get("impact_us") is None and f.get("impact_note") and f["severity"] == "high":
+        notes.append(_label(lang, "(no time estimate: {note})", note=f["impact_note"]))
+    return notes
+
+
 def _tuning_line(summary: dict, lang: str = "en") -> str:
     """One line closing the AOE loop; the per-operator table is in the HTML/JSON reports."""
     sep = "，" if lang == "zh" else ", "
@@ -374,6 +391,8 @@ def _finding_lines(f: dict, width: int, color: bool, unit: str | None = None,
     if not beside:
         lines.append(indent + impact)
     lines.extend(_wrap(f["message"], width, indent))
+    for note in _impact_notes(f, lang):
+        lines.extend(_wrap(note, width, indent))
     suggestions = list(f.get("suggestions") or [])
     shown = suggestions if len(suggestions) <= MAX_SUGGESTIONS + 1 else \
         suggestions[:MAX_SUGGESTIONS]
