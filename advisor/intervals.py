@@ -93,26 +93,24 @@ def covered(merged: Intervals, points: np.ndarray) -> np.ndarray:
 def nested(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """True for each interval that starts inside an earlier (or equally early and longer)
     interval of the same group: the inner levels of a call stack, whose time the outer call
-    already holds. Intervals without a start are never nested."""
+    already holds. Intervals without a start are never nested. `groups` are any labels; one
+    sort and one grouped running maximum, whatever the number of groups."""
     starts = np.asarray(starts, dtype="float64")
     ends = np.asarray(ends, dtype="float64")
-    groups = np.asarray(groups)
     if len(starts) == 0:
         return np.zeros(0, dtype=bool)
-    _, codes = np.unique(groups.astype(str), return_inverse=True)
+    codes = pd.factorize(np.asarray(groups), use_na_sentinel=False)[0]
     # by group, then start; of two starting together the longer (outer) comes first
     order = np.lexsort((-ends, starts, codes))
     s, e, g = starts[order], ends[order], codes[order]
-    reach = np.empty_like(e)
-    for code in np.unique(g):  # one pass per group (kinds x threads: a handful)
-        at = np.flatnonzero(g == code)
-        reach[at] = np.fmax.accumulate(e[at])
+    reach = pd.Series(np.where(np.isnan(e), -np.inf, e)).groupby(g).cummax().to_numpy()
     before = np.concatenate(([-np.inf], reach[:-1]))
     first = np.concatenate(([True], g[1:] != g[:-1]))
     inside = ~first & (s < before) & ~np.isnan(s)
     out = np.zeros(len(starts), dtype=bool)
     out[order] = inside
     return out
+
 
 def nested_calls(host_ops: pd.DataFrame) -> np.ndarray:
     """Per host_ops row: does it lie within another call of its kind on its thread (see the
@@ -121,8 +119,8 @@ def nested_calls(host_ops: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(host_ops), dtype=bool)
     start = host_ops["start_us"].to_numpy("float64", na_value=np.nan)
     end = start + host_ops["duration_us"].to_numpy("float64", na_value=0.0)
-    thread = host_ops["thread"].astype("string").fillna("") if "thread" in host_ops else ""
-    groups = (host_ops["kind"].astype("string").fillna("") + "|" + thread).to_numpy()
+    keys = ["kind", "thread"] if "thread" in host_ops else ["kind"]
+    groups = host_ops.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     return nested(start, end, groups)
 
 
