@@ -21,8 +21,9 @@ import pandas as pd
 from advisor.cluster import build_cluster
 from advisor.config import Config
 from advisor.derive import derive
-from advisor.engine.evaluate import SEVERITIES, Evaluation, Finding, evaluate
+from advisor.engine.evaluate import Evaluation, Finding, evaluate
 from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import LANGUAGES, Rule, RuleSet, load_rules
 from advisor.errors import AdvisorError, RuleError, UnreadableInput
 from advisor.executors import dask_executor, process_pool

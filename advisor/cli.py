@@ -32,8 +32,9 @@ from advisor.api import (
     prepare_rules,
 )
 from advisor.config import discover
-from advisor.engine.evaluate import SEVERITIES, at_least
+from advisor.engine.evaluate import at_least
 from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import LANGUAGES, RULE_SCHEMA, Rule, RuleSet, load_rules
 from advisor.errors import AdvisorError
 from advisor.model import TABLES

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from advisor.compat import tomllib
-from advisor.engine.evaluate import SEVERITIES
+from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import LANGUAGES
 from advisor.errors import AdvisorError
 from advisor.small_files import read_small_text

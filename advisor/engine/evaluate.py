@@ -19,21 +19,21 @@ from advisor.compat import zip_strict
 from advisor.derive import present
 from advisor.engine import templates
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
+from advisor.engine.outcome import SEVERITIES, Outcome, Severity
 from advisor.engine.rules import Evidence, Rule
 from advisor.hookspecs import MetricProvider
 from advisor.model import Profile
 
-SEVERITIES = ("high", "medium", "low")
 HIGH_SHARE = 0.05  # msprof-analyze: problem time >= 5% of step time is high priority
 MEDIUM_SHARE = 0.03  # ... >= 3% is medium
 
 
-def severity_from_share(share: float | None) -> str:
+def severity_from_share(share: float | None) -> Severity:
     if share is None:
-        return "low"
+        return Severity.LOW
     if share >= HIGH_SHARE:
-        return "high"
-    return "medium" if share >= MEDIUM_SHARE else "low"
+        return Severity.HIGH
+    return Severity.MEDIUM if share >= MEDIUM_SHARE else Severity.LOW
 
 
 def at_least(severity: str, threshold: str) -> bool:
@@ -80,7 +80,7 @@ class Evaluation:
     findings: list[Finding] = field(default_factory=list)
     not_applicable: list[tuple[Rule, list[str]]] = field(default_factory=list)
     errors: list[tuple[Rule, str]] = field(default_factory=list)
-    outcomes: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     lang: str = "en"
     inapplicable: dict[str, Inapplicable] = field(default_factory=dict)
@@ -255,17 +255,17 @@ def evaluate(profile: Profile, rules: Sequence[Rule], *,
             missing = [exc.ref]
         except ExprError as exc:
             result.errors.append((rule, str(exc)))
-            result.outcomes[rule.id] = "error"
+            result.outcomes[rule.id] = Outcome.ERROR
             continue
         if missing:
             result.not_applicable.append((rule, missing))
-            result.outcomes[rule.id] = "not_applicable"
+            result.outcomes[rule.id] = Outcome.NOT_APPLICABLE
             result.inapplicable[rule.id] = explain(profile, missing, providers)
         elif finding is None:
-            result.outcomes[rule.id] = "passed"
+            result.outcomes[rule.id] = Outcome.PASSED
         else:
             result.findings.append(finding)
-            result.outcomes[rule.id] = "fired"
+            result.outcomes[rule.id] = Outcome.FIRED
     rank_findings(result.findings)
     result.combined_impact_us = combine_impacts(result.findings, total_us)
     return result

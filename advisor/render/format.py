@@ -11,8 +11,9 @@ import json
 import math
 from typing import Any
 
+from advisor.engine.outcome import SEVERITIES
+
 MISSING = "–"
-SEVERITIES = ("high", "medium", "low")
 
 
 def _missing(x: Any) -> bool:

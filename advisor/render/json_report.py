@@ -19,7 +19,8 @@ import pandas as pd
 from advisor import __version__, intervals
 from advisor.applicability import MISSING, Inapplicable
 from advisor.compat import zip_strict
-from advisor.engine.evaluate import SEVERITIES, Evaluation, Finding, profile_time_us, to_plain
+from advisor.engine.evaluate import Evaluation, Finding, profile_time_us, to_plain
+from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import Rule
 from advisor.model import Profile
 
