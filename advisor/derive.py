@@ -17,23 +17,36 @@ def present(profile: Profile, need: str) -> bool:
 def derive(profile: Profile, needs: Iterable[str], providers: Sequence[MetricProvider]) -> None:
     """Run the providers that can supply missing needs, each at most once per profile.
 
-    A provider failure becomes a profile warning: the rules depending on it then show up as
-    "not applicable" with the missing column named.
+    A provider's missing inputs are derived first by the providers that output them, so
+    providers run in dependency order whatever order they were registered in. A provider
+    failure becomes a profile warning: the rules depending on it then show up as "not
+    applicable" with the missing column named.
     """
-    done = profile.providers_run
     for need in needs:
-        if present(profile, need):
+        _supply(profile, need, providers, set())
+
+
+def _supply(profile: Profile, need: str, providers: Sequence[MetricProvider],
+            pending: set[str]) -> bool:
+    """Whether `need` is present, after running what supplies it; `pending` holds the needs
+    being supplied further up, so providers that need each other's outputs stop."""
+    if present(profile, need):
+        return True
+    if need in pending:
+        return False
+    pending.add(need)
+    done = profile.providers_run
+    for provider in providers:
+        if provider.name in done or need not in provider.outputs:
             continue
-        for provider in providers:
-            if provider.name in done or need not in provider.outputs:
-                continue
-            if not all(present(profile, i) for i in provider.inputs):
-                continue
-            done.add(provider.name)
-            try:
-                provider.compute(profile)
-            except Exception as exc:  # a provider is plugin code
-                profile.warn(f"<metric {provider.name}>",
-                             f"metric provider failed: {type(exc).__name__}: {exc}")
-            if present(profile, need):
-                break
+        if not all(_supply(profile, i, providers, pending) for i in provider.inputs):
+            continue
+        done.add(provider.name)
+        try:
+            provider.compute(profile)
+        except Exception as exc:  # a provider is plugin code
+            profile.warn(f"<metric {provider.name}>",
+                         f"metric provider failed: {type(exc).__name__}: {exc}")
+        if present(profile, need):
+            return True
+    return False

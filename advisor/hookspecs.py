@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import pluggy
 
 if TYPE_CHECKING:
-    from advisor.model import Profile
+    from advisor.model import Profile, TableSpec
 
 hookspec = pluggy.HookspecMarker("advisor")
 hookimpl = pluggy.HookimplMarker("advisor")
@@ -82,6 +82,13 @@ def advisor_metrics() -> Sequence[MetricProvider]:
 @hookspec
 def advisor_rule_paths() -> Sequence[Path]:
     """Return YAML rule files or folders this plugin ships."""
+
+
+@hookspec
+def advisor_tables() -> Sequence[TableSpec]:
+    """Return the specifications (advisor.model.TableSpec) of tables this plugin's readers or
+    providers produce and its rules read, beyond the built-in ones (docs/tables.md). A rule
+    may name them like any table; the core conforms readers' frames to them."""
 
 
 @hookspec

@@ -8,6 +8,7 @@ clock per profile, rebased so that the earliest event of the profile is at 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ class TableSpec:
     name: str
     row: str
     columns: tuple[Column, ...]
+    scope: str = "profile"
+    """Where rules reading the table run: on each profile ("profile"), on the cluster profile
+    built across the ranks of a run ("cluster"), or on the compare profile of two runs
+    ("compare"). A rule reads tables of one scope only."""
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -47,6 +52,8 @@ def _c(name: str, dtype: str, unit: str, doc: str, required: bool = False) -> Co
 
 
 US = "µs"
+PROFILE, CLUSTER, COMPARE = "profile", "cluster", "compare"
+SCOPES = (PROFILE, CLUSTER, COMPARE)
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
@@ -234,7 +241,7 @@ TABLES: dict[str, TableSpec] = {
             _c("straggler_z", "float64", "", "that robust z-score"),
             _c("straggler_delta_us", "float64", US,
                "that column's value minus its median across the ranks"),
-        )),
+        ), scope=CLUSTER),
         TableSpec("links", "rank-to-rank link of a multi-rank run (built across its profiles from "
                            "the comm_ops link rows of every rank; a rank's copies to itself and "
                            "LOCAL same-device copies are not links and are left out)", (
@@ -259,7 +266,7 @@ TABLES: dict[str, TableSpec] = {
             _c("reported_by", "string", "",
                "ranks whose matrices list the link, e.g. 0,1 (bytes and duration_us are the "
                "mean of their reports)"),
-        )),
+        ), scope=CLUSTER),
         TableSpec("tuning", "AOE-tuned operator or subgraph, or one AOE tuning task", (
             _c("kind", "string", "",
                "op, subgraph, or task (one row per AOE tuning task: its outcome, the model "
@@ -325,7 +332,7 @@ TABLES: dict[str, TableSpec] = {
             _c("comp_count", "float64", "", "kernels per step in the comparison"),
             _c("diff", "float64", "", "comparison - base"),
             _c("ratio", "float64", "ratio", "comparison / base (missing when base is 0)"),
-        )),
+        ), scope=COMPARE),
         TableSpec("compare_ops", "framework operator of two runs aligned in execution order "
                                  "(advisor compare: OperatorCompare)", (
             _c("order", "int64", "", "position in the aligned sequence", True),
@@ -351,7 +358,7 @@ TABLES: dict[str, TableSpec] = {
             _c("diff_us", "float64", US, "comp_time_us - base_time_us (a missing side is 0)",
                True),
             _c("ratio", "float64", "ratio", "comp_time_us / base_time_us"),
-        )),
+        ), scope=COMPARE),
         TableSpec("compare_op_stats", "operator name of two runs (advisor compare: "
                                       "OperatorCompareStatistic; per step)", (
             _c("name", "string", "", "operator name", True),
@@ -363,7 +370,7 @@ TABLES: dict[str, TableSpec] = {
             _c("comp_kernels", "float64", "", "kernels per step in the comparison"),
             _c("diff_us", "float64", US, "comp_us - base_us", True),
             _c("ratio", "float64", "ratio", "comp_us / base_us"),
-        )),
+        ), scope=COMPARE),
         TableSpec("compare_comm", "collective type of two runs (advisor compare: "
                                   "CommunicationCompare; per step)", (
             _c("op", "string", "", "allreduce, allgather, ... (the op name when unknown)",
@@ -378,7 +385,7 @@ TABLES: dict[str, TableSpec] = {
             _c("comp_wait_us", "float64", US, "wait for peers per step in the comparison"),
             _c("diff_us", "float64", US, "comp_us - base_us", True),
             _c("ratio", "float64", "ratio", "comp_us / base_us"),
-        )),
+        ), scope=COMPARE),
         TableSpec("compare_memory", "operator name of two runs by memory it allocates "
                                     "(advisor compare: MemoryCompare; per step)", (
             _c("name", "string", "", "operator name", True),
@@ -390,7 +397,7 @@ TABLES: dict[str, TableSpec] = {
                True),
             _c("diff_bytes", "float64", "bytes", "comp_bytes - base_bytes", True),
             _c("ratio", "float64", "ratio", "comp_bytes / base_bytes"),
-        )),
+        ), scope=COMPARE),
         TableSpec("compare_modules", "nn.Module (path from the outermost module) of two runs "
                                      "(advisor compare: ModuleCompare; per step)", (
             _c("module", "string", "", "module path, e.g. MLP_0/Linear_1", True),
@@ -401,17 +408,9 @@ TABLES: dict[str, TableSpec] = {
             _c("comp_us", "float64", US, "time per step in the comparison", True),
             _c("diff_us", "float64", US, "comp_us - base_us", True),
             _c("ratio", "float64", "ratio", "comp_us / base_us"),
-        )),
+        ), scope=COMPARE),
     )
 }
-
-COMPARE_TABLES = tuple(name for name in TABLES if name.startswith("compare_"))
-"""Tables built from two runs (advisor compare); rules reading them are evaluated on the
-compare profile only."""
-
-CLUSTER_TABLES = ("ranks", "links")
-"""Tables built across the ranks of one run (advisor.cluster); rules reading them are
-evaluated on the cluster profile only."""
 
 _NULLABLE_NUMERIC = {"Int64"}
 
@@ -469,6 +468,15 @@ class ProfileMeta:
         }
 
 
+@dataclass(frozen=True)
+class RunInfo:
+    """What every report of one run says about the run: the config file in effect and the
+    team rules that replaced shipped ones, so a reader of the report knows what shaped it."""
+
+    config: str | None = None
+    rule_overrides: tuple[str, ...] = ()
+
+
 @dataclass
 class Profile:
     """Normalized tables plus meta and warnings; a table is absent when the source lacks it."""
@@ -506,46 +514,108 @@ class Profile:
         self.warnings.append(ReaderWarning(str(path), problem, line, column, reader))
 
 
-def conform(table: str, df: pd.DataFrame) -> pd.DataFrame:
+def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.DataFrame:
     """Cast a reader's frame to the documented dtypes; drop undocumented columns.
 
     Readers build frames from heterogeneous sources; casting here, once, means every rule sees
     the same dtypes whatever the reader. Columns that are entirely missing stay missing, so a
-    rule requiring them is reported "not applicable" rather than evaluated on NaN.
+    rule requiring them is reported "not applicable" rather than evaluated on NaN. `spec` is
+    the table's specification when it is not a built-in one (a plugin's table).
     """
-    spec = TABLES[table]
+    spec = spec or TABLES[table]
     df = df.reset_index(drop=True)  # align columns by position, whatever the reader's index
-    out = {}
-    for col in spec.columns:
-        if col.name not in df.columns:
-            continue
-        series = df[col.name]
-        if col.dtype == "float64":
-            series = pd.to_numeric(series, errors="coerce").astype("float64")
-        elif col.dtype in ("int64", *_NULLABLE_NUMERIC):
-            numbers = pd.to_numeric(series, errors="coerce")
-            if numbers.dtype.kind != "i":  # floats, huge ints: no int64 beyond its range
-                numbers = numbers.astype("float64").round()
-                numbers = numbers.where(numbers.abs() < 2.0**63)
-            series = numbers.astype("Int64")
-            if col.dtype == "int64" and not series.isna().any():
-                series = series.astype("int64")
-        elif col.dtype == "bool":
-            series = series.astype("bool")
-        else:
-            series = series.astype("string")
-        out[col.name] = series
+    out = {col.name: _cast(df[col.name], col.dtype) for col in spec.columns
+           if col.name in df.columns}
     return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
 
 
-def contract_problems(profile: Profile) -> list[str]:
+def _cast(series: pd.Series, dtype: str) -> pd.Series:
+    """One column as its documented dtype; values that are not of it become missing."""
+    if dtype == "float64":
+        return pd.to_numeric(series, errors="coerce").astype("float64")
+    if dtype in ("int64", *_NULLABLE_NUMERIC):
+        numbers = pd.to_numeric(series, errors="coerce")
+        if numbers.dtype.kind != "i":  # floats, huge ints: no int64 beyond its range
+            numbers = numbers.astype("float64").round()
+            numbers = numbers.where(numbers.abs() < 2.0**63)
+        series = numbers.astype("Int64")
+        if dtype == "int64" and not series.isna().any():
+            series = series.astype("int64")
+        return series
+    if dtype == "bool":
+        return series.astype("bool")
+    return series.astype("string")
+
+
+def _has_dtype(series: pd.Series, dtype: str) -> bool:
+    """Whether a column is already what `_cast` would make of it."""
+    if dtype == "string":
+        return isinstance(series.dtype, pd.StringDtype)
+    if dtype == "int64":
+        return str(series.dtype) in ("int64", "Int64")
+    return str(series.dtype) == dtype
+
+
+def hold_to_contract(profile: Profile, source: str,
+                     tables: Mapping[str, TableSpec] | None = None) -> None:
+    """Make a reader's tables follow the contract, warning about what had to change.
+
+    The core calls this on every profile a reader returns, built-in or third-party, so a
+    plugin's mistake (times as text, a missing required column, a table nobody documented)
+    becomes a warning naming `source` (the reader and its plugin) instead of a crash in a rule
+    far from its cause. Frames already conformed pass untouched, at no copying cost.
+    """
+    tables = TABLES if tables is None else tables
+    for name in list(profile.tables):
+        frame, spec = profile.tables[name], tables.get(name)
+        problem = _table_problem(name, frame, spec)
+        if problem or spec is None:
+            del profile.tables[name]
+            profile.warn(f"<{source}>", f"{problem}; the table is left out", reader=source)
+            continue
+        extra = [c for c in frame.columns if c not in spec.column_names]
+        if extra:
+            profile.warn(f"<{source}>", f"{name}: undocumented column {extra[0]!r}"
+                         f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''} "
+                         "left out", reader=source)
+        if not extra and isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 \
+                and all(_has_dtype(frame[c.name], c.dtype) for c in spec.columns
+                        if c.name in frame.columns):
+            continue
+        conformed = conform(name, frame, spec)
+        for column in conformed.columns:
+            lost = int((frame[column].reset_index(drop=True).notna()
+                        & conformed[column].isna()).sum())
+            if lost:
+                profile.warn(f"<{source}>", f"{name}.{column}: {lost} of {len(frame)} values "
+                             f"are not {spec.column(column).dtype} and are left out",
+                             column=column, reader=source)
+        profile.tables[name] = conformed
+
+
+def _table_problem(name: str, frame: Any, spec: TableSpec | None) -> str | None:
+    """Why a reader's table cannot be used at all, or None."""
+    if spec is None:
+        return f"unknown table {name!r}"
+    if not isinstance(frame, pd.DataFrame):
+        return f"table {name!r} is a {type(frame).__name__}, not a DataFrame"
+    twice = frame.columns[frame.columns.duplicated()]
+    if len(twice):
+        return f"table {name!r} has two columns named {twice[0]!r}"
+    missing = [c.name for c in spec.columns if c.required and c.name not in frame.columns]
+    return f"table {name!r} lacks its required column {missing[0]!r}" if missing else None
+
+
+def contract_problems(profile: Profile, tables: Mapping[str, TableSpec] | None = None
+                      ) -> list[str]:
     """What breaks the table contract: unknown tables or columns, missing required columns.
 
     Readers (built-in and third-party) can assert this is empty in their tests.
     """
+    tables = TABLES if tables is None else tables
     problems = []
     for name, frame in profile.tables.items():
-        spec = TABLES.get(name)
+        spec = tables.get(name)
         if spec is None:
             problems.append(f"unknown table {name!r}")
             continue

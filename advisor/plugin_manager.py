@@ -18,6 +18,7 @@ import pluggy
 
 from advisor import hookspecs
 from advisor.compat import EntryPoint, entry_points
+from advisor.model import SCOPES, TABLES, TableSpec
 
 ENTRY_POINT_GROUP = "advisor"
 BLOCK_ENV = "ADVISOR_BLOCK_PLUGINS"
@@ -43,6 +44,27 @@ class PluginInfo:
 
 def _is_builtin(ep: EntryPoint) -> bool:
     return ep.value.split(".")[0] == "advisor_plugins"
+
+
+def _refuse_wrappers(pm: pluggy.PluginManager, plugin: object) -> None:
+    """Hooks here are called one plugin at a time (so one failure stays local), which leaves
+    nothing for a wrapper to wrap: refuse it rather than ignore it silently."""
+    for caller in pm.get_hookcallers(plugin) or ():
+        for impl in caller.get_hookimpls():
+            if impl.plugin is plugin and (impl.hookwrapper or impl.wrapper):
+                raise ValueError(f"{caller.name} is a hook wrapper; advisor calls each "
+                                 "plugin's hooks on their own and supports no wrappers")
+
+
+def _table_problem(spec: object, tables: dict[str, TableSpec]) -> str | None:
+    """Why a plugin's table cannot be registered, or None."""
+    if not isinstance(spec, TableSpec):
+        return f"{spec!r} is not a TableSpec"
+    if spec.name in tables:
+        return f"table {spec.name!r} is already defined"
+    if spec.scope not in SCOPES:
+        return f"table {spec.name!r}: scope {spec.scope!r} is none of {', '.join(SCOPES)}"
+    return None
 
 
 def blocked_names() -> set[str]:
@@ -86,6 +108,7 @@ class PluginHost:
         try:
             self.pm.register(plugin, name=name)
             self.pm.check_pending()
+            _refuse_wrappers(self.pm, plugin)
         except Exception as exc:  # pluggy validation errors, duplicate names
             if self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
@@ -101,10 +124,17 @@ class PluginHost:
                 info.error = error
 
     def call(self, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Call one hook on every plugin separately; a raising plugin is marked failed."""
+        """Call one hook on every plugin separately, in pluggy's order; a raising plugin is
+        marked failed and the others still answer.
+
+        pluggy calls the last registered plugin first, `tryfirst` ones before and `trylast`
+        ones after the rest; results come in that order, so the first result has precedence
+        wherever several plugins supply the same thing (a reader claiming a path, a rule id,
+        a function name). Built-in plugins register first, so a third party's come before.
+        """
         results = []
         hook = getattr(self.pm.hook, hook_name)
-        for impl in hook.get_hookimpls():  # registration order
+        for impl in reversed(hook.get_hookimpls()):  # pluggy's calling order
             try:
                 value = impl.function(**{k: kwargs[k] for k in impl.argnames})
             except Exception as exc:
@@ -124,12 +154,30 @@ class PluginHost:
         return [m for _, ms in self.call("advisor_metrics") for m in ms]
 
     def rule_paths(self) -> list[tuple[str, Path]]:
-        return [(name, Path(p)) for name, ps in self.call("advisor_rule_paths") for p in ps]
+        """Rule folders in loading order: the plugin called first loads last, so its rules
+        replace those of the same id from plugins called after it (the built-in ones)."""
+        calls = reversed(self.call("advisor_rule_paths"))
+        return [(name, Path(p)) for name, ps in calls for p in ps]
 
     def functions(self) -> dict[str, Callable[..., Any]]:
+        """Expression functions by name; the plugin called first wins a name."""
         merged: dict[str, Callable[..., Any]] = {}
-        for _, funcs in self.call("advisor_functions"):
+        for _, funcs in reversed(self.call("advisor_functions")):
             merged.update(funcs)
+        return merged
+
+    def tables(self) -> dict[str, TableSpec]:
+        """The built-in tables and those plugins register for their readers, providers and
+        rules. A plugin table that reuses a built-in or earlier name is refused (the plugin
+        is marked failed): two meanings of one table would make rules ambiguous."""
+        merged = dict(TABLES)
+        for name, specs in reversed(self.call("advisor_tables")):
+            for spec in specs:
+                problem = _table_problem(spec, merged)
+                if problem:
+                    self._fail(name, f"advisor_tables: {problem}")
+                    break
+                merged[spec.name] = spec
         return merged
 
     def report_sections(self, analysis: Any) -> list[hookspecs.ReportSection]:

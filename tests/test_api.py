@@ -19,7 +19,8 @@ def test_analyze_returns_tables_metrics_findings_and_valid_report():
     (analysis,) = result.analyses
     assert isinstance(analysis.tables["device_ops"], pd.DataFrame)
     assert analysis.tables["device_ops"]["duration_us"].dtype == "float64"
-    assert {c["core_type"] for c in analysis.metrics["core_types"]} >= {"AI_CORE", "AI_CPU"}
+    assert set(analysis.metrics.core_types["core_type"]) >= {"AI_CORE", "AI_CPU"}
+    assert analysis.report["metrics"]["core_types"] == analysis.metrics.to_json()["core_types"]
     assert [f.rank for f in analysis.findings] == list(range(1, len(analysis.findings) + 1))
     assert result.input_errors == [] and result.rule_errors == []
     validate_report(analysis.report)

@@ -197,6 +197,11 @@ def test_in_process_analysis_matches_the_guide(plugin):
     assert result.input_errors == [] and host.failed() == []
     (analysis,) = result.analyses
     assert "OPTIMING-001" in {f.rule.id for f in analysis.findings}
+    # The plugin's own table, filled by a provider that needs another provider's steps first.
+    dominated = next(f for f in analysis.findings if f.rule.id == "OPTIMING-002")
+    assert dominated.values["worst_step"] == 3 and dominated.impact_us == 2500
+    assert analysis.tables["step_longest_ops"]["step_share"].round(3).tolist() == [
+        0.444, 0.444, 0.733, 0.444, 0.444]
     assert [s.title for s in host.report_sections(analysis)] == [
         "Steps and their longest operator (device 0)"]
 

@@ -48,7 +48,7 @@ def advisor_readers():
 """
 MODULES = {
     "advbroken_import": "raise RuntimeError('boom at import')\n",
-    # Raises on every path it is asked about; only reached for paths no built-in claims.
+    # Raises on every path it is asked about (third-party readers are asked first).
     "advbroken_detect": READER.format(name="baddetect",
                                       detect="raise RuntimeError('boom in detect')"),
     "advbroken_read": READER.format(name="badread", detect="return path.suffix == '.broken'"),
@@ -99,7 +99,8 @@ def test_run_names_each_broken_plugin_and_analyses_the_rest(broken_installed, tm
     errors = result.stderr.splitlines()
     assert (f"advisor: plugin badimport ({DIST}) [failed]: import failed: RuntimeError: "
             "boom at import") in errors
-    assert (f"advisor: plugin 'baddetect' failed to inspect {bad}: RuntimeError: "
+    # Third-party readers are asked first (pluggy's order): baddetect fails on the demo path.
+    assert (f"advisor: plugin 'baddetect' failed to inspect {DEMO}: RuntimeError: "
             "boom in detect") in errors
     assert any(line.startswith(f"advisor: {bad}") and
                "reader 'badread' (plugin 'badread') failed: RuntimeError: boom in read" in line

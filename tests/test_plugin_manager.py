@@ -57,3 +57,49 @@ def test_hook_failure_marks_only_that_plugin_failed():
     failed = {i.name: i.error for i in host.failed()}
     assert list(failed) == ["flaky"] and "bad functions" in failed["flaky"]
     assert "msprof" in {reader.name for _, reader in host.readers()}
+
+
+def test_hooks_are_called_in_pluggys_order_and_the_first_wins():
+    def functions(value):
+        @hookimpl
+        def advisor_functions():
+            return {"team_factor": lambda: value}
+        return SimpleNamespace(advisor_functions=advisor_functions)
+
+    def early_functions():
+        @hookimpl(trylast=True)
+        def advisor_functions():
+            return {"team_factor": lambda: "last"}
+        return SimpleNamespace(advisor_functions=advisor_functions)
+
+    host = PluginHost(extra=[("a", functions("a")), ("b", functions("b")),
+                             ("c", early_functions())])
+    # pluggy calls the last registered first, trylast ones after everything else
+    called = [name for name, _ in host.call("advisor_functions")]
+    assert called[:2] == ["b", "a"] and called[-1] == "c"
+    assert host.functions()["team_factor"]() == "b"
+
+
+def test_hook_wrappers_are_refused():
+    @hookimpl(wrapper=True)
+    def advisor_readers():
+        return (yield)
+
+    host = PluginHost(extra=[("wrapping", SimpleNamespace(advisor_readers=advisor_readers))])
+    (failed,) = host.failed()
+    assert failed.name == "wrapping" and "hook wrapper" in failed.error
+    assert "msprof" in {reader.name for _, reader in host.readers()}
+
+
+def test_a_plugin_table_may_not_reuse_a_name():
+    from advisor.model import Column, TableSpec
+
+    @hookimpl
+    def advisor_tables():
+        return [TableSpec("steps", "again", (Column("x", "float64", "", "x"),))]
+
+    host = PluginHost(extra=[("clash", SimpleNamespace(advisor_tables=advisor_tables))])
+    tables = host.tables()
+    assert tables["steps"].row == "training iteration"
+    (failed,) = host.failed()
+    assert failed.name == "clash" and "table 'steps' is already defined" in failed.error

@@ -41,7 +41,8 @@ def test_small_fixture_step_breakdown_by_hand(small):
 
 
 def test_small_fixture_report_metrics(small):
-    metrics = small.metrics
+    metrics = small.report["metrics"]
+    assert list(small.metrics.steps["step"]) == [1, 2, 3, 4, 5]
     assert [s["step"] for s in metrics["steps"]] == [1, 2, 3, 4, 5]
     assert metrics["steps"][2]["grad_refresh_us"] == pytest.approx(2500)
     cores = {c["core_type"]: c for c in metrics["core_types"]}
@@ -81,7 +82,7 @@ def test_steps_without_task_data_get_no_breakdown():
 
 
 def test_report_host_and_compute_class_metrics():
-    from advisor.render.json_report import compute_class_metrics, host_metrics
+    from advisor.metrics import compute_class_time, host_counts
 
     host = pd.DataFrame({"name": ["DataLoader", "DataLoader", "cudaStreamSynchronize",
                                   "cudaLaunchKernel", "cudaLaunchKernel"],
@@ -97,8 +98,8 @@ def test_report_host_and_compute_class_metrics():
                                                 "device_ops": conform("device_ops", ops),
                                                 "steps": conform("steps", steps)})
     derive(profile, ["device_ops.compute_class"], PROVIDERS)
-    assert host_metrics(profile) == {"sync_calls": 1, "compile_calls": 0, "launch_calls": 2,
+    assert host_counts(profile) == {"sync_calls": 1, "compile_calls": 0, "launch_calls": 2,
                                      "dataloader_us_per_step": 40.0,
                                      "small_kernel_share": 0.5, "kernels": 2}
-    classes = {r["compute_class"]: r["total_us"] for r in compute_class_metrics(profile)}
+    classes = dict(compute_class_time(profile)[["compute_class", "total_us"]].to_numpy())
     assert classes == {"matmul": 100.0, "other_compute": 4.0, "communication": 50.0}

@@ -14,13 +14,6 @@ from typing import Any
 
 import pandas as pd
 
-from advisor.api import (
-    RUN_NEEDS,
-    AnalysisResult,
-    prepare_rules,
-    read_inputs,
-    select_configured,
-)
 from advisor.compare.aggregates import allocations, collective_events, module_events, side_by_side
 from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
 from advisor.compare.operators import (
@@ -33,14 +26,14 @@ from advisor.compare.operators import (
 from advisor.compare.tree import modules, operator_tree
 from advisor.compat import zip_strict
 from advisor.config import Config
-from advisor.derive import derive
-from advisor.engine.evaluate import Evaluation, Finding, evaluate
-from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.rules import LANGUAGES, Rule
+from advisor.engine.evaluate import Evaluation, Finding
+from advisor.engine.rules import Rule
 from advisor.errors import AdvisorError, RuleError
-from advisor.model import Profile, ProfileMeta, conform
+from advisor.model import COMPARE, Profile, ProfileMeta, conform
 from advisor.plugin_manager import PluginHost
-from advisor.render.json_report import RunInfo, build_report
+from advisor.reading import Reading
+from advisor.render.json_report import build_report
+from advisor.session import RUN_NEEDS, Session
 
 SIDES = ("baseline", "comparison")
 COMPARE_NEEDS = (*RUN_NEEDS, "steps.free_us", "device_ops.compute_class")
@@ -74,18 +67,18 @@ class CompareResult:
         return self.evaluation.findings
 
 
-def _read_side(which: str, path: Path, host: PluginHost, result: AnalysisResult) -> Profile:
-    errors_before = len(result.input_errors)
-    profiles = read_inputs([path], host, result, jobs=1)
+def _read_side(which: str, path: Path, session: Session) -> tuple[Profile, Reading]:
+    """The one profile under `path`, and what reading it reported; CompareError otherwise."""
+    reading = session.read([path], jobs=1)
+    profiles = reading.profiles
     if not profiles:
-        problem = (str(result.input_errors[errors_before])
-                   if len(result.input_errors) > errors_before else "no profile found")
+        problem = str(reading.input_errors[0]) if reading.input_errors else "no profile found"
         raise CompareError(f"{which} {path}: {problem}")
     if len(profiles) > 1:
         labels = ", ".join(p.label for p in profiles[:5])
         raise CompareError(f"{which} {path} holds {len(profiles)} profiles ({labels}); name "
                            "one rank's or device's folder or file")
-    return profiles[0]
+    return profiles[0], reading
 
 
 def _steps_of(profile: Profile) -> pd.DataFrame:
@@ -175,30 +168,22 @@ def compare(baseline: str | Path, comparison: str | Path, *,
         >>> [f.message for f in result.findings]
     """
     options = options or CompareOptions()
-    config = config or Config()
-    lang = lang or config.lang or "en"
-    if lang not in LANGUAGES:
-        raise ValueError(f"unknown language {lang!r} (choose from {', '.join(LANGUAGES)})")
-    host = host or PluginHost()
-    ruleset, rule_errors, overrides = prepare_rules(host, config, rules, params, severity)
-    selected = [r for r in select_configured(ruleset, config, select, ignore)
-                if r.needs_compare]
-    read = AnalysisResult()
-    profiles = [_read_side(which, Path(path), host, read)
-                for which, path in zip_strict(SIDES, (baseline, comparison))]
-    providers = host.metrics()
-    for profile in profiles:
-        derive(profile, COMPARE_NEEDS, providers)
-    base, comp = profiles
+    session = Session.open(host=host, config=config, rules=rules, select=select,
+                           ignore=ignore, params=params, severity=severity, lang=lang)
+    sides = [_read_side(which, Path(path), session)
+             for which, path in zip_strict(SIDES, (baseline, comparison))]
+    for profile, _ in sides:
+        session.derive(profile, COMPARE_NEEDS)
+    (base, base_read), (comp, comp_read) = sides
     tables = compare_tables(base, comp, options)
     tables["steps"] = _steps_of(comp)
     profile = Profile(_meta(base, comp, options), tables,
                       warnings=[*base.warnings, *comp.warnings])
-    evaluation = evaluate(profile, selected, functions={**BUILTIN_FUNCTIONS, **host.functions()},
-                          overrides=overrides, lang=lang, providers=providers)
-    run = RunInfo(config=str(config.path) if config.path else None,
-                  rule_overrides=tuple(ruleset.overrides))
-    report = build_report(profile, evaluation, selected, run)
+    selected = session.rules_for(COMPARE)
+    evaluation = session.evaluate(profile, selected)
+    report = build_report(profile, evaluation, selected, session.run)
     return CompareResult(base, comp, profile, evaluation, report, options,
-                         input_errors=read.input_errors, rule_errors=rule_errors,
-                         plugin_problems=read.plugin_problems, rules=selected)
+                         input_errors=[*base_read.input_errors, *comp_read.input_errors],
+                         rule_errors=session.rule_errors,
+                         plugin_problems=[*base_read.plugin_problems,
+                                          *comp_read.plugin_problems], rules=selected)

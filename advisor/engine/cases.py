@@ -21,15 +21,13 @@ from typing import Any
 import jsonschema
 import pandas as pd
 
-from advisor.api import RUN_NEEDS, AnalysisResult, read_inputs
 from advisor.cluster import build_cluster
-from advisor.derive import derive
-from advisor.engine.evaluate import Evaluation, evaluate
-from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.evaluate import Evaluation
 from advisor.engine.rules import Rule, RuleSet, read_rule_documents
 from advisor.errors import AdvisorError, RuleError
-from advisor.model import TABLES, Profile, ProfileMeta, conform
+from advisor.model import CLUSTER, TABLES, Profile, ProfileMeta, conform
 from advisor.plugin_manager import PluginHost
+from advisor.session import Session
 
 CASE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/case.schema.json").read_text(encoding="utf-8"))
@@ -215,11 +213,7 @@ class CaseRunner:
 
     def __init__(self, ruleset: RuleSet, host: PluginHost, lang: str = "en") -> None:
         self.ruleset = ruleset
-        self.lang = lang
-        self.host = host
-        self.functions = {**BUILTIN_FUNCTIONS, **host.functions()}
-        self.providers = host.metrics()
-        self.needs = [*(n for r in ruleset.rules.values() for n in r.needs()), *RUN_NEEDS]
+        self.session = Session.of_ruleset(ruleset, host, lang)
 
     def _profile(self, case: Case, rule: Rule) -> Profile:
         """The profile a case describes, derived as `advisor run` derives it."""
@@ -227,16 +221,16 @@ class CaseRunner:
             meta = ProfileMeta(**{"source_format": "case", "path": str(case.source),
                                   **case.meta})
             profile = Profile(meta, dict(case.tables))
-            derive(profile, self.needs, self.providers)
+            self.session.derive(profile)
             return profile
         assert case.fixture is not None
-        read = AnalysisResult()
-        profiles = read_inputs([case.fixture], self.host, read, jobs=1)
-        if read.input_errors:
-            raise CaseError(case.source, f"{case.where}: fixture: {read.input_errors[0]}")
+        reading = self.session.read([case.fixture], jobs=1)
+        if reading.input_errors:
+            raise CaseError(case.source, f"{case.where}: fixture: {reading.input_errors[0]}")
+        profiles = reading.profiles
         for profile in profiles:
-            derive(profile, self.needs, self.providers)
-        if rule.needs_ranks:
+            self.session.derive(profile)
+        if rule.scope == CLUSTER:
             cluster = build_cluster(profiles)
             if cluster is None:
                 raise CaseError(case.source, f"{case.where}: fixture: fewer than two ranks with "
@@ -251,8 +245,8 @@ class CaseRunner:
     def evaluate(self, case: Case) -> tuple[Rule, Evaluation]:
         """The case's rule evaluated on the case's profile."""
         rule = resolve(case, self.ruleset)
-        return rule, evaluate(self._profile(case, rule), [rule], functions=self.functions,
-                              overrides={rule.id: dict(case.params)}, lang=self.lang)
+        return rule, self.session.evaluate(self._profile(case, rule), [rule],
+                                           overrides={rule.id: dict(case.params)})
 
     def run(self, case: Case) -> CaseResult:
         """Evaluate the case's rule and list what differs from the expectation."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from advisor.engine.expr import MAX_STRING, ExprError, Expression, compile_expre
 from advisor.engine.functions import regex_problem
 from advisor.engine.templates import ENV, check_template
 from advisor.errors import RuleError
-from advisor.model import CLUSTER_TABLES, COMPARE_TABLES, TABLES
+from advisor.model import PROFILE, TABLES, TableSpec
 from advisor.small_files import read_small_text
 
 RULE_SCHEMA: dict[str, Any] = json.loads(
@@ -51,6 +51,8 @@ class Evidence:
     where: Expression | None = None
     sort: tuple[tuple[str, bool], ...] = ()  # (column, ascending)
     limit: int = 10
+    filters_on: tuple[str, ...] = ()
+    """The table's columns `where` reads (its other names are params and lets)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class Rule:
     evidence: Evidence | None = None
     tune_ops: str | None = None
     translations: Mapping[str, RuleText] = field(default_factory=dict)
+    scope: str = PROFILE
+    """Where the rule runs: the scope of the tables it reads (see model.TableSpec.scope)."""
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def needs(self) -> list[str]:
@@ -134,22 +138,8 @@ class Rule:
             needed += sorted(expr.tables)
         if self.evidence:  # evidence columns are optional: absent ones are left out
             needed.append(self.evidence.table)
-            if self.evidence.where is not None:
-                needed += [f"{self.evidence.table}.{n}" for n in sorted(self.evidence.where.names)
-                           if n in TABLES[self.evidence.table].column_names]
+            needed += [f"{self.evidence.table}.{n}" for n in self.evidence.filters_on]
         return list(dict.fromkeys(needed))
-
-    @property
-    def needs_ranks(self) -> bool:
-        """Cross-rank rules read a cluster table (`ranks`, `links`) and run on the cluster
-        profile only."""
-        return any(n.split(".")[0] in CLUSTER_TABLES for n in self.needs())
-
-    @property
-    def needs_compare(self) -> bool:
-        """Compare rules read a table of two runs (`compare_*`) and run in `advisor compare`
-        only."""
-        return any(n.split(".")[0] in COMPARE_TABLES for n in self.needs())
 
     def text(self, lang: str = "en") -> RuleText:
         """The rule's texts in `lang`; English when the rule has no such translation."""
@@ -293,17 +283,26 @@ def _schema_problem(raw: dict[str, Any]) -> str | None:
     return f"{where or 'rule'}: {message}"
 
 
-def _table_columns() -> dict[str, tuple[str, ...]]:
-    return {name: spec.column_names for name, spec in TABLES.items()}
+def _scope(rule: Rule, tables: Mapping[str, TableSpec]) -> str:
+    """Where a rule runs: on the cluster or compare profile when it reads one of their tables
+    (they also hold per-profile tables such as `steps`), else on each profile. Reading both
+    cluster and compare tables is a RuleError: no profile holds both."""
+    scopes = {tables[n.split(".")[0]].scope for n in rule.needs()} - {PROFILE}
+    if len(scopes) > 1:
+        raise RuleError(rule.source, rule.id, "reads tables of different scopes ("
+                        f"{', '.join(sorted(scopes))}): a rule runs on one kind of profile")
+    return scopes.pop() if scopes else PROFILE
 
 
-def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> Rule:
-    """Validate one raw rule mapping and compile its expressions."""
+def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
+               tables: Mapping[str, TableSpec] = TABLES) -> Rule:
+    """Validate one raw rule mapping and compile its expressions against `tables` (the
+    built-in ones, or with the tables plugins register)."""
     rule_id = raw.get("id") if isinstance(raw.get("id"), str) else None
     problem = _schema_problem(raw)
     if problem:
         raise RuleError(source, rule_id, problem)
-    tables = _table_columns()
+    specs, tables = tables, {name: spec.column_names for name, spec in tables.items()}
     params = dict(raw.get("params", {}))
     long_text = [k for k, v in params.items() if isinstance(v, str) and len(v) > MAX_STRING]
     if long_text:
@@ -357,7 +356,8 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
         if shadowed:
             raise RuleError(source, rule_id, f"evidence.where: {shadowed[0]!r} is both a "
                                              f"param/let and a column of {table}; rename it")
-        evidence = Evidence(table, tuple(ev["columns"]), where, tuple(sort), ev.get("limit", 10))
+        evidence = Evidence(table, tuple(ev["columns"]), where, tuple(sort), ev.get("limit", 10),
+                            tuple(sorted(where.names & cols)) if where else ())
     tune_ops = raw.get("tune_ops")
     if tune_ops and (evidence is None or tune_ops not in evidence.columns):
         raise RuleError(source, rule_id, f"tune_ops: {tune_ops!r} is not an evidence column")
@@ -380,7 +380,7 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
     translations = {}
     if "zh" in raw:
         translations["zh"] = _translation(raw, "zh", set(params) | set(let), source, rule_id)
-    return Rule(
+    rule = Rule(
         id=raw["id"], name=raw["name"], title=raw["title"], type=raw["type"], when=when,
         message=raw["message"], suggestions=tuple(suggestions), docs=raw["docs"],
         source=source, applies=applies, group=raw.get("group", "Model Summary"),
@@ -391,6 +391,7 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str]) -> 
         evidence=evidence, tune_ops=tune_ops,
         translations=translations, raw=raw,
     )
+    return replace(rule, scope=_scope(rule, specs))
 
 
 def _translation(raw: dict[str, Any], lang: str, names: set[str], source: str,
@@ -430,7 +431,8 @@ def rule_files(path: Path) -> list[Path]:
     return [path]
 
 
-def load_rule_file(path: Path, functions: Collection[str]) -> tuple[list[Rule], list[RuleError]]:
+def load_rule_file(path: Path, functions: Collection[str],
+                   tables: Mapping[str, TableSpec] = TABLES) -> tuple[list[Rule], list[RuleError]]:
     """Build every rule of a file; one bad rule does not hide the good ones beside it."""
     rules: list[Rule] = []
     errors: list[RuleError] = []
@@ -440,7 +442,7 @@ def load_rule_file(path: Path, functions: Collection[str]) -> tuple[list[Rule], 
         return [], [exc]
     for raw in raws:
         try:
-            rules.append(build_rule(raw, str(path), functions))
+            rules.append(build_rule(raw, str(path), functions, tables))
         except RuleError as exc:
             errors.append(exc)
     return rules, errors
@@ -465,7 +467,8 @@ class RuleSet:
 
 
 def load_rules(paths: Iterable[Path], functions: Collection[str],
-               origins: Mapping[Path, str] | None = None) -> tuple[RuleSet, list[RuleError]]:
+               origins: Mapping[Path, str] | None = None,
+               tables: Mapping[str, TableSpec] = TABLES) -> tuple[RuleSet, list[RuleError]]:
     """Load rules in order (later ids replace earlier); bad files are returned, not raised.
 
     `origins` labels the rules under a path (default "user"), e.g. {rules_dir: "built-in"}.
@@ -477,7 +480,7 @@ def load_rules(paths: Iterable[Path], functions: Collection[str],
             errors.append(RuleError(root, None, "no such file or folder"))
             continue
         for path in rule_files(root):
-            rules, problems = load_rule_file(path, functions)
+            rules, problems = load_rule_file(path, functions, tables)
             for rule in rules:
                 ruleset.add(rule, (origins or {}).get(root, "user"))
             errors += problems

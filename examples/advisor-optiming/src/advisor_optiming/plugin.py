@@ -1,4 +1,5 @@
-"""The advisor hooks of this package: reader, metric provider, rules, function, report section."""
+"""The advisor hooks of this package: reader, table, metric providers, rules, function and
+report section."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pandas as pd
 from advisor import hookimpl
 from advisor.api import ProfileAnalysis
 from advisor.hookspecs import MetricProvider, ReportSection
-from advisor.model import Profile, conform
+from advisor.model import Column, Profile, TableSpec, conform
 from advisor_optiming.reader import OpTimingReader
 
 RULES_DIR = Path(__file__).parent / "rules"
@@ -38,6 +39,33 @@ STEPS = MetricProvider(
 )
 
 
+LONGEST_OPS = TableSpec("step_longest_ops", "step with its longest operator", (
+    Column("step", "int64", "", "step number", required=True),
+    Column("name", "string", "", "the step's longest operator", required=True),
+    Column("duration_us", "float64", "µs", "that operator's duration", required=True),
+    Column("step_share", "float64", "ratio", "its share of the step's time"),
+))
+"""A table of this plugin: its provider fills it, its rule and report section read it."""
+
+
+def longest_ops(profile: Profile) -> None:
+    """Each step's longest operator and the share of the step it took."""
+    ops = profile.tables["device_ops"].dropna(subset=["step", "duration_us"])
+    longest = ops.loc[ops.groupby("step")["duration_us"].idxmax(), ["step", "name", "duration_us"]]
+    spans = profile.tables["steps"].set_index("step")["duration_us"]
+    longest["step_share"] = longest["duration_us"] / longest["step"].map(spans)
+    profile.tables["step_longest_ops"] = conform("step_longest_ops", longest, LONGEST_OPS)
+
+
+LONGEST = MetricProvider(
+    name="optiming_longest_ops",
+    inputs=("steps", "device_ops.step", "device_ops.duration_us"),  # steps: derived first
+    outputs=("step_longest_ops", *(f"step_longest_ops.{c}" for c in LONGEST_OPS.column_names)),
+    compute=longest_ops,
+    doc="each step's longest operator and its share of the step",
+)
+
+
 def excess_over(values: pd.Series | float, limit: float) -> float:
     """Total by which the values exceed limit (0 when none does); missing values are skipped."""
     series = values if isinstance(values, pd.Series) else pd.Series([values])
@@ -47,21 +75,19 @@ def excess_over(values: pd.Series | float, limit: float) -> float:
 
 
 def step_section(profile: Profile) -> ReportSection | None:
-    """Per-step time and longest operator, for the profiles this package's reader produced."""
-    ops = profile.tables.get("device_ops")
-    if profile.meta.source_format != "optiming-csv" or ops is None or "step" not in ops:
+    """Per-step longest operator, for the profiles this package's reader produced."""
+    longest = profile.tables.get("step_longest_ops")
+    if profile.meta.source_format != "optiming-csv" or longest is None:
         return None
-    longest = ops.loc[ops.groupby("step")["duration_us"].idxmax()]
-    steps = profile.tables.get("steps")
-    spans = {} if steps is None else dict(zip(steps["step"], steps["duration_us"]))
     rows = "".join(
-        f"<tr><td>{step}</td><td>{spans.get(step, float('nan')):,.1f}</td>"
-        f"<td>{html.escape(str(name))}</td><td>{us:,.1f}</td></tr>"
-        for step, name, us in zip(longest["step"], longest["name"], longest["duration_us"]))
+        f"<tr><td>{step}</td><td>{html.escape(str(name))}</td><td>{us:,.1f}</td>"
+        f"<td>{share:.0%}</td></tr>"
+        for step, name, us, share in zip(longest["step"], longest["name"],
+                                         longest["duration_us"], longest["step_share"]))
     return ReportSection(
         f"Steps and their longest operator ({profile.label})",
-        "<table><tr><th>step</th><th>step µs</th><th>longest operator</th><th>µs</th></tr>"
-        f"{rows}</table>")
+        "<table><tr><th>step</th><th>longest operator</th><th>µs</th><th>share of step</th>"
+        f"</tr>{rows}</table>")
 
 
 @hookimpl
@@ -70,8 +96,13 @@ def advisor_readers() -> list[OpTimingReader]:
 
 
 @hookimpl
+def advisor_tables() -> list[TableSpec]:
+    return [LONGEST_OPS]
+
+
+@hookimpl
 def advisor_metrics() -> list[MetricProvider]:
-    return [STEPS]
+    return [LONGEST, STEPS]  # in any order: advisor derives a provider's inputs first
 
 
 @hookimpl

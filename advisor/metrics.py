@@ -1,0 +1,135 @@
+"""The figures every report shows beside the findings, derived once per profile as tables.
+
+Steps, device time per core type and per compute class, host-side counts and the per-rank
+chart are computed here, after deriving and before any output, so the JSON, HTML, terminal and
+notebook all show the same numbers; renderers only convert them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor import intervals
+from advisor.model import Profile
+
+STEP_COLUMNS = ("fp_bp_us", "grad_refresh_us", "data_aug_bound_us", "reduce_us", "computing_us",
+                "communication_us", "comm_not_overlapped_us", "free_us", "bubble_us")
+RANK_COLUMNS = ("rank", "steps", "duration_us", "computing_us", "communication_us",
+                "comm_not_overlapped_us", "free_us")
+SHORT_KERNEL_US = 10.0
+"""Compute kernels shorter than this are counted as small (launch overhead dominates them)."""
+
+
+@dataclass(frozen=True)
+class ProfileMetrics:
+    """The report's figures for one profile; each table is empty when the profile lacks it."""
+
+    steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per step: step, duration_us and the breakdown columns the profile has."""
+    core_types: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Device time per core type: core_type, total_us, ratio, count (largest first)."""
+    compute_classes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Device time per compute class: compute_class, total_us, ratio, count."""
+    host: dict[str, float] = field(default_factory=dict)
+    """Host counts: sync_calls, compile_calls, launch_calls, dataloader_us_per_step,
+    small_kernel_share, kernels (those the profile records)."""
+    ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per rank of a cluster profile: the means of RANK_COLUMNS."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The metrics as the prof_rule report holds them (lists of plain rows)."""
+        return {"steps": _records(self.steps), "core_types": _records(self.core_types),
+                "compute_classes": _records(self.compute_classes), "host": dict(self.host),
+                "ranks": _records(self.ranks)}
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as dicts of JSON values: numpy scalars as Python ones, NaN and NA as None."""
+    def plain(value: Any) -> Any:
+        if value is None or value is pd.NA:
+            return None
+        if isinstance(value, np.generic):
+            value = value.item()
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+
+    return [{k: plain(v) for k, v in row.items()}
+            for row in frame.to_dict(orient="records")]
+
+
+def _columns(profile: Profile, table: str, wanted: tuple[str, ...]) -> pd.DataFrame:
+    frame = profile.tables.get(table)
+    if frame is None:
+        return pd.DataFrame()
+    return frame[[c for c in wanted if profile.has(table, c)]].reset_index(drop=True)
+
+
+def _shares(grouped: pd.DataFrame, key: str) -> pd.DataFrame:
+    """{key, total_us, ratio, count}, largest first, from a frame with `sum` and `count`."""
+    total = float(grouped["sum"].sum()) or 1.0
+    grouped = grouped.sort_values("sum", ascending=False, kind="stable")
+    keys = ["unknown" if pd.isna(k) else str(k) for k in grouped.index]
+    return pd.DataFrame({key: keys, "total_us": grouped["sum"].astype(float).to_numpy(),
+                         "ratio": grouped["sum"].astype(float).to_numpy() / total,
+                         "count": grouped["count"].astype(int).to_numpy()})
+
+
+def _time_by(ops: pd.DataFrame, key: str) -> pd.DataFrame:
+    return _shares(ops.groupby(key, dropna=False)["duration_us"].agg(["sum", "count"]), key)
+
+
+def core_type_time(profile: Profile) -> pd.DataFrame:
+    """Device time per core type, from device_ops (or op_stats when only statistics exist)."""
+    ops = profile.tables.get("device_ops")
+    if ops is not None and not ops.empty:
+        return _time_by(ops, "core_type")
+    stats = profile.tables.get("op_stats")
+    if stats is None or stats.empty:
+        return pd.DataFrame()
+    return _shares(stats.groupby("core_type", dropna=False).agg(
+        sum=("total_us", "sum"), count=("count", "sum")), "core_type")
+
+
+def compute_class_time(profile: Profile) -> pd.DataFrame:
+    """Device time per compute class (cube, vector, flash attention, ..., communication)."""
+    if not profile.has("device_ops", "compute_class"):
+        return pd.DataFrame()
+    return _time_by(profile.tables["device_ops"], "compute_class")
+
+
+def host_counts(profile: Profile) -> dict[str, float]:
+    """Host-side counts: data loading per step, synchronisations, compilations, launches,
+    and the share of compute kernels shorter than SHORT_KERNEL_US."""
+    out: dict[str, float] = {}
+    host = profile.tables.get("host_ops")
+    steps = len(profile.tables["steps"]) if profile.has("steps") else 0
+    if host is not None and "kind" in host:
+        kinds = host["kind"]
+        for kind, label in (("sync", "sync_calls"), ("compile", "compile_calls"),
+                            ("launch", "launch_calls")):
+            out[label] = int((kinds == kind).sum())
+        outermost = ~(host["nested"].fillna(False).to_numpy(bool) if "nested" in host
+                      else intervals.nested_calls(host))
+        loader = host.loc[(kinds == "dataloader").fillna(False).to_numpy(bool) & outermost,
+                          "duration_us"]
+        if steps and not loader.empty:
+            out["dataloader_us_per_step"] = float(loader.sum()) / steps
+    ops = profile.tables.get("device_ops")
+    if ops is not None and "category" in ops:
+        compute = ops.loc[(ops["category"] == "compute").fillna(False), "duration_us"]
+        if not compute.empty:
+            out["small_kernel_share"] = float((compute < SHORT_KERNEL_US).mean())
+            out["kernels"] = int(len(compute))
+    return out
+
+
+def profile_metrics(profile: Profile) -> ProfileMetrics:
+    """Every report figure of a derived profile."""
+    return ProfileMetrics(
+        steps=_columns(profile, "steps", ("step", "duration_us", *STEP_COLUMNS)),
+        core_types=core_type_time(profile), compute_classes=compute_class_time(profile),
+        host=host_counts(profile), ranks=_columns(profile, "ranks", RANK_COLUMNS))

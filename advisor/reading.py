@@ -1,0 +1,116 @@
+"""Reading inputs: which reader claims each path, reading claims (in parallel for large
+multi-rank runs), and holding every returned profile to the table contract.
+
+This is the one boundary between reader plugins and the core: whatever a reader returns is
+checked here, so a third-party reader's mistake is a warning naming it, never a crash later.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from advisor.errors import AdvisorError, UnreadableInput
+from advisor.executors import dask_executor, process_pool
+from advisor.locate import Claim, locate
+from advisor.model import TABLES, Profile, ProfileMeta, TableSpec, hold_to_contract
+from advisor.plugin_manager import PluginHost
+
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+"""Below this much input, starting worker processes costs more than it saves."""
+
+
+def _read_claim(claim: Claim, tables: Mapping[str, TableSpec] = TABLES
+                ) -> list[Profile] | AdvisorError:
+    """Read one claimed path and hold what the reader returns to the table contract; errors
+    are returned so they cross process boundaries intact."""
+    source = f"reader {claim.reader.name!r} (plugin {claim.plugin!r})"
+    try:
+        profiles = claim.reader.read(claim.path)
+        if not isinstance(profiles, list) or not all(
+                isinstance(p, Profile) and isinstance(p.meta, ProfileMeta) for p in profiles):
+            return UnreadableInput(claim.path, f"{source} returned {type(profiles).__name__}, "
+                                               "not a list of advisor.model.Profile")
+        hints = getattr(claim.reader, "collect", None) or {}
+        for profile in profiles:
+            profile.meta.collect = {**hints, **profile.meta.collect}
+            hold_to_contract(profile, source, tables)
+        return profiles
+    except AdvisorError as exc:
+        return exc
+    except Exception as exc:  # reader plugins are third-party code
+        return UnreadableInput(claim.path, f"{source} failed: {type(exc).__name__}: {exc}")
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _workers(claims: Sequence[Claim], jobs: int | None) -> int:
+    """Processes to read with: as asked, or automatically for several large ranks."""
+    if len(claims) < 2:
+        return 1
+    if jobs is None:
+        big = sum(_size(c.path) for c in claims) >= PARALLEL_MIN_BYTES
+        jobs = os.cpu_count() or 1 if big else 1
+    return max(1, min(jobs, len(claims)))
+
+
+@dataclass
+class Reading:
+    """The profiles read from some paths, and what could not be read."""
+
+    profiles: list[Profile] = field(default_factory=list)
+    input_errors: list[AdvisorError] = field(default_factory=list)
+    plugin_problems: list[str] = field(default_factory=list)
+
+
+def read_inputs(paths: Sequence[Path], host: PluginHost, *, jobs: int | None = None,
+                scheduler: str | None = None,
+                tables: Mapping[str, TableSpec] | None = None) -> Reading:
+    """Read every path with the reader that claims it; several ranks in parallel processes,
+    or on the workers of the Dask cluster at `scheduler`. `tables` (default: the host's) is
+    the contract readers' tables are held to.
+
+    Failures are recorded in the result, never raised: the readable inputs are still analysed.
+    """
+    reading = Reading()
+    readers = host.readers()
+    claims: list[Claim] = []
+    for path in paths:
+        try:
+            claims += locate(path, readers, reading.plugin_problems)
+        except UnreadableInput as exc:
+            reading.input_errors.append(exc)
+    read = partial(_read_claim, tables=host.tables() if tables is None else tables)
+    if scheduler is not None:
+        with dask_executor(scheduler) as executor:
+            outcomes = list(executor.map(read, claims))
+    elif (workers := _workers(claims, jobs)) > 1:
+        with process_pool(workers) as executor:
+            outcomes = list(executor.map(read, claims))
+    else:
+        outcomes = [read(claim) for claim in claims]
+    for outcome in outcomes:
+        if isinstance(outcome, AdvisorError):
+            reading.input_errors.append(outcome)
+        else:
+            reading.profiles += outcome
+    reading.profiles.sort(key=_numeric_order)
+    return reading
+
+
+def _numeric_order(profile: Profile) -> tuple[int, float]:
+    """Ranks, then devices, in numeric order (rank 2 before rank 10); others keep their
+    reading order (the sort is stable)."""
+    meta = profile.meta
+    if meta.rank is not None:
+        return 0, meta.rank
+    if meta.device_id is not None and meta.device_id.isdigit():
+        return 1, int(meta.device_id)
+    return 2, 0
