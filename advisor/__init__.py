@@ -3,8 +3,8 @@
 from typing import Any
 
 from advisor.hookspecs import hookimpl
+from advisor.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["__version__", "analyze", "hookimpl"]
 
 

@@ -57,7 +57,7 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
             value = value.item()
         return None if isinstance(value, float) and not math.isfinite(value) else value
 
-    return [{k: plain(v) for k, v in row.items()}
+    return [{str(k): plain(v) for k, v in row.items()}
             for row in frame.to_dict(orient="records")]
 
 

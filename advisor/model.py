@@ -587,8 +587,9 @@ def hold_to_contract(profile: Profile, source: str,
             lost = int((frame[column].reset_index(drop=True).notna()
                         & conformed[column].isna()).sum())
             if lost:
+                dtype = next(c.dtype for c in spec.columns if c.name == column)
                 profile.warn(f"<{source}>", f"{name}.{column}: {lost} of {len(frame)} values "
-                             f"are not {spec.column(column).dtype} and are left out",
+                             f"are not {dtype} and are left out",
                              column=column, reader=source)
         profile.tables[name] = conformed
 

@@ -118,14 +118,14 @@ def _table(name: str, rows: Sequence[Mapping[str, Any]], where: str) -> pd.DataF
     if spec is None:
         raise ValueError(f"{where}: unknown table {name!r}{_hint(name, TABLES)}")
     frame = pd.DataFrame(list(rows))
-    for column in frame.columns:
-        if column not in spec.column_names:
-            raise ValueError(f"{where}: unknown column of table {name!r}: {column!r}"
-                             f"{_hint(column, spec.column_names)}")
+    for given in frame.columns:
+        if given not in spec.column_names:
+            raise ValueError(f"{where}: unknown column of table {name!r}: {given!r}"
+                             f"{_hint(str(given), spec.column_names)}")
     for column in spec.columns:  # readers always have them, so evaluation may rely on them
         if column.required and column.name not in frame.columns:
             frame[column.name] = None
-    conformed = conform(name, frame)
+    conformed = conform(name, frame, spec)
     for column in spec.columns:
         if column.name in frame.columns and column.dtype in ("float64", "int64", "Int64"):
             lost = frame[column.name].notna() & conformed[column.name].isna()

@@ -307,10 +307,9 @@ def isin(x: Any, *values: Any) -> Any:
 
     Example: count(isin(device_ops.op_type, 'Cast', 'TransData')) > 100
     """
-    options = values
-    if len(values) == 1 and isinstance(values[0], (*_SEQUENCES, pd.Series)):
-        options = values[0]
-    options = list(options)
+    given = values[0] if len(values) == 1 and isinstance(values[0], (*_SEQUENCES, pd.Series)) \
+        else values
+    options = list(given)
     if isinstance(x, pd.Series):
         return as_mask(x.isin(options))
     return not is_missing(x) and x in options
@@ -357,7 +356,7 @@ def log10(x: Any) -> Any:
 
 def _log10(series: pd.Series) -> pd.Series:
     with np.errstate(all="ignore"):
-        return np.log10(series.where(series >= 0))
+        return pd.Series(np.log10(series.where(series >= 0)), index=series.index)
 
 
 def isna(x: Any) -> Any:

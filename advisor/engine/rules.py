@@ -186,7 +186,8 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
+    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
+    return mapping
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
@@ -211,9 +212,9 @@ def read_rule_documents(path: Path) -> list[dict[str, Any]]:
         raise RuleError(path, None, f"invalid YAML: {type(exc).__name__}: {exc}") from None
     rules: list[dict[str, Any]] = []
     for doc in docs:
-        problem = _structure_problem(doc)
-        if problem:
-            raise RuleError(path, None, problem)
+        structure = _structure_problem(doc)
+        if structure:
+            raise RuleError(path, None, structure)
         items = doc if isinstance(doc, list) else [doc]
         for item in items:
             if not isinstance(item, dict):
@@ -275,7 +276,7 @@ def _schema_problem(raw: dict[str, Any]) -> str | None:
     if error is None:
         return None
     where = ".".join(str(p) for p in error.absolute_path)
-    message = error.message  # quotes the value: keep one short line
+    message = str(error.message)  # quotes the value: keep one short line
     if len(message) > 200:
         message = f"{message[:100]}…{message[-80:]}"
     if error.validator == "additionalProperties":
@@ -302,7 +303,7 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
     problem = _schema_problem(raw)
     if problem:
         raise RuleError(source, rule_id, problem)
-    specs, tables = tables, {name: spec.column_names for name, spec in tables.items()}
+    specs, columns = tables, {name: spec.column_names for name, spec in tables.items()}
     params = dict(raw.get("params", {}))
     long_text = [k for k, v in params.items() if isinstance(v, str) and len(v) > MAX_STRING]
     if long_text:
@@ -317,7 +318,7 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
 
     def expr(text: Any, what: str, names: Collection[str]) -> Expression:
         try:
-            compiled = compile_expression(str(text), functions=functions, tables=tables,
+            compiled = compile_expression(str(text), functions=functions, tables=columns,
                                           names=names)
             _check_patterns(compiled)
             return compiled
@@ -326,7 +327,7 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
 
     for req in raw.get("requires", []):
         table, _, column = req.partition(".")
-        if table not in tables or (column and column not in tables[table]):
+        if table not in columns or (column and column not in columns[table]):
             raise RuleError(source, rule_id, f"requires: unknown table or column {req!r}")
     let: dict[str, Expression] = {}
     for name, text in raw.get("let", {}).items():
@@ -340,9 +341,9 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
     if "evidence" in raw:
         ev = raw["evidence"]
         table = ev["from"]
-        if table not in tables:
+        if table not in columns:
             raise RuleError(source, rule_id, f"evidence.from: unknown table {table!r}")
-        cols = set(tables[table])
+        cols = set(columns[table])
         sort = []
         for key in ev.get("sort", []):
             col = key.lstrip("+-")

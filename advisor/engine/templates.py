@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from jinja2 import StrictUndefined, Template, TemplateError, nodes
 from jinja2.filters import do_round
@@ -81,7 +81,8 @@ def _fair_precision(precision: Any) -> bool:
     return isinstance(precision, int) and abs(precision) <= MAX_ROUND_DIGITS
 
 
-def _round(value: Any, precision: Any = 0, method: str = "common") -> Any:
+def _round(value: Any, precision: Any = 0,
+           method: Literal["common", "ceil", "floor"] = "common") -> Any:
     if not _fair_precision(precision):
         raise TemplateError(f"round precision must be a whole number within "
                             f"±{MAX_ROUND_DIGITS}")

@@ -14,13 +14,13 @@ from typing import Any
 
 import jsonschema
 
-from advisor import __version__
 from advisor.applicability import MISSING, Inapplicable
 from advisor.engine.evaluate import Evaluation, Finding, profile_time_us
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import Rule
 from advisor.metrics import ProfileMetrics, profile_metrics
 from advisor.model import Profile, RunInfo
+from advisor.version import __version__
 
 REPORT_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/report.schema.json").read_text(encoding="utf-8"))
