@@ -1,4 +1,5 @@
-"""Writing what a run produced: prof_rule JSON, the HTML report, the AOE tuning file.
+"""Writing what a run produced: prof_rule JSON, the HTML report, the AOE tuning file, and the
+outputs of a comparison (compare.json, its report, the compare page and spreadsheet).
 
 Everything is rendered before anything is written, so a failing renderer leaves the folder as
 it was; each file then replaces its earlier version atomically. A manifest in the folder
@@ -9,10 +10,13 @@ file advisor did not write is never touched, and a manifest that is missing, cor
 anything but a plain file of that folder is ignored for those entries.
 
     >>> import advisor
-    >>> from advisor.outputs import write_outputs
+    >>> from advisor.compare import compare
+    >>> from advisor.outputs import write_compare_outputs, write_outputs
     >>> result = advisor.analyze("PROF_000001")
     >>> write_outputs(result, "report", ["json", "html"])
     [PosixPath('report/prof_rule_0.json'), PosixPath('report/report.html'), ...]
+    >>> write_compare_outputs(compare("old_run", "new_run"), "cmp")
+    [PosixPath('cmp/compare.json'), PosixPath('cmp/prof_rule_compare.json'), ...]
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ import re
 import secrets
 import stat
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor import __version__
 from advisor.compat import zip_strict
+from advisor.errors import AdvisorError
 
 if TYPE_CHECKING:
     from advisor.api import AnalysisResult
+    from advisor.compare import CompareResult
     from advisor.plugin_manager import PluginHost
 
 MANIFEST = ".advisor-manifest.json"
@@ -38,10 +45,48 @@ MANIFEST = ".advisor-manifest.json"
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_LABEL = 64  # characters of a profile-derived label in an output file name
 FILE_FORMATS = ("json", "html")
-"""The formats that are files; `text` is the terminal summary."""
+"""The formats of a run that are files; `text` is the terminal summary."""
+COMPARE_FILE_FORMATS = ("json", "html", "xlsx")
+"""The formats of a comparison that are files."""
+HTML_REPORT = "report.html"
+TUNE_OPS_FILE = "operator_tuning_file.cfg"
+"""The operators to tune, in the form AOE accepts as --tune_ops_file."""
+COMPARE_JSON = "compare.json"
+COMPARE_REPORT = "prof_rule_compare.json"
+COMPARE_HTML = "compare.html"
+COMPARE_XLSX = "performance_comparison_result.xlsx"
 _OWN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
 """What an output's name looks like: one plain name in the folder (no separator, no leading
 dot, no `..`). A manifest entry of any other shape is not advisor's and never removed."""
+
+
+class OutputFolderError(AdvisorError):
+    """An output folder advisor must not write into (one inside a profile it reads)."""
+
+
+def is_inside(child: Path, parent: Path) -> bool:
+    """True when `child` is `parent` or below it, links resolved: a folder reached through a
+    link is still inside."""
+    child, parent = child.resolve(), parent.resolve()
+    return child == parent or parent in child.parents
+
+
+def timestamped(prefix: str) -> str:
+    """A default output folder's name, `PREFIX-YYYYMMDD-HHMMSS`: a new one each run, sorted by
+    time, so a run never mixes its outputs into an earlier run's folder by default."""
+    return f"{prefix}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def output_dir(out: str | Path, inputs: Sequence[Path]) -> Path:
+    """`out` as the folder to write outputs into (not created yet). Raises OutputFolderError
+    when it lies inside one of the `inputs`: advisor never writes into a profile, where its
+    files could be read back as profile data by the next run."""
+    path = Path(out)
+    for src in inputs:
+        if src.is_dir() and is_inside(path, src):
+            raise OutputFolderError(f"output folder {path} is inside the input {src}; "
+                                    "advisor never writes into a profile (choose another -o)")
+    return path
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -113,13 +158,20 @@ def render_outputs(result: AnalysisResult, formats: Sequence[str],
             outputs[name] = json.dumps(report, indent=2, ensure_ascii=False)
     if "html" in formats:
         sections = [s for a in result.analyses for s in host.report_sections(a)] if host else []
-        outputs["report.html"] = render_html(result.reports, sections=sections)
-    ops = result.tune_ops()
-    if ops and any(f in formats for f in FILE_FORMATS):
-        # The file AOE accepts as --tune_ops_file.
-        outputs["operator_tuning_file.cfg"] = json.dumps({"tune_ops_name": ops}, indent=2,
-                                                         ensure_ascii=False)
+        outputs[HTML_REPORT] = render_html(result.reports, sections=sections)
+    tune_ops = tune_ops_file(result)
+    if tune_ops is not None and any(f in formats for f in FILE_FORMATS):
+        outputs[TUNE_OPS_FILE] = tune_ops
     return outputs
+
+
+def tune_ops_file(result: AnalysisResult) -> str | None:
+    """The content of TUNE_OPS_FILE for the operators the findings name, so AOE tunes exactly
+    what the advice points at (`aoe --tune_ops_file=...`); None when no finding names one."""
+    ops = result.tune_ops()
+    if not ops:
+        return None
+    return json.dumps({"tune_ops_name": ops}, indent=2, ensure_ascii=False)
 
 
 def stdout_document(result: AnalysisResult) -> dict[str, Any]:
@@ -138,6 +190,47 @@ def write_outputs(result: AnalysisResult, out_dir: str | Path,
     removing the outputs an earlier run wrote there that this one does not rewrite. Returns
     the paths written; nothing (and no folder) when no format is a file."""
     return write_files(Path(out_dir), render_outputs(result, formats, host), command="run")
+
+
+def _compare_document(result: CompareResult) -> dict[str, Any]:
+    """compare.json's content, validated against its schema."""
+    from advisor.render.compare_outputs import compare_document
+
+    return compare_document(result.tables, result.report["profile"], result.report["advisor"])
+
+
+def render_compare_outputs(result: CompareResult, formats: Sequence[str]
+                           ) -> dict[str, str | bytes]:
+    """Every output file of a comparison in `formats` (json, html, xlsx; others are ignored),
+    by file name, all rendered before any is written."""
+    from advisor.render.compare_html import render_compare_html
+    from advisor.render.compare_outputs import spreadsheet
+
+    outputs: dict[str, str | bytes] = {}
+    document = _compare_document(result) if {"json", "html"} & set(formats) else None
+    if document is not None and "json" in formats:
+        outputs[COMPARE_JSON] = json.dumps(document, indent=2, ensure_ascii=False)
+        outputs[COMPARE_REPORT] = json.dumps(result.report, indent=2, ensure_ascii=False)
+    if document is not None and "html" in formats:
+        outputs[COMPARE_HTML] = render_compare_html(result.report, document)
+    if "xlsx" in formats:
+        outputs[COMPARE_XLSX] = spreadsheet(result.tables)
+    return outputs
+
+
+def compare_stdout_document(result: CompareResult) -> dict[str, Any]:
+    """What `advisor compare -o -` prints: compare.json and prof_rule_compare.json as one
+    document, {"compare": ..., "report": ...}."""
+    return {"compare": _compare_document(result), "report": result.report}
+
+
+def write_compare_outputs(result: CompareResult, out_dir: str | Path,
+                          formats: Sequence[str] = COMPARE_FILE_FORMATS) -> list[Path]:
+    """Write a comparison's outputs of `formats` into `out_dir` like write_outputs does a
+    run's (atomically, an earlier comparison's stale outputs removed; a run's kept). Returns
+    the paths written; nothing (and no folder) when no format is a file."""
+    return write_files(Path(out_dir), render_compare_outputs(result, formats),
+                       command="compare")
 
 
 def read_manifest(out_dir: Path) -> dict[str, list[str]]:

@@ -21,8 +21,22 @@ from click.testing import CliRunner
 
 import advisor
 import advisor.render.html
-from advisor.cli import MAX_LABEL, _report_names, main
-from advisor.outputs import MANIFEST, read_manifest, write_files, write_outputs
+from advisor.cli import main
+from advisor.compare import compare
+from advisor.outputs import (
+    MANIFEST,
+    MAX_LABEL,
+    OutputFolderError,
+    compare_stdout_document,
+    output_dir,
+    read_manifest,
+    timestamped,
+    tune_ops_file,
+    write_compare_outputs,
+    write_files,
+    write_outputs,
+)
+from advisor.outputs import report_names as _report_names
 
 ROOT = Path(__file__).parents[1]
 DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
@@ -282,3 +296,32 @@ def test_write_outputs_api(tmp_path: Path) -> None:
     assert [p.name for p in written] == ["prof_rule_0.json", "operator_tuning_file.cfg"]
     assert write_outputs(result, tmp_path / "none", ["text"]) == []
     assert not (tmp_path / "none").exists()
+
+
+def test_tune_ops_file_api() -> None:
+    result = advisor.analyze(DEMO)
+    assert json.loads(tune_ops_file(result)) == {"tune_ops_name": result.tune_ops()}
+    assert result.tune_ops()
+    assert tune_ops_file(advisor.analyze(DEMO, select=["STEP-001"])) is None
+
+
+def test_output_dir_api_refuses_a_folder_inside_an_input(tmp_path: Path) -> None:
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    assert output_dir(tmp_path / "out", [profile]) == tmp_path / "out"
+    with pytest.raises(OutputFolderError, match="advisor never writes into a profile"):
+        output_dir(profile / "report", [profile])
+    assert timestamped("advisor-report").startswith("advisor-report-2")
+
+
+def test_write_compare_outputs_api(tmp_path: Path) -> None:
+    result = compare(OWN / "compare_base.pt.trace.json.gz", OWN / "compare_slow.pt.trace.json.gz")
+    written = write_compare_outputs(result, tmp_path / "cmp")
+    assert [p.name for p in written] == ["compare.json", "prof_rule_compare.json",
+                                         "compare.html", "performance_comparison_result.xlsx"]
+    assert read_manifest(tmp_path / "cmp") == {"compare": [p.name for p in written]}
+    document = compare_stdout_document(result)
+    assert json.loads((tmp_path / "cmp/compare.json").read_text("utf-8")) == document["compare"]
+    assert write_compare_outputs(result, tmp_path / "cmp", ["xlsx"]) == [
+        tmp_path / "cmp/performance_comparison_result.xlsx"]
+    assert set(snapshot(tmp_path / "cmp")) == {"performance_comparison_result.xlsx", MANIFEST}
