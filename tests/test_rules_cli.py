@@ -14,6 +14,7 @@ from advisor.api import load_ruleset
 from advisor.cli import main
 from advisor.hookspecs import hookimpl
 from advisor.plugin_manager import PluginHost
+from advisor.scaffold import ScaffoldError, new_rule
 
 ROOT = Path(__file__).parents[1]
 DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
@@ -146,3 +147,17 @@ def test_rules_new_refuses_a_bad_name_or_table(tmp_path):
     assert bad.exit_code == 2 and "rule name 'My_Rule'" in bad.output
     assert invoke("rules", "new", "ok-rule", "--table", "nope").exit_code == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_new_rule_api_writes_a_rule_that_passes_its_cases(tmp_path):
+    first = new_rule("first-rule", tmp_path / "team", table="steps")
+    assert (first.rule_file, first.case_file, first.rule_id) == (
+        tmp_path / "team/first-rule.yaml", tmp_path / "team/first-rule.case.yaml", "TEAM-001")
+    assert new_rule("second-rule", tmp_path / "team").rule_id == "TEAM-002"
+    tested = invoke("rules", "test", tmp_path / "team", "--rules", tmp_path / "team")
+    assert tested.exit_code == 0, tested.output
+    assert "4 case(s) in 2 file(s): 4 passed, 0 failed, 0 invalid" in tested.output
+    with pytest.raises(ScaffoldError, match="already exists"):
+        new_rule("first-rule", tmp_path / "team")
+    with pytest.raises(ScaffoldError, match="unknown table 'nope'"):
+        new_rule("third-rule", tmp_path / "team", table="nope")
