@@ -299,7 +299,7 @@ def test_internal_error_is_one_line_unless_debug(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("advisor.cli.analyze", broken)
+    monkeypatch.setattr("advisor.cli.run.analyze", broken)
     result = invoke("run", DEMO, "-o", tmp_path)
     assert result.exit_code == 4
     assert result.output.strip() == ("advisor: internal error: RuntimeError: boom "

@@ -1,0 +1,43 @@
+"""`advisor inspect`: what was detected in the paths and which tables and rows were read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from advisor.api import AnalysisResult, read_inputs
+from advisor.cli.common import EXIT_OK, EXIT_UNREADABLE, debug_option, echo, error, guard
+from advisor.plugin_manager import PluginHost
+
+
+@click.command("inspect")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@debug_option
+def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
+    """Show what was detected in PATHS and which tables and rows were read.
+
+    \b
+    Example:
+      advisor inspect PROF_000001
+    """
+    def body() -> int:
+        result = AnalysisResult()
+        profiles = read_inputs(list(paths), PluginHost(), result)
+        for profile in profiles:
+            meta = profile.meta
+            echo(f"{profile.label}: {meta.source_format} ({meta.framework}, "
+                 f"{meta.device_kind}) at {meta.path}")
+            for name, df in profile.tables.items():
+                echo(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
+            echo(f"    files read: {len(meta.files_read)}")
+            for warning in profile.warnings:
+                echo(f"    warning: {warning}")
+        for problem in result.plugin_problems:
+            error(problem)
+        for input_error in result.input_errors:
+            error(str(input_error))
+        if result.input_errors or not profiles:
+            return EXIT_UNREADABLE
+        return EXIT_OK
+    guard(debug, body)
