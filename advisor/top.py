@@ -17,6 +17,7 @@ import pandas as pd
 from advisor.compat import zip_strict
 from advisor.errors import AdvisorError
 from advisor.model import Profile
+from advisor.render.format import column_format
 
 AGGREGATES = ("sum", "mean", "max", "min")
 _OP_COLUMNS = ("name", "op_type", "core_type", "start_us", "input_shapes", "output_shapes")
@@ -154,18 +155,23 @@ def output_columns(frame: pd.DataFrame) -> list[str]:
         "name", "op_type", "time_us"))]
 
 
+HEADERS = {"time_us": "time", "total_us": "total", "cumulative_us": "cumulative",
+           "start_us": "start", "flops": "FLO", "gflops": "GFLOPS", "bytes": "memory",
+           "gbps": "GB/s"}
+"""Text-table headings of the columns whose names are not words; the unit follows them."""
+
+
 def format_table(frame: pd.DataFrame, max_width: int = 48) -> str:
-    """A plain-text table: numbers right-aligned with units in the header, text cut to fit."""
-    headers = {"time_us": "time (µs)", "total_us": "total (µs)", "share": "share",
-               "cumulative_us": "cumulative (µs)", "flops": "FLO", "gflops": "GFLOPS",
-               "bytes": "bytes", "gbps": "GB/s", "start_us": "start (µs)"}
+    """A plain-text table: numbers right-aligned as the reports show them (advisor.render.
+    format), each column's unit in its header, text cut to fit."""
     cells: list[list[str]] = []
     numeric: list[bool] = []
     for col in frame.columns:
-        values = frame[col]
-        is_number = pd.api.types.is_numeric_dtype(values)
-        numeric.append(is_number)
-        cells.append([headers.get(col, col)] + [_cell(v, col, max_width) for v in values])
+        values = frame[col].astype(object).where(frame[col].notna(), None).tolist()
+        column = column_format(col, values)
+        numeric.append(pd.api.types.is_numeric_dtype(frame[col]))
+        header = HEADERS.get(col, col) + (f" ({column.unit})" if column.unit else "")
+        cells.append([header] + [_clip(column.show(v), max_width) for v in values])
     widths = [max(len(c) for c in column) for column in cells]
     lines = []
     for i in range(len(frame) + 1):
@@ -176,16 +182,5 @@ def format_table(frame: pd.DataFrame, max_width: int = 48) -> str:
     return "\n".join(lines)
 
 
-def _cell(value: object, col: str, max_width: int) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return ""
-    if col == "share":
-        return f"{float(value) * 100:.1f}%"
-    if col in ("count",):
-        return f"{int(value):,}"
-    if col in ("flops", "bytes"):
-        return f"{float(value):.3g}"
-    if isinstance(value, (float, np.floating)):
-        return f"{float(value):,.1f}" if abs(value) >= 1 or value == 0 else f"{float(value):.3g}"
-    text = str(value)
+def _clip(text: str, max_width: int) -> str:
     return text if len(text) <= max_width else text[: max_width - 1] + "…"

@@ -11,12 +11,23 @@ from html.parser import HTMLParser
 from importlib import resources
 
 import jsonschema
+import pandas as pd
 import pytest
 
 from advisor.hookspecs import ReportSection
-from advisor.render.format import fmt_num, fmt_pct, fmt_us, fmt_value
+from advisor.render.compare_html import render_compare_html
+from advisor.render.format import (
+    column_format,
+    fmt_bytes,
+    fmt_num,
+    fmt_pct,
+    fmt_tick,
+    fmt_us,
+    fmt_value,
+)
 from advisor.render.html import MAX_STEPS, _script, render_html
 from advisor.render.text import render_text
+from advisor.top import format_table
 
 SCHEMA = json.loads(resources.files("advisor").joinpath("schemas/report.schema.json").read_text())
 
@@ -161,6 +172,75 @@ def test_formatting_helpers() -> None:
     assert fmt_value("top_share", 0.8614) == "86.1%"  # a share reads like the ratios beside it
     assert fmt_value("wait_us", 20_000) == "20.0 ms"
     assert fmt_value("count", 3.0) == "3"
+
+
+def test_one_rule_for_small_values_sizes_and_units() -> None:
+    assert fmt_pct(-0.0001) == "-<0.1%" and fmt_pct(0.0) == "0.0%"
+    assert fmt_us(0.001) == "<0.01 µs" and fmt_us(-0.001) == "-<0.01 µs"
+    assert fmt_bytes(512) == "512 B" and fmt_bytes(1536) == "1.50 KiB"
+    assert fmt_bytes(3 * 2**30) == "3.00 GiB" and fmt_bytes(None) == "–"
+    assert fmt_value("reserved_bytes", 2**20) == "1.00 MiB"
+    assert fmt_value("cpu_pct", 12.345) == "12.3%"  # already a percentage: as fmt_pct shows it
+    assert fmt_value("bandwidth_gbps", 12.5) == "12.5 GB/s"
+    assert fmt_value("name", "x") == "x" and fmt_value("wait_us", None) == "–"
+    column = column_format("duration_us", [11_600.0, 9_157.0, None])
+    assert (column.stem, column.unit) == ("duration", "ms")
+    assert [column.show(v) for v in (11_600.0, 9_157.0, None)] == ["11.6", "9.16", "–"]
+    assert column_format("small_op_ratio", [0.5]).unit == "%"
+    assert fmt_tick(0, "ms") == "0" and fmt_tick(2_500, "ms") == "2.5 ms"
+
+
+# The same values, as each renderer shows them: terminal summary, HTML report, compare page,
+# `advisor top`. Before one formatter served them all, 3.14159 µs read "3.1" in `top` and
+# 0.0004 of the time "0.0%" there, "3.14 µs" and "<0.1%" in the reports.
+TINY_US, TINY_SHARE, LONG_US, SIZE = 3.14159, 0.0004, 12_345.0, 1.5 * 2**20
+
+
+def test_every_renderer_shows_a_value_the_same_way() -> None:
+    report = full_report()
+    report["data"] = {"g": [{"Rule Type": "g", "Rule Description": "", "result": [
+        finding(1, "high", "Tiny", TINY_US, impact_ratio=TINY_SHARE, evidence={
+            "table": "device_ops", "columns": ["name", "duration_us", "bytes"],
+            "rows": [["op", TINY_US, SIZE]], "total_rows": 1})]}]}
+    text = render_text([valid(report)], width=120)
+    page = render_html([report])
+    assert "3.14 µs (<0.1%)" in text
+    assert "<strong>3.14 µs</strong>" in page and "&lt;0.1% of measured time" in page
+    assert ">Bytes (MiB)<" in page and ">1.50<" in page  # evidence: the unit in the header
+
+    compare = render_compare_html(report, compare_document())
+    overall = compare[compare.index('id="overall-table"'):]
+    cells = re.findall(r'<td class="num[^"]*">([^<]*)</td>', overall)
+    assert cells[:4] == ["3.14 µs", "12.3 ms", "+12.3 ms", "&lt;0.1%"]
+    assert cells[5:9] == ["1.50 MiB", "1.50 MiB", "0 B", "100.0%"]  # [4]: kernels per step
+    assert "<td class=\"\">3.14 µs</td>" in compare and "<td class=\"\">1.50 MiB</td>" in compare
+
+    table = format_table(pd.DataFrame({"name": ["op", "big"], "time_us": [TINY_US, LONG_US],
+                                       "share": [TINY_SHARE, 0.5], "bytes": [SIZE, SIZE]}))
+    head, _, *rows = table.splitlines()
+    assert head.split() == ["name", "time", "(ms)", "share", "(%)", "memory", "(MiB)"]
+    assert rows[0].split() == ["op", "<0.01", "<0.1", "1.50"]
+    assert rows[1].split() == ["big", "12.3", "50.0", "1.50"]
+    alone = format_table(pd.DataFrame({"time_us": [TINY_US]}))
+    assert alone.splitlines()[2].strip() == "3.14" and "(µs)" in alone
+
+
+def compare_document() -> dict:
+    run = {"path": "/data/run", "source_format": "kineto", "framework": "pytorch",
+           "device_kind": "gpu", "steps": 1}
+    return {
+        "advisor": {"version": "0.1.0"}, "baseline": run, "comparison": run,
+        "options": {"use_input_shape": False, "max_kernel_num": None, "op_name_map": {}},
+        "tables": {
+            "compare_overall": [
+                {"metric": "e2e", "unit": "µs", "base": TINY_US, "comparison": LONG_US,
+                 "diff": LONG_US - TINY_US, "ratio": TINY_SHARE},
+                {"metric": "memory_peak", "unit": "bytes", "base": SIZE, "comparison": SIZE,
+                 "diff": 0.0, "ratio": 1.0}],
+            "compare_op_stats": [{"op": "op", "base_us": TINY_US, "diff_us": 1.0}],
+            "compare_memory": [{"op": "op", "base_bytes": SIZE, "diff_bytes": 0.0}],
+        },
+    }
 
 
 # --- HTML -----------------------------------------------------------------------------------

@@ -76,3 +76,6 @@ def test_terminal_json_is_the_same_json() -> None:
     assert no_raw_controls(text) and "中文" in text
     assert json.loads(text) == document
     assert terminal_safe("a\tb\nc\x1b[2J") == "a\tb\nc\N{REPLACEMENT CHARACTER}[2J"
+    # text about to be wrapped: whitespace controls become spaces, the others still U+FFFD
+    assert terminal_safe("a\tb\r\nc\x1b[2J\x85", flatten=True) == \
+        "a b  c\N{REPLACEMENT CHARACTER}[2J "

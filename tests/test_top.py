@@ -108,7 +108,8 @@ def test_text_and_csv_output():
     assert code == 0
     lines = out.splitlines()
     assert "GFLOPS" in lines[1] and "GB/s" in lines[1]
-    assert lines[3].split()[0] == "conv1"
+    assert "time (µs)" in lines[1] and "share (%)" in lines[1]  # units as the reports name them
+    assert lines[3].split()[:6] == ["conv1", "ConvolutionForward", "GPU", "1", "500", "58.8"]
     code, out = top(str(STATIC), "--format", "csv")
     assert code == 0
     table = list(csv.DictReader(io.StringIO(out)))

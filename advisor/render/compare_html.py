@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
-from advisor.render.format import fmt_num, fmt_pct, fmt_us, fmt_value, report_lang
+from advisor.render.format import fmt_bytes, fmt_num, fmt_pct, fmt_us, fmt_value, report_lang
 from advisor.render.html import _environment, _profile_view, translator
 
 TOP_ROWS = 20
@@ -53,9 +51,8 @@ SECTIONS = (
 
 
 def _cell(unit: str, value: Any) -> str:
-    if value is None or pd.isna(value):
-        return "–"
-    return f"{fmt_num(value / 2**20)} MiB" if unit == "bytes" else fmt_us(value)
+    """A breakdown value: a size for the memory peak, else a duration."""
+    return fmt_bytes(value) if unit == "bytes" else fmt_us(value)
 
 
 def _overall_rows(rows: list[dict[str, Any]], tr: Any) -> list[dict[str, Any]]:
@@ -79,7 +76,7 @@ def _overall_rows(rows: list[dict[str, Any]], tr: Any) -> list[dict[str, Any]]:
             "metric": r["metric"], "label": tr(r["metric"]),
             "base": _cell(r["unit"], r["base"]), "comparison": _cell(r["unit"], r["comparison"]),
             "diff": ("+" if trend == "worse" else "") + _cell(r["unit"], diff),
-            "ratio": "–" if r["ratio"] is None else fmt_pct(r["ratio"]), "trend": trend,
+            "ratio": fmt_pct(r["ratio"]), "trend": trend,
             "counts": counts, "base_width": width(r, "base"), "comp_width": width(r, "comparison"),
         })
     return out

@@ -27,10 +27,12 @@ from advisor.hookspecs import ReportSection
 from advisor.render.format import (
     MISSING,
     SEVERITIES,
+    column_format,
     column_unit,
     findings_by_rank,
     fmt_num,
     fmt_pct,
+    fmt_tick,
     fmt_us,
     fmt_us_as,
     fmt_value,
@@ -76,8 +78,6 @@ COLLAPSE_FROM = 8
 """From this many rank profiles beside a cluster report, each rank's section starts collapsed:
 the cluster's verdict and the sortable table of ranks are what a reader of 300 ranks needs."""
 NOT_RECORDED = "not_recorded"
-COLUMN_UNITS = (("_gbps", "GB/s"), ("_pct", "%"), ("_bytes", "bytes"), ("_mb", "MB"))
-"""Evidence column suffixes and the unit their header names; _us and ratios are handled apart."""
 
 LABELS: dict[str, dict[str, str]] = {
     "zh": {
@@ -347,8 +347,8 @@ def _tuning_loop_view(loop: dict | None) -> dict[str, Any] | None:
         "summary": loop["summary"],
         "sources": loop["sources"],
         "tuned": [{**r, "before": fmt_us(r["before_us"]), "after": fmt_us(r["after_us"]),
-                   "improvement": MISSING if r["improvement_pct"] is None
-                   else f"{r['improvement_pct']:.2f}%"} for r in loop["tuned"]],
+                   "improvement": fmt_value("improvement_pct", r["improvement_pct"])}
+                  for r in loop["tuned"]],
         "not_tuned": loop["not_tuned"],
     }
 
@@ -392,33 +392,15 @@ def _evidence_view(evidence: dict, tr: Translate) -> dict[str, Any]:
     cells: list[list[dict[str, Any]]] = [[] for _ in rows]
     for i, name in enumerate(columns):
         values = [row[i] if i < len(row) else None for row in rows]
-        head, show = _column(name, values)
-        heads.append(tr(head))
+        column = column_format(name, values)
+        heads.append(tr(_human(column.stem) + (f" ({column.unit})" if column.unit else "")))
         for r, value in enumerate(values):
             number = isinstance(value, (int, float)) and not isinstance(value, bool) and \
                 math.isfinite(value)
-            cells[r].append({"text": show(value), "sort": value if number else None,
+            cells[r].append({"text": column.show(value), "sort": value if number else None,
                              "num": number})
     return {"table": evidence["table"], "columns": heads, "rows": cells,
             "shown": len(rows), "total": evidence["total_rows"]}
-
-
-def _column(name: str, values: list[Any]) -> tuple[str, Callable[[Any], str]]:
-    """A column's human header with its unit, and how to show one of its values."""
-    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if name.endswith("_us") and numbers:
-        unit = column_unit(numbers)
-        return (f"{_human(name[:-3])} ({unit})",
-                lambda v: fmt_us_as(v, unit).removesuffix(f" {unit}")
-                if isinstance(v, (int, float)) else fmt_num(v))
-    if name.endswith(("ratio", "share")) and numbers:
-        return (f"{_human(name)} (%)",
-                lambda v: fmt_pct(v).removesuffix("%") if isinstance(v, (int, float))
-                else fmt_num(v))
-    for suffix, unit in COLUMN_UNITS:
-        if name.endswith(suffix):
-            return f"{_human(name[:-len(suffix)])} ({unit})", fmt_num
-    return _human(name), lambda v: fmt_value(name, v)
 
 
 def _human(name: str) -> str:
@@ -454,14 +436,6 @@ def _nice_ticks(top: float, count: int = 4) -> list[float]:
     return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
 
 
-def _tick_label(us: float, in_ms: bool) -> str:
-    """Axis labels share one unit and drop trailing zeros ("0", "50 ms", "2.5 ms")."""
-    if us == 0:
-        return "0"
-    value, unit = (us / 1000, "ms") if in_ms else (us, "µs")
-    return f"{value:,.3f}".rstrip("0").rstrip(".") + f" {unit}"
-
-
 def _stack(row: dict, total: float, components: Sequence[tuple[str, str, str]],
            rest_label: str, rest_colour: str) -> list[tuple[str, str, float]]:
     """(label, colour, µs) of one stacked bar: each component capped so the stack never
@@ -494,7 +468,7 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
         parts = sum(_number(s.get(k)) for k, _, _ in components)
         totals.append(_number(s["duration_us"]) or parts)
     ticks = _nice_ticks(max(totals, default=0))
-    in_ms = ticks[-1] >= 10_000
+    tick_unit = column_unit(ticks)  # the axis labels share one unit
     scale = plot_h / ticks[-1]
     slot = plot_w / max(len(steps), 1)
     bar_w = max(slot * 0.72, 1.0)
@@ -538,7 +512,7 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
         "mean": fmt_us(sum(totals) / len(totals)) if totals else MISSING,
         "min": fmt_us(min(totals, default=None)),
         "max": fmt_us(max(totals, default=None)),
-        "ticks": [{"y": round(baseline - t * scale, 2), "label": _tick_label(t, in_ms)}
+        "ticks": [{"y": round(baseline - t * scale, 2), "label": fmt_tick(t, tick_unit)}
                   for t in ticks],
         "axis": {"x1": c["left"], "x2": c["width"] - c["right"], "y": baseline,
                  "label_y": baseline + 16, "title_y": c["height"] - 6,
@@ -569,7 +543,7 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
     totals = [_number(r.get("duration_us")) or sum(_number(r.get(k)) for k, _, _ in components)
               for r in ranks]
     ticks = _nice_ticks(max(totals, default=0))
-    in_ms = ticks[-1] >= 10_000
+    tick_unit = column_unit(ticks)
     scale = plot_w / ticks[-1]
     bars, rest_used = [], False
     for i, (r, total) in enumerate(zip_strict(ranks, totals)):
@@ -601,7 +575,7 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
         "bars": bars,
         "legend": legend,
         "scroll": len(ranks) >= c["scroll_from"],
-        "ticks": [{"x": round(c["label"] + t * scale, 2), "label": _tick_label(t, in_ms)}
+        "ticks": [{"x": round(c["label"] + t * scale, 2), "label": fmt_tick(t, tick_unit)}
                   for t in ticks],
         "axis": {"x1": c["label"], "x2": c["width"] - c["right"], "y": axis_y,
                  "label_x": c["label"] - 8, "tick_y": axis_y + 16},

@@ -28,12 +28,14 @@ from advisor.render.format import (
     as_number,
     column_unit,
     findings_by_rank,
+    fmt_num,
     fmt_pct,
     fmt_us,
     fmt_us_as,
     profile_label,
     rank_order,
     report_lang,
+    terminal_safe,
 )
 
 SEVERITY_STYLE: dict[str, dict[str, Any]] = {
@@ -178,7 +180,8 @@ def written_line(names: Sequence[str], folder: str, *, width: int = DEFAULT_WIDT
             total=len(ordered))
     else:
         listed = ", ".join(ordered)
-    text = _printable(_label(lang, "Wrote {files} in {folder}", files=listed, folder=folder))
+    text = terminal_safe(_label(lang, "Wrote {files} in {folder}", files=listed, folder=folder),
+                         flatten=True)
     # A path is not broken inside: it is copied from the terminal.
     if _cells(text) != len(text):
         return "\n".join(_wrap_wide(text, width, INDENT, "")) or text
@@ -202,13 +205,6 @@ def _style(text: str, color: bool, **kw: Any) -> str:
     return click.style(text, **kw) if color else text
 
 
-def _printable(text: str) -> str:
-    return "".join(
-        c if c.isprintable() else " " if c.isspace() else "\N{REPLACEMENT CHARACTER}"
-        for c in text
-    )
-
-
 def _wide(c: str) -> bool:
     return unicodedata.east_asian_width(c) in "WF"
 
@@ -220,7 +216,7 @@ def _cells(text: str) -> int:
 
 def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
     first = indent if first is None else first
-    text = _printable(text)
+    text = terminal_safe(text, flatten=True)
     if _cells(text) == len(text):
         return textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=indent,
                              break_on_hyphens=False)
@@ -339,8 +335,7 @@ def _together_line(report: dict, findings: list[tuple[str, dict]], lang: str) ->
     share = f" ({fmt_pct(combined / total)})" if total else ""
     return _label(lang, "Together at most {combined}{share}: findings that measure the same "
                         "time (e.g. idle device) are counted once, not {added}",
-                  combined=fmt_us_as(combined, column_unit([combined])), share=share,
-                  added=fmt_us_as(added, column_unit([added])))
+                  combined=fmt_us(combined), share=share, added=fmt_us(added))
 
 
 def _impact_notes(f: dict, lang: str) -> list[str]:
@@ -411,9 +406,9 @@ def _finding_lines(f: dict, width: int, color: bool, unit: str | None = None,
 def _rank_label(report: dict) -> str:
     profile = report["profile"]
     if profile.get("rank") is not None:
-        return _printable(str(profile["rank"]))
+        return terminal_safe(str(profile["rank"]), flatten=True)
     if profile.get("device_id") not in (None, ""):
-        return _printable(f"#{profile['device_id']}")
+        return terminal_safe(f"#{profile['device_id']}", flatten=True)
     return MISSING
 
 
@@ -449,7 +444,7 @@ def _pad(text: str, width: int, right: bool = False) -> str:
 
 def _clip(text: str, width: int) -> str:
     """`text` cut to `width` terminal columns, an ellipsis marking the cut."""
-    text = " ".join(_printable(text).split())
+    text = " ".join(terminal_safe(text, flatten=True).split())
     if _cells(text) <= width:
         return text
     out = ""
@@ -472,7 +467,7 @@ def _rank_table(members: list[dict], cluster: dict | None, width: int,
     times = [_step_time(r, cluster_times) for r in members]
     unit = column_unit(times)
     heads = [_label(lang, h) for h in ("RANK", "STEP TIME", "HIGH", "MEDIUM", "LOW")]
-    cells = [[_rank_label(r), fmt_us_as(t, unit), *map(str, _counts(r).values())]
+    cells = [[_rank_label(r), fmt_us_as(t, unit), *map(fmt_num, _counts(r).values())]
              for r, t in zip_strict(members, times)]
     widths = [max(_cells(c) for c in column) for column in zip_strict(heads, *cells)]
     used = len(INDENT) + sum(widths) + 2 * len(widths)
@@ -530,7 +525,8 @@ def _cluster_blocks(reports: list[dict], hints: list[str],
         if details is None:
             hint = hints[hidden[0]]
         else:  # one report.html for all, or a prof_rule file per rank: a few named
-            files = list(dict.fromkeys(_printable(d) for i in hidden if (d := details[i])))
+            files = list(dict.fromkeys(terminal_safe(d, flatten=True)
+                                       for i in hidden if (d := details[i])))
             listed = ", ".join(files[:3]) + (", …" if len(files) > 3 else "")
             hint = _label(lang, DETAILS_IN, files=listed) if files else ""
         if hint:
