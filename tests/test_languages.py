@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from pathlib import Path
 
 import pytest
@@ -11,15 +12,19 @@ from click.testing import CliRunner
 
 from advisor.api import analyze, load_ruleset
 from advisor.cli import main
+from advisor.compare.breakdown import METRICS
 from advisor.engine.cases import CaseRunner, case_files, load_case_file
 from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import build_rule, load_rules
 from advisor.errors import RuleError
 from advisor.plugin_manager import PluginHost
 from advisor.render.json_report import validate_report
+from advisor.render.messages import CATALOG, LANGS, message
 
 DEMO = Path(__file__).parents[1] / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
 RULES = Path(__file__).parents[1] / "rules"
+RENDER = Path(__file__).parents[1] / "advisor" / "render"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")
 
@@ -173,3 +178,37 @@ def test_unknown_lang_is_a_one_line_usage_error(tmp_path: Path):
     result, _ = run(tmp_path, "--lang", "fr")
     assert result.exit_code == 2
     assert "Traceback" not in result.output and "'fr' is not one of" in result.output
+
+
+# --- the message catalog --------------------------------------------------------------------
+
+
+def _fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name} - {"s"}
+
+
+def test_every_message_has_both_languages_with_the_same_blanks():
+    for key, text in CATALOG.items():
+        assert text._fields == LANGS, key
+        assert text.en.strip() and text.zh.strip(), key
+        # Chinese counts all the files where English counts the ones not named
+        extra = {"total"} if key == "names_and_more" else set()
+        assert _fields(text.zh) <= _fields(text.en) | extra, key
+        message("zh", key, **dict.fromkeys(_fields(text.en) | extra, 1))
+
+
+def test_every_message_is_used_and_every_one_used_exists():
+    sources = "".join(p.read_text(encoding="utf-8") for p in
+                      [*RENDER.glob("*.py"), *(RENDER / "templates").glob("*.j2")])
+    # literal keys only: "severity." ~ value in a template is a family, checked below
+    used = set(re.findall(r"""\b(?:tr|message)\((?:lang, )?["']([a-z_.]*[a-z_])["']""", sources))
+    assert used - set(CATALOG) == set()
+    families = {  # keys the renderers build from a value: complete, not more
+        "severity.": {f"severity.{s}" for s in SEVERITIES},
+        "metric.": {f"metric.{m}" for m, _ in METRICS},
+    }
+    for prefix, expected in families.items():
+        assert {k for k in CATALOG if k.startswith(prefix)} == expected, prefix
+    unused = [k for k in CATALOG if not k.startswith(tuple(families))
+              and f'"{k}"' not in sources and f"'{k}'" not in sources]
+    assert unused == []

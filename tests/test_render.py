@@ -225,6 +225,16 @@ def test_every_renderer_shows_a_value_the_same_way() -> None:
     assert alone.splitlines()[2].strip() == "3.14" and "(µs)" in alone
 
 
+def test_html_column_headings_come_from_the_catalog() -> None:
+    report = full_report()
+    first = report["data"]["computation"][0]["result"][0]
+    first["evidence"] = {"table": "aoe_ops", "columns": ["mode", "diff_us", "queue"],
+                         "rows": [["op", 1.0, "q"]], "total_rows": 1}
+    report["advisor"]["lang"] = "zh"
+    page = render_html([valid(report)])
+    assert ">模式<" in page and ">差值 (µs)<" in page and ">Queue<" in page
+
+
 def compare_document() -> dict:
     run = {"path": "/data/run", "source_format": "kineto", "framework": "pytorch",
            "device_kind": "gpu", "steps": 1}

@@ -250,6 +250,13 @@ def test_cluster_verdict_first_then_ranks_in_numeric_order() -> None:
     assert "rank 0 ·" not in details  # low findings only: the table is enough
 
 
+def test_cluster_table_headings_in_chinese() -> None:
+    lines = render_text(cluster_run(4, {1}, lang="zh")).splitlines()
+    table = next(i for i, line in enumerate(lines) if line.startswith("4 个 rank（按 rank"))
+    assert lines[table + 1].split() == ["rank", "平均迭代耗时", "高", "中", "低", "首要问题"]
+    assert lines[table + 2].split()[:5] == ["0", "30.0", "ms", "0", "0"]
+
+
 def test_three_hundred_ranks_keep_the_verdict_on_top() -> None:
     reports = cluster_run(300, set(range(0, 300, 7)))
     lines = render_text(reports, details=["report.html"] * len(reports)).splitlines()

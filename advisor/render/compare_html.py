@@ -9,45 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.render.format import fmt_bytes, fmt_num, fmt_pct, fmt_us, fmt_value, report_lang
-from advisor.render.html import _environment, _profile_view, translator
+from advisor.render.html import _environment, _profile_view
+from advisor.render.messages import CATALOG, LANGS, Translate, message, translator
 
 TOP_ROWS = 20
-LABELS: dict[str, dict[str, str]] = {
-    "zh": {
-        "advisor compare": "advisor 性能比对",
-        "Baseline": "基线", "Comparison": "对比", "Steps": "迭代数", "Options": "比对选项",
-        "Overall breakdown per step": "每个迭代的总体耗时拆解", "Metric": "指标",
-        "Diff": "差值", "Ratio": "比值", "Kernels per step": "每个迭代的 kernel 数",
-        "Findings": "结论", "No regression found": "未发现劣化",
-        "Operators that changed most (per step)": "变化最大的算子（每个迭代）",
-        "Communication per collective type (per step)": "各类集合通信（每个迭代）",
-        "Memory allocated per operator (per step)": "各算子申请的内存（每个迭代）",
-        "Modules (per step)": "各模块（每个迭代）",
-        "cube": "Cube", "vector": "Vector", "conv_forward": "Conv 前向",
-        "conv_backward": "Conv 反向", "flash_attention_forward": "Flash Attention 前向",
-        "flash_attention_backward": "Flash Attention 反向",
-        "paged_attention": "Paged Attention", "other_compute": "其他计算",
-        "computing": "计算流耗时", "comm_not_overlapped": "未被掩盖的通信", "wait": "通信等待",
-        "sdma": "SDMA / 拷贝", "free": "空闲", "e2e": "E2E 迭代耗时",
-        "operators": "框架算子", "dataloader": "数据加载", "memory_peak": "内存峰值",
-    },
-    "en": {
-        "cube": "Cube", "vector": "Vector", "conv_forward": "Conv forward",
-        "conv_backward": "Conv backward", "flash_attention_forward": "Flash attention forward",
-        "flash_attention_backward": "Flash attention backward",
-        "paged_attention": "Paged attention", "other_compute": "Other compute",
-        "computing": "Computing time", "comm_not_overlapped": "Uncovered communication",
-        "wait": "Communication wait", "sdma": "SDMA / copies", "free": "Free time",
-        "e2e": "E2E step time", "operators": "Framework operators",
-        "dataloader": "Data loading", "memory_peak": "Memory peak",
-    },
-}
 SECTIONS = (
-    ("compare_op_stats", "ops", "Operators that changed most (per step)", "diff_us"),
-    ("compare_comm", "comm", "Communication per collective type (per step)", "diff_us"),
-    ("compare_memory", "memory", "Memory allocated per operator (per step)", "diff_bytes"),
-    ("compare_modules", "modules", "Modules (per step)", "diff_us"),
+    ("compare_op_stats", "ops", "changed_operators", "diff_us"),
+    ("compare_comm", "comm", "comm_per_collective", "diff_us"),
+    ("compare_memory", "memory", "memory_per_operator", "diff_bytes"),
+    ("compare_modules", "modules", "modules_per_step", "diff_us"),
 )
+"""The tables of top diffs: compare table, anchor, title's message key, column to rank by."""
+OVERALL_HEADINGS = {"Metric": "column.metric", "Baseline": "baseline",
+                    "Comparison": "column.comparison", "Diff": "column.diff",
+                    "Ratio": "column.ratio"}
+LABELS: dict[str, dict[str, str]] = {
+    lang: {**{name: message(lang, key) for name, key in OVERALL_HEADINGS.items()},
+           **{key.removeprefix("metric."): message(lang, key) for key in CATALOG
+              if key.startswith("metric.")}}
+    for lang in LANGS
+}
+"""The words of the terminal's breakdown table (compare_outputs.overall_lines) per language:
+its headings and the metrics' names, from the message catalog."""
 
 
 def _cell(unit: str, value: Any) -> str:
@@ -55,7 +38,7 @@ def _cell(unit: str, value: Any) -> str:
     return fmt_bytes(value) if unit == "bytes" else fmt_us(value)
 
 
-def _overall_rows(rows: list[dict[str, Any]], tr: Any) -> list[dict[str, Any]]:
+def _overall_rows(rows: list[dict[str, Any]], tr: Translate) -> list[dict[str, Any]]:
     times = [v for r in rows if r["unit"] == "µs" for v in (r["base"], r["comparison"])
              if v is not None]
     top = max(times, default=0.0) or 1.0
@@ -73,7 +56,7 @@ def _overall_rows(rows: list[dict[str, Any]], tr: Any) -> list[dict[str, Any]]:
         counts = " → ".join(fmt_num(r[k]) for k in ("base_count", "comp_count")
                             if r.get(k) is not None)
         out.append({
-            "metric": r["metric"], "label": tr(r["metric"]),
+            "metric": r["metric"], "label": tr(f"metric.{r['metric']}"),
             "base": _cell(r["unit"], r["base"]), "comparison": _cell(r["unit"], r["comparison"]),
             "diff": ("+" if trend == "worse" else "") + _cell(r["unit"], diff),
             "ratio": fmt_pct(r["ratio"]), "trend": trend,
@@ -97,20 +80,15 @@ def _table_view(rows: list[dict[str, Any]], table: str, anchor: str, title: str,
 def render_compare_html(report: dict[str, Any], document: dict[str, Any]) -> str:
     """The compare page from the compare profile's report and the compare.json document."""
     lang = report_lang(report)
-    base_tr = translator(lang)
-    mine = {**LABELS["en"], **LABELS.get(lang, {})}
-
-    def tr(text: str, count: int = 1, **values: Any) -> str:
-        return mine[text].format(**values) if text in mine else base_tr(text, count, **values)
-
+    tr = translator(lang)
     tables = document["tables"]
     options = document["options"]
     return _environment().get_template("compare.html.j2").render(
-        lang=lang, tr=tr, title=tr("advisor compare"),
+        lang=lang, tr=tr, title=tr("advisor_compare"),
         version=document["advisor"].get("version", ""),
         generated_at=document["advisor"].get("generated_at", ""),
-        runs=[(tr("Baseline"), document["baseline"]),
-              (tr("Comparison"), document["comparison"])],
+        runs=[(tr("baseline"), document["baseline"]),
+              (tr("column.comparison"), document["comparison"])],
         options=[("use_input_shape", options["use_input_shape"]),
                  ("max_kernel_num", options["max_kernel_num"]),
                  ("op_name_map", len(options["op_name_map"]))],

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -22,11 +22,12 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from advisor.applicability import NOT_RECORDED
 from advisor.compat import zip_strict
+from advisor.engine.outcome import SEVERITIES
 from advisor.hookspecs import ReportSection
 from advisor.render.format import (
     MISSING,
-    SEVERITIES,
     column_format,
     column_unit,
     findings_by_rank,
@@ -40,30 +41,32 @@ from advisor.render.format import (
     rank_order,
     report_lang,
 )
+from advisor.render.messages import CATALOG, Translate, translator
 
 MAX_STEPS = 200
 
 # Step components in drawing order. The device split (compute / exposed comm / idle) explains
 # step time better than the msprof iteration split, so it wins when both are present.
+# Labels are message keys (advisor.render.messages).
 DEVICE_SPLIT = (
-    ("computing_us", "Computing", "#4c78a8"),
-    ("comm_not_overlapped_us", "Communication (not overlapped)", "#f58518"),
-    ("free_us", "Free (device idle)", "#b8b8b8"),
+    ("computing_us", "chart.computing", "#4c78a8"),
+    ("comm_not_overlapped_us", "chart.comm_not_overlapped", "#f58518"),
+    ("free_us", "chart.free", "#b8b8b8"),
 )
 ITERATION_SPLIT = (
-    ("fp_bp_us", "Forward + backward", "#4c78a8"),
-    ("grad_refresh_us", "Gradient refresh", "#72b7b2"),
-    ("data_aug_bound_us", "Data augmentation bound", "#e45756"),
+    ("fp_bp_us", "chart.fp_bp", "#4c78a8"),
+    ("grad_refresh_us", "chart.grad_refresh", "#72b7b2"),
+    ("data_aug_bound_us", "chart.data_aug_bound", "#e45756"),
 )
-OTHER = ("Other / unattributed", "#e3e3e3")
-UNSPLIT = ("Step time", "#4c78a8")  # when a profile has durations but no breakdown
+OTHER = ("chart.other", "#e3e3e3")
+UNSPLIT = ("chart.step_time", "#4c78a8")  # when a profile has durations but no breakdown
 
 # Ranks without the device split (host-only profiles, e.g. gloo) have their time in
 # collectives, drawn in place of the communication not overlapped.
 HOST_RANK_SPLIT = (
-    ("computing_us", "Computing", "#4c78a8"),
-    ("communication_us", "Communication", "#f58518"),
-    ("free_us", "Free (device idle)", "#b8b8b8"),
+    ("computing_us", "chart.computing", "#4c78a8"),
+    ("communication_us", "chart.communication", "#f58518"),
+    ("free_us", "chart.free", "#b8b8b8"),
 )
 
 STEP_CHART = {"width": 1000, "height": 280, "left": 70, "right": 12, "top": 12, "bottom": 44}
@@ -77,144 +80,6 @@ LABEL_CHARS = 22  # longer core type names are shortened in the chart, kept whol
 COLLAPSE_FROM = 8
 """From this many rank profiles beside a cluster report, each rank's section starts collapsed:
 the cluster's verdict and the sortable table of ranks are what a reader of 300 ranks needs."""
-NOT_RECORDED = "not_recorded"
-
-LABELS: dict[str, dict[str, str]] = {
-    "zh": {
-        "advisor report": "advisor 性能调优报告",
-        "{n} profile{s}": "{n} 份性能数据",
-        "generated": "生成于",
-        "Profile": "性能数据",
-        "Format": "格式",
-        "Findings": "发现",
-        "Total time": "总耗时",
-        "Top issue": "首要问题",
-        "No problems found": "未发现性能问题",
-        "No problems found.": "未发现性能问题。",
-        "No profiles.": "没有性能数据。",
-        "Framework": "框架",
-        "Device": "设备",
-        "Rank": "Rank",
-        "Path": "路径",
-        "Files read": "已读取文件",
-        "{n} file{s}": "{n} 个文件",
-        "finding{s}": "项发现",
-        "total time": "总耗时",
-        "high": "高",
-        "medium": "中",
-        "low": "低",
-        "none": "无",
-        "Step breakdown": "迭代耗时拆解",
-        "{n} step{s}": "{n} 个迭代",
-        "mean": "平均",
-        "min": "最短",
-        "max": "最长",
-        "Showing the first {shown} of {n} steps.": "仅显示 {n} 个迭代中的前 {shown} 个。",
-        "no step data": "无迭代数据",
-        "Time by core type": "各核类型耗时",
-        "no core type data": "无核类型数据",
-        "Time by compute class": "各计算类别耗时",
-        "Findings ranked by impact": "按影响排序的发现",
-        "Severity": "优先级",
-        "Finding": "发现",
-        "Impact": "影响",
-        "of measured time": "占所度量时间",
-        "None: every rule this format can feed was evaluated.":
-            "无：该格式能提供数据的规则均已执行。",
-        "AOE tuning of the advised operators": "建议算子的 AOE 调优结果",
-        "{advised} operator{s} advised (operator_tuning_file.cfg) · {tuned} tuned: {improved} "
-        "improved, {regressed} regressed, {failed} failed, {incomplete} incomplete · "
-        "{not_tuned} not tuned. AOE results:":
-            "建议调优 {advised} 个算子（operator_tuning_file.cfg）· 已调优 {tuned} 个：性能提升 "
-            "{improved} 个，劣化 {regressed} 个，失败 {failed} 个，未完成 {incomplete} 个 · "
-            "未调优 {not_tuned} 个。AOE 结果文件：",
-        "Operator": "算子",
-        "Type": "类型",
-        "Mode": "模式",
-        "Before": "调优前",
-        "After": "调优后",
-        "Improvement": "提升",
-        "Status": "状态",
-        "Task": "任务",
-        "Advised but not tuned:": "已建议但未调优：",
-        "Rule errors": "规则执行错误",
-        "Rules replaced": "被替换的规则",
-        "These rules failed while evaluating; their problems may be missing from the findings "
-        "above.": "以下规则执行失败，上面的发现中可能缺少它们检查的问题。",
-        "Rule": "规则",
-        "Problem": "问题",
-        "Title": "标题",
-        "Missing inputs": "缺少的数据",
-        "Every rule could be evaluated.": "所有规则均已执行。",
-        "Reader warnings": "读取告警",
-        "File": "文件",
-        "Column": "列",
-        "Reader": "读取插件",
-        "No warnings while reading.": "读取数据时没有告警。",
-        "estimated time that could be saved": "预计可节省的时间",
-        "What to try": "调优建议",
-        "Measured values vs thresholds": "实测值与阈值",
-        "Measured": "实测值",
-        "Thresholds": "阈值",
-        "Evidence": "证据",
-        "showing {shown} of {n} rows from": "显示 {n} 行中的 {shown} 行，来自",
-        "rule": "规则",
-        "Step time breakdown per step": "每个迭代的耗时拆解",
-        "step": "迭代",
-        "Device time by core type": "各核类型的设备耗时",
-        "Computing": "计算",
-        "Communication (not overlapped)": "未被掩盖的通信",
-        "Free (device idle)": "空闲（设备无任务）",
-        "Forward + backward": "前向 + 反向",
-        "Gradient refresh": "梯度刷新",
-        "Data augmentation bound": "数据增强拖尾",
-        "Other / unattributed": "其他 / 未归类",
-        "Step time": "迭代时间",
-        "Step {n}": "迭代 {n}",
-        "{rank} of {world}": "{rank} / {world}",
-        "{n} tasks": "{n} 个任务",
-        "Time per rank": "各 rank 耗时",
-        "{n} rank{s}": "{n} 个 rank",
-        "Mean step time per rank": "每个 rank 的平均迭代耗时",
-        "Rank {n}": "rank {n}",
-        "Communication": "通信",
-        "Config": "配置文件",
-        "no config file (built-in defaults)": "无配置文件（使用内置默认值）",
-        "Impact ({unit})": "影响（{unit}）",
-        "Share of measured time": "占所度量时间",
-        "No time estimate:": "未估算时间：",
-        "The rule computed {raw}; shown capped at the {measured} it was measured over.":
-            "规则计算得到 {raw}；已按其度量范围 {measured} 封顶显示。",
-        "Data missing from this profile": "本次性能数据缺少的数据",
-        "{n} rule{s} could not run because this profile lacks data the profiler can record.":
-            "性能数据缺少采集工具可以记录的数据，{n} 条规则未能执行。",
-        "How to collect it": "采集方法",
-        "{n} rule{s} need data this format never records":
-            "{n} 条规则所需的数据该格式不记录",
-        "Ranks": "各 rank",
-        "Together these findings stand for at most {combined}{share}: findings that measure "
-        "the same time (an idle device, communication ...) are counted once, not added up to "
-        "{added}.": "这些发现合计至多 {combined}{share}：度量同一段时间（设备空闲、通信等）"
-                    "的发现只计一次，而不是相加得到的 {added}。",
-        "Shares time with": "与以下发现度量同一段时间",
-        "{n} rank section{s} below start collapsed; sort the table by any column.":
-            "下方 {n} 个 rank 的详情默认折叠；点击表头可按任一列排序。",
-    },
-}
-"""Fixed texts of the page per language, keyed by the English text (which needs no table)."""
-
-Translate = Callable[..., str]
-
-
-def translator(lang: str) -> Translate:
-    """`tr(text, count=1, **values)`: a fixed text in `lang`; `count` picks English's {s}."""
-    table = LABELS.get(lang, {})
-
-    def tr(text: str, count: int = 1, **values: Any) -> str:
-        return table.get(text, text).format(s="" if count == 1 else "s", **values)
-
-    return tr
-
 
 @cache
 def _environment() -> Environment:
@@ -252,7 +117,7 @@ def render_html(
     return _environment().get_template("report.html.j2").render(
         lang=lang,
         tr=tr,
-        title=tr("advisor report") if title is None else title,
+        title=tr("advisor_report") if title is None else title,
         profiles=profiles,
         collapsed=sum(1 for v in profiles if v["collapsed"]),
         version=meta.get("version", ""),
@@ -304,7 +169,7 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "framework": profile["framework"],
         "device": device or MISSING,
         "rank": MISSING if rank is None else (
-            tr("{rank} of {world}", rank=rank, world=profile["world_size"])
+            tr("rank_of_world", rank=rank, world=profile["world_size"])
             if profile.get("world_size") else str(rank)
         ),
         "path": profile["path"],
@@ -370,8 +235,7 @@ def _finding_view(anchor: str, group: str, f: dict, unit: str,
         "impact_note": f.get("impact_note"),
         "shares_time_with": f.get("shares_time_with") or [],
         "capped_note": None if raw is None else tr(
-            "The rule computed {raw}; shown capped at the {measured} it was measured over.",
-            raw=fmt_us(raw), measured=fmt_us(f.get("measured_us"))),
+            "impact_capped", raw=fmt_us(raw), measured=fmt_us(f.get("measured_us"))),
         "measured": [(k, fmt_value(k, v)) for k, v in f["values"].items()],
         "thresholds": [(k, fmt_value(k, v)) for k, v in f["params"].items()],
         "suggestions": f["suggestions"],
@@ -393,7 +257,7 @@ def _evidence_view(evidence: dict, tr: Translate) -> dict[str, Any]:
     for i, name in enumerate(columns):
         values = [row[i] if i < len(row) else None for row in rows]
         column = column_format(name, values)
-        heads.append(tr(_human(column.stem) + (f" ({column.unit})" if column.unit else "")))
+        heads.append(_heading(column.stem, tr) + (f" ({column.unit})" if column.unit else ""))
         for r, value in enumerate(values):
             number = isinstance(value, (int, float)) and not isinstance(value, bool) and \
                 math.isfinite(value)
@@ -403,10 +267,13 @@ def _evidence_view(evidence: dict, tr: Translate) -> dict[str, Any]:
             "shown": len(rows), "total": evidence["total_rows"]}
 
 
-def _human(name: str) -> str:
-    """"comm_not_overlapped" -> "Comm not overlapped": a header people read, not an identifier."""
-    words = name.replace("_", " ").strip()
-    return words[:1].upper() + words[1:] if words else name
+def _heading(stem: str, tr: Translate) -> str:
+    """A column's heading without its unit: the catalog's `column.<stem>` message where there
+    is one, else the name made readable ("comm_not_overlapped" -> "Comm not overlapped")."""
+    if f"column.{stem}" in CATALOG:
+        return tr(f"column.{stem}")
+    words = stem.replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else stem
 
 
 def _warning_view(w: dict) -> dict[str, str]:
@@ -492,7 +359,7 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
         tooltip = "; ".join(f"{label} {fmt_us(v)}" for label, _, v in segments)
         bars.append({
             "step": fmt_num(s["step"]),
-            "tooltip": f"{tr('Step {n}', n=fmt_num(s['step']))}: {fmt_us(total)}" + (
+            "tooltip": f"{tr('step_n', n=fmt_num(s['step']))}: {fmt_us(total)}" + (
                 f" ({tooltip})" if tooltip else ""),
             "rects": rects,
             "label_x": round(x + bar_w / 2, 2) if i % label_every == 0 else None,
@@ -561,7 +428,7 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
         rank = fmt_num(r["rank"])
         bars.append({
             "rank": rank,
-            "tooltip": f"{tr('Rank {n}', n=rank)}: {fmt_us(total)}" + (
+            "tooltip": f"{tr('rank_n', n=rank)}: {fmt_us(total)}" + (
                 f" ({parts})" if parts else ""),
             "rects": rects,
             "label_y": round(y + row / 2 + 4, 2) if i % label_every == 0 else None,
@@ -607,7 +474,7 @@ def _core_chart(rows: list[dict], tr: Translate, key: str = "core_type") -> dict
             "text_y": y + c["row"] / 2 + 4,
             "value_x": round(c["label"] + w + 8, 2),
             "value": f"{fmt_us(r['total_us'])} · {fmt_pct(r['ratio'])} · "
-                     + tr("{n} tasks", n=fmt_num(r["count"])),
+                     + tr("tasks_count", n=fmt_num(r["count"])),
         })
     return {
         "bars": bars,

@@ -22,7 +22,9 @@ from typing import Any, TextIO
 
 import click
 
+from advisor.applicability import NOT_RECORDED
 from advisor.compat import zip_strict
+from advisor.engine.outcome import SEVERITIES, Severity
 from advisor.render.format import (
     MISSING,
     as_number,
@@ -37,15 +39,13 @@ from advisor.render.format import (
     report_lang,
     terminal_safe,
 )
+from advisor.render.messages import message
 
 SEVERITY_STYLE: dict[str, dict[str, Any]] = {
-    "high": {"fg": "red", "bold": True},
-    "medium": {"fg": "yellow", "bold": True},
-    "low": {"fg": "cyan"},
+    Severity.HIGH.value: {"fg": "red", "bold": True},
+    Severity.MEDIUM.value: {"fg": "yellow", "bold": True},
+    Severity.LOW.value: {"fg": "cyan"},
 }
-DETAILS_HINT = "(use --format html or json for details)"
-"""The notes' pointer when the caller does not say which files hold the details."""
-DETAILS_IN = "(details in {files})"
 INDENT = "  "
 DEFAULT_WIDTH, MIN_WIDTH, MAX_WIDTH = 100, 60, 160
 MAX_SUGGESTIONS = 2
@@ -58,61 +58,10 @@ MAX_RANK_FINDINGS = 5
 MAX_WRITTEN_NAMES = 4
 MAX_COLLECT_HINTS = 3
 """Ways to collect missing data shown under the note; the reports list every one per rule."""
-NOT_RECORDED = "not_recorded"
-"""A not-applicable rule's reason when the format never records its data: counted only."""
-SERIOUS = ("high", "medium")
-LABELS: dict[str, dict[str, str]] = {
-    "zh": {
-        "No problems found": "未发现性能问题",
-        "{n} more finding{s}": "另有 {n} 项发现未列出",
-        "{n} rule{s} skipped: data missing from this profile":
-            "{n} 条规则未执行：本次性能数据缺少所需数据",
-        "{n} rule{s} skipped: data this format never records":
-            "{n} 条规则未执行：该格式不记录所需数据",
-        "to collect it: {hint}": "采集方法：{hint}",
-        "Config: {path}": "配置文件：{path}",
-        "(impact capped at the {measured} measured; the rule computed {raw})":
-            "（影响已按所度量的 {measured} 封顶；规则计算得到 {raw}）",
-        "(no time estimate: {note})": "（未估算时间：{note}）",
-        "Together at most {combined}{share}: findings that measure the same time (e.g. idle "
-        "device) are counted once, not {added}":
-            "合计至多 {combined}{share}：度量同一段时间（如设备空闲）的发现只计一次，"
-            "而不是相加得到的 {added}",
-        "{n} reader warning{s}": "读取数据时有 {n} 条告警",
-        "{n} rule error{s}": "{n} 条规则执行出错",
-        DETAILS_HINT: "（详见 --format html 或 json 输出）",
-        DETAILS_IN: "（详见 {files}）",
-        "+{n} more suggestion{s}": "另有 {n} 条建议",
-        "AOE: {tuned} of {advised} advised operator{s} tuned":
-            "AOE：建议调优的 {advised} 个算子中已调优 {tuned} 个",
-        " ({results})": "（{results}）",
-        "{n} improved": "{n} 个性能提升",
-        "{n} regressed": "{n} 个性能劣化",
-        "{n} failed": "{n} 个失败",
-        "{n} incomplete": "{n} 个未完成",
-        ", {n} not tuned": "，{n} 个未调优",
-        "cluster of {n} rank{s}": "集群，{n} 个 rank",
-        "{n} rank{s}, in rank order": "{n} 个 rank（按 rank 编号排序）",
-        "RANK": "rank",
-        "STEP TIME": "平均迭代耗时",
-        "HIGH": "高",
-        "MEDIUM": "中",
-        "LOW": "低",
-        "TOP FINDING": "首要问题",
-        "Ranks with findings at or above medium, worst first ({shown} of {n}):":
-            "存在中级及以上问题的 rank，最严重的在前（列出 {shown} 个，共 {n} 个）：",
-        "{n} more rank{s} with findings at or above medium":
-            "另有 {n} 个 rank 存在中级及以上问题",
-        "Wrote {files} in {folder}": "已写入 {folder}：{files}",
-        "{names} and {n} more": "{names} 等 {total} 个文件",
-    },
-}
-"""Fixed phrases of the summary per language, keyed by the English phrase; English needs none."""
-
-
-def _label(lang: str, phrase: str, count: int = 1, **values: Any) -> str:
-    """A fixed phrase in `lang`, filled in; `count` picks the English plural ending {s}."""
-    return LABELS.get(lang, {}).get(phrase, phrase).format(s=_s(count), **values)
+SERIOUS = (Severity.HIGH.value, Severity.MEDIUM.value)
+AOE_RESULTS = (("improved", "aoe_improved"), ("regressed", "aoe_regressed"),
+               ("failed", "aoe_failed"), ("incomplete", "aoe_incomplete"))
+"""The AOE outcomes counted in the summary's AOE line, with their message keys."""
 
 
 def terminal_width(default: int = DEFAULT_WIDTH) -> int:
@@ -164,7 +113,7 @@ def render_text(
                   for r, hint in zip_strict(reports, hints)]
     config = reports[0].get("advisor", {}).get("config") if reports else None
     if config:  # which thresholds and selections are in effect is part of the verdict
-        blocks.insert(0, _wrap(_label(report_lang(reports[0]), "Config: {path}", path=config),
+        blocks.insert(0, _wrap(message(report_lang(reports[0]), "config_line", path=config),
                                width, INDENT, first=""))
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
 
@@ -175,13 +124,12 @@ def written_line(names: Sequence[str], folder: str, *, width: int = DEFAULT_WIDT
     "Wrote report.html, prof_rule_0.json in out"; many files are counted, not listed."""
     ordered = sorted(names, key=lambda n: not n.endswith(".html"))  # stable otherwise
     if len(ordered) > MAX_WRITTEN_NAMES + 1:
-        listed = _label(lang, "{names} and {n} more", names=", ".join(
+        listed = message(lang, "names_and_more", names=", ".join(
             ordered[:MAX_WRITTEN_NAMES]), n=len(ordered) - MAX_WRITTEN_NAMES,
             total=len(ordered))
     else:
         listed = ", ".join(ordered)
-    text = terminal_safe(_label(lang, "Wrote {files} in {folder}", files=listed, folder=folder),
-                         flatten=True)
+    text = terminal_safe(message(lang, "wrote", files=listed, folder=folder), flatten=True)
     # A path is not broken inside: it is copied from the terminal.
     if _cells(text) != len(text):
         return "\n".join(_wrap_wide(text, width, INDENT, "")) or text
@@ -194,11 +142,12 @@ def _is_cluster(report: dict) -> bool:
 
 
 def _hint(report: dict, detail: str | None, unknown: bool) -> str:
-    """The pointer at the details a report's notes end with; '' when nothing holds them."""
+    """The pointer at the details a report's notes end with, led by the space (or none, in
+    Chinese) that joins it to them; '' when nothing holds them."""
     lang = report_lang(report)
     if unknown:
-        return _label(lang, DETAILS_HINT)
-    return _label(lang, DETAILS_IN, files=detail) if detail else ""
+        return message(lang, "details_hint")
+    return message(lang, "details_in", files=detail) if detail else ""
 
 
 def _style(text: str, color: bool, **kw: Any) -> str:
@@ -262,16 +211,12 @@ def _wrap_wide(text: str, width: int, indent: str, first: str) -> list[str]:
     return lines
 
 
-def _s(n: int) -> str:
-    return "" if n == 1 else "s"
-
-
 def _header(report: dict, width: int, color: bool) -> list[str]:
     profile = report["profile"]
     kind = profile["source_format"]
     if kind == "cluster" and profile.get("world_size"):
         n = profile["world_size"]
-        kind = _label(report_lang(report), "cluster of {n} rank{s}", n, n=n)
+        kind = message(report_lang(report), "cluster_of", n, n=n)
     header = f"{profile_label(profile)} ({kind})"
     return [_style(line, color, bold=True) for line in _wrap(header, width, INDENT, first="")]
 
@@ -282,7 +227,7 @@ def _profile_lines(report: dict, width: int, color: bool, max_findings: int,
     lang = report_lang(report)
     findings = findings_by_rank(report)
     if not findings:
-        lines.append(INDENT + _style(_label(lang, "No problems found"), color, fg="green"))
+        lines.append(INDENT + _style(message(lang, "no_problems"), color, fg="green"))
     shown = [f for _, f in findings[:max(max_findings, 0)]]
     unit = column_unit(f.get("impact_us") for f in shown)  # one unit for the whole list
     for f in shown:
@@ -293,23 +238,20 @@ def _profile_lines(report: dict, width: int, color: bool, max_findings: int,
     if "tuning_loop" in report:
         lines.extend(_wrap(_tuning_line(report["tuning_loop"]["summary"], lang), width, INDENT))
     hidden = len(findings) - len(shown)
-    notes = [(hidden, "{n} more finding{s}")] if hidden > 0 else []
+    notes = [(hidden, "more_findings")] if hidden > 0 else []
     lacking = [r for r in report["not_applicable"] if r.get("reason") != NOT_RECORDED]
     notes += [
-        (len(lacking), "{n} rule{s} skipped: data missing from this profile"),
-        (len(report["warnings"]), "{n} reader warning{s}"),
-        (len(report["rule_errors"]), "{n} rule error{s}"),
-        (len(report["not_applicable"]) - len(lacking),
-         "{n} rule{s} skipped: data this format never records"),
+        (len(lacking), "skipped_missing"),
+        (len(report["warnings"]), "reader_warnings_count"),
+        (len(report["rule_errors"]), "rule_errors_count"),
+        (len(report["not_applicable"]) - len(lacking), "skipped_never_recorded"),
     ]
-    sep = "" if lang == "zh" or not hint else " "
-    for count, what in notes:
+    for count, key in notes:
         if count:
-            lines.extend(_wrap(f"{_label(lang, what, count, n=count)}{sep}{hint}", width,
-                               INDENT))
-        if count and what.endswith("this profile"):
+            lines.extend(_wrap(message(lang, key, count, n=count) + hint, width, INDENT))
+        if count and key == "skipped_missing":
             for how in _collect_hints(lacking):
-                lines.extend(_wrap(_label(lang, "to collect it: {hint}", hint=how), width,
+                lines.extend(_wrap(message(lang, "to_collect", hint=how), width,
                                    INDENT * 3, first=INDENT * 2 + "→ "))
     return lines
 
@@ -333,9 +275,8 @@ def _together_line(report: dict, findings: list[tuple[str, dict]], lang: str) ->
         return ""
     total = summary.get("total_time_us")
     share = f" ({fmt_pct(combined / total)})" if total else ""
-    return _label(lang, "Together at most {combined}{share}: findings that measure the same "
-                        "time (e.g. idle device) are counted once, not {added}",
-                  combined=fmt_us(combined), share=share, added=fmt_us(added))
+    return message(lang, "together_line", combined=fmt_us(combined), share=share,
+                   added=fmt_us(added))
 
 
 def _impact_notes(f: dict, lang: str) -> list[str]:
@@ -343,23 +284,22 @@ def _impact_notes(f: dict, lang: str) -> list[str]:
     finding) not measured at all."""
     notes = []
     if f.get("uncapped_impact_us") is not None:
-        notes.append(_label(lang, "(impact capped at the {measured} measured; the rule computed "
-                                  "{raw})", measured=fmt_us(f.get("measured_us")),
-                            raw=fmt_us(f["uncapped_impact_us"])))
-    if f.get("impact_us") is None and f.get("impact_note") and f["severity"] == "high":
-        notes.append(_label(lang, "(no time estimate: {note})", note=f["impact_note"]))
+        notes.append(message(lang, "impact_capped_line", measured=fmt_us(f.get("measured_us")),
+                             raw=fmt_us(f["uncapped_impact_us"])))
+    if f.get("impact_us") is None and f.get("impact_note") and \
+            f["severity"] == Severity.HIGH.value:
+        notes.append(message(lang, "no_estimate_line", note=f["impact_note"]))
     return notes
 
 
 def _tuning_line(summary: dict, lang: str = "en") -> str:
     """One line closing the AOE loop; the per-operator table is in the HTML/JSON reports."""
-    sep = "，" if lang == "zh" else ", "
-    results = sep.join(_label(lang, f"{{n}} {s}", n=summary[s])
-                       for s in ("improved", "regressed", "failed", "incomplete") if summary[s])
-    return (_label(lang, "AOE: {tuned} of {advised} advised operator{s} tuned",
-                   summary["advised"], tuned=summary["tuned"], advised=summary["advised"])
-            + (_label(lang, " ({results})", results=results) if results else "")
-            + _label(lang, ", {n} not tuned", n=summary["not_tuned"]))
+    results = message(lang, "list_sep").join(
+        message(lang, key, n=summary[field]) for field, key in AOE_RESULTS if summary[field])
+    return (message(lang, "aoe_line", summary["advised"], tuned=summary["tuned"],
+                    advised=summary["advised"])
+            + (message(lang, "aoe_results", results=results) if results else "")
+            + message(lang, "aoe_not_tuned", n=summary["not_tuned"]))
 
 
 def _finding_lines(f: dict, width: int, color: bool, unit: str | None = None,
@@ -395,7 +335,7 @@ def _finding_lines(f: dict, width: int, color: bool, unit: str | None = None,
         lines.extend(_wrap(suggestion, width, indent + "  ", first=indent + "→ "))
     more = len(suggestions) - len(shown)
     if more:
-        lines.extend(_wrap(_label(lang, "+{n} more suggestion{s}", more, n=more), width,
+        lines.extend(_wrap(message(lang, "more_suggestions", more, n=more), width,
                            indent + "  "))
     return lines
 
@@ -413,7 +353,7 @@ def _rank_label(report: dict) -> str:
 
 
 def _counts(report: dict) -> dict[str, int]:
-    counts = dict.fromkeys(SEVERITY_STYLE, 0)
+    counts = dict.fromkeys(SEVERITIES, 0)
     for _, f in findings_by_rank(report):
         counts[f["severity"]] = counts.get(f["severity"], 0) + 1
     return counts
@@ -424,7 +364,7 @@ def _worst_key(report: dict) -> tuple:
     serious = [f for _, f in findings_by_rank(report) if f["severity"] in SERIOUS]
     impact = sum(as_number(f.get("impact_us")) or 0.0 for f in serious)
     counts = _counts(report)
-    return (-counts["high"], -counts["medium"], -impact, rank_order(report))
+    return (*(-counts[s] for s in SERIOUS), -impact, rank_order(report))
 
 
 def _step_time(report: dict, cluster_times: dict[float, float]) -> float | None:
@@ -466,22 +406,23 @@ def _rank_table(members: list[dict], cluster: dict | None, width: int,
             cluster_times[rank] = duration
     times = [_step_time(r, cluster_times) for r in members]
     unit = column_unit(times)
-    heads = [_label(lang, h) for h in ("RANK", "STEP TIME", "HIGH", "MEDIUM", "LOW")]
+    heads = [message(lang, "rank_heading"), message(lang, "step_time_heading"),
+             *(message(lang, f"severity.{s}").upper() for s in SEVERITIES)]
     cells = [[_rank_label(r), fmt_us_as(t, unit), *map(fmt_num, _counts(r).values())]
              for r, t in zip_strict(members, times)]
     widths = [max(_cells(c) for c in column) for column in zip_strict(heads, *cells)]
     used = len(INDENT) + sum(widths) + 2 * len(widths)
     top_width = max(width - used, 0)
-    title = _label(lang, "{n} rank{s}, in rank order", len(members), n=len(members))
+    title = message(lang, "ranks_in_order", len(members), n=len(members))
     lines = [_style(line, color, bold=True) for line in _wrap(title, width, INDENT, first="")]
     head = INDENT + "  ".join(_pad(h, w, right=i > 0) for i, (h, w) in
                               enumerate(zip_strict(heads, widths)))
     if top_width >= 8:
-        head += "  " + _clip(_label(lang, "TOP FINDING"), top_width)
+        head += "  " + _clip(message(lang, "top_finding_heading"), top_width)
     lines.append(_style(head.rstrip(), color, bold=True))
     for report, row in zip_strict(members, cells):
         parts = [_pad(row[0], widths[0], right=True), _pad(row[1], widths[1], right=True)]
-        for severity, count, w in zip_strict(SEVERITY_STYLE, row[2:], widths[2:]):
+        for severity, count, w in zip_strict(SEVERITIES, row[2:], widths[2:]):
             text = _pad(count, w, right=True)
             parts.append(_style(text, color, **SEVERITY_STYLE[severity]) if count != "0"
                          else text)
@@ -511,8 +452,7 @@ def _cluster_blocks(reports: list[dict], hints: list[str],
     worst = sorted(serious, key=lambda i: _worst_key(reports[i]))[:max(max_rank_details, 0)]
     lang = report_lang(reports[members[0]])
     if worst:
-        intro = _label(lang, "Ranks with findings at or above medium, worst first "
-                             "({shown} of {n}):", shown=len(worst), n=len(serious))
+        intro = message(lang, "worst_ranks", shown=len(worst), n=len(serious))
         shown = min(max_findings, MAX_RANK_FINDINGS)
         first, *rest = [_profile_lines(reports[i], width, color, shown, hints[i])
                         for i in worst]
@@ -520,17 +460,14 @@ def _cluster_blocks(reports: list[dict], hints: list[str],
         blocks.extend(rest)
     hidden = [i for i in serious if i not in worst]
     if hidden:
-        text = _label(lang, "{n} more rank{s} with findings at or above medium", len(hidden),
-                      n=len(hidden))
+        more = message(lang, "more_ranks", len(hidden), n=len(hidden))
         if details is None:
             hint = hints[hidden[0]]
         else:  # one report.html for all, or a prof_rule file per rank: a few named
             files = list(dict.fromkeys(terminal_safe(d, flatten=True)
                                        for i in hidden if (d := details[i])))
             listed = ", ".join(files[:3]) + (", …" if len(files) > 3 else "")
-            hint = _label(lang, DETAILS_IN, files=listed) if files else ""
-        if hint:
-            text += ("" if lang == "zh" else " ") + hint
-        blocks.append(_wrap(text, width, INDENT, first=""))
+            hint = message(lang, "details_in", files=listed) if files else ""
+        blocks.append(_wrap(more + hint, width, INDENT, first=""))
     return blocks
 

@@ -1,0 +1,260 @@
+"""Every fixed text a report shows, in English and Chinese side by side, one key per message.
+
+The terminal summary, the HTML report and the compare page all take their words from here, so
+a heading is translated once and reads the same wherever it appears, and a test can check that
+each message has both languages and is still used. Keys name the message, not the English
+words, so two messages that happen to share English words ("Findings" of a report and of a
+comparison, translated differently) stay apart. Families filled in at run time:
+
+- `severity.<value>`: one per `advisor.engine.outcome.SEVERITIES`;
+- `metric.<name>`: one per compare breakdown metric (`advisor.compare.breakdown.METRICS`);
+- `column.<name>`: the heading of a data column called <name>, in any table (evidence too).
+
+English plurals: a message with `{s}` gets "s" unless the count given is 1. A message written
+after another on the same line starts with what joins them (a space in English, nothing or a
+Chinese mark in Chinese), so no renderer has to ask which language it writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, NamedTuple
+
+LANGS = ("en", "zh")
+
+
+class Text(NamedTuple):
+    """One message in each language of LANGS."""
+
+    en: str
+    zh: str
+
+
+CATALOG: dict[str, Text] = {
+    # --- shared ---------------------------------------------------------------------------
+    "no_problems": Text("No problems found", "未发现性能问题"),
+    "severity.high": Text("high", "高"),
+    "severity.medium": Text("medium", "中"),
+    "severity.low": Text("low", "低"),
+    "generated": Text("generated", "生成于"),
+    "format": Text("Format", "格式"),
+    "framework": Text("Framework", "框架"),
+    "device": Text("Device", "设备"),
+    "path": Text("Path", "路径"),
+    "showing_rows": Text("showing {shown} of {n} rows from", "显示 {n} 行中的 {shown} 行，来自"),
+    "column.comparison": Text("Comparison", "对比"),
+    "column.diff": Text("Diff", "差值"),
+    "column.metric": Text("Metric", "指标"),
+    "column.mode": Text("Mode", "模式"),
+    "column.ratio": Text("Ratio", "比值"),
+    "column.status": Text("Status", "状态"),
+    "column.steps": Text("Steps", "迭代数"),
+    "column.task": Text("Task", "任务"),
+    # --- terminal summary -----------------------------------------------------------------
+    "config_line": Text("Config: {path}", "配置文件：{path}"),
+    "more_findings": Text("{n} more finding{s}", "另有 {n} 项发现未列出"),
+    "skipped_missing": Text("{n} rule{s} skipped: data missing from this profile",
+                            "{n} 条规则未执行：本次性能数据缺少所需数据"),
+    "skipped_never_recorded": Text("{n} rule{s} skipped: data this format never records",
+                                   "{n} 条规则未执行：该格式不记录所需数据"),
+    "to_collect": Text("to collect it: {hint}", "采集方法：{hint}"),
+    "impact_capped_line": Text(
+        "(impact capped at the {measured} measured; the rule computed {raw})",
+        "（影响已按所度量的 {measured} 封顶；规则计算得到 {raw}）"),
+    "no_estimate_line": Text("(no time estimate: {note})", "（未估算时间：{note}）"),
+    "together_line": Text(
+        "Together at most {combined}{share}: findings that measure the same time (e.g. idle "
+        "device) are counted once, not {added}",
+        "合计至多 {combined}{share}：度量同一段时间（如设备空闲）的发现只计一次，"
+        "而不是相加得到的 {added}"),
+    "reader_warnings_count": Text("{n} reader warning{s}", "读取数据时有 {n} 条告警"),
+    "rule_errors_count": Text("{n} rule error{s}", "{n} 条规则执行出错"),
+    "details_hint": Text(" (use --format html or json for details)",
+                         "（详见 --format html 或 json 输出）"),
+    "details_in": Text(" (details in {files})", "（详见 {files}）"),
+    "list_sep": Text(", ", "，"),
+    "more_suggestions": Text("+{n} more suggestion{s}", "另有 {n} 条建议"),
+    "aoe_line": Text("AOE: {tuned} of {advised} advised operator{s} tuned",
+                     "AOE：建议调优的 {advised} 个算子中已调优 {tuned} 个"),
+    "aoe_results": Text(" ({results})", "（{results}）"),
+    "aoe_improved": Text("{n} improved", "{n} 个性能提升"),
+    "aoe_regressed": Text("{n} regressed", "{n} 个性能劣化"),
+    "aoe_failed": Text("{n} failed", "{n} 个失败"),
+    "aoe_incomplete": Text("{n} incomplete", "{n} 个未完成"),
+    "aoe_not_tuned": Text(", {n} not tuned", "，{n} 个未调优"),
+    "cluster_of": Text("cluster of {n} rank{s}", "集群，{n} 个 rank"),
+    "ranks_in_order": Text("{n} rank{s}, in rank order", "{n} 个 rank（按 rank 编号排序）"),
+    "rank_heading": Text("RANK", "rank"),
+    "step_time_heading": Text("STEP TIME", "平均迭代耗时"),
+    "top_finding_heading": Text("TOP FINDING", "首要问题"),
+    "worst_ranks": Text(
+        "Ranks with findings at or above medium, worst first ({shown} of {n}):",
+        "存在中级及以上问题的 rank，最严重的在前（列出 {shown} 个，共 {n} 个）："),
+    "more_ranks": Text("{n} more rank{s} with findings at or above medium",
+                       "另有 {n} 个 rank 存在中级及以上问题"),
+    "wrote": Text("Wrote {files} in {folder}", "已写入 {folder}：{files}"),
+    "names_and_more": Text("{names} and {n} more", "{names} 等 {total} 个文件"),
+    # --- HTML report ----------------------------------------------------------------------
+    "advisor_report": Text("advisor report", "advisor 性能调优报告"),
+    "profiles_count": Text("{n} profile{s}", "{n} 份性能数据"),
+    "config": Text("Config", "配置文件"),
+    "no_config": Text("no config file (built-in defaults)", "无配置文件（使用内置默认值）"),
+    "ranks_collapsed": Text(
+        "{n} rank section{s} below start collapsed; sort the table by any column.",
+        "下方 {n} 个 rank 的详情默认折叠；点击表头可按任一列排序。"),
+    "profile": Text("Profile", "性能数据"),
+    "rank": Text("Rank", "Rank"),
+    "findings": Text("Findings", "发现"),
+    "total_time": Text("Total time", "总耗时"),
+    "top_issue": Text("Top issue", "首要问题"),
+    "no_profiles": Text("No profiles.", "没有性能数据。"),
+    "files_read": Text("Files read", "已读取文件"),
+    "files_count": Text("{n} file{s}", "{n} 个文件"),
+    "findings_label": Text("finding{s}", "项发现"),
+    "total_time_label": Text("total time", "总耗时"),
+    "none": Text("none", "无"),
+    "time_per_rank": Text("Time per rank", "各 rank 耗时"),
+    "ranks_count": Text("{n} rank{s}", "{n} 个 rank"),
+    "mean_step_time_per_rank": Text("Mean step time per rank", "每个 rank 的平均迭代耗时"),
+    "rank_n": Text("Rank {n}", "rank {n}"),
+    "rank_of_world": Text("{rank} of {world}", "{rank} / {world}"),
+    "step_breakdown": Text("Step breakdown", "迭代耗时拆解"),
+    "steps_count": Text("{n} step{s}", "{n} 个迭代"),
+    "step_n": Text("Step {n}", "迭代 {n}"),
+    "mean": Text("mean", "平均"),
+    "min": Text("min", "最短"),
+    "max": Text("max", "最长"),
+    "first_steps": Text("Showing the first {shown} of {n} steps.",
+                        "仅显示 {n} 个迭代中的前 {shown} 个。"),
+    "no_step_data": Text("no step data", "无迭代数据"),
+    "step_chart": Text("Step time breakdown per step", "每个迭代的耗时拆解"),
+    "step_axis": Text("step", "迭代"),
+    "time_by_core_type": Text("Time by core type", "各核类型耗时"),
+    "core_chart": Text("Device time by core type", "各核类型的设备耗时"),
+    "no_core_type_data": Text("no core type data", "无核类型数据"),
+    "time_by_compute_class": Text("Time by compute class", "各计算类别耗时"),
+    "tasks_count": Text("{n} tasks", "{n} 个任务"),
+    "chart.computing": Text("Computing", "计算"),
+    "chart.comm_not_overlapped": Text("Communication (not overlapped)", "未被掩盖的通信"),
+    "chart.communication": Text("Communication", "通信"),
+    "chart.free": Text("Free (device idle)", "空闲（设备无任务）"),
+    "chart.fp_bp": Text("Forward + backward", "前向 + 反向"),
+    "chart.grad_refresh": Text("Gradient refresh", "梯度刷新"),
+    "chart.data_aug_bound": Text("Data augmentation bound", "数据增强拖尾"),
+    "chart.other": Text("Other / unattributed", "其他 / 未归类"),
+    "chart.step_time": Text("Step time", "迭代时间"),
+    "findings_ranked": Text("Findings ranked by impact", "按影响排序的发现"),
+    "together": Text(
+        "Together these findings stand for at most {combined}{share}: findings that measure "
+        "the same time (an idle device, communication ...) are counted once, not added up to "
+        "{added}.",
+        "这些发现合计至多 {combined}{share}：度量同一段时间（设备空闲、通信等）的发现只计一次，"
+        "而不是相加得到的 {added}。"),
+    "severity": Text("Severity", "优先级"),
+    "finding": Text("Finding", "发现"),
+    "impact_in": Text("Impact ({unit})", "影响（{unit}）"),
+    "share_of_measured": Text("Share of measured time", "占所度量时间"),
+    "no_problems_sentence": Text("No problems found.", "未发现性能问题。"),
+    "estimated_saving": Text("estimated time that could be saved", "预计可节省的时间"),
+    "of_measured_time": Text("of measured time", "占所度量时间"),
+    "no_estimate": Text("No time estimate:", "未估算时间："),
+    "impact_capped": Text(
+        "The rule computed {raw}; shown capped at the {measured} it was measured over.",
+        "规则计算得到 {raw}；已按其度量范围 {measured} 封顶显示。"),
+    "shares_time_with": Text("Shares time with", "与以下发现度量同一段时间"),
+    "what_to_try": Text("What to try", "调优建议"),
+    "measured_vs_thresholds": Text("Measured values vs thresholds", "实测值与阈值"),
+    "measured": Text("Measured", "实测值"),
+    "thresholds": Text("Thresholds", "阈值"),
+    "evidence": Text("Evidence", "证据"),
+    "rule_footer": Text("rule", "规则"),
+    "aoe_heading": Text("AOE tuning of the advised operators", "建议算子的 AOE 调优结果"),
+    "aoe_summary": Text(
+        "{advised} operator{s} advised (operator_tuning_file.cfg) · {tuned} tuned: {improved} "
+        "improved, {regressed} regressed, {failed} failed, {incomplete} incomplete · "
+        "{not_tuned} not tuned. AOE results:",
+        "建议调优 {advised} 个算子（operator_tuning_file.cfg）· 已调优 {tuned} 个：性能提升 "
+        "{improved} 个，劣化 {regressed} 个，失败 {failed} 个，未完成 {incomplete} 个 · "
+        "未调优 {not_tuned} 个。AOE 结果文件："),
+    "operator": Text("Operator", "算子"),
+    "op_type": Text("Type", "类型"),
+    "before": Text("Before", "调优前"),
+    "after": Text("After", "调优后"),
+    "improvement": Text("Improvement", "提升"),
+    "advised_not_tuned": Text("Advised but not tuned:", "已建议但未调优："),
+    "rules_replaced": Text("Rules replaced", "被替换的规则"),
+    "rule_errors": Text("Rule errors", "规则执行错误"),
+    "rule_errors_note": Text(
+        "These rules failed while evaluating; their problems may be missing from the findings "
+        "above.", "以下规则执行失败，上面的发现中可能缺少它们检查的问题。"),
+    "rule": Text("Rule", "规则"),
+    "problem": Text("Problem", "问题"),
+    "data_missing": Text("Data missing from this profile", "本次性能数据缺少的数据"),
+    "lacking_rules": Text(
+        "{n} rule{s} could not run because this profile lacks data the profiler can record.",
+        "性能数据缺少采集工具可以记录的数据，{n} 条规则未能执行。"),
+    "title": Text("Title", "标题"),
+    "missing_inputs": Text("Missing inputs", "缺少的数据"),
+    "how_to_collect": Text("How to collect it", "采集方法"),
+    "every_rule_evaluated": Text("Every rule could be evaluated.", "所有规则均已执行。"),
+    "all_format_rules_evaluated": Text("None: every rule this format can feed was evaluated.",
+                                       "无：该格式能提供数据的规则均已执行。"),
+    "never_recorded_rules": Text("{n} rule{s} need data this format never records",
+                                 "{n} 条规则所需的数据该格式不记录"),
+    "reader_warnings": Text("Reader warnings", "读取告警"),
+    "file": Text("File", "文件"),
+    "column": Text("Column", "列"),
+    "reader": Text("Reader", "读取插件"),
+    "no_warnings": Text("No warnings while reading.", "读取数据时没有告警。"),
+    # --- compare page ---------------------------------------------------------------------
+    "advisor_compare": Text("advisor compare", "advisor 性能比对"),
+    "baseline": Text("Baseline", "基线"),
+    "options": Text("Options", "比对选项"),
+    "overall_breakdown": Text("Overall breakdown per step", "每个迭代的总体耗时拆解"),
+    "kernels_per_step": Text("Kernels per step", "每个迭代的 kernel 数"),
+    "compare_findings": Text("Findings", "结论"),
+    "no_regression": Text("No regression found", "未发现劣化"),
+    "changed_operators": Text("Operators that changed most (per step)",
+                              "变化最大的算子（每个迭代）"),
+    "comm_per_collective": Text("Communication per collective type (per step)",
+                                "各类集合通信（每个迭代）"),
+    "memory_per_operator": Text("Memory allocated per operator (per step)",
+                                "各算子申请的内存（每个迭代）"),
+    "modules_per_step": Text("Modules (per step)", "各模块（每个迭代）"),
+    "metric.cube": Text("Cube", "Cube"),
+    "metric.vector": Text("Vector", "Vector"),
+    "metric.conv_forward": Text("Conv forward", "Conv 前向"),
+    "metric.conv_backward": Text("Conv backward", "Conv 反向"),
+    "metric.flash_attention_forward": Text("Flash attention forward", "Flash Attention 前向"),
+    "metric.flash_attention_backward": Text("Flash attention backward", "Flash Attention 反向"),
+    "metric.paged_attention": Text("Paged attention", "Paged Attention"),
+    "metric.other_compute": Text("Other compute", "其他计算"),
+    "metric.computing": Text("Computing time", "计算流耗时"),
+    "metric.comm_not_overlapped": Text("Uncovered communication", "未被掩盖的通信"),
+    "metric.wait": Text("Communication wait", "通信等待"),
+    "metric.sdma": Text("SDMA / copies", "SDMA / 拷贝"),
+    "metric.free": Text("Free time", "空闲"),
+    "metric.e2e": Text("E2E step time", "E2E 迭代耗时"),
+    "metric.operators": Text("Framework operators", "框架算子"),
+    "metric.dataloader": Text("Data loading", "数据加载"),
+    "metric.memory_peak": Text("Memory peak", "内存峰值"),
+}
+"""Every message by key, in the order the pages show them."""
+
+Translate = Callable[..., str]
+"""`tr(key, count=1, **values)`: one message in a fixed language, filled in."""
+
+
+def message(lang: str, key: str, count: int = 1, **values: Any) -> str:
+    """Message `key` in `lang` (English for a language the catalog lacks), filled in with
+    `values`; `count` picks English's plural {s}. An unknown key raises KeyError, so a typo
+    fails in tests instead of showing the key to a reader."""
+    text = CATALOG[key]
+    template = getattr(text, lang) if lang in LANGS else text.en
+    return template.format(s="" if count == 1 else "s", **values)
+
+
+def translator(lang: str) -> Translate:
+    """`message` with its language fixed, as the renderers and templates call it (`tr`)."""
+    return partial(message, lang)
