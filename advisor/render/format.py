@@ -108,9 +108,9 @@ def fmt_bytes(x: float | None) -> str:
 def fmt_pct(ratio: float | None) -> str:
     """A 0..1 ratio as a percentage with one decimal; a tiny non-zero share says "<0.1%"
     instead of "0.0%"."""
-    if _missing(ratio):
+    if ratio is None or math.isnan(ratio):
         return MISSING
-    if not _finite(ratio):
+    if math.isinf(ratio):
         return fmt_num(ratio) + "%"
     pct = ratio * 100
     if 0 < abs(pct) < 0.05:
