@@ -105,6 +105,10 @@ def outcomes(profile) -> tuple[dict[str, str], dict[str, object]]:
 
 
 def test_data_rules_on_a_cann_export() -> None:
+    """Reader + DATA rules on a two-device export, expected figures recomputed from the CSVs.
+    Python, not a case: the export holds two devices (a case runs on one profile), and the
+    fixture lives under tests/, which the wheel does not ship with the rules' case files. The
+    rules alone on queue rows are tested by rules/data_pipeline.case.yaml."""
     assert ERRORS == []
     profiles = by_device(PROF)
     states, findings = outcomes(profiles["0"])
