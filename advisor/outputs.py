@@ -31,9 +31,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from advisor import __version__
 from advisor.compat import zip_strict
 from advisor.errors import AdvisorError
+from advisor.version import __version__
 
 if TYPE_CHECKING:
     from advisor.api import AnalysisResult

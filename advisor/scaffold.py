@@ -19,11 +19,11 @@ from typing import Any
 
 import yaml
 
-from advisor.api import load_ruleset
 from advisor.engine.rules import RULE_SCHEMA
 from advisor.errors import AdvisorError
 from advisor.model import TABLES
 from advisor.plugin_manager import PluginHost
+from advisor.ruleset import load_ruleset
 
 ID_PREFIX = "TEAM"
 """New rules get the first free id TEAM-001 ... TEAM-999."""
