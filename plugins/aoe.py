@@ -29,8 +29,8 @@ from typing import Any
 import pandas as pd
 
 from advisor.errors import UnreadableInput
+from advisor.formats.files import read_bytes
 from advisor.hookspecs import hookimpl
-from advisor.io import read_bytes
 from advisor.model import Profile, ProfileMeta, conform
 
 READER = "aoe"

@@ -17,16 +17,17 @@ A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) fo
   host CPU) -> host_ops of kind cpu_kernel, unless the trace has them as its `CPU OP` process;
   MindSpore's `minddata_pipeline_raw_{rank}.csv` -> pipeline_ops.
 
-trace_view.json is decoded in batches (`advisor.stream.EventStream`); of each event only the
-fields the tables need are kept, as columns, so memory follows those columns, not the file. A
-trace cut short keeps its complete events, with a warning.
+trace_view.json is decoded in batches (`advisor.formats.stream.EventStream`); of each event
+only the fields the tables need are kept, as columns, so memory follows those columns, not the
+file. A trace cut short keeps its complete events, with a warning.
 
 Timestamps are epoch µs (~1.7e15), where float64 keeps only 0.25 µs. Every timestamp is
 therefore split into its whole µs, taken exactly, and its fraction, and the whole part is
 rebased on one integer origin before the two are added: times keep the digits written. All
 files share one clock; a file whose times do not overlap the trace's (another run) keeps its
 rows but loses its start times, with a warning. When the folder has no usable
-ASCEND_PROFILER_OUTPUT but a CANN export, the export is read by the msprof reader.
+ASCEND_PROFILER_OUTPUT but a CANN export, the export is read by the installed reader that claims
+it (msprof's), through the plugin host: blocking that plugin keeps its code from running.
 
 Not read: the `.db` files, operator_details.csv, operator_memory.csv, npu_module_mem.csv and
 the binary records of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in
@@ -39,7 +40,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -50,25 +51,24 @@ import pyarrow.compute as pc
 from advisor import intervals
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
-from advisor.hookspecs import hookimpl
-from advisor.io import WarnFn, load_json
+from advisor.formats.cann_comm import comm_as_device_ops, comm_from_columns
+from advisor.formats.cann_csv import open_csv, read_summary_table
+from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC, device_ops_from_op_summary
+from advisor.formats.cann_tasks import collective, device_category, with_wait
+from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent, shape_text
+from advisor.formats.decimal_clock import Clock, exact_parts
+from advisor.formats.files import load_json
+from advisor.formats.interning import Codes, arrow_strings, expand, hashable, per_row, unique
+from advisor.formats.minddata import read_pipeline_raw
+from advisor.formats.numbers import int_or_none
+from advisor.formats.numbers import trace_number as _float
+from advisor.formats.stream import EventStream
+from advisor.formats.timebase import drop_far_times, far_warning, robust_origin
+from advisor.formats.warn import WarnFn
+from advisor.hookspecs import Reader, hookimpl
 from advisor.model import Profile, ProfileMeta, conform
+from advisor.plugin_manager import PluginHost
 from advisor.progress import FileProgress
-from advisor.stream import EventStream, as_raw, shape_text, struct_keys, typed_decoder
-from advisor.timebase import drop_far_times, far_warning, robust_origin
-from advisor_plugins.mindspore_legacy import read_pipeline_raw
-from advisor_plugins.msprof import (
-    MsprofReader,
-    collective,
-    comm_as_device_ops,
-    comm_from_columns,
-    device_ops_from_op_summary,
-    int_or_none,
-    open_csv,
-    read_csv_table,
-    task_category,
-    with_wait,
-)
 
 READER = "ascend_pt"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -129,107 +129,6 @@ def advisor_readers() -> list[AscendPtReader]:
 # ---------------------------------------------------------------------------------------------
 # Exact timestamps on one clock
 
-_PLAIN_DECIMAL = r"^(?P<sign>[+-]?)(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
-
-
-def _texts(values: Iterable[Any]) -> pa.Array:
-    """Timestamps as text: strings as written, numbers by their shortest repr."""
-    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):
-        return pa.array(values, from_pandas=True)  # the arrow cells themselves, no copy out
-    values = values if isinstance(values, list) else list(values)
-    try:  # the usual case: every value a string (or null)
-        return pa.array(values, type=pa.string())
-    except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):
-        pass
-    return pa.array([_utf8(v) if isinstance(v, str) else None if v is None or isinstance(v, bool)
-                     else repr(v) for v in values], type=pa.string())
-
-
-def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Whole µs and fraction of each timestamp as written (strings or numbers); NaN if none.
-
-    `"1704161511420306.491"` -> (1704161511420306.0, 0.491): the whole part is exact in float64
-    up to 2**53 µs, and the fraction keeps its digits, so `(whole - origin) + fraction` is the
-    exact difference to within float64 rounding of a small number. Numbers that are not plain
-    decimals (`1.7e15`) carry no more precision than their float value.
-    """
-    texts = pc.utf8_trim_whitespace(_texts(values))
-    fast = _same_layout_parts(texts)
-    if fast is not None:
-        return fast
-    parts = pc.extract_regex(texts, _PLAIN_DECIMAL)
-    whole = pc.cast(pc.struct_field(parts, "whole"), pa.float64())
-    digits = pc.struct_field(parts, "frac")
-    length = pc.utf8_length(digits)
-    frac = pc.divide(pc.cast(pc.if_else(pc.equal(length, 0), "0", digits), pa.float64()),
-                     pc.power(10.0, pc.cast(length, pa.float64())))
-    negative = pc.fill_null(pc.equal(pc.struct_field(parts, "sign"), "-"), False)
-    negative = negative.to_numpy(zero_copy_only=False)
-    whole = whole.to_numpy(zero_copy_only=False).astype("float64")
-    frac = frac.to_numpy(zero_copy_only=False).astype("float64")
-    if negative.any():
-        whole = np.where(negative, -whole, whole)
-        frac = np.where(negative, -frac, frac)
-    other = np.isnan(whole) & pc.is_valid(texts).to_numpy(zero_copy_only=False)
-    if other.any():  # exponents and the like: as precise as their float value
-        text = pd.Series(texts.to_numpy(zero_copy_only=False)[other], dtype="object")
-        value = np.array(pd.to_numeric(text, errors="coerce"), dtype="float64")
-        value[~np.isfinite(value)] = np.nan
-        whole[other] = np.floor(value)
-        frac[other] = value - np.floor(value)
-    return whole, np.where(np.isnan(whole), np.nan, frac)
-
-
-def _same_layout_parts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
-    """exact_parts of texts that all have the same length and the `.` at the same place.
-
-    Profilers write every ts with the same digits (`1704161511420306.491`), so the common case
-    needs no regex: the two parts are fixed slices. None when the layout varies or a part is
-    not all ASCII digits (signs, exponents, spaces inside): the regex then reads them.
-    """
-    if len(texts) == 0 or texts.null_count or not pc.all(pc.string_is_ascii(texts)).as_py():
-        return None
-    lengths = pc.min_max(pc.binary_length(texts)).as_py()
-    dots = pc.min_max(pc.find_substring(texts, ".")).as_py()
-    length, dot = lengths["max"], dots["max"]
-    if lengths["min"] != length or dots["min"] != dot or dot == 0:
-        return None
-    whole_text = texts if dot < 0 else pc.utf8_slice_codeunits(texts, 0, dot)
-    if not pc.all(pc.ascii_is_decimal(whole_text)).as_py():
-        return None
-    whole = pc.cast(whole_text, pa.float64()).to_numpy(zero_copy_only=False)
-    digits = length - dot - 1
-    if dot < 0 or digits == 0:
-        return whole, np.zeros(len(whole))
-    frac_text = pc.utf8_slice_codeunits(texts, dot + 1, length)
-    if not pc.all(pc.ascii_is_decimal(frac_text)).as_py():
-        return None
-    frac = pc.cast(frac_text, pa.float64()).to_numpy(zero_copy_only=False) / 10.0 ** digits
-    return whole, frac
-
-
-class _Clock:
-    """One integer origin (whole µs) for every time of a profile, fixed by the first file."""
-
-    def __init__(self) -> None:
-        self.origin: float | None = None
-
-    def us(self, values: Iterable[Any]) -> np.ndarray:
-        return self.from_parts(*exact_parts(values))
-
-    def from_parts(self, whole: np.ndarray, frac: np.ndarray,
-                   among: np.ndarray | None = None) -> np.ndarray:
-        """Times from `exact_parts`; the first call fixes the origin at its earliest whole µs
-        (of the rows `among` selects, when given) within a day of their median: a broken
-        timestamp must not become the origin of every other time."""
-        if self.origin is None:
-            valid = whole if among is None else whole[among]
-            valid = valid[np.isfinite(valid)]
-            if valid.size:
-                self.origin = robust_origin(valid)[0]
-        return (whole - (self.origin or 0.0)) + frac
-
-
 def _floats(values: Iterable[Any]) -> np.ndarray:
     """Numbers (None -> NaN); other text also NaN."""
     values = values if isinstance(values, list) else list(values)
@@ -242,13 +141,6 @@ def _floats(values: Iterable[Any]) -> np.ndarray:
                              errors="coerce").to_numpy("float64", na_value=np.nan)
     except (TypeError, ValueError):  # lists or objects among the values
         return np.array([_float(v) for v in values], dtype="float64")
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,21 +179,6 @@ def cann_kind(api: str) -> str:
     if "launch" in api.lower():
         return "launch"
     return "cann_api"
-
-
-def device_category(task_type: str) -> str:
-    """Category of an Ascend task type.
-
-    DMA copies are memcpy; HCCL/COMMUNICATION communication; EVENT_*/STREAM_*/... other.
-    `Other` stays compute: older CANN labels AI Core kernels `Other`, and torch_npu's Overlap
-    Analysis counts those tasks as Computing.
-    """
-    upper = str(task_type).upper()
-    if upper.startswith(("SDMA", "PCIE_DMA", "MEMCPY")):
-        return "memcpy"
-    if upper.startswith(("WRITE_VALUE", "PLACE_HOLDER", "CAPTURE_")):
-        return "other"
-    return task_category(upper)
 
 
 def _op_type_from_task(name: str) -> str | None:
@@ -371,116 +248,14 @@ class _Args(msgspec.Struct, gc=False):
     name: Any = None  # of process_name / thread_name metadata
     labels: Any = None  # of process_labels metadata
     # of cpu_op events recorded with shapes: raw JSON, decoded once per distinct value
-    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
 
 
-class _Event(msgspec.Struct, gc=False):
-    """The event keys the tables need; `args` is None when missing."""
-
-    ph: Any = None
-    name: Any = ""
-    cat: Any = ""
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: Optional[_Args] = None  # noqa: UP045 - msgspec evaluates it at run time (3.9)
-    id: Any = None  # of flow (s/f) events
-
-
-_NO_ARGS = _Args()
-_ARG_ATTRS = struct_keys(_Args)
-_decode_events = typed_decoder(_Event)
-
-
-def _as_events(events: list[Any]) -> list[_Event]:
-    """Decoded dicts (the stream's fallbacks) as `_Event`s; non-objects are dropped."""
-    converted: list[_Event] = []
-    attrs = _ARG_ATTRS
-    for e in events:
-        if e.__class__ is not dict:
-            continue
-        args = e.get("args")
-        args = (_Args(**{attrs[k]: v for k, v in args.items() if k in attrs})
-                if args.__class__ is dict else None)
-        if args is not None and args.input_dims.__class__ is not msgspec.Raw:
-            args.input_dims = as_raw(args.input_dims)
-        converted.append(_Event(e.get("ph"), e.get("name", ""), e.get("cat", ""), e.get("pid"),
-                                e.get("tid"), e.get("ts"), e.get("dur"), args, e.get("id")))
-    return converted
+_DECODER = EventDecoder(_Args)
+_NO_ARGS = _DECODER.no_args
 
 
 _LAUNCH_FLOW = "torch_to_npu"  # the flow from a framework op to the device task it launched
-
-
-def _key(value: Any) -> Any:
-    """A pid or tid usable as a dict key (a list or object, which no writer emits: its repr)."""
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return value
-
-
-class _Codes:
-    """Small integer codes of pids (or tids), in order of first appearance."""
-
-    def __init__(self) -> None:
-        self.index: dict[Any, int] = {}
-        self.values: list[Any] = []
-
-    def encode(self, values: list[Any]) -> np.ndarray:
-        index = self.index
-        try:
-            new = [v for v in dict.fromkeys(values) if v not in index]
-        except TypeError:
-            values = [_key(v) for v in values]
-            new = [v for v in dict.fromkeys(values) if v not in index]
-        for value in new:
-            index[value] = len(self.values)
-            self.values.append(value)
-        return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
-
-
-def _strings(values: list[Any]) -> pa.Array:
-    """`str()` of each value as one arrow array (None is "None", as str() writes it)."""
-    try:
-        array = pa.array(values, type=pa.large_string())
-        if array.null_count == 0:
-            return array
-    except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):
-        pass
-    return pa.array([_utf8(v if isinstance(v, str) else str(v)) for v in values],
-                    type=pa.large_string())
-
-
-def _utf8(text: str) -> str:
-    """The text, with a lone surrogate (which only the lenient NaN parser lets through) as �."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
-
-
-def _unique(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
-    """(code of each row, the distinct texts) of an arrow string array without nulls."""
-    encoded = pc.dictionary_encode(texts)
-    return (encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp),
-            encoded.dictionary.to_pylist())
-
-
-def _expand(codes: np.ndarray, values: list[Any]) -> np.ndarray:
-    """values[code] of each row, as an object array (the distinct values shared)."""
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    return array[codes]
-
-
-def _per_row(texts: pa.Array, fn: Callable[[str], Any]) -> np.ndarray:
-    """fn of each row's text, called once per distinct text."""
-    codes, uniques = _unique(texts)
-    return _expand(codes, [fn(text) for text in uniques])
 
 
 # The numbers and texts kept of each complete event; `thread_id` is CANN's `Thread Id` (else
@@ -499,7 +274,7 @@ class _TraceColumns:
     """
 
     def __init__(self) -> None:
-        self.pids, self.tids = _Codes(), _Codes()
+        self.pids, self.tids = Codes(), Codes()
         self.processes: dict[Any, str] = {}
         self.labels: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
@@ -527,10 +302,8 @@ class _TraceColumns:
         shapes = self.shapes
         flows = self.flows
         row = self.size
-        if batch and batch[0].__class__ is not _Event:
-            batch = _as_events(batch)
-        for e in batch:
-            if e.__class__ is not _Event:
+        for e in _DECODER.events(batch):
+            if e.__class__ is not TraceEvent:
                 continue
             ph = e.ph
             if ph != "X":
@@ -538,7 +311,7 @@ class _TraceColumns:
                     self._metadata(e)
                 elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW
                                                    or e.cat == _LAUNCH_FLOW):
-                    flows.append((ph, _key(e.id), _key(e.pid), _key(e.tid), e.ts))
+                    flows.append((ph, hashable(e.id), hashable(e.pid), hashable(e.tid), e.ts))
                 continue
             pid.append(e.pid)
             tid.append(t := e.tid)
@@ -571,17 +344,17 @@ class _TraceColumns:
         for key, values in numbers.items():
             self.number_chunks[key].append(values)
         for key, texts in (("name", name), ("cat", cat), ("task_type", task_type)):
-            self.text_chunks[key].append(_strings(texts))
+            self.text_chunks[key].append(arrow_strings(texts))
         self.plane_tasks.update(planes)
 
-    def _metadata(self, e: _Event) -> None:
+    def _metadata(self, e: TraceEvent[_Args]) -> None:
         kind, value = e.name, e.args or _NO_ARGS
         if kind == "process_name":
-            self.processes[_key(e.pid)] = str(value.name or "")
+            self.processes[hashable(e.pid)] = str(value.name or "")
         elif kind == "process_labels":
-            self.labels[_key(e.pid)] = str(value.labels or "")
+            self.labels[hashable(e.pid)] = str(value.labels or "")
         elif kind == "thread_name":
-            self.threads[(_key(e.pid), _key(e.tid))] = str(value.name or "")
+            self.threads[(hashable(e.pid), hashable(e.tid))] = str(value.name or "")
 
     def _concatenate(self) -> None:
         for key, chunks in self.number_chunks.items():
@@ -591,7 +364,7 @@ class _TraceColumns:
             self.text[key] = pa.concat_arrays(chunks)  # one array: `take` on chunks is slow
             chunks.clear()
 
-    def _launch_flows(self, clock: _Clock) -> pd.DataFrame | None:
+    def _launch_flows(self, clock: Clock) -> pd.DataFrame | None:
         """The torch_to_npu flows whose start (`s`, at the launching framework op) and end
         (`f`, at the device task) are both there: the end's pid and tid (as codes of the
         trace's columns) and start_us, the start's time (launch_us) and thread."""
@@ -626,7 +399,7 @@ class _TraceColumns:
                  for p in uniques.tolist()]
         return codes.reshape(-1), names
 
-    def tables(self, clock: _Clock, warn: WarnFn, rel: str) -> _TraceTables:
+    def tables(self, clock: Clock, warn: WarnFn, rel: str) -> _TraceTables:
         out = _TraceTables()
         if not self.size:
             return out
@@ -699,7 +472,7 @@ class _Rows:
         return self.columns.thread_names(self.index if which is None else self.index[which])
 
 
-def parse_trace(batches: Iterable[list[Any]], clock: _Clock, warn: WarnFn,
+def parse_trace(batches: Iterable[list[Any]], clock: Clock, warn: WarnFn,
                 rel: str) -> _TraceTables:
     """Tables from one trace_view.json, its events given batch by batch (an EventStream).
 
@@ -734,8 +507,8 @@ def _framework_tables(out: _TraceTables, rows: _Rows, shapes: dict[int, bytes]) 
         out.steps = frame.reset_index(drop=True)
     is_step = np.zeros(len(names), dtype=bool)
     is_step[[i for i, _ in steps]] = True
-    name_codes, name_values = _unique(names)
-    cat_codes, cat_values = _unique(rows.text("cat"))
+    name_codes, name_values = unique(names)
+    cat_codes, cat_values = unique(rows.text("cat"))
     pairs = name_codes.astype(np.int64) * len(cat_values) + cat_codes
     uniques, codes = np.unique(pairs, return_inverse=True)
     kinds = np.empty(len(uniques), dtype=object)
@@ -807,12 +580,12 @@ def _cpu_kernels(rows: _Rows) -> pd.DataFrame:
 
 
 def _cann_ops(rows: _Rows) -> pd.DataFrame:
-    codes, names = _unique(rows.text("name"))
+    codes, names = unique(rows.text("name"))
     split = [name.rpartition("@") for name in names]
     return pd.DataFrame({
-        "name": _expand(codes, [api for _, _, api in split]),
-        "kind": _expand(codes, [cann_kind(api) for _, _, api in split]),
-        "level": _expand(codes, [level or None for level, _, _ in split]),
+        "name": expand(codes, [api for _, _, api in split]),
+        "kind": expand(codes, [cann_kind(api) for _, _, api in split]),
+        "level": expand(codes, [level or None for level, _, _ in split]),
         "start_us": rows.ts, "duration_us": rows.dur,
         "thread": rows.number("thread_id")})
 
@@ -833,8 +606,8 @@ def _hardware_ops(rows: _Rows) -> pd.DataFrame:
     names = rows.text("name")
     task_types = rows.text("task_type")
     return pd.DataFrame({
-        "name": names.to_pandas(), "op_type": _per_row(names, _op_type_from_task),
-        "core_type": task_types.to_pandas(), "category": _per_row(task_types, device_category),
+        "name": names.to_pandas(), "op_type": per_row(names, _op_type_from_task),
+        "core_type": task_types.to_pandas(), "category": per_row(task_types, device_category),
         "stream": stream, "task_id": rows.number("task_id"), "bytes": rows.number("bytes"),
         "start_us": rows.ts, "duration_us": rows.dur})
 
@@ -852,7 +625,7 @@ def _comm_ops(rows: _Rows, plane_tasks: dict[int, tuple[str, Any, Any]]
     ops = pd.DataFrame({
         "name": rows.text("name").to_numpy(zero_copy_only=False)[op],
         "start_us": rows.ts[op], "duration_us": rows.dur[op],
-        "thread": _expand(codes, threads)[op]})
+        "thread": expand(codes, threads)[op]})
     tasks = pd.DataFrame({
         "start_us": rows.ts[task], "transport": [t for t, _, _ in planes],
         "stream": pd.Series([s for _, s, _ in planes], dtype="object"),
@@ -861,11 +634,11 @@ def _comm_ops(rows: _Rows, plane_tasks: dict[int, tuple[str, Any, Any]]
 
 
 def _overlap(out: _TraceTables, rows: _Rows) -> None:
-    kinds = _per_row(rows.text("name"), lambda name: name if name in _OVERLAP_KINDS else "")
+    kinds = per_row(rows.text("name"), lambda name: name if name in _OVERLAP_KINDS else "")
     other = np.flatnonzero(kinds == "")
     if other.size:  # the track is named by its thread
         codes, threads = rows.thread_names(other)
-        kinds[other] = _expand(codes, threads)
+        kinds[other] = expand(codes, threads)
     ts, dur = rows.ts, rows.dur
     for kind in _OVERLAP_KINDS:
         chosen = kinds == kind
@@ -946,7 +719,7 @@ _VECTOR_PMU = {"vec_ratio": "aiv_vec_ratio", "scalar_ratio": "aiv_scalar_ratio",
                "mte2_ratio": "aiv_mte2_ratio"}
 
 
-def read_kernel_details(path: Path, rel: str, clock: _Clock, warn: WarnFn
+def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn
                         ) -> pd.DataFrame | None:
     """device_ops from kernel_details.csv through the msprof op_summary mapping."""
     csv = open_csv(path, rel, warn, _KERNEL_REQUIRED)
@@ -960,7 +733,7 @@ def read_kernel_details(path: Path, rel: str, clock: _Clock, warn: WarnFn
         exact = clock.us(csv.df["Task Start Time(us)"])
         ops["start_us"] = np.where(ops["start_us"].notna(), exact, np.nan)
     codes, core_types = pd.factorize(ops["core_type"], use_na_sentinel=False)
-    ops["category"] = _expand(codes, [device_category(t) for t in core_types])
+    ops["category"] = expand(codes, [device_category(t) for t in core_types])
     # kernel_details writes 0, not N/A, in the aic_ columns of vector kernels, so the
     # aic-first choice of the op_summary mapping would give them the cube unit's 0.
     vector = ops["core_type"].isin(_VECTOR_CORES).to_numpy(dtype=bool)
@@ -986,7 +759,7 @@ _CPU_OP_FILE = re.compile(r"^cpu_op_execute_timestamp_(\d+)\.txt$")
 _NS_PER_US, _US_PER_MS = 1000, 1000.0
 
 
-def read_cpu_op_timestamps(path: Path, rel: str, clock: _Clock, warn: WarnFn
+def read_cpu_op_timestamps(path: Path, rel: str, clock: Clock, warn: WarnFn
                            ) -> pd.DataFrame | None:
     """host_ops (kind cpu_kernel) from MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt`.
 
@@ -1062,7 +835,7 @@ def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | N
     return frame.reset_index(drop=True)
 
 
-def read_memory_record(path: Path, rel: str, clock: _Clock, warn: WarnFn
+def read_memory_record(path: Path, rel: str, clock: Clock, warn: WarnFn
                        ) -> pd.DataFrame | None:
     """Allocator samples; one component's series (PTA+GE, else PTA, else every row)."""
     csv = open_csv(path, rel, warn, ("Timestamp(us)",),
@@ -1131,7 +904,7 @@ def _moved(transports: dict[str, dict[str, Any]]) -> dict[str, float]:
     return {t: size for t, size in sizes.items() if size > 0}
 
 
-def parse_communication(data: Any, clock: _Clock
+def parse_communication(data: Any, clock: Clock
                         ) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
     """comm_ops from communication.json, and bandwidth per transport from its totals."""
     rows, starts = [], []
@@ -1239,7 +1012,7 @@ class _FolderReader:
                            framework=framework or "PyTorch", device_kind="NPU")
         self._set_framework(meta, meta.framework)
         self.profile = Profile(meta)
-        self.clock = _Clock()
+        self.clock = Clock()
         self.tables: dict[str, pd.DataFrame] = {}
         self.trace_span: tuple[float, float] | None = None
 
@@ -1309,9 +1082,15 @@ class _FolderReader:
             raise UnreadableInput(self.path, what)
         profiles: list[Profile] = []
         errors = []
+        readers = _export_readers()
         for export in exports:
+            reader = next((r for r in readers if _claims(r, export)), None)
+            if reader is None:
+                errors.append(f"{export.name}: no installed reader claims it (is the msprof "
+                              "plugin blocked?)")
+                continue
             try:
-                profiles += MsprofReader().read(export)
+                profiles += reader.read(export)
             except UnreadableInput as exc:
                 errors.append(f"{export.name}: {exc.problem}")
         if not profiles:
@@ -1401,7 +1180,7 @@ class _FolderReader:
         rel = self.rel(path)
         progress = FileProgress(rel, path.stat().st_size)
         try:
-            events = EventStream(path, progress, decode=_decode_events)
+            events = EventStream(path, progress, decode=_DECODER.decode)
             trace = parse_trace(events, self.clock, self.warn, rel)
         except UnreadableInput as exc:
             self.warn(rel, exc.problem)
@@ -1484,7 +1263,7 @@ class _FolderReader:
         path = self._file("op_statistic.csv")
         if path is None:
             return
-        frame = read_csv_table("op_statistic", path, self.rel(path), self.warn)
+        frame = read_summary_table(OP_STATISTIC, path, self.rel(path), self.warn)
         if frame is not None and not frame.empty:
             self.tables["op_stats"] = frame
             self._read(path)
@@ -1522,7 +1301,7 @@ class _FolderReader:
             parts += self._read_cpu_kernels()
         has_cann = any("level" in p for p in parts)
         if not has_cann and (path := self._file("api_statistic.csv")) is not None:
-            frame = read_csv_table("api_statistic", path, self.rel(path), self.warn)
+            frame = read_summary_table(API_STATISTIC, path, self.rel(path), self.warn)
             if frame is not None and not frame.empty:
                 parts.append(frame.assign(kind=frame["name"].fillna("").map(cann_kind)))
                 self._read(path)
@@ -1582,6 +1361,21 @@ class _FolderReader:
                     tables[name] = tables[name].assign(
                         **{c: tables[name][c] - shift for c in columns if c in tables[name]})
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
+
+
+def _export_readers() -> list[Reader]:
+    """The other installed readers, one of which reads a CANN export (msprof's, unless
+    ADVISOR_BLOCK_PLUGINS blocks it): their code runs through the plugin host, never imported
+    from here."""
+    return [reader for _, reader in PluginHost().readers()
+            if not isinstance(reader, AscendPtReader)]
+
+
+def _claims(reader: Reader, path: Path) -> bool:
+    try:
+        return bool(reader.detect(path))
+    except Exception:  # another plugin's reader: its failure is not this folder's
+        return False
 
 
 def _fill_breakdown(steps: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

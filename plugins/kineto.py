@@ -9,10 +9,11 @@ legacy (`Operator`, `Kernel`, `Memcpy`, `Runtime`, string tids) categories are b
 absolute epoch microseconds otherwise. Every table is rebased to the earliest timed event
 (float64 µs); the epoch time of that origin is kept in `meta.extra["time_origin_us"]`.
 
-The file is decoded in batches (`advisor.stream.EventStream`); each batch is walked once and
-freed before the next is decoded. Batches are decoded with msgspec into `_Event` structs that
-hold only the fields the walk reads (the others are skipped, never built); a batch the stream
-gives as dicts (the last one, NaN/Infinity, an odd shape) is converted to them first. The
+The file is decoded in batches (`advisor.formats.stream.EventStream`); each batch is walked
+once and freed before the next is decoded. Batches are decoded with msgspec into `TraceEvent`
+structs (`advisor.formats.chrome_trace`) that hold only the fields the walk reads (the others
+are skipped, never built); a batch the stream gives as dicts (the last one, NaN/Infinity, an
+odd shape) is converted to them first. The
 walk appends to compact per-table columns: numbers in `array('d')` / `array('q')`, names as
 codes into one list of distinct names per category. Each table is built once from its columns
 at the end, so memory follows the kept columns, not the file.
@@ -26,7 +27,7 @@ import re
 import zlib
 from array import array
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -34,19 +35,16 @@ import pandas as pd
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
+from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent, raw_value, shape_text
+from advisor.formats.interning import string_column
+from advisor.formats.stream import (
+    CHUNK_BYTES,  # the batch size, a module global for tests
+    EventStream,
+)
+from advisor.formats.timebase import OUTLIER_US, drop_far_times, far_warning, robust_origin
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
-from advisor.stream import (  # CHUNK_BYTES: the batch size, a module global for tests
-    CHUNK_BYTES,
-    NO_RAW,
-    EventStream,
-    as_raw,
-    shape_text,
-    struct_keys,
-    typed_decoder,
-)
-from advisor.timebase import OUTLIER_US, drop_far_times, far_warning, robust_origin
 
 READER = "kineto"
 HEAD_BYTES = 64 * 1024
@@ -457,7 +455,7 @@ class _TraceReader:
                                         "trace (an Ascend trace_view.json?)")
         walk = _EventWalk()
         progress = FileProgress(path.name, _size(path))
-        stream = EventStream(path, progress, chunk_bytes=CHUNK_BYTES, decode=_decode_events)
+        stream = EventStream(path, progress, chunk_bytes=CHUNK_BYTES, decode=_DECODER.decode)
         gzip_cut = False
         try:
             for batch in stream:
@@ -630,54 +628,8 @@ class _Args(msgspec.Struct, gc=False):
     labels: Any = None
 
 
-class _Event(msgspec.Struct, gc=False):
-    """The event keys the walk reads; `args` is None when missing or not an object."""
-
-    ph: Any = None
-    cat: Any = None
-    name: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: Optional[_Args] = None  # noqa: UP045 - msgspec evaluates it at run time (3.9)
-
-
-_NO_ARGS = _Args()
-_ARG_ATTRS = struct_keys(_Args)
-_decode_events = typed_decoder(_Event)
-
-
-def _as_events(events: list[Any]) -> list[Any]:
-    """Decoded dicts as `_Event`s (non-objects kept as they are, to be counted); NaN/Infinity
-    `ts` and `dur` (only the standard parser lets them in) become missing."""
-    converted: list[Any] = []
-    append, attrs = converted.append, _ARG_ATTRS
-    for ev in events:
-        if ev.__class__ is not dict:
-            append(ev)
-            continue
-        args = ev.get("args")
-        if args.__class__ is dict:
-            args = _Args(**{attrs[key]: value for key, value in args.items() if key in attrs})
-            if args.input_dims.__class__ is not msgspec.Raw:
-                args.input_dims = as_raw(args.input_dims)
-        else:
-            args = None
-        ts, dur = ev.get("ts"), ev.get("dur")
-        if ts.__class__ is float and not math.isfinite(ts):
-            ts = None
-        if dur.__class__ is float and not math.isfinite(dur):
-            dur = None
-        append(_Event(ev.get("ph"), ev.get("cat"), ev.get("name"), ev.get("pid"),
-                      ev.get("tid"), ts, dur, args))
-    return converted
-
-
-def _raw_json(value: Any) -> Any:
-    if value.__class__ is not msgspec.Raw:
-        return value
-    return msgspec.json.decode(value) if value else None
+_DECODER = EventDecoder(_Args)
+_NO_ARGS = _DECODER.no_args
 
 
 class _EventWalk:
@@ -723,9 +675,8 @@ class _EventWalk:
         self.other_min = math.inf  # earliest event that is in no table (spans, instants)
 
     def walk(self, events: list[Any]) -> None:
-        """Add one batch of events: `_Event`s, or dicts from the stream's fallbacks."""
-        if events and events[0].__class__ is not _Event:
-            events = _as_events(events)
+        """Add one batch of events: `TraceEvent`s, or dicts from the stream's fallbacks."""
+        events = _DECODER.events(events)
         cats, tids, num, num_or_nan, tid_of = self.cats, self.tids, _num, _num_or_nan, _tid
         d_code, d_stream = self.d_code.append, self.d_stream.append
         d_start, d_dur, d_bytes = self.d_start.append, self.d_dur.append, self.d_bytes.append
@@ -740,7 +691,7 @@ class _EventWalk:
         other_min = self.other_min
         nan = math.nan
         for ev in events:
-            if ev.__class__ is not _Event:
+            if ev.__class__ is not TraceEvent:
                 not_events += 1
                 continue
             ph = ev.ph
@@ -884,7 +835,7 @@ class _EventWalk:
     # -- per-event helpers (for the rarer events) --------------------------------------------
 
     def _host_special(self, code: int, name: str, ts: float, dur: float,
-                      ev: _Event) -> None:
+                      ev: TraceEvent[_Args]) -> None:
         """A ProfilerStep (a step, no host op), a gloo collective (a host op and a comm op)."""
         if code == STEP:
             number = int(_STEP.match(name).group(1))
@@ -919,7 +870,7 @@ class _EventWalk:
         """CPU collectives (gloo) run on the host: their annotations are the comm ops."""
         args = _NO_ARGS if args is None else args
         total = None
-        dims, types = _raw_json(args.input_dims), _raw_json(args.input_type)
+        dims, types = raw_value(args.input_dims), raw_value(args.input_type)
         if isinstance(dims, list) and isinstance(types, list):
             total = 0.0
             for shape, dtype in zip(dims, types):
@@ -960,7 +911,7 @@ class _EventWalk:
             self.memory_codes[key] = code
         return code
 
-    def _metadata(self, ev: _Event) -> None:
+    def _metadata(self, ev: TraceEvent[_Args]) -> None:
         """process/thread names; a later event for the same process or thread wins."""
         args = ev.args
         if args is None:
@@ -1030,7 +981,7 @@ class _EventWalk:
         if self.d_code:
             codes = _floats(self.d_code, np.int32)
             name, op_type, category, memcpy_kind, host_memory = (
-                _strings(column, codes) for column in zip_strict(*self.device_names))
+                string_column(column, codes) for column in zip_strict(*self.device_names))
             nbytes = _floats(self.d_bytes)
             launch_us, launch_thread = self._launches(origin)
             tables["device_ops"] = pd.DataFrame({
@@ -1044,7 +995,7 @@ class _EventWalk:
             })
         if self.h_code:
             codes = _floats(self.h_code, np.int32)
-            name, kind = (_strings(column, codes)
+            name, kind = (string_column(column, codes)
                           for column in zip_strict(*self.host_names))
             host = pd.DataFrame({
                 "name": name, "kind": kind,
@@ -1079,7 +1030,7 @@ class _EventWalk:
                 "time_us": _floats(self.m_time) - origin,
                 "allocated_bytes": _floats(self.m_allocated),
                 "reserved_bytes": _floats(self.m_reserved),
-                "device": _strings([d for d, _, _ in self.memory_devices], codes),
+                "device": string_column([d for d, _, _ in self.memory_devices], codes),
                 "capacity_bytes": capacity[codes],
             })
         return tables
@@ -1094,12 +1045,6 @@ def _ids(column: array) -> pd.api.extensions.ExtensionArray:
     """An int64 column with NO_ID for missing as a nullable Int64 array."""
     values = np.frombuffer(column, dtype=np.int64)
     return pd.arrays.IntegerArray(values, values == NO_ID)
-
-
-def _strings(values: tuple[str | None, ...] | list[str | None], codes: np.ndarray
-             ) -> pd.api.extensions.ExtensionArray:
-    """A string column from its distinct values and each row's code into them."""
-    return pd.array(list(values), dtype="string").take(codes)
 
 
 def _capacity(device_type: int | None, device_id: int | None,

@@ -25,9 +25,10 @@ import pandas as pd
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
+from advisor.formats.chrome_trace import Trace
+from advisor.formats.stream import EventStream
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform
-from advisor.stream import EventStream
 
 HEAD_BYTES = 64 * 1024
 TIMELINE_SUFFIX = ".chrome_timeline.json"
@@ -138,10 +139,7 @@ class _Timeline:
         self.bad_ts = 0
 
     def build(self, events: list[dict[str, Any]]) -> None:
-        for event in events:
-            if event.get("ph") == "M" and event.get("name") == "thread_name":
-                name = (event.get("args") or {}).get("name")
-                self.threads[(event.get("pid"), event.get("tid"))] = str(name)
+        self.threads = Trace(events).threads
         self._pair(events)
         times = [s[3] for s in self.spans] + self.stops + [c[1] for c in self.counters]
         if not times:

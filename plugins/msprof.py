@@ -22,8 +22,7 @@ origin is kept in `meta.extra["time_origin_us"]`.
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,28 +30,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
-from advisor.hookspecs import hookimpl
-from advisor.io import (
-    MISSING_TOKENS,
-    Superseded,
-    WarnFn,
-    files_with_suffix,
-    load_json,
-    read_csv_strings,
-    select_exports,
-    to_numbers,
+from advisor.formats.cann_comm import comm_as_device_ops, comm_from_columns
+from advisor.formats.cann_csv import (
+    DEVICE_COLUMN,
+    CsvKind,
+    SummaryCsv,
+    frame_of,
+    read_summary_table,
 )
+from advisor.formats.cann_exports import Superseded, select_exports
+from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC, OP_SUMMARY
+from advisor.formats.cann_tasks import op_type, task_categories, task_category, with_wait
+from advisor.formats.chrome_trace import Trace
+from advisor.formats.files import files_with_suffix, load_json
+from advisor.formats.numbers import int_or_none
+from advisor.formats.numbers import trace_number as _f
+from advisor.formats.timebase import drop_far_times, far_warning, robust_origin
+from advisor.formats.warn import WarnFn
+from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform
-from advisor.timebase import drop_far_times, far_warning, robust_origin
 
 READER = "msprof"
 MERGED_DIR = "mindstudio_profiler_output"
 EXPORT_HINT = "run `msprof --export=on --output=<path>` first"
 TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
                 "host_ops": ("start_us",), "comm_ops": ("start_us",), "queues": ("time_us",)}
-DEVICE_COLUMN = "_device"  # device id of a merged-summary row, dropped by `conform`
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,57 +379,11 @@ def _in_read_order(chosen: dict[str, list[Path]]) -> list[tuple[str, list[Path]]
 # Summary CSVs: one function per file type
 
 
-class SummaryCsv:
-    """One summary CSV: string cells, plus numeric columns that report their bad cells."""
-
-    def __init__(self, path: Path, rel: str, warn: WarnFn) -> None:
-        self.rel = rel
-        self.warn = warn
-        names, self.df = read_csv_strings(path, warn)
-        self.written = dict(zip_strict(self.df.columns, names))  # `X#2` -> `X`
-
-    def has(self, column: str) -> bool:
-        return column in self.df.columns
-
-    def first(self, *columns: str) -> str | None:
-        return next((c for c in columns if self.has(c)), None)
-
-    def copies(self, column: str) -> list[str]:
-        """Internal names of every column written as `column` (msprof repeats some)."""
-        return [c for c in self.df.columns if c == column or c.startswith(f"{column}#")]
-
-    def text(self, column: str | None) -> pd.Series | None:
-        if column is None or not self.has(column):
-            return None
-        cells = self.df[column]
-        return cells.mask(cells.str.lower().isin(MISSING_TOKENS))
-
-    def number(self, column: str | None) -> pd.Series | None:
-        if column is None or not self.has(column):
-            return None
-        return to_numbers(self.df[column], file=self.rel, column=self.written[column],
-                          warn=self.warn)
-
-    def coalesce(self, *columns: str) -> pd.Series | None:
-        """Row-wise first value among the columns present (aic_/aiv_/unprefixed PMU names)."""
-        series = [s for s in (self.number(c) for c in columns) if s is not None]
-        if not series:
-            return None
-        out = series[0]
-        for more in series[1:]:
-            out = out.fillna(more)
-        return out
-
-
-def _frame(columns: dict[str, pd.Series | None]) -> pd.DataFrame:
-    return pd.DataFrame({k: v for k, v in columns.items() if v is not None})
-
-
 def _steps_from_step_trace(csv: SummaryCsv) -> pd.DataFrame:
     end = csv.number("Iteration End(us)")
     duration = csv.number("Iteration Time(us)")
     reduces = [csv.number(c) for c in csv.copies("Reduce Duration(us)")]
-    return _frame({
+    return frame_of({
         "step": csv.number("Iteration ID"),
         "start_us": end - duration,
         "end_us": end,
@@ -441,43 +398,13 @@ def _steps_from_step_trace(csv: SummaryCsv) -> pd.DataFrame:
     })
 
 
-def device_ops_from_op_summary(csv: SummaryCsv) -> pd.DataFrame:
-    core_type = csv.text("Task Type").fillna("UNKNOWN")
-    if csv.has("Task Start Time(us)"):
-        start = csv.number("Task Start Time(us)")
-    else:  # CANN <= 6.0 wrote `Task Start Time` in ns
-        start = csv.number("Task Start Time")
-        start = start / 1000.0 if start is not None else None
-    return _frame({
-        "name": csv.text("Op Name"),
-        "op_type": csv.text("OP Type"),
-        "core_type": core_type,
-        "start_us": start,
-        "duration_us": csv.number("Task Duration(us)"),
-        "wait_us": csv.number("Task Wait Time(us)"),
-        "stream": csv.number("Stream ID"),
-        "task_id": csv.number("Task ID"),
-        "input_shapes": csv.text("Input Shapes"),
-        "input_dtypes": csv.text("Input Data Types"),
-        "output_shapes": csv.text("Output Shapes"),
-        "block_dim": csv.number(csv.first("Block Num", "Block Dim")),
-        "category": task_categories(core_type),
-        "op_state": csv.text("OP State"),
-        "aicore_time_us": csv.number("aicore_time(us)"),
-        "vec_ratio": csv.coalesce("aic_vec_ratio", "aiv_vec_ratio", "vec_ratio"),
-        "mac_ratio": csv.coalesce("aic_mac_ratio", "mac_ratio"),
-        "scalar_ratio": csv.coalesce("aic_scalar_ratio", "aiv_scalar_ratio", "scalar_ratio"),
-        "mte2_ratio": csv.coalesce("aic_mte2_ratio", "aiv_mte2_ratio", "mte2_ratio"),
-    })
-
-
 _KERNEL_TYPES = {"KERNEL_AICORE": "AI_CORE", "KERNEL_AICPU": "AI_CPU"}
 
 
 def _device_ops_from_task_time(csv: SummaryCsv) -> pd.DataFrame:
     kernel_type = csv.text("kernel_type").fillna("UNKNOWN")
     core_type = kernel_type.map(lambda t: _KERNEL_TYPES.get(t, t))
-    return _frame({
+    return frame_of({
         "name": csv.text("kernel_name").fillna(kernel_type),  # N/A names: non-kernel tasks
         "core_type": core_type,
         "start_us": csv.number("task_start(us)"),
@@ -486,30 +413,6 @@ def _device_ops_from_task_time(csv: SummaryCsv) -> pd.DataFrame:
         "task_id": csv.number("task_id"),
         "category": task_categories(core_type),
     })
-
-
-def _op_stats_from_op_statistic(csv: SummaryCsv) -> pd.DataFrame:
-    ratio = csv.number("Ratio(%)")
-    return _frame({
-        "op_type": csv.text("OP Type"),
-        "core_type": csv.text("Core Type"),
-        "count": csv.number("Count"),
-        "total_us": csv.number("Total Time(us)"),
-        "avg_us": csv.number("Avg Time(us)"),
-        "min_us": csv.number("Min Time(us)"),
-        "max_us": csv.number("Max Time(us)"),
-        "ratio": ratio / 100.0,
-    })
-
-
-def _host_ops_from_api_statistic(csv: SummaryCsv) -> pd.DataFrame:
-    frame = _frame({
-        "name": csv.text("API Name"),
-        "level": csv.text("Level"),
-        "duration_us": csv.number("Time(us)"),
-        "count": csv.number("Count"),
-    })
-    return frame.assign(kind="cann_api")
 
 
 def _sample_numbers(csv: SummaryCsv) -> pd.Series:
@@ -524,7 +427,7 @@ def _queues_from_aicpu_mi(csv: SummaryCsv) -> pd.DataFrame:
     per read, as MindSpore's `minddata_aicpu` samples, so DATA-002/004 apply."""
     start = csv.number("Start Time(us)")
     size = csv.number("Queue Size")
-    return _frame({"queue": pd.Series("device", index=csv.df.index),
+    return frame_of({"queue": pd.Series("device", index=csv.df.index),
                    "step": _sample_numbers(csv), "size": size, "empty": size == 0,
                    "time_us": start, "wait_us": csv.number("End Time(us)") - start})
 
@@ -533,66 +436,29 @@ def _queues_from_dp(csv: SummaryCsv) -> pd.DataFrame:
     """TensorFlow data-preprocess offload: the host's cached buffer of prepared batches, one
     sample per event; an empty buffer means the host pipeline had nothing ready (DATA-001)."""
     size = csv.number("Cached Buffer Size")
-    return _frame({"queue": pd.Series("host", index=csv.df.index),
+    return frame_of({"queue": pd.Series("host", index=csv.df.index),
                    "step": _sample_numbers(csv), "size": size, "empty": size == 0,
                    "time_us": csv.number("Timestamp(us)")})
 
 
-@dataclass(frozen=True)
-class _CsvKind:
-    table: str
-    required: tuple[str, ...]
-    build: Callable[[SummaryCsv], pd.DataFrame]
-
-
 # Read order matters: op_summary before task_time (see `_add_csv_rows`).
-_CSV_TABLES: dict[str, _CsvKind] = {
-    "op_summary": _CsvKind("device_ops", ("Op Name", "Task Type", "Task Duration(us)"),
-                           device_ops_from_op_summary),
-    "task_time": _CsvKind("device_ops", ("kernel_name", "kernel_type", "task_time(us)"),
+_CSV_TABLES: dict[str, CsvKind] = {
+    "op_summary": OP_SUMMARY,
+    "task_time": CsvKind("device_ops", ("kernel_name", "kernel_type", "task_time(us)"),
                           _device_ops_from_task_time),
-    "step_trace": _CsvKind("steps", ("Iteration ID", "Iteration End(us)", "Iteration Time(us)"),
+    "step_trace": CsvKind("steps", ("Iteration ID", "Iteration End(us)", "Iteration Time(us)"),
                            _steps_from_step_trace),
-    "op_statistic": _CsvKind("op_stats", ("OP Type", "Core Type", "Count", "Total Time(us)",
-                                          "Ratio(%)"), _op_stats_from_op_statistic),
-    "api_statistic": _CsvKind("host_ops", ("API Name", "Time(us)"),
-                              _host_ops_from_api_statistic),
-    "aicpu_mi": _CsvKind("queues", ("Start Time(us)", "End Time(us)", "Queue Size"),
+    "op_statistic": OP_STATISTIC,
+    "api_statistic": API_STATISTIC,
+    "aicpu_mi": CsvKind("queues", ("Start Time(us)", "End Time(us)", "Queue Size"),
                          _queues_from_aicpu_mi),
-    "dp": _CsvKind("queues", ("Timestamp(us)", "Cached Buffer Size"), _queues_from_dp),
+    "dp": CsvKind("queues", ("Timestamp(us)", "Cached Buffer Size"), _queues_from_dp),
 }
-
-
-def open_csv(path: Path, rel: str, warn: WarnFn, required: Sequence[str],
-             any_of: Sequence[str] = ()) -> SummaryCsv | None:
-    """A CSV with its required columns (and one of `any_of`) and at least one row; otherwise
-    warn with the problem and return None."""
-    try:
-        csv = SummaryCsv(path, rel, warn)
-    except UnreadableInput as exc:
-        warn(rel, exc.problem)
-        return None
-    missing = [c for c in required if not csv.has(c)]
-    if any_of and not any(csv.has(c) for c in any_of):
-        missing.append(any_of[0])
-    if missing:
-        warn(rel, f"missing column {missing[0]!r}", column=missing[0])
-        return None
-    if csv.df.empty:
-        warn(rel, "no data rows (header only)")
-        return None
-    return csv
 
 
 def read_csv_table(kind: str, path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
     """Read one summary CSV of a known kind; warn and return None when it is unusable."""
-    spec = _CSV_TABLES[kind]
-    csv = open_csv(path, rel, warn, spec.required)
-    if csv is None:
-        return None
-    frame = spec.build(csv)
-    devices = csv.text("Device_id")
-    return frame.assign(**{DEVICE_COLUMN: devices}) if devices is not None else frame
+    return read_summary_table(_CSV_TABLES[kind], path, rel, warn)
 
 
 def _split_devices(frame: pd.DataFrame, rel: str,
@@ -613,71 +479,8 @@ def _split_devices(frame: pd.DataFrame, rel: str,
             for device_id, rows in frame.groupby(DEVICE_COLUMN, sort=False)]
 
 
-def task_categories(core_types: pd.Series) -> pd.Series:
-    """task_category of each row, computed once per distinct type (exports have millions of
-    rows and a handful of types)."""
-    return core_types.map({t: task_category(t) for t in core_types.unique()})
-
-
-def task_category(core_type: str) -> str:
-    """Category of a task type: what overlap and time-breakdown metrics group by."""
-    upper = str(core_type).upper()
-    if upper == "COMMUNICATION" or upper.startswith(("HCCL", "NOTIFY", "REDUCE_ASYNC")):
-        return "communication"
-    if upper.startswith("MEMCPY"):
-        return "memcpy"
-    if upper.startswith("MEMSET"):
-        return "memset"
-    if upper.startswith(("EVENT_", "STREAM_", "MODEL_")):
-        return "other"
-    return "compute"
-
-
 # ---------------------------------------------------------------------------------------------
 # Timeline JSONs (Chrome trace lists)
-
-
-class Trace:
-    """Events of one timeline with process and thread names resolved."""
-
-    def __init__(self, events: list[dict[str, Any]]) -> None:
-        self.events = events
-        self.processes: dict[Any, str] = {}
-        self.threads: dict[tuple[Any, Any], str] = {}
-        for e in events:
-            if e.get("ph") != "M":
-                continue
-            name = (e.get("args") or {}).get("name")
-            if e.get("name") == "process_name":
-                self.processes[e.get("pid")] = str(name)
-            elif e.get("name") == "thread_name":
-                self.threads[(e.get("pid"), e.get("tid"))] = str(name)
-
-    def process(self, *names: str) -> Trace:
-        """The events of the processes with these names (metadata included)."""
-        pids = {pid for pid, name in self.processes.items() if name in names}
-        return Trace([e for e in self.events if e.get("pid") in pids])
-
-    def thread_name(self, event: dict[str, Any]) -> str:
-        return self.threads.get((event.get("pid"), event.get("tid")), "")
-
-    def complete(self, thread: re.Pattern[str] | None = None) -> list[dict[str, Any]]:
-        """Duration (`X`) events, optionally only on threads whose name matches."""
-        return [e for e in self.events if e.get("ph") == "X"
-                and (thread is None or thread.search(self.thread_name(e)))]
-
-
-def _f(value: Any) -> float:
-    """A trace number (msprof writes ts/dur as numbers or, in newer files, strings)."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def int_or_none(value: Any) -> int | None:
-    number = _f(value)
-    return int(number) if np.isfinite(number) else None
 
 
 _TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
@@ -744,14 +547,6 @@ def _steps_from_trace(trace: Trace) -> pd.DataFrame | None:
     return frame.reset_index(drop=True)
 
 
-_OP_SUFFIX = re.compile(r"-op\d+(?:_\d+)*$")
-
-
-def _op_type(name: str) -> str:
-    """`Default/.../Cast-op239` -> `Cast`: the last scope segment without the op counter."""
-    return _OP_SUFFIX.sub("", str(name).rsplit("/", 1)[-1])
-
-
 def _device_ops_from_trace(trace: Trace, hccl_streams: set[int]) -> pd.DataFrame | None:
     """Device tasks from `Stream N` threads; HCCL's own streams are left to comm_ops.
 
@@ -768,22 +563,11 @@ def _device_ops_from_trace(trace: Trace, hccl_streams: set[int]) -> pd.DataFrame
         if stream in hccl_streams:
             continue
         core_type = str(args.get("Task Type") or "UNKNOWN")
-        rows.append({"name": str(e.get("name", "")), "op_type": _op_type(e.get("name", "")),
+        rows.append({"name": str(e.get("name", "")), "op_type": op_type(e.get("name", "")),
                      "core_type": core_type, "category": task_category(core_type),
                      "start_us": _f(e.get("ts")), "duration_us": _f(e.get("dur")),
                      "stream": stream, "task_id": int_or_none(args.get("Task Id"))})
     return pd.DataFrame(rows) if rows else None
-
-
-_COLLECTIVES = ("reducescatter", "allreduce", "allgather", "alltoallv", "alltoall", "broadcast",
-                "batchsendrecv", "send", "receive", "recv", "reduce", "scatter", "gather")
-_GROUP_THREAD = re.compile(r"Group (\S+) Communication")
-
-
-def collective(name: str) -> str | None:
-    """`Default/AllReduce-op534_0`, `hcom_allReduce__123_0_1` -> `allreduce`."""
-    flat = re.sub(r"[^a-z]", "", str(name).rsplit("/", 1)[-1].lower())
-    return next((c for c in _COLLECTIVES if c in flat), None)
 
 
 def comm_from_trace(trace: Trace) -> tuple[pd.DataFrame | None, set[int]]:
@@ -808,52 +592,6 @@ def comm_from_trace(trace: Trace) -> tuple[pd.DataFrame | None, set[int]]:
                                           dtype=object),
                       "bytes": pd.Series([e["args"].get("size(Byte)") for e in tasks],
                                          dtype=object)}))
-
-
-def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
-                      ) -> tuple[pd.DataFrame | None, set[int]]:
-    """comm_from_trace on columns of the events (trace numbers as written or already floats).
-
-    `ops`, the op-level events: name, start_us, duration_us, thread (its thread's name, which
-    gives the group). `tasks`, the per-plane tasks (those with a transport type): start_us,
-    transport, stream, bytes. An op's transport is the commonest among the tasks that moved
-    data inside it.
-    """
-    streams = {s for value in tasks["stream"].tolist() if (s := int_or_none(value)) is not None}
-    if ops.empty:
-        return None, streams
-    moving = sorted((_f(ts), str(transport)) for ts, transport, size in zip_strict(
-        tasks["start_us"].tolist(), tasks["transport"].tolist(), tasks["bytes"].tolist())
-        if _f(size) > 0)
-    starts = np.array([ts for ts, _ in moving], dtype="float64")
-    transports = [t for _, t in moving]
-    names = [str(name) for name in ops["name"].tolist()]
-    start = np.array([_f(v) for v in ops["start_us"].tolist()], dtype="float64")
-    duration = np.array([_f(v) for v in ops["duration_us"].tolist()], dtype="float64")
-    lo = np.searchsorted(starts, start, side="left")
-    hi = np.searchsorted(starts, start + duration, side="left")
-    groups = [m.group(1) if (m := _GROUP_THREAD.search(str(thread))) else None
-              for thread in ops["thread"].tolist()]
-    return pd.DataFrame({
-        "name": names, "op": [collective(name) for name in names], "group": groups,
-        "start_us": start, "duration_us": duration,
-        "transport": [_commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(),
-                                                                        hi.tolist())]}), streams
-
-
-def _commonest(values: list[str]) -> str | None:
-    """The most frequent value, the smallest of ties (as pandas' mode); None if none."""
-    if not values:
-        return None
-    counts = Counter(values)
-    top = max(counts.values())
-    return min(v for v, n in counts.items() if n == top)
-
-
-def comm_as_device_ops(comm: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"name": comm["name"], "op_type": comm["name"].map(_op_type),
-                         "core_type": "COMMUNICATION", "category": "communication",
-                         "start_us": comm["start_us"], "duration_us": comm["duration_us"]})
 
 
 def _host_ops_from_trace(trace: Trace) -> pd.DataFrame | None:
@@ -936,19 +674,3 @@ def _build_profile(dev: _Device) -> Profile:
                     **{c: tables[name][c] - origin for c in columns if c in tables[name]})
     profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
     return profile
-
-
-def with_wait(ops: pd.DataFrame) -> pd.DataFrame:
-    """msprof's Task Wait Time where the source lacks it: the idle gap before each task.
-
-    wait = max(0, start - (previous start + previous duration)) over the device's tasks in
-    start order, the definition op_summary uses; the first task waits 0.
-    """
-    if "wait_us" in ops and ops["wait_us"].notna().any():
-        return ops
-    order = ops["start_us"].sort_values(kind="stable").index
-    start = ops.loc[order, "start_us"].to_numpy(dtype=float)
-    end = start + ops.loc[order, "duration_us"].to_numpy(dtype=float)
-    wait = np.zeros(len(order))
-    wait[1:] = np.maximum(0.0, start[1:] - end[:-1])
-    return ops.assign(wait_us=pd.Series(wait, index=order))

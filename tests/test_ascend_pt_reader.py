@@ -27,12 +27,13 @@ import advisor
 from advisor.cli import main
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
+from advisor.formats.decimal_clock import Clock, exact_parts
+from advisor.formats.stream import EventStream
 from advisor.hookspecs import Reader
 from advisor.locate import locate
 from advisor.model import contract_problems
 from advisor.plugin_manager import PluginHost
 from advisor.render.json_report import validate_report
-from advisor.stream import EventStream
 from advisor_plugins import ascend_pt
 
 ROOT = Path(__file__).parents[1]
@@ -395,6 +396,17 @@ def test_without_output_reads_the_cann_export_beside_it(tmp_path: Path) -> None:
     assert "device_ops" in profile.tables
 
 
+def test_without_output_and_msprof_blocked_reads_no_cann_export(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export beside the folder is read by the installed reader that claims it, through
+    the plugin host: a blocked msprof plugin runs no code, and the problem says why."""
+    folder = tmp_path / "w_ascend_pt"
+    shutil.copytree(SMALL_PROF, folder / SMALL_PROF.name)
+    monkeypatch.setenv("ADVISOR_BLOCK_PLUGINS", "msprof")
+    with pytest.raises(UnreadableInput, match="no installed reader claims it"):
+        ascend_pt.AscendPtReader().read(folder)
+
+
 # ---------------------------------------------------------------------------------------------
 # Synthetic files for what the genuine fixtures lack (layouts from the research notes)
 
@@ -746,7 +758,7 @@ def test_batches_and_late_metadata_give_the_same_tables(tmp_path: Path, monkeypa
 def test_exact_parts_of_every_kind_of_timestamp() -> None:
     values = ["1704161511420306.491", "1704161511420306.5", "17", 7, 1.5, " 12.5 ", "-1.25",
               "1e3", None, True, "abc", "3."]
-    whole, frac = ascend_pt.exact_parts(values)
+    whole, frac = exact_parts(values)
     expected = [(1704161511420306, 0.491), (1704161511420306, 0.5), (17, 0.0), (7, 0.0),
                 (1, 0.5), (12, 0.5), (-1, -0.25), (1000, 0.0), None, None, None, (3, 0.0)]
     for w, f, want in zip_strict(whole, frac, expected):
@@ -756,7 +768,7 @@ def test_exact_parts_of_every_kind_of_timestamp() -> None:
             assert (w, f) == pytest.approx(want, abs=1e-12)
     # one layout for every value: read by fixed slices, to the same digits
     same = ["1704161511420306.491", "1704161511420307.000", "0000000000000001.999"]
-    whole, frac = ascend_pt.exact_parts(same)
+    whole, frac = exact_parts(same)
     assert whole.tolist() == [1704161511420306.0, 1704161511420307.0, 1.0]
     assert frac.tolist() == [0.491, 0.0, 0.999]  # the digits as written, not 1.999 - 1
 
@@ -932,7 +944,7 @@ def test_communication_bytes_count_sdma_and_its_parts_once() -> None:
             "Start Timestamp(us)": 1.0, "Elapse Time(ms)": 0.5, "Transit Time(ms)": 0.035,
             "Wait Time(ms)": 0.4}}
     comm, _ = ascend_pt.parse_communication({"1": {"collective": {key: block}}},
-                                            ascend_pt._Clock())
+                                            Clock())
     (row,) = comm.to_dict("records")
     assert row["bytes"] == pytest.approx(info["SDMA"]["Transit Size(MB)"] * ascend_pt.MB)
     assert row["transport"] == "HCCS"  # the part that moved most, not the SDMA total

@@ -242,7 +242,8 @@ def test_memory_error_reading_whole_file_is_one_line(tmp_path: Path,
     """Where a file is read at once (CSV, small JSON), running out of memory is reported as
     that file being too large, not as a crash."""
     from advisor.errors import UnreadableInput
-    from advisor.io import load_json, read_bytes, read_csv_strings
+    from advisor.formats.csv_text import read_csv_strings
+    from advisor.formats.files import load_json, read_bytes
 
     csv_file = tmp_path / "op_summary_20260105093512.csv"
     csv_file.write_text("a,b\n1,2\n")
@@ -257,10 +258,10 @@ def test_memory_error_reading_whole_file_is_one_line(tmp_path: Path,
     monkeypatch.setattr("pyarrow.csv.read_csv", no_memory)  # what advisor uses on pandas 2
     with pytest.raises(UnreadableInput, match="op_summary_20260105093512.csv: .*memory"):
         read_csv_strings(csv_file)
-    monkeypatch.setattr("advisor.io.orjson.loads", no_memory)
+    monkeypatch.setattr("advisor.formats.files.orjson.loads", no_memory)
     with pytest.raises(UnreadableInput, match="info.json.0: .*memory"):
         load_json(json_file)
-    monkeypatch.setattr("advisor.io.gzip.GzipFile.read", no_memory)
+    monkeypatch.setattr("advisor.formats.files.gzip.GzipFile.read", no_memory)
     gz = tmp_path / "x.json.gz"
     gz.write_bytes(__import__("gzip").compress(b"[]"))
     with pytest.raises(UnreadableInput, match="x.json.gz: .*memory"):

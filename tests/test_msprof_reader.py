@@ -16,14 +16,11 @@ import pandas as pd
 import pytest
 
 from advisor.errors import UnreadableInput
+from advisor.formats.cann_exports import parse_export_name, select_exports
+from advisor.formats.csv_text import read_csv_strings
+from advisor.formats.files import load_json
+from advisor.formats.numbers import to_numbers
 from advisor.hookspecs import Reader
-from advisor.io import (
-    load_json,
-    parse_export_name,
-    read_csv_strings,
-    select_exports,
-    to_numbers,
-)
 from advisor.model import contract_problems
 from advisor_plugins import msprof
 
@@ -444,7 +441,7 @@ def test_demo_shows_its_problems() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# advisor.io
+# advisor.formats: files, CSV text, numbers, export names
 
 
 def test_load_json_repairs_only_known_trailers(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Properties of the parsers every input goes through, on generated input (hypothesis).
 
-CSV cells (advisor.io), trace JSON cut anywhere (advisor.stream) and rule expressions
-(advisor.engine.expr): whatever the input, the only failure is the project's own error type.
+CSV cells (advisor.formats.csv_text and .numbers), trace JSON cut anywhere
+(advisor.formats.stream) and rule expressions (advisor.engine.expr): whatever the input, the
+only failure is the project's own error type.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from hypothesis import strategies as st
 from advisor.compat import zip_strict
 from advisor.engine.expr import ExprError, Scope, compile_expression
 from advisor.errors import UnreadableInput
-from advisor.io import read_csv_strings, to_numbers
-from advisor.stream import EventStream
+from advisor.formats.csv_text import read_csv_strings
+from advisor.formats.numbers import to_numbers
+from advisor.formats.stream import EventStream
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

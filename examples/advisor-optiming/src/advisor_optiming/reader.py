@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from advisor.errors import UnreadableInput
-from advisor.io import read_csv_strings, to_numbers
+from advisor.formats.csv_text import read_csv_strings
+from advisor.formats.numbers import to_numbers
 from advisor.model import Profile, ProfileMeta, conform
 
 SUFFIX = ".optiming.csv"

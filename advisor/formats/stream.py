@@ -3,9 +3,10 @@
 Profiler traces are hundreds of MB. Decoding a whole file builds a Python dict per event, which
 costs 5-8x the file size in memory. Here the file is read in chunks, the event array is cut at
 element boundaries, and each slice is decoded on its own (orjson, or the reader's own `decode`,
-e.g. a typed decoder that skips the fields it does not use), so a reader can turn one batch into
-columns before the next is decoded: memory follows the kept columns, not the file. The last
-batch and the fallbacks (NaN/Infinity, a salvaged cut file) always give dicts.
+e.g. `advisor.formats.chrome_trace.EventDecoder`, which skips the fields it does not use), so
+a reader can turn one batch into columns before the next is decoded: memory follows the kept
+columns, not the file. The last batch and the fallbacks (NaN/Infinity, a salvaged cut file)
+always give dicts.
 
 A cut is proposed at `}` `,` `{` (with optional whitespace) and accepted only when the slice
 decodes. A `},{` inside a string leaves an unterminated string: the cut then moves past the
@@ -30,9 +31,8 @@ from typing import Any, BinaryIO
 import msgspec
 import orjson
 
-from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
-from advisor.io import repair_json
+from advisor.formats.files import repair_json
 from advisor.progress import FileProgress
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -44,59 +44,6 @@ MAX_HEADER_BYTES = 64 * 1024 * 1024
 MAX_SLICE_BYTES = 256 * 1024 * 1024
 """No event is this large: a file with no event boundary (or a run of whitespace, as in a
 2 MB gzip that inflates to 2 GB) over this many bytes is refused instead of held in memory."""
-
-
-def typed_decoder(event: type[msgspec.Struct]) -> Callable[[bytes], list[Any]]:
-    """A batch decoder (EventStream's `decode`) into msgspec structs of `event`, which skips
-    every field the struct does not name: several times faster than dicts of everything.
-
-    A batch the structs cannot hold (an event or its args that is no object, a number out of
-    range) is decoded as dicts instead, which the reader converts; invalid JSON raises
-    ValueError as EventStream expects.
-    """
-    decoder = msgspec.json.Decoder(list[event])
-
-    def decode(data: bytes) -> list[Any]:
-        try:
-            return decoder.decode(data)
-        except msgspec.ValidationError:
-            return orjson.loads(data)
-        except msgspec.DecodeError as exc:  # not a ValueError in every msgspec version
-            raise ValueError(str(exc)) from None
-
-    return decode
-
-
-def struct_keys(struct: type[msgspec.Struct]) -> dict[str, str]:
-    """JSON key -> attribute name of a struct's fields (to build it from a decoded dict)."""
-    return dict(zip_strict(struct.__struct_encode_fields__, struct.__struct_fields__))
-
-
-NO_RAW = msgspec.Raw()
-"""A missing raw field (msgspec takes no union of Raw): the default of `msgspec.Raw` fields."""
-
-
-def as_raw(value: Any) -> msgspec.Raw:
-    """A decoded JSON value as raw JSON, as a typed batch holds it (events of the dict
-    fallbacks are converted back, so both paths give the same tables); missing when None."""
-    if value is None:
-        return NO_RAW
-    try:
-        return msgspec.Raw(msgspec.json.encode(value))
-    except (TypeError, ValueError, OverflowError):
-        return NO_RAW
-
-
-def shape_text(raw: bytes) -> str | None:
-    """Raw `Input Dims` JSON as compact text (`[[8, 64], []]`), whatever the file's spacing; a
-    JSON string as it is; None when it is not JSON or empty."""
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    if value is None or isinstance(value, str):
-        return value or None
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 def _loads_lenient(data: bytes) -> Any:

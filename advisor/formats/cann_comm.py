@@ -1,0 +1,69 @@
+"""Communication ops of HCCL timelines (msprof's hccl/msprof JSON, torch_npu's trace_view).
+
+Op-level events sit on a communication-op thread (`Communication Kernel`, or `Group <name>
+Communication`); the per-plane tasks (Notify, Memcpy, Reduce_Inline on `Plane k` threads) are
+not ops: they give each op's transport and the device streams collectives run on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from advisor.compat import zip_strict
+from advisor.formats.cann_tasks import collective, op_type
+from advisor.formats.numbers import int_or_none, trace_number
+
+_GROUP_THREAD = re.compile(r"Group (\S+) Communication")
+
+
+def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
+                      ) -> tuple[pd.DataFrame | None, set[int]]:
+    """comm_ops, and the device streams the collectives ran on, from columns of the events
+    (trace numbers as written or already floats).
+
+    `ops`, the op-level events: name, start_us, duration_us, thread (its thread's name, which
+    gives the group). `tasks`, the per-plane tasks (those with a transport type): start_us,
+    transport, stream, bytes. An op's transport is the commonest among the tasks that moved
+    data inside it.
+    """
+    streams = {s for value in tasks["stream"].tolist() if (s := int_or_none(value)) is not None}
+    if ops.empty:
+        return None, streams
+    moving = sorted((trace_number(ts), str(transport)) for ts, transport, size in zip_strict(
+        tasks["start_us"].tolist(), tasks["transport"].tolist(), tasks["bytes"].tolist())
+        if trace_number(size) > 0)
+    starts = np.array([ts for ts, _ in moving], dtype="float64")
+    transports = [t for _, t in moving]
+    names = [str(name) for name in ops["name"].tolist()]
+    start = np.array([trace_number(v) for v in ops["start_us"].tolist()], dtype="float64")
+    duration = np.array([trace_number(v) for v in ops["duration_us"].tolist()], dtype="float64")
+    lo = np.searchsorted(starts, start, side="left")
+    hi = np.searchsorted(starts, start + duration, side="left")
+    groups = [m.group(1) if (m := _GROUP_THREAD.search(str(thread))) else None
+              for thread in ops["thread"].tolist()]
+    return pd.DataFrame({
+        "name": names, "op": [collective(name) for name in names], "group": groups,
+        "start_us": start, "duration_us": duration,
+        "transport": [_commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(),
+                                                                        hi.tolist())]}), streams
+
+
+def _commonest(values: list[str]) -> str | None:
+    """The most frequent value, the smallest of ties (as pandas' mode); None if none."""
+    if not values:
+        return None
+    counts = Counter(values)
+    top = max(counts.values())
+    return min(v for v, n in counts.items() if n == top)
+
+
+def comm_as_device_ops(comm: pd.DataFrame) -> pd.DataFrame:
+    """Communication ops as device_ops rows: they stand for the collectives' tasks, as in
+    op_summary and kernel_details."""
+    return pd.DataFrame({"name": comm["name"], "op_type": comm["name"].map(op_type),
+                         "core_type": "COMMUNICATION", "category": "communication",
+                         "start_us": comm["start_us"], "duration_us": comm["duration_us"]})

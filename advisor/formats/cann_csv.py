@@ -1,0 +1,112 @@
+"""CANN summary CSVs (msprof's op_summary, torch_npu's kernel_details, MindSpore's files).
+
+Each CSV is read as text (`csv_text`) and only the columns a table needs are converted, so a
+bad cell costs one warning, never the file. A file without its required columns, or without
+rows, is one warning and no table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from advisor.compat import zip_strict
+from advisor.errors import UnreadableInput
+from advisor.formats.csv_text import read_csv_strings
+from advisor.formats.numbers import MISSING_TOKENS, to_numbers
+from advisor.formats.warn import WarnFn
+
+DEVICE_COLUMN = "_device"
+"""The `Device_id` of each row of a merged summary (dropped by `conform`)."""
+
+
+class SummaryCsv:
+    """One summary CSV: string cells, plus numeric columns that report their bad cells."""
+
+    def __init__(self, path: Path, rel: str, warn: WarnFn) -> None:
+        self.rel = rel
+        self.warn = warn
+        names, self.df = read_csv_strings(path, warn)
+        self.written = dict(zip_strict(self.df.columns, names))  # `X#2` -> `X`
+
+    def has(self, column: str) -> bool:
+        return column in self.df.columns
+
+    def first(self, *columns: str) -> str | None:
+        return next((c for c in columns if self.has(c)), None)
+
+    def copies(self, column: str) -> list[str]:
+        """Internal names of every column written as `column` (msprof repeats some)."""
+        return [c for c in self.df.columns if c == column or c.startswith(f"{column}#")]
+
+    def text(self, column: str | None) -> pd.Series | None:
+        if column is None or not self.has(column):
+            return None
+        cells = self.df[column]
+        return cells.mask(cells.str.lower().isin(MISSING_TOKENS))
+
+    def number(self, column: str | None) -> pd.Series | None:
+        if column is None or not self.has(column):
+            return None
+        return to_numbers(self.df[column], file=self.rel, column=self.written[column],
+                          warn=self.warn)
+
+    def coalesce(self, *columns: str) -> pd.Series | None:
+        """Row-wise first value among the columns present (aic_/aiv_/unprefixed PMU names)."""
+        series = [s for s in (self.number(c) for c in columns) if s is not None]
+        if not series:
+            return None
+        out = series[0]
+        for more in series[1:]:
+            out = out.fillna(more)
+        return out
+
+
+def open_csv(path: Path, rel: str, warn: WarnFn, required: Sequence[str],
+             any_of: Sequence[str] = ()) -> SummaryCsv | None:
+    """A CSV with its required columns (and one of `any_of`) and at least one row; otherwise
+    warn with the problem and return None."""
+    try:
+        csv = SummaryCsv(path, rel, warn)
+    except UnreadableInput as exc:
+        warn(rel, exc.problem)
+        return None
+    missing = [c for c in required if not csv.has(c)]
+    if any_of and not any(csv.has(c) for c in any_of):
+        missing.append(any_of[0])
+    if missing:
+        warn(rel, f"missing column {missing[0]!r}", column=missing[0])
+        return None
+    if csv.df.empty:
+        warn(rel, "no data rows (header only)")
+        return None
+    return csv
+
+
+def frame_of(columns: dict[str, pd.Series | None]) -> pd.DataFrame:
+    """A table of the columns the file has (None: a column it lacks)."""
+    return pd.DataFrame({k: v for k, v in columns.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class CsvKind:
+    """One kind of summary CSV: the table it gives, its required columns, how to build it."""
+
+    table: str
+    required: tuple[str, ...]
+    build: Callable[[SummaryCsv], pd.DataFrame]
+
+
+def read_summary_table(kind: CsvKind, path: Path, rel: str, warn: WarnFn
+                       ) -> pd.DataFrame | None:
+    """Read one summary CSV of a known kind, each row's `Device_id` in DEVICE_COLUMN when the
+    file has one; warn and return None when it is unusable."""
+    csv = open_csv(path, rel, warn, kind.required)
+    if csv is None:
+        return None
+    table = kind.build(csv)
+    devices = csv.text("Device_id")
+    return table.assign(**{DEVICE_COLUMN: devices}) if devices is not None else table

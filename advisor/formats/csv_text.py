@@ -1,0 +1,122 @@
+"""CSV files read as the text written: every cell a stripped string, duplicate headers kept.
+
+Profilers' CSVs repeat headers (msprof writes one `Reduce Start(us)` per group), pad cells with
+tabs and mix `N/A` into numeric columns. Reading every cell as text keeps each value as
+written; `advisor.formats.numbers.to_numbers` then converts the columns a reader needs and
+reports their bad cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from advisor.errors import UnreadableInput
+from advisor.formats.files import TOO_LARGE
+from advisor.formats.warn import WarnFn
+
+
+def read_csv_strings(path: str | Path, warn: WarnFn | None = None
+                     ) -> tuple[list[str], pd.DataFrame]:
+    """Read a CSV as strings: the header as written, cells stripped of whitespace and tabs.
+
+    Returns the header names exactly as written (duplicates kept) and a frame whose columns
+    are unique internal names: a repeated header gets `#2`, `#3`... (`Reduce Start(us)#2`), so
+    columns that msprof repeats per group stay readable by position. A header-only file gives
+    an empty frame. The pyarrow engine is used for speed on million-row exports; files it
+    rejects (ragged rows) are re-read with the C engine, and `warn` is told so.
+    """
+    names = _read_header(path)
+    columns = unique_names(names)
+    options: dict[str, Any] = dict(header=None, skiprows=1, names=columns, dtype=str,
+                                   keep_default_na=False, na_values=[], encoding="utf-8")
+    try:
+        df = (_read_arrow_text(path, columns) if _ARROW_INFERS_TYPES
+              else pd.read_csv(path, engine="pyarrow", **options))
+    except (pd.errors.ParserError, ValueError):
+        try:
+            with warnings.catch_warnings():  # ragged rows: extra cells dropped, missing ones empty
+                warnings.simplefilter("ignore", pd.errors.ParserWarning)
+                df = pd.read_csv(path, engine="c", index_col=False, on_bad_lines="skip",
+                                 **options)
+            if warn is not None:
+                warn(path, "rows with more or fewer cells than the header: extra cells "
+                           "ignored, missing cells left empty")
+        except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
+            raise UnreadableInput(path, f"cannot parse CSV: {exc}") from None
+    except OSError as exc:
+        raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
+    except MemoryError:
+        raise UnreadableInput(path, TOO_LARGE) from None
+    df = df.fillna("")
+    for column in df.columns:
+        if _needs_strip(df[column]):
+            df[column] = df[column].str.strip()
+    return names, df.reset_index(drop=True)
+
+
+# pandas 2's pyarrow engine infers each column's type and casts it to str afterwards, which
+# rounds long decimals (`1736413971558972.912` -> `1736413971558973.0`); pandas 3 reads text.
+_ARROW_INFERS_TYPES = int(pd.__version__.split(".")[0]) < 3
+
+
+def _read_arrow_text(path: str | Path, columns: list[str]) -> pd.DataFrame:
+    """What `pd.read_csv(engine="pyarrow", dtype=str, ...)` reads on pandas 3: every cell as
+    the text written, the header line skipped, nothing taken as missing."""
+    import pyarrow.csv as pa_csv
+
+    table = pa_csv.read_csv(
+        path, read_options=pa_csv.ReadOptions(column_names=columns, skip_rows=1),
+        convert_options=pa_csv.ConvertOptions(
+            column_types=dict.fromkeys(columns, pa.string()), null_values=[],
+            strings_can_be_null=False, quoted_strings_can_be_null=False))
+    return table.to_pandas()
+
+
+def _needs_strip(cells: pd.Series) -> bool:
+    """Whether any cell has surrounding whitespace (msprof writes a tab after some times).
+
+    Most columns have none: the ASCII test and trim of arrow are several times cheaper than
+    trimming every cell, and non-ASCII columns are always stripped (Unicode whitespace).
+    """
+    if cells.empty:  # nothing to strip; pandas 2 gives such a column no string type
+        return False
+    array = pa.array(cells, from_pandas=True)
+    if not pc.all(pc.string_is_ascii(array)).as_py():
+        return True
+    trimmed = pc.ascii_trim_whitespace(array)
+    return bool(pc.any(pc.not_equal(pc.binary_length(array),
+                                    pc.binary_length(trimmed))).as_py())
+
+
+def _read_header(path: str | Path) -> list[str]:
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            first = next(csv.reader(fh), None)
+    except UnicodeDecodeError:
+        raise UnreadableInput(path, "not UTF-8 text") from None
+    except csv.Error as exc:  # Python < 3.11: "line contains NUL"
+        raise UnreadableInput(path, f"cannot parse CSV header: {exc}") from None
+    except OSError as exc:
+        raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
+    if not first or not any(cell.strip() for cell in first):
+        raise UnreadableInput(path, "empty file (no header line)")
+    return [cell.strip() for cell in first]
+
+
+def unique_names(names: Iterable[str]) -> list[str]:
+    """Make repeated names unique by position: `a, a, a` -> `a, a#2, a#3`."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
+

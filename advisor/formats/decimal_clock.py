@@ -1,0 +1,120 @@
+"""Timestamps written as decimal text, kept to the digit, on one clock per profile.
+
+torch_npu and MindSpore write epoch microseconds (~1.7e15) with three decimals, where float64
+keeps only 0.25 µs. Every timestamp is therefore split into its whole µs, taken exactly, and
+its fraction; the whole part is rebased on one integer origin before the two are added, so
+times keep the digits written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from advisor.formats.interning import utf8
+from advisor.formats.timebase import robust_origin
+
+_PLAIN_DECIMAL = r"^(?P<sign>[+-]?)(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
+
+
+def _texts(values: Iterable[Any]) -> pa.Array:
+    """Timestamps as text: strings as written, numbers by their shortest repr."""
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):
+        return pa.array(values, from_pandas=True)  # the arrow cells themselves, no copy out
+    values = values if isinstance(values, list) else list(values)
+    try:  # the usual case: every value a string (or null)
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):
+        pass
+    return pa.array([utf8(v) if isinstance(v, str) else None if v is None or isinstance(v, bool)
+                     else repr(v) for v in values], type=pa.string())
+
+
+def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Whole µs and fraction of each timestamp as written (strings or numbers); NaN if none.
+
+    `"1704161511420306.491"` -> (1704161511420306.0, 0.491): the whole part is exact in float64
+    up to 2**53 µs, and the fraction keeps its digits, so `(whole - origin) + fraction` is the
+    exact difference to within float64 rounding of a small number. Numbers that are not plain
+    decimals (`1.7e15`) carry no more precision than their float value.
+    """
+    texts = pc.utf8_trim_whitespace(_texts(values))
+    fast = _same_layout_parts(texts)
+    if fast is not None:
+        return fast
+    parts = pc.extract_regex(texts, _PLAIN_DECIMAL)
+    whole = pc.cast(pc.struct_field(parts, "whole"), pa.float64())
+    digits = pc.struct_field(parts, "frac")
+    length = pc.utf8_length(digits)
+    frac = pc.divide(pc.cast(pc.if_else(pc.equal(length, 0), "0", digits), pa.float64()),
+                     pc.power(10.0, pc.cast(length, pa.float64())))
+    negative = pc.fill_null(pc.equal(pc.struct_field(parts, "sign"), "-"), False)
+    negative = negative.to_numpy(zero_copy_only=False)
+    whole = whole.to_numpy(zero_copy_only=False).astype("float64")
+    frac = frac.to_numpy(zero_copy_only=False).astype("float64")
+    if negative.any():
+        whole = np.where(negative, -whole, whole)
+        frac = np.where(negative, -frac, frac)
+    other = np.isnan(whole) & pc.is_valid(texts).to_numpy(zero_copy_only=False)
+    if other.any():  # exponents and the like: as precise as their float value
+        text = pd.Series(texts.to_numpy(zero_copy_only=False)[other], dtype="object")
+        value = np.array(pd.to_numeric(text, errors="coerce"), dtype="float64")
+        value[~np.isfinite(value)] = np.nan
+        whole[other] = np.floor(value)
+        frac[other] = value - np.floor(value)
+    return whole, np.where(np.isnan(whole), np.nan, frac)
+
+
+def _same_layout_parts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """exact_parts of texts that all have the same length and the `.` at the same place.
+
+    Profilers write every ts with the same digits (`1704161511420306.491`), so the common case
+    needs no regex: the two parts are fixed slices. None when the layout varies or a part is
+    not all ASCII digits (signs, exponents, spaces inside): the regex then reads them.
+    """
+    if len(texts) == 0 or texts.null_count or not pc.all(pc.string_is_ascii(texts)).as_py():
+        return None
+    lengths = pc.min_max(pc.binary_length(texts)).as_py()
+    dots = pc.min_max(pc.find_substring(texts, ".")).as_py()
+    length, dot = lengths["max"], dots["max"]
+    if lengths["min"] != length or dots["min"] != dot or dot == 0:
+        return None
+    whole_text = texts if dot < 0 else pc.utf8_slice_codeunits(texts, 0, dot)
+    if not pc.all(pc.ascii_is_decimal(whole_text)).as_py():
+        return None
+    whole = pc.cast(whole_text, pa.float64()).to_numpy(zero_copy_only=False)
+    digits = length - dot - 1
+    if dot < 0 or digits == 0:
+        return whole, np.zeros(len(whole))
+    frac_text = pc.utf8_slice_codeunits(texts, dot + 1, length)
+    if not pc.all(pc.ascii_is_decimal(frac_text)).as_py():
+        return None
+    frac = pc.cast(frac_text, pa.float64()).to_numpy(zero_copy_only=False) / 10.0 ** digits
+    return whole, frac
+
+
+class Clock:
+    """One integer origin (whole µs) for every time of a profile, fixed by the first file."""
+
+    def __init__(self) -> None:
+        self.origin: float | None = None
+
+    def us(self, values: Iterable[Any]) -> np.ndarray:
+        return self.from_parts(*exact_parts(values))
+
+    def from_parts(self, whole: np.ndarray, frac: np.ndarray,
+                   among: np.ndarray | None = None) -> np.ndarray:
+        """Times from `exact_parts`; the first call fixes the origin at its earliest whole µs
+        (of the rows `among` selects, when given) within a day of their median: a broken
+        timestamp must not become the origin of every other time."""
+        if self.origin is None:
+            valid = whole if among is None else whole[among]
+            valid = valid[np.isfinite(valid)]
+            if valid.size:
+                self.origin = robust_origin(valid)[0]
+        return (whole - (self.origin or 0.0)) + frac
