@@ -1,6 +1,6 @@
 """Where ranks are read: a local pool of processes or the workers of a Dask cluster.
 
-Both are `concurrent.futures.Executor`s, so reading (api.read_inputs) maps the same function
+Both are `concurrent.futures.Executor`s, so reading (reading.read_inputs) maps the same function
 over the claims whichever runs it; only how the executor is opened and closed differs.
 """
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from advisor.compat import zip_strict
-from advisor.engine.cases import CaseRunner, load_case_file
+from advisor.cases import CaseRunner, load_case_file
 from advisor.engine.evaluate import Finding
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import DEVICES, FRAMEWORKS, load_rules

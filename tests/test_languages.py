@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from advisor.api import analyze, load_ruleset
+from advisor.api import analyze
+from advisor.cases import CaseRunner, case_files, load_case_file
 from advisor.cli import main
 from advisor.compare.breakdown import METRICS
-from advisor.engine.cases import CaseRunner, case_files, load_case_file
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import build_rule, load_rules
@@ -21,6 +21,7 @@ from advisor.errors import RuleError
 from advisor.plugin_manager import PluginHost
 from advisor.render.json_report import validate_report
 from advisor.render.messages import CATALOG, LANGS, message
+from advisor.ruleset import load_ruleset
 
 DEMO = Path(__file__).parents[1] / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
 RULES = Path(__file__).parents[1] / "rules"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from advisor.api import load_ruleset
+from advisor.ruleset import load_ruleset
 from advisor.hookspecs import hookimpl
 from advisor.plugin_manager import PluginHost
 

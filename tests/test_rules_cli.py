@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from advisor.api import load_ruleset
+from advisor.ruleset import load_ruleset
 from advisor.cli import main
 from advisor.hookspecs import hookimpl
 from advisor.plugin_manager import PluginHost

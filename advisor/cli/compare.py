@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 import yaml
 
-from advisor.api import parse_overrides, parse_severities
 from advisor.cli.common import (
     EXIT_UNREADABLE,
     Failure,
@@ -40,6 +39,7 @@ from advisor.outputs import (
     write_compare_outputs,
 )
 from advisor.render.format import terminal_json
+from advisor.ruleset import parse_overrides, parse_severities
 
 COMPARE_FORMATS = (*COMPARE_FILE_FORMATS, "text")
 

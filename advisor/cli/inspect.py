@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from advisor.api import AnalysisResult, read_inputs
 from advisor.cli.common import EXIT_OK, EXIT_UNREADABLE, debug_option, echo, error, guard
 from advisor.plugin_manager import PluginHost
+from advisor.reading import read_inputs
 
 
 @click.command("inspect")
@@ -22,8 +22,8 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
       advisor inspect PROF_000001
     """
     def body() -> int:
-        result = AnalysisResult()
-        profiles = read_inputs(list(paths), PluginHost(), result)
+        result = read_inputs(list(paths), PluginHost())
+        profiles = result.profiles
         for profile in profiles:
             meta = profile.meta
             echo(f"{profile.label}: {meta.source_format} ({meta.framework}, "

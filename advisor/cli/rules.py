@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from advisor.api import find_rule, load_ruleset, parse_overrides, parse_severities, prepare_rules
 from advisor.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -25,6 +24,13 @@ from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import Rule, RuleSet, load_rules
 from advisor.model import TABLES
 from advisor.plugin_manager import PluginHost
+from advisor.ruleset import (
+    find_rule,
+    load_ruleset,
+    parse_overrides,
+    parse_severities,
+    prepare_rules,
+)
 from advisor.scaffold import ScaffoldError, new_rule
 
 rule_paths_option = click.option(
@@ -90,7 +96,7 @@ def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[st
       advisor rules show TEAM-001 --rules team_rules/ --set TEAM-001.max_ratio=0.1
     """
     def body() -> int:
-        from advisor.engine.cases import example_finding
+        from advisor.cases import example_finding
 
         host = PluginHost()
         ruleset, _, overrides = prepare_rules(host, discover(), rule_paths,
@@ -193,7 +199,7 @@ def rules_test(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], debug: boo
       advisor rules test team_rules/ --rules team_rules/
     """
     def body() -> int:
-        from advisor.engine.cases import run_cases
+        from advisor.cases import run_cases
 
         host = PluginHost()
         ruleset, errors = load_ruleset(host, list(rule_paths))

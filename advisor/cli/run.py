@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from advisor import progress
-from advisor.api import analyze, parse_overrides, parse_severities
+from advisor.api import analyze
 from advisor.cli.common import (
     EXIT_UNREADABLE,
     Failure,
@@ -42,6 +42,7 @@ from advisor.outputs import (
 )
 from advisor.plugin_manager import PluginHost
 from advisor.render.format import terminal_json
+from advisor.ruleset import parse_overrides, parse_severities
 
 FORMATS = (*FILE_FORMATS, "text")
 

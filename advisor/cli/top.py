@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from advisor.api import AnalysisResult, read_inputs
 from advisor.cli.common import (
     EXIT_OK,
     EXIT_UNREADABLE,
@@ -22,6 +21,7 @@ from advisor.cli.common import (
 )
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost
+from advisor.reading import read_inputs
 from advisor.render.format import terminal_json
 from advisor.top import TopError, TopOptions, format_table, operator_rows, rank_operators
 
@@ -72,8 +72,8 @@ def top_command(paths: tuple[Path, ...], top_k: int, aggregate: str | None, orde
 
 def top(paths: Sequence[Path], options: TopOptions, fmt: str) -> int:
     """The body of `advisor top`: rank every profile read, print them in `fmt`."""
-    result = AnalysisResult()
-    profiles = read_inputs(list(paths), PluginHost(), result)
+    result = read_inputs(list(paths), PluginHost())
+    profiles = result.profiles
     for input_error in result.input_errors:
         error(str(input_error))
     if not profiles:

@@ -25,7 +25,7 @@ from advisor.cluster import build_cluster
 from advisor.engine.evaluate import Evaluation
 from advisor.engine.rules import Rule, RuleSet, read_rule_documents
 from advisor.errors import AdvisorError, RuleError
-from advisor.model import CLUSTER, TABLES, Profile, ProfileMeta, conform
+from advisor.model import CLUSTER, TABLES, Profile, ProfileMeta, TableSpec, conform
 from advisor.plugin_manager import PluginHost
 from advisor.session import Session
 
@@ -108,15 +108,16 @@ def _hint(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _table(name: str, rows: Sequence[Mapping[str, Any]], where: str) -> pd.DataFrame:
+def _table(name: str, rows: Sequence[Mapping[str, Any]], where: str,
+           tables: Mapping[str, TableSpec]) -> pd.DataFrame:
     """Rows as a frame of the documented dtypes; unknown columns and non-numbers are errors.
 
     Required columns a case leaves out are added without values: present for code that relies
     on the contract, yet missing for rules, which are then not applicable as with a reader.
     """
-    spec = TABLES.get(name)
+    spec = tables.get(name)
     if spec is None:
-        raise ValueError(f"{where}: unknown table {name!r}{_hint(name, TABLES)}")
+        raise ValueError(f"{where}: unknown table {name!r}{_hint(name, tables)}")
     frame = pd.DataFrame(list(rows))
     for given in frame.columns:
         if given not in spec.column_names:
@@ -135,7 +136,8 @@ def _table(name: str, rows: Sequence[Mapping[str, Any]], where: str) -> pd.DataF
     return conformed
 
 
-def _case(raw: Mapping[str, Any], rule_id: str, path: Path) -> Case:
+def _case(raw: Mapping[str, Any], rule_id: str, path: Path,
+          tables: Mapping[str, TableSpec]) -> Case:
     where = f"[{rule_id}] case {raw['name']!r}"
     expect = raw["expect"]
     if not expect["fires"]:
@@ -143,11 +145,12 @@ def _case(raw: Mapping[str, Any], rule_id: str, path: Path) -> Case:
         if extra:
             raise CaseError(path, f"{where}: expect.{extra[0]} needs fires: true "
                                   "(a silent case has no finding to check)")
-    tables = None
+    given = None
     fixture = None
     try:
         if "tables" in raw:
-            tables = {name: _table(name, rows, where) for name, rows in raw["tables"].items()}
+            given = {name: _table(name, rows, where, tables)
+                     for name, rows in raw["tables"].items()}
     except ValueError as exc:
         raise CaseError(path, str(exc)) from None
     if "fixture" in raw:
@@ -155,11 +158,12 @@ def _case(raw: Mapping[str, Any], rule_id: str, path: Path) -> Case:
         if not fixture.exists():
             raise CaseError(path, f"{where}: fixture: no such file or folder: {fixture}")
     return Case(rule_id, raw["name"], path, expect, raw.get("params", {}), raw.get("meta", {}),
-                tables, fixture)
+                given, fixture)
 
 
-def load_case_file(path: Path) -> list[Case]:
-    """Read, validate and build every case of a file; the first problem is raised."""
+def load_case_file(path: Path, tables: Mapping[str, TableSpec] = TABLES) -> list[Case]:
+    """Read, validate and build every case of a file; the first problem is raised. `tables`
+    are those case rows may fill (a plugin's tables too, when a session gives them)."""
     try:
         groups = read_rule_documents(path)
     except RuleError as exc:
@@ -171,7 +175,7 @@ def load_case_file(path: Path) -> list[Case]:
         problem = _schema_problem(group)
         if problem:
             raise CaseError(path, problem)
-        cases += [_case(raw, group["rule"], path) for raw in group["cases"]]
+        cases += [_case(raw, group["rule"], path, tables) for raw in group["cases"]]
     return cases
 
 
@@ -306,11 +310,11 @@ def example_finding(rule: Rule, ruleset: RuleSet, host: PluginHost) -> tuple[str
     """(case, message) of the first firing case of the rule in the case file beside it, for
     `rules show`; None when there is none or it cannot run (the template is shown instead)."""
     case_file = Path(rule.source).with_suffix(".case.yaml")
+    runner = CaseRunner(ruleset, host)
     try:
-        cases = load_case_file(case_file) if case_file.is_file() else []
+        cases = load_case_file(case_file, runner.session.tables) if case_file.is_file() else []
     except CaseError:
         return None
-    runner = CaseRunner(ruleset, host)
     for case in cases:
         if case.rule_id != rule.id or not case.expect.get("fires"):
             continue
@@ -334,7 +338,7 @@ def run_cases(paths: Sequence[Path], ruleset: RuleSet, host: PluginHost) -> Case
         for path in case_files(root):
             outcome.files += 1
             try:
-                cases = load_case_file(path)
+                cases = load_case_file(path, runner.session.tables)
             except CaseError as exc:
                 outcome.errors.append(exc)
                 continue
