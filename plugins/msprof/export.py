@@ -1,0 +1,299 @@
+"""One read of one `PROF_*` folder: its merged summaries, device folders and info.json,
+then one normalized Profile per device, rebased on its earliest time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.errors import UnreadableInput
+from advisor.formats.cann_exports import Superseded, select_exports
+from advisor.formats.cann_tasks import with_wait
+from advisor.formats.chrome_trace import Trace
+from advisor.formats.files import files_with_suffix, load_json
+from advisor.formats.timebase import drop_far_times, far_warning, robust_origin
+from advisor.formats.warn import WarnFn
+from advisor.model import Profile, ProfileMeta, conform
+
+from .info import apply_info
+from .summaries import CSV_TABLES, in_read_order, read_csv_table, split_devices
+from .timeline import timeline_tables
+
+READER = "msprof"
+MERGED_DIR = "mindstudio_profiler_output"
+EXPORT_HINT = "run `msprof --export=on --output=<path>` first"
+TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
+                "host_ops": ("start_us",), "comm_ops": ("start_us",), "queues": ("time_us",)}
+
+
+@dataclass
+class _Device:
+    """What has been read so far for one device."""
+
+    profile: Profile
+    parts: dict[str, list[pd.DataFrame]] = field(default_factory=dict)
+    kinds: set[str] = field(default_factory=set)  # summary file types read
+
+    def add(self, table: str, frame: pd.DataFrame, files: Iterable[str]) -> None:
+        if frame.empty:
+            return
+        self.parts.setdefault(table, []).append(frame)
+        read = self.profile.meta.files_read
+        read += [rel for rel in files if rel not in read]
+
+
+@dataclass(frozen=True)
+class _Note:
+    """A warning not yet attached to a profile (merged files belong to every device)."""
+
+    file: str
+    problem: str
+    line: int | None = None
+    column: str | None = None
+
+
+class ExportReader:
+    """One `read()` of one PROF folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.devices: dict[str, _Device] = {}
+        self.shared: list[_Note] = []  # problems of merged files, reported on every device
+        self.raw_only: list[str] = []  # devices with undecoded data and no export
+        self.exports_found = False
+
+    # -- orchestration ------------------------------------------------------------------------
+
+    def read(self) -> list[Profile]:
+        if not self.root.is_dir():
+            raise UnreadableInput(self.root, "not a directory")
+        self._read_merged()
+        for folder in device_dirs(self.root):
+            self._read_device_dir(folder)
+        return self._finish()
+
+    def _finish(self) -> list[Profile]:
+        if not any(dev.parts for dev in self.devices.values()):
+            if self.raw_only and not self.exports_found:
+                raise UnreadableInput(self.root, f"only undecoded raw data found; {EXPORT_HINT}")
+            problems = "; ".join(f"{n.file}: {n.problem}" for n in self._all_notes()[:3])
+            looked = (f"{MERGED_DIR}/*.csv, device_*/summary/*.csv and "
+                      f"device_*/timeline/*.json")
+            raise UnreadableInput(self.root, f"no readable msprof export ({problems})" if problems
+                                  else f"no msprof export found (looked for {looked})")
+        for device_id in self.raw_only:
+            self._device(device_id).profile.warn(
+                f"device_{device_id}/data", f"only undecoded raw data found; {EXPORT_HINT}",
+                reader=READER)
+        profiles = []
+        for device_id in sorted(self.devices, key=_device_sort_key):
+            dev = self.devices[device_id]
+            for note in self.shared:
+                dev.profile.warn(note.file, note.problem, line=note.line, column=note.column,
+                                 reader=READER)
+            profiles.append(build_profile(dev))
+        return profiles
+
+    def _all_notes(self) -> list[_Note]:
+        notes = list(self.shared)
+        for dev in self.devices.values():
+            notes += [_Note(w.file, w.problem) for w in dev.profile.warnings]
+        return notes
+
+    def _device(self, device_id: str) -> _Device:
+        if device_id not in self.devices:
+            meta = ProfileMeta(source_format="msprof-summary", path=str(self.root),
+                               framework="CANN", device_kind="NPU", device_id=device_id)
+            dev = _Device(Profile(meta))
+            self.devices[device_id] = dev
+            self._read_info(dev)
+        return self.devices[device_id]
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    # -- CANN 8.x merged summaries -------------------------------------------------------------
+
+    def _read_merged(self) -> None:
+        """Merged CSVs: every row carries its device in `Device_id` (`host` for host rows)."""
+        chosen, superseded = select_exports(files_with_suffix(self.root / MERGED_DIR, ".csv"))
+        self.exports_found |= bool(chosen)
+        for old in superseded:
+            self._shared_warn(old.ignored[0].relative_to(self.root), self._superseded(old))
+        host_parts: list[tuple[str, pd.DataFrame, str]] = []
+        for kind, files in in_read_order(chosen):
+            for path in files:
+                rel = self._rel(path)
+                frame = read_csv_table(kind, path, rel, self._shared_warn)
+                if frame is None:
+                    continue
+                for device_id, rows in split_devices(frame, rel, self._shared_warn):
+                    if device_id == "host":
+                        host_parts.append((CSV_TABLES[kind].table, rows, rel))
+                    else:
+                        self._add_csv_rows(self._device(device_id), kind, rows, rel)
+        self._share_host_rows(host_parts)
+
+    def _share_host_rows(self, host_parts: list[tuple[str, pd.DataFrame, str]]) -> None:
+        """Host API statistics (`Device_id` = host) belong to the process driving every device.
+
+        Host rows of other tables have no device to go to and are left out.
+        """
+        for table, rows, rel in host_parts:
+            if table != "host_ops":
+                continue
+            for dev in self.devices.values():
+                dev.add(table, rows, [rel])
+
+    def _shared_warn(self, file: str | Path, problem: str, *, line: int | None = None,
+                     column: str | None = None) -> None:
+        self.shared.append(_Note(str(file), problem, line, column))
+
+    # -- per-device folders --------------------------------------------------------------------
+
+    def _read_device_dir(self, folder: Path) -> None:
+        device_id = folder.name.removeprefix("device_")
+        if self._device_has_tables(device_id):
+            return  # the merged summaries already cover this device
+        summaries = files_with_suffix(folder / "summary", ".csv")
+        timelines = files_with_suffix(folder / "timeline", ".json")
+        self.exports_found |= bool(summaries or timelines)
+        if summaries:
+            self._read_summary_dir(self._device(device_id), summaries)
+        if timelines and not self._device_has_tables(device_id):
+            self._read_timeline_dir(self._device(device_id), timelines)
+        if not summaries and not timelines and _has_files(folder / "data"):
+            self.raw_only.append(device_id)
+
+    def _device_has_tables(self, device_id: str) -> bool:
+        return device_id in self.devices and bool(self.devices[device_id].parts)
+
+    def _read_summary_dir(self, dev: _Device, files: list[Path]) -> None:
+        """6.3-7.x per-device CSVs; the device comes from the folder name."""
+        chosen, superseded = select_exports(files)
+        warn = _profile_warn(dev.profile)
+        for old in superseded:
+            warn(self._rel(old.ignored[0]), self._superseded(old))
+        for kind, paths in in_read_order(chosen):
+            for path in paths:
+                rel = self._rel(path)
+                frame = read_csv_table(kind, path, rel, warn)
+                if frame is not None:
+                    self._add_csv_rows(dev, kind, frame, rel)
+
+    def _add_csv_rows(self, dev: _Device, kind: str, rows: pd.DataFrame, rel: str) -> None:
+        if kind == "task_time" and "op_summary" in dev.kinds:
+            return  # op_summary already lists the same tasks, with more columns
+        dev.kinds.add(kind)
+        dev.add(CSV_TABLES[kind].table, rows, [rel])
+
+    def _read_timeline_dir(self, dev: _Device, files: list[Path]) -> None:
+        """Raw-export timeline JSONs, for a device without summary CSVs."""
+        dev.profile.meta.source_format = "msprof-timeline"
+        chosen, superseded = select_exports(files)
+        warn = _profile_warn(dev.profile)
+        for old in superseded:
+            warn(self._rel(old.ignored[0]), self._superseded(old))
+
+        def load(kind: str) -> Trace | None:
+            return self._load_trace(chosen.get(kind, []), warn)
+
+        for table, (frame, kind) in timeline_tables(load).items():
+            dev.add(table, frame, [self._rel(path) for path in chosen.get(kind, [])])
+
+    def _load_trace(self, files: list[Path], warn: WarnFn) -> Trace | None:
+        """Concatenate the events of a timeline's slices; None when no slice was readable."""
+        events: list[dict[str, Any]] = []
+        read_any = False
+        for path in files:
+            rel = self._rel(path)
+            try:
+                data = load_json(path)
+            except UnreadableInput as exc:
+                warn(rel, exc.problem)
+                continue
+            if isinstance(data, dict):
+                data = data.get("traceEvents")
+            if not isinstance(data, list):
+                warn(rel, "not a list of trace events")
+                continue
+            events += [e for e in data if isinstance(e, dict)]
+            read_any = True
+        return Trace(events) if read_any else None
+
+    def _superseded(self, old: Superseded) -> str:
+        ignored = ", ".join(self._rel(p) for p in old.ignored)
+        kept = ", ".join(self._rel(p) for p in old.kept)
+        return f"older export of {old.type} ignored ({ignored}); read the newest ({kept})"
+
+    # -- info.json ----------------------------------------------------------------------------
+
+    def _read_info(self, dev: _Device) -> None:
+        """Chip facts (AI Core count, frequencies) rules need, from `info.json.N`."""
+        device_id = dev.profile.meta.device_id
+        folder = self.root / f"device_{device_id}"
+        path = next((p for p in (folder / f"info.json.{device_id}", folder / "info.json")
+                     if p.is_file()), None)
+        if path is None:
+            return
+        try:
+            info = load_json(path)
+        except UnreadableInput as exc:
+            dev.profile.warn(self._rel(path), exc.problem, reader=READER)
+            return
+        if isinstance(info, dict):
+            apply_info(dev.profile.meta, info, device_id)
+
+
+def device_dirs(root: Path) -> list[Path]:
+    return sorted((p for p in root.glob("device_*")
+                   if p.is_dir() and p.name.removeprefix("device_").isdigit()),
+                  key=lambda p: int(p.name.removeprefix("device_")))
+
+
+def _device_sort_key(device_id: str) -> tuple[int, str]:
+    return (int(device_id), "") if device_id.isdigit() else (1 << 30, device_id)
+
+
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(p.is_file() for p in folder.iterdir())
+
+
+def _profile_warn(profile: Profile) -> WarnFn:
+    def warn(file: str | Path, problem: str, *, line: int | None = None,
+             column: str | None = None) -> None:
+        profile.warn(file, problem, line=line, column=column, reader=READER)
+
+    return warn
+
+
+def build_profile(dev: _Device) -> Profile:
+    """Concatenate the parts, fill derived columns, rebase time, cast to the contract."""
+    profile = dev.profile
+    tables = {name: pd.concat(parts, ignore_index=True) for name, parts in dev.parts.items()}
+    origin = None
+    times = [tables[name][c].to_numpy("float64", na_value=np.nan)
+             for name, columns in TIME_COLUMNS.items() if name in tables
+             for c in columns if c in tables[name]]
+    times = np.concatenate(times) if times else np.empty(0)
+    times = times[np.isfinite(times)]
+    if times.size:  # one broken far-off time must not become the origin
+        origin, centre = robust_origin(times)
+        far = drop_far_times(tables, TIME_COLUMNS, centre)
+        if far:
+            profile.warn(Path(profile.meta.path).name, far_warning(far, 0.0), reader=READER)
+    if "device_ops" in tables:
+        tables["device_ops"] = with_wait(tables["device_ops"])
+    if origin is not None:
+        profile.meta.extra["time_origin_us"] = origin
+        for name, columns in TIME_COLUMNS.items():
+            if name in tables:
+                tables[name] = tables[name].assign(
+                    **{c: tables[name][c] - origin for c in columns if c in tables[name]})
+    profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
+    return profile
