@@ -35,6 +35,7 @@ from advisor.model import contract_problems
 from advisor.plugin_manager import PluginHost
 from advisor.render.json_report import validate_report
 from advisor_plugins import ascend_pt
+from advisor_plugins.ascend_pt.communication import MB, parse_communication
 
 ROOT = Path(__file__).parents[1]
 SHARED = ROOT / "tests" / "fixtures" / "real" / "ascend_pt"
@@ -740,7 +741,7 @@ def test_batches_and_late_metadata_give_the_same_tables(tmp_path: Path, monkeypa
     metadata_last = ([e for e in events if not isinstance(e, dict) or e.get("ph") != "M"]
                      + [e for e in events if isinstance(e, dict) and e.get("ph") == "M"])
     SmallBatches.seen.clear()
-    monkeypatch.setattr(ascend_pt, "EventStream", SmallBatches)
+    monkeypatch.setattr("advisor_plugins.ascend_pt.folder.EventStream", SmallBatches)
     batched = read_one(rank_folder(tmp_path / "batched",
                                    trace_view__json=json.dumps(metadata_last)))
     assert len(SmallBatches.seen) > 3 and sum(SmallBatches.seen) == len(events)
@@ -879,7 +880,7 @@ def test_input_shapes_of_cpu_ops(tmp_path: Path, monkeypatch) -> None:
     assert "[[2, 64], [], [3]]" in set(shaped["input_shapes"])
     assert host.loc[host["level"].notna(), "input_shapes"].isna().all()  # CANN calls
     # typed batches (raw JSON) and dict batches read alike
-    monkeypatch.setattr(ascend_pt, "EventStream", SmallBatches)
+    monkeypatch.setattr("advisor_plugins.ascend_pt.folder.EventStream", SmallBatches)
     batched = read_one(rank_folder(tmp_path / "batched", trace_view__json=text))
     pd.testing.assert_frame_equal(batched.tables["host_ops"], host, check_exact=True)
 
@@ -943,10 +944,9 @@ def test_communication_bytes_count_sdma_and_its_parts_once() -> None:
         block = {**block, "Communication Time Info": {
             "Start Timestamp(us)": 1.0, "Elapse Time(ms)": 0.5, "Transit Time(ms)": 0.035,
             "Wait Time(ms)": 0.4}}
-    comm, _ = ascend_pt.parse_communication({"1": {"collective": {key: block}}},
-                                            Clock())
+    comm, _ = parse_communication({"1": {"collective": {key: block}}}, Clock())
     (row,) = comm.to_dict("records")
-    assert row["bytes"] == pytest.approx(info["SDMA"]["Transit Size(MB)"] * ascend_pt.MB)
+    assert row["bytes"] == pytest.approx(info["SDMA"]["Transit Size(MB)"] * MB)
     assert row["transport"] == "HCCS"  # the part that moved most, not the SDMA total
 
 

@@ -1,0 +1,90 @@
+"""Reader for Ascend PyTorch (torch_npu) and MindSpore >= 2.3 profiler folders.
+
+A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) folder is one rank:
+`profiler_info_{rank}.json` and `profiler_metadata.json` (config, environment), the CANN export
+`PROF_*/` and the analysed `ASCEND_PROFILER_OUTPUT/`, which is what is read here:
+
+- `trace_view.json`: a bare list of Chrome trace events whose `ts` is usually a string of µs
+  with three decimals. Framework ops (`Python` process) -> host_ops and `ProfilerStep#N` ->
+  steps; `CANN` API calls -> host_ops (compile, sync, launch, cann_api); `Ascend Hardware`
+  tasks -> device_ops; `HCCL`/`Communication` ops -> comm_ops; `Overlap Analysis` (Computing,
+  Communication, Communication(Not Overlapped), Free) -> the per-step breakdown of `steps`.
+- `kernel_details.csv` -> device_ops (preferred over the trace's tasks: it has shapes and PMU
+  ratios); `step_trace_time.csv` -> the step breakdown where the trace gives none;
+  `op_statistic.csv` -> op_stats; `api_statistic.csv` -> host_ops when the trace has no CANN
+  calls; `communication.json` / `communication_matrix.json` -> comm_ops; `memory_record.csv`
+  -> memory; MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt` (operators run on the
+  host CPU) -> host_ops of kind cpu_kernel, unless the trace has them as its `CPU OP` process;
+  MindSpore's `minddata_pipeline_raw_{rank}.csv` -> pipeline_ops.
+
+trace_view.json is decoded in batches (`advisor.formats.stream.EventStream`); of each event
+only the fields the tables need are kept, as columns, so memory follows those columns, not the
+file. A trace cut short keeps its complete events, with a warning.
+
+Timestamps are epoch µs (~1.7e15), where float64 keeps only 0.25 µs. Every timestamp is
+therefore split into its whole µs, taken exactly, and its fraction, and the whole part is
+rebased on one integer origin before the two are added: times keep the digits written. All
+files share one clock; a file whose times do not overlap the trace's (another run) keeps its
+rows but loses its start times, with a warning. When the folder has no usable
+ASCEND_PROFILER_OUTPUT but a CANN export, the export is read by the installed reader that claims
+it (msprof's), through the plugin host: blocking that plugin keeps its code from running.
+
+Not read: the `.db` files, operator_details.csv, operator_memory.csv, npu_module_mem.csv and
+the binary records of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in
+the trace).
+
+Modules: `folder` reads one rank folder into its profile; `trace_columns` and `trace_view` take
+trace_view.json apart; `kernel_details`, `steps` (with step_trace_time.csv), `communication`,
+`memory` and `cpu_ops` read the other files; `meta` the metadata files; `kinds` classifies host
+calls and device tasks; `export` reads the CANN export beside a folder without output;
+`layout` names the folder's parts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from advisor.hookspecs import hookimpl
+from advisor.model import Profile
+
+from .folder import FolderReader
+from .layout import FOLDER_SUFFIXES, OUTPUT_DIR
+
+
+class AscendPtReader:
+    """Reads one `*_ascend_pt` / `*_ascend_ms` folder (or its ASCEND_PROFILER_OUTPUT)."""
+
+    name = "ascend_pt"
+    formats = ("Ascend PyTorch / MindSpore profiler output (*_ascend_pt, *_ascend_ms, "
+               "ASCEND_PROFILER_OUTPUT)",)
+    collect = {
+        "steps": "call prof.step() once per iteration (step_trace_time.csv)",
+        "device_ops": "export the text results (export_type Text), which write "
+                      "kernel_details.csv and trace_view.json",
+        "device_ops.start_us": "kernel_details.csv and trace_view.json of the same run "
+                               "(export_type Text): task start times come from them, and a "
+                               "file of another run loses its times (see the reader warning)",
+        **{f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
+                              "experimental config (PMU columns of kernel_details.csv)"
+           for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")},
+        "memory": "profile_memory=True (memory_record.csv)",
+        "host_ops.input_shapes": "record_shapes=True",
+        "comm_ops": "profile a distributed run (communication.json)",
+    }
+    """How to make the Ascend profiler record what a rule lacks (see Reader.collect)."""
+
+    def detect(self, path: Path) -> bool:
+        """Folder names only: the output folder itself, a rank folder, or a folder holding one."""
+        path = Path(path)
+        if not path.is_dir():
+            return False
+        return (path.name == OUTPUT_DIR or path.name.endswith(tuple(FOLDER_SUFFIXES))
+                or (path / OUTPUT_DIR).is_dir())
+
+    def read(self, path: Path) -> list[Profile]:
+        return FolderReader(Path(path)).read()
+
+
+@hookimpl
+def advisor_readers() -> list[AscendPtReader]:
+    return [AscendPtReader()]

@@ -1,0 +1,328 @@
+"""One read of one rank folder: every file of ASCEND_PROFILER_OUTPUT (and MindSpore's beside
+it) on one clock, assembled into the profile's tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.errors import UnreadableInput
+from advisor.formats.cann_comm import comm_as_device_ops
+from advisor.formats.cann_csv import read_summary_table
+from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC
+from advisor.formats.cann_tasks import with_wait
+from advisor.formats.decimal_clock import Clock
+from advisor.formats.files import load_json
+from advisor.formats.minddata import read_pipeline_raw
+from advisor.formats.stream import EventStream
+from advisor.formats.timebase import drop_far_times, far_warning, robust_origin
+from advisor.model import Profile, ProfileMeta, conform
+from advisor.progress import FileProgress
+
+from .communication import parse_communication, parse_communication_matrix
+from .cpu_ops import CPU_KERNEL, CPU_OP_FILE, read_cpu_op_timestamps
+from .export import exports_beside
+from .kernel_details import kernels_with_launches, read_kernel_details
+from .kinds import cann_kind
+from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, OUTPUT_FILES, READER
+from .memory import read_memory_record
+from .meta import read_metadata, set_framework
+from .steps import (
+    fill_breakdown,
+    read_step_trace_time,
+    step_of,
+    steps_from_table,
+    steps_with_breakdown,
+)
+from .trace_columns import DECODER
+from .trace_view import TraceTables, parse_trace
+
+TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us", "launch_us"),
+                "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
+CLOCK_TOLERANCE_US = 60e6  # how far outside the trace's span another file's times may lie
+
+
+class FolderReader:
+    """One `read()` of one rank folder."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        inside_output = path.name == OUTPUT_DIR
+        self.output = path if inside_output else path / OUTPUT_DIR
+        self.root = path.parent if inside_output else path
+        framework = next((fw for suffix, fw in FOLDER_SUFFIXES.items()
+                          if self.root.name.endswith(suffix)), None)
+        self.framework_known = framework is not None
+        meta = ProfileMeta(source_format="ascend-pt", path=str(path),
+                           framework=framework or "PyTorch", device_kind="NPU")
+        set_framework(meta, meta.framework)
+        self.profile = Profile(meta)
+        self.clock = Clock()
+        self.tables: dict[str, pd.DataFrame] = {}
+        self.trace_span: tuple[float, float] | None = None
+
+    def warn(self, file: str | Path, problem: str, *, line: int | None = None,
+             column: str | None = None) -> None:
+        self.profile.warn(file, problem, line=line, column=column, reader=READER)
+
+    def rel(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.path).as_posix()
+        except ValueError:
+            return str(path)
+
+    def _file(self, name: str) -> Path | None:
+        path = self.output / name
+        return path if path.is_file() else None
+
+    def _read(self, path: Path) -> None:
+        rel = self.rel(path)
+        if rel not in self.profile.meta.files_read:
+            self.profile.meta.files_read.append(rel)
+
+    # -- orchestration ------------------------------------------------------------------------
+
+    def read(self) -> list[Profile]:
+        if not self.path.is_dir():
+            raise UnreadableInput(self.path, "not a directory")
+        self._read_metadata()
+        trace = self._read_trace()
+        kernels = self._read_kernels()
+        step_table = self._read_csv_file(
+            "step_trace_time.csv", lambda path, rel: read_step_trace_time(path, rel, self.warn))
+        self._build_steps(trace, step_table, kernels)
+        self._build_device_ops(trace, kernels)
+        self._build_host_ops(trace)
+        self._read_op_statistic()
+        self._build_comm_ops(trace)
+        self._read_pipeline()
+        memory = self._read_csv_file(
+            "memory_record.csv",
+            lambda path, rel: read_memory_record(path, rel, self.clock, self.warn))
+        if memory is not None and not memory.empty:
+            self.tables["memory"] = self._same_clock(memory, "time_us", "memory_record.csv")
+        if not self.tables:
+            return self._without_output()
+        self._finish()
+        return [self.profile]
+
+    def _without_output(self) -> list[Profile]:
+        """No table from ASCEND_PROFILER_OUTPUT: read the CANN export beside it, if any."""
+        problems = "; ".join(f"{Path(w.file).name}: {w.problem}"
+                             for w in self.profile.warnings[:3])
+        looked = f"{OUTPUT_DIR}/{{{', '.join(OUTPUT_FILES)}}}"
+        if not self.output.is_dir():
+            what = f"no {OUTPUT_DIR} folder"
+        elif problems:
+            what = f"nothing readable in {OUTPUT_DIR} ({problems})"
+        else:
+            what = f"no profiler output found (looked for {looked})"
+        return exports_beside(self.path, self.root, what, self.profile)
+
+    # -- metadata -----------------------------------------------------------------------------
+
+    def _read_metadata(self) -> None:
+        read_metadata(self.root, self.output, self.profile.meta, self.framework_known,
+                      self._load, self._read)
+
+    def _load(self, path: Path) -> Any:
+        try:
+            return load_json(path)
+        except UnreadableInput as exc:
+            self.warn(self.rel(path), exc.problem)
+            return None
+
+    # -- trace_view.json ----------------------------------------------------------------------
+
+    def _read_trace(self) -> TraceTables:
+        path = self._file("trace_view.json")
+        if path is None:
+            return TraceTables()
+        rel = self.rel(path)
+        progress = FileProgress(rel, path.stat().st_size)
+        try:
+            events = EventStream(path, progress, decode=DECODER.decode)
+            trace = parse_trace(events, self.clock, self.warn, rel)
+        except UnreadableInput as exc:
+            self.warn(rel, exc.problem)
+            return TraceTables()
+        finally:
+            progress.close()
+        self.trace_span = trace.span
+        if trace.span is None:
+            self.warn(rel, "no timed events of a known process (Python, CANN, Ascend Hardware, "
+                           "HCCL, Overlap Analysis)")
+        else:
+            self._read(path)
+        return trace
+
+    def _read_pipeline(self) -> None:
+        """MindSpore's data pipeline operators (`minddata_pipeline_raw_{rank}.csv`)."""
+        paths = sorted(p for p in self.output.glob("minddata_pipeline_raw_*.csv") if p.is_file())
+        if not paths:
+            return
+        frame = read_pipeline_raw(paths[0], self.rel(paths[0]), self.warn)
+        self._read(paths[0])
+        if frame is not None:
+            self.tables["pipeline_ops"] = frame
+
+    def _read_cpu_kernels(self) -> list[pd.DataFrame]:
+        """MindSpore's host CPU operators from FRAMEWORK/, when the trace does not have them."""
+        framework = self.root / "FRAMEWORK"
+        paths = sorted(p for p in framework.glob("cpu_op_execute_timestamp_*.txt")
+                       if CPU_OP_FILE.match(p.name) and p.is_file()) if framework.is_dir() else []
+        if self.profile.meta.rank is not None:
+            own = [p for p in paths if CPU_OP_FILE.match(p.name).group(1)
+                   == str(self.profile.meta.rank)]
+            paths = own or paths
+        frames = []
+        for path in paths[:1]:
+            frame = read_cpu_op_timestamps(path, self.rel(path), self.clock, self.warn)
+            if frame is not None:
+                frames.append(frame)
+                self._read(path)
+        return frames
+
+    # -- CSV files ----------------------------------------------------------------------------
+
+    def _read_csv_file(self, name: str, parse: Callable[[Path, str], pd.DataFrame | None]
+                       ) -> pd.DataFrame | None:
+        path = self._file(name)
+        if path is None:
+            return None
+        frame = parse(path, self.rel(path))
+        if frame is not None and not frame.empty:
+            self._read(path)
+        return frame
+
+    def _read_kernels(self) -> pd.DataFrame | None:
+        kernels = self._read_csv_file(
+            "kernel_details.csv",
+            lambda path, rel: read_kernel_details(path, rel, self.clock, self.warn))
+        if kernels is None or kernels.empty:
+            return None
+        device = kernels.attrs.get("device_id")
+        if device is not None and self.profile.meta.device_id is None:
+            self.profile.meta.device_id = device
+        return self._same_clock(kernels, "start_us", "kernel_details.csv")
+
+    def _same_clock(self, frame: pd.DataFrame, column: str, name: str) -> pd.DataFrame:
+        """Drop a file's times when they cannot be on the trace's clock (another run)."""
+        if self.trace_span is None or column not in frame or frame[column].isna().all():
+            return frame
+        lo, hi = frame[column].min(), frame[column].max()
+        first, last = self.trace_span
+        if hi >= first - CLOCK_TOLERANCE_US and lo <= last + CLOCK_TOLERANCE_US:
+            return frame
+        gap = max(first - hi, lo - last) / 1e6
+        self.warn(self.rel(self.output / name),
+                  f"times are {gap:,.0f} s away from trace_view.json's, so the files come "
+                  f"from different runs or clocks; its {column} values are left out")
+        return frame.assign(**{column: np.nan})
+
+    def _read_op_statistic(self) -> None:
+        path = self._file("op_statistic.csv")
+        if path is None:
+            return
+        frame = read_summary_table(OP_STATISTIC, path, self.rel(path), self.warn)
+        if frame is not None and not frame.empty:
+            self.tables["op_stats"] = frame
+            self._read(path)
+
+    # -- assembling tables --------------------------------------------------------------------
+
+    def _build_steps(self, trace: TraceTables, table: pd.DataFrame | None,
+                     kernels: pd.DataFrame | None) -> None:
+        single = (table is not None and len(table) == 1 and pd.notna(table["step"].iloc[0]))
+        steps = steps_with_breakdown(trace, int(table["step"].iloc[0]) if single else 0)
+        if table is not None and not table.empty:
+            steps = (fill_breakdown(steps, table) if steps is not None
+                     else steps_from_table(table, kernels))
+        if steps is not None and not steps.empty:
+            self.tables["steps"] = steps.drop(columns=["preparing_us"], errors="ignore")
+
+    def _build_device_ops(self, trace: TraceTables, kernels: pd.DataFrame | None) -> None:
+        if kernels is not None:
+            if trace.launches is not None:
+                kernels = kernels_with_launches(kernels, trace.launches)
+            self.tables["device_ops"] = kernels
+            return
+        parts = [trace.device_ops] if trace.device_ops is not None else []
+        if trace.comm_ops is not None and not trace.comm_ops.empty:
+            # the op-level rows stand for the collectives' tasks, as in kernel_details
+            parts = [p[p["category"] != "communication"] for p in parts]
+            parts.append(comm_as_device_ops(trace.comm_ops))
+        parts = [p for p in parts if not p.empty]
+        if parts:
+            self.tables["device_ops"] = with_wait(pd.concat(parts, ignore_index=True))
+
+    def _build_host_ops(self, trace: TraceTables) -> None:
+        parts = [p for p in trace.host_ops if not p.empty]
+        if not any((p["kind"] == CPU_KERNEL).any() for p in parts):
+            parts += self._read_cpu_kernels()
+        has_cann = any("level" in p for p in parts)
+        if not has_cann and (path := self._file("api_statistic.csv")) is not None:
+            frame = read_summary_table(API_STATISTIC, path, self.rel(path), self.warn)
+            if frame is not None and not frame.empty:
+                parts.append(frame.assign(kind=frame["name"].fillna("").map(cann_kind)))
+                self._read(path)
+        if not parts:
+            return
+        host = pd.concat(parts, ignore_index=True)
+        steps = self.tables.get("steps")
+        if steps is not None and "start_us" in host and steps["start_us"].notna().any():
+            host["step"] = step_of(host["start_us"].to_numpy(float, na_value=np.nan), steps)
+        self.tables["host_ops"] = host
+
+    def _build_comm_ops(self, trace: TraceTables) -> None:
+        parts = []
+        path = self._file("communication.json")
+        data = self._load(path) if path is not None else None
+        if data is not None:
+            comm, totals = parse_communication(data, self.clock)
+            if totals:
+                self.profile.meta.extra["comm_bandwidth"] = totals
+            if comm is not None:
+                parts.append(self._same_clock(comm, "start_us", "communication.json"))
+            if comm is not None or totals:
+                self._read(path)
+            else:
+                self.warn(self.rel(path), "no communication op found")
+        if not parts and trace.comm_ops is not None and not trace.comm_ops.empty:
+            parts.append(trace.comm_ops)
+        path = self._file("communication_matrix.json")
+        data = self._load(path) if path is not None else None
+        if data is not None:
+            links = parse_communication_matrix(data)
+            if links is not None:
+                parts.append(links)
+                self._read(path)
+            else:
+                self.warn(self.rel(path), "no communication link found")
+        if parts:
+            self.tables["comm_ops"] = pd.concat(parts, ignore_index=True)
+
+    def _finish(self) -> None:
+        """Drop rows with broken far-off times, rebase every time on the earliest one, cast
+        to the contract."""
+        tables = self.tables
+        times = [tables[name][c].to_numpy("float64", na_value=np.nan)
+                 for name, columns in TIME_COLUMNS.items()
+                 if name in tables for c in columns if c in tables[name]]
+        times = np.concatenate(times) if times else np.empty(0)
+        times = times[np.isfinite(times)]
+        if times.size and self.clock.origin is not None:
+            shift, centre = robust_origin(times)
+            far = drop_far_times(tables, TIME_COLUMNS, centre)
+            if far:
+                self.warn(self.path.name, far_warning(far, self.clock.origin))
+            self.profile.meta.extra["time_origin_us"] = self.clock.origin + shift
+            for name, columns in TIME_COLUMNS.items():
+                if name in tables:
+                    tables[name] = tables[name].assign(
+                        **{c: tables[name][c] - shift for c in columns if c in tables[name]})
+        self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}

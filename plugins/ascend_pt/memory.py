@@ -1,0 +1,39 @@
+"""memory_record.csv: the allocator's samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from advisor.formats.cann_csv import open_csv
+from advisor.formats.decimal_clock import Clock
+from advisor.formats.warn import WarnFn
+
+MIB = float(2**20)  # memory_record: MB of the allocator, binary
+
+
+def read_memory_record(path: Path, rel: str, clock: Clock, warn: WarnFn
+                       ) -> pd.DataFrame | None:
+    """Allocator samples; one component's series (PTA+GE, else PTA, else every row)."""
+    csv = open_csv(path, rel, warn, ("Timestamp(us)",),
+                    any_of=("Total Allocated(MB)", "Total Reserved(MB)"))
+    if csv is None:
+        return None
+    valid = csv.number("Timestamp(us)").notna().to_numpy()
+    frame = pd.DataFrame({"time_us": np.where(valid, clock.us(csv.df["Timestamp(us)"]), np.nan)})
+    for written, column in (("Total Allocated(MB)", "allocated_bytes"),
+                            ("Total Reserved(MB)", "reserved_bytes")):
+        if csv.has(written):
+            frame[column] = csv.number(written) * MIB
+    device = csv.text("Device Type")
+    if device is not None:
+        frame["device"] = device
+    component = csv.text("Component")
+    if component is not None:
+        present = set(component.dropna())
+        chosen = next((c for c in ("PTA+GE", "PTA") if c in present), None)
+        if chosen is not None:
+            frame = frame[(component == chosen).to_numpy(dtype=bool)]
+    return frame.reset_index(drop=True)

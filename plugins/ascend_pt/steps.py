@@ -1,0 +1,122 @@
+"""Steps and their time breakdown: ProfilerStep windows with the Overlap Analysis tracks inside
+them, else step_trace_time.csv; and the step each host call falls in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from advisor import intervals
+from advisor.formats.cann_csv import open_csv
+from advisor.formats.warn import WarnFn
+
+from .trace_view import OVERLAP_KINDS, TraceTables
+
+
+def covered_in(merged: intervals.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Time of a merged interval set inside each window [lo, hi] (vectorised)."""
+    return _covered_before(merged, hi) - _covered_before(merged, lo)
+
+
+def _covered_before(merged: intervals.Intervals, points: np.ndarray) -> np.ndarray:
+    starts, ends = merged
+    points = np.asarray(points, dtype="float64")
+    if starts.size == 0:
+        return np.zeros(points.shape)
+    lengths = ends - starts
+    before = np.concatenate([[0.0], np.cumsum(lengths)])
+    k = np.searchsorted(starts, points, side="right")  # intervals starting at or before
+    last = np.maximum(k - 1, 0)
+    partial = np.clip(points - starts[last], 0.0, lengths[last])
+    return np.where(k > 0, before[last] + partial, 0.0)
+
+
+def steps_with_breakdown(trace: TraceTables, step_number: int) -> pd.DataFrame | None:
+    """ProfilerStep windows (or one window over the Overlap Analysis span) with the time of
+    each Overlap Analysis track inside them."""
+    steps = trace.steps
+    span = trace.overlap_span
+    if steps is None:
+        if span is None:
+            return None
+        start, end = span
+        steps = pd.DataFrame({"step": [step_number], "start_us": [start], "end_us": [end],
+                              "duration_us": [end - start]})
+    if span is None:
+        return steps
+    lo, hi = steps["start_us"].to_numpy(float), steps["end_us"].to_numpy(float)
+    columns = {column: covered_in(trace.overlap[kind], lo, hi)
+               for kind, column in OVERLAP_KINDS.items()}
+    if trace.comm_ops is not None and not trace.comm_ops.empty:
+        comm = trace.comm_ops
+        receive = comm["name"].str.lower().str.contains("receive").to_numpy(dtype=bool)
+        if receive.any():
+            start = comm["start_us"].to_numpy(float)[receive]
+            merged = intervals.merge(start, start + comm["duration_us"].to_numpy(float)[receive])
+            columns["bubble_us"] = covered_in(merged, lo, hi)
+    return steps.assign(**columns)
+
+
+def step_of(times: np.ndarray, steps: pd.DataFrame) -> pd.array:
+    """Step whose [start, end) window holds each time (<NA> outside every step)."""
+    start = steps["start_us"].to_numpy(float)
+    end = steps["end_us"].to_numpy(float)
+    order = np.argsort(start, kind="stable")
+    pos = np.searchsorted(start[order], times, side="right") - 1
+    idx = order[np.clip(pos, 0, None)]
+    inside = (pos >= 0) & (times < end[idx])
+    values = pd.array(steps["step"].to_numpy()[idx], dtype="Int64")
+    values[~inside] = pd.NA
+    return values
+
+
+_STEP_TRACE_COLUMNS = {"Computing": "computing_us", "Communication": "communication_us",
+                       "Communication(Not Overlapped)": "comm_not_overlapped_us",
+                       "Free": "free_us", "Bubble": "bubble_us", "Preparing": "preparing_us"}
+
+
+def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
+    """Per-step breakdown (µs) from step_trace_time.csv; `step` NaN where the file has none."""
+    csv = open_csv(path, rel, warn, ("Computing", "Free"))
+    if csv is None:
+        return None
+    frame = pd.DataFrame({"step": csv.number("Step") if csv.has("Step")
+                          else pd.Series(np.nan, index=csv.df.index)})
+    for written, column in _STEP_TRACE_COLUMNS.items():
+        if csv.has(written):
+            frame[column] = csv.number(written)
+    if csv.has("Type"):  # cluster_step_trace_time.csv layout: keep the rank rows
+        frame = frame[csv.text("Type").fillna("").str.lower().isin(["rank", ""])]
+    return frame.reset_index(drop=True)
+
+
+def fill_breakdown(steps: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Breakdown columns from step_trace_time.csv that the trace did not give, by step."""
+    if len(table) == 1 and len(steps) == 1 and pd.isna(table["step"].iloc[0]):
+        table = table.assign(step=steps["step"].iloc[0])
+    table = table.dropna(subset=["step"]).drop_duplicates("step").set_index("step")
+    filled = steps.copy()
+    for column in table.columns:
+        if column == "preparing_us" or (column in filled and filled[column].notna().any()):
+            continue
+        filled[column] = filled["step"].map(table[column]).to_numpy(dtype=float)
+    return filled
+
+
+def steps_from_table(table: pd.DataFrame, kernels: pd.DataFrame | None) -> pd.DataFrame:
+    """Steps from step_trace_time.csv alone: step time = Computing + Communication(Not
+    Overlapped) + Free; the start is the step's first kernel less its Preparing time."""
+    steps = table.assign(step=table["step"].fillna(0))
+    parts = [c for c in ("computing_us", "comm_not_overlapped_us", "free_us") if c in steps]
+    steps["duration_us"] = steps[parts].fillna(0.0).sum(axis=1)
+    start = pd.Series(np.nan, index=steps.index)
+    if kernels is not None and {"step", "start_us"} <= set(kernels.columns):
+        first = kernels.dropna(subset=["start_us"]).groupby("step")["start_us"].min()
+        start = steps["step"].map(first).astype(float)
+        if "preparing_us" in steps:
+            start = start - steps["preparing_us"].fillna(0.0)
+    steps["start_us"] = start
+    steps["end_us"] = steps["start_us"] + steps["duration_us"]
+    return steps.reset_index(drop=True)

@@ -1,0 +1,225 @@
+"""trace_view.json's events taken batch by batch into columns: of each complete event only the
+fields the tables need (numbers, codes of pids and tids, arrow strings), plus the metadata and
+the torch_to_npu flows, so memory follows the kept columns, not the file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from advisor.compat import zip_strict
+from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent
+from advisor.formats.decimal_clock import Clock, exact_parts
+from advisor.formats.interning import Codes, arrow_strings, hashable
+from advisor.formats.numbers import trace_number as _float
+
+
+def floats(values: Iterable[Any]) -> np.ndarray:
+    """Numbers (None -> NaN); other text also NaN."""
+    values = values if isinstance(values, list) else list(values)
+    try:
+        return np.array(values, dtype="float64")
+    except (TypeError, ValueError):
+        pass
+    try:
+        return pd.to_numeric(pd.Series(values, dtype="object"),
+                             errors="coerce").to_numpy("float64", na_value=np.nan)
+    except (TypeError, ValueError):  # lists or objects among the values
+        return np.array([_float(v) for v in values], dtype="float64")
+
+
+class TraceArgs(msgspec.Struct, gc=False):
+    """The `args` keys the tables need. `Any`: a value of any JSON type is taken as it is and
+    converted where it is used; a key that is missing or null is None."""
+
+    thread_id: Any = msgspec.field(default=None, name="Thread Id")
+    stream: Any = msgspec.field(default=None, name="Stream Id")
+    physical_stream: Any = msgspec.field(default=None, name="Physic Stream Id")
+    task_id: Any = msgspec.field(default=None, name="Task Id")
+    size_b: Any = msgspec.field(default=None, name="size(B)")
+    size_byte: Any = msgspec.field(default=None, name="size(Byte)")
+    task_type: Any = msgspec.field(default=None, name="Task Type")
+    transport: Any = msgspec.field(default=None, name="transport type")
+    plane_stream: Any = msgspec.field(default=None, name="stream id")
+    name: Any = None  # of process_name / thread_name metadata
+    labels: Any = None  # of process_labels metadata
+    # of cpu_op events recorded with shapes: raw JSON, decoded once per distinct value
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+
+
+DECODER = EventDecoder(TraceArgs)
+_NO_ARGS = DECODER.no_args
+
+
+_LAUNCH_FLOW = "torch_to_npu"  # the flow from a framework op to the device task it launched
+
+
+# The numbers and texts kept of each complete event; `thread_id` is CANN's `Thread Id` (else
+# the tid), `stream` ... `bytes` the arguments of device tasks.
+_NUMBER_COLUMNS = ("pid", "tid", "whole", "frac", "dur", "thread_id", "stream",
+                   "physical_stream", "task_id", "bytes")
+_TEXT_COLUMNS = ("name", "cat", "task_type")
+
+
+class TraceColumns:
+    """The fields the tables need of each complete (`X`) event, taken batch by batch.
+
+    Only these columns (codes, numbers, arrow strings) and the metadata outlive a batch. Which
+    process, hence which table, an event belongs to is settled at the end, by pid, since the
+    metadata may come after the events it names.
+    """
+
+    def __init__(self) -> None:
+        self.pids, self.tids = Codes(), Codes()
+        self.processes: dict[Any, str] = {}
+        self.labels: dict[Any, str] = {}
+        self.threads: dict[tuple[Any, Any], str] = {}
+        self.size = 0
+        self.number_chunks: dict[str, list[np.ndarray]] = {k: [] for k in _NUMBER_COLUMNS}
+        self.text_chunks: dict[str, list[pa.Array]] = {k: [] for k in _TEXT_COLUMNS}
+        # per-plane communication tasks: row -> (transport type, stream id, size(Byte))
+        self.plane_tasks: dict[int, tuple[str, Any, Any]] = {}
+        # `Input Dims` of events that have it (row -> raw JSON)
+        self.shapes: dict[int, bytes] = {}
+        # torch_to_npu flow events: (ph, id, pid, tid, ts)
+        self.flows: list[tuple[str, Any, Any, Any, Any]] = []
+        self.number: dict[str, np.ndarray] = {}
+        self.text: dict[str, pa.Array] = {}
+
+    def add(self, batch: list[Any]) -> None:
+        """Take the fields of one batch's complete events, and its metadata.
+
+        One loop reads every field of an event while its dict is in the CPU cache: one pass
+        per field costs several times more on a large trace (a cache miss per event and pass).
+        """
+        pid, tid, ts, dur, name, cat = [], [], [], [], [], []
+        thread_id, stream, physical, task_id, size, task_type = [], [], [], [], [], []
+        planes: dict[int, tuple[str, Any, Any]] = {}
+        shapes = self.shapes
+        flows = self.flows
+        row = self.size
+        for e in DECODER.events(batch):
+            if e.__class__ is not TraceEvent:
+                continue
+            ph = e.ph
+            if ph != "X":
+                if ph == "M":
+                    self._metadata(e)
+                elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW
+                                                   or e.cat == _LAUNCH_FLOW):
+                    flows.append((ph, hashable(e.id), hashable(e.pid), hashable(e.tid), e.ts))
+                continue
+            pid.append(e.pid)
+            tid.append(t := e.tid)
+            ts.append(e.ts)
+            dur.append(e.dur)
+            name.append(e.name)
+            cat.append(e.cat)
+            a = e.args or _NO_ARGS
+            thread_id.append(t if a.thread_id is None else a.thread_id)
+            stream.append(a.stream)
+            physical.append(a.physical_stream)
+            task_id.append(a.task_id)
+            size.append(a.size_byte if a.size_b is None else a.size_b)
+            task_type.append(a.task_type or "UNKNOWN")
+            if a.transport is not None:
+                planes[row] = (str(a.transport), a.plane_stream, a.size_byte)
+            if a.input_dims:
+                shapes[row] = bytes(a.input_dims)
+            row += 1
+        if row == self.size:
+            return
+        self.size = row
+        whole, frac = exact_parts(ts)
+        del ts
+        numbers = {"pid": self.pids.encode(pid), "tid": self.tids.encode(tid),
+                   "whole": whole, "frac": frac, "dur": floats(dur),
+                   "thread_id": floats(thread_id), "stream": floats(stream),
+                   "physical_stream": floats(physical), "task_id": floats(task_id),
+                   "bytes": floats(size)}
+        for key, values in numbers.items():
+            self.number_chunks[key].append(values)
+        for key, texts in (("name", name), ("cat", cat), ("task_type", task_type)):
+            self.text_chunks[key].append(arrow_strings(texts))
+        self.plane_tasks.update(planes)
+
+    def _metadata(self, e: TraceEvent[TraceArgs]) -> None:
+        kind, value = e.name, e.args or _NO_ARGS
+        if kind == "process_name":
+            self.processes[hashable(e.pid)] = str(value.name or "")
+        elif kind == "process_labels":
+            self.labels[hashable(e.pid)] = str(value.labels or "")
+        elif kind == "thread_name":
+            self.threads[(hashable(e.pid), hashable(e.tid))] = str(value.name or "")
+
+    def concatenate(self) -> None:
+        for key, chunks in self.number_chunks.items():
+            self.number[key] = np.concatenate(chunks)
+            chunks.clear()
+        for key, chunks in self.text_chunks.items():
+            self.text[key] = pa.concat_arrays(chunks)  # one array: `take` on chunks is slow
+            chunks.clear()
+
+    def launch_flows(self, clock: Clock) -> pd.DataFrame | None:
+        """The torch_to_npu flows whose start (`s`, at the launching framework op) and end
+        (`f`, at the device task) are both there: the end's pid and tid (as codes of the
+        trace's columns) and start_us, the start's time (launch_us) and thread."""
+        if not self.flows:
+            return None
+        ph, ident, pid, tid, ts = zip_strict(*self.flows)
+        flows = pd.DataFrame({"ph": ph, "id": pd.Series(ident, dtype=object),
+                              "pid": pd.Series(pid, dtype=object),
+                              "tid": pd.Series(tid, dtype=object),
+                              "ts": clock.us(list(ts))})
+        flows = flows[np.isfinite(flows["ts"].to_numpy(float))]
+        starts = flows[flows["ph"] == "s"].drop_duplicates("id")
+        ends = flows[flows["ph"] == "f"].drop_duplicates("id")
+        pairs = ends.merge(starts, on="id", suffixes=("", "_s"))
+        if pairs.empty:
+            return None
+        pids, tids = self.pids.index, self.tids.index
+        return pd.DataFrame({
+            "pid": pairs["pid"].map(lambda v: pids.get(v, -1)).to_numpy(np.int64),
+            "tid": pairs["tid"].map(lambda v: tids.get(v, -1)).to_numpy(np.int64),
+            "start_us": pairs["ts"].to_numpy(float),
+            "launch_us": pairs["ts_s"].to_numpy(float),
+            "launch_thread": floats(pairs["tid_s"].tolist())})
+
+    def thread_names(self, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """(code of each row, the distinct names) of the rows' threads ("" when unnamed)."""
+        pairs = (self.number["pid"][rows].astype(np.int64) * len(self.tids.values)
+                 + self.number["tid"][rows])
+        uniques, codes = np.unique(pairs, return_inverse=True)
+        width, pids, tids = len(self.tids.values), self.pids.values, self.tids.values
+        names = [self.threads.get((pids[p // width], tids[p % width]), "")
+                 for p in uniques.tolist()]
+        return codes.reshape(-1), names
+
+
+@dataclass
+class Rows:
+    """The events of one role: positions in the trace's columns, times on the clock."""
+
+    columns: TraceColumns
+    index: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+
+    def number(self, key: str) -> np.ndarray:
+        return self.columns.number[key][self.index]
+
+    def text(self, key: str) -> pa.Array:
+        return self.columns.text[key].take(pa.array(self.index))
+
+    def tid_numbers(self) -> np.ndarray:
+        """The rows' tids as numbers (NaN where not one)."""
+        return floats(self.columns.tids.values)[self.number("tid")]
+
+    def thread_names(self, which: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+        return self.columns.thread_names(self.index if which is None else self.index[which])
