@@ -24,7 +24,8 @@ from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.model import TABLES
 from advisor.render.json_report import validate_report
-from advisor_plugins.kineto import KinetoReader, kernel_op_type
+from advisor_plugins.kineto import KinetoReader
+from advisor_plugins.kineto.names import kernel_op_type
 
 ROOT = Path(__file__).parents[1]
 SHARED = ROOT / "tests" / "fixtures" / "real" / "kineto"
@@ -391,7 +392,7 @@ def test_unclosed_event_list_of_a_crashed_run(tmp_path):
 
 def test_cut_gzip_file(tmp_path, monkeypatch):
     # The batches decoded before the cut are kept; small batches, so this small file has some.
-    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 16 * 1024)
     source = OWN / "ddp_rank1.pt.trace.json.gz"
     data = source.read_bytes()
     path = tmp_path / "cut.pt.trace.json.gz"
@@ -655,9 +656,10 @@ def same_profiles(a, b) -> None:
 
 @pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
 def test_small_typed_batches_read_like_one_dict_batch(path, monkeypatch):
-    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 64 << 20)  # all in the last batch
+    # all in the last batch
+    monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 64 << 20)
     whole = read_one(path)
-    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 16 * 1024)
+    monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 16 * 1024)
     same_profiles(read_one(path), whole)
 
 
@@ -675,10 +677,10 @@ def test_odd_events_in_typed_batches(tmp_path, monkeypatch):
     events.insert(len(events) // 2, "event")
     text = json.dumps(doc).replace("Infinity", "1e999")  # out of range, not a literal
     path = write(tmp_path, "odd.pt.trace.json", text)
-    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 64 << 20)
+    monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 64 << 20)
     whole = read_one(path)
     assert "2 entries of traceEvents are not event objects; skipped" in warnings_of(whole)
-    monkeypatch.setattr("advisor_plugins.kineto.CHUNK_BYTES", 8 * 1024)
+    monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 8 * 1024)
     same_profiles(read_one(path), whole)
     # the gloo shapes, kept as raw JSON in typed batches, give the bytes of the collectives
     comm = read_one(source).tables["comm_ops"]

@@ -1,0 +1,124 @@
+"""The tables of a walked trace, each built once from the walk's columns."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.compat import zip_strict
+from advisor.formats.chrome_trace import shape_text
+from advisor.formats.interning import string_column
+
+from .categories import GPU_DEVICE_TYPES
+from .values import NO_ID, json_number
+from .walk import EventWalk
+
+
+def frames(walk: EventWalk, origin: float, properties: dict[Any, dict[str, Any]]
+           ) -> dict[str, pd.DataFrame]:
+    """The tables of a walked trace, times relative to `origin`."""
+    tables: dict[str, pd.DataFrame] = {}
+    if walk.steps:
+        numbers = sorted(walk.steps)
+        start = np.array([walk.steps[n][0] for n in numbers], dtype=np.float64) - origin
+        duration = np.array([walk.steps[n][1] for n in numbers], dtype=np.float64)
+        tables["steps"] = pd.DataFrame({"step": numbers, "start_us": start,
+                                        "end_us": start + duration,
+                                        "duration_us": duration})
+    if walk.d_code:
+        codes = as_numpy(walk.d_code, np.int32)
+        name, op_type, category, memcpy_kind, host_memory = (
+            string_column(column, codes) for column in zip_strict(*walk.device_names))
+        nbytes = as_numpy(walk.d_bytes)
+        launch_us, launch_thread = _launches(walk, origin)
+        tables["device_ops"] = pd.DataFrame({
+            "name": name, "op_type": op_type, "core_type": "GPU",
+            "start_us": as_numpy(walk.d_start) - origin,
+            "duration_us": as_numpy(walk.d_dur),
+            "stream": as_ids(walk.d_stream), "category": category,
+            "memcpy_kind": memcpy_kind, "host_memory": host_memory,
+            "bytes": np.where(np.isfinite(nbytes), nbytes, np.nan),
+            "launch_us": launch_us, "launch_thread": launch_thread,
+        })
+    if walk.h_code:
+        codes = as_numpy(walk.h_code, np.int32)
+        name, kind = (string_column(column, codes)
+                      for column in zip_strict(*walk.host_names))
+        host = pd.DataFrame({
+            "name": name, "kind": kind,
+            "start_us": as_numpy(walk.h_start) - origin,
+            "duration_us": as_numpy(walk.h_dur),
+            "thread": as_ids(walk.h_thread),
+        })
+        if walk.s_row_code:
+            packed = as_numpy(walk.s_row_code, np.int64)
+            shape_codes = np.full(len(codes), -1, dtype=np.intp)
+            shape_codes[packed >> 32] = packed & 0xFFFFFFFF
+            shape_codes[(kind != "aten").to_numpy(dtype=bool)] = -1  # aten operators only
+            texts = pd.array([*map(shape_text, walk.shapes), None], dtype="string")
+            host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end
+        tables["host_ops"] = host
+    if walk.comm:
+        name, op, group, start, duration, nbytes = zip_strict(*walk.comm)
+        duration = np.asarray(duration, dtype=np.float64)
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bandwidth = np.where(duration > 0, nbytes / duration / 1e3, np.nan)
+        tables["comm_ops"] = pd.DataFrame({
+            "name": name, "op": op, "group": group,
+            "start_us": np.asarray(start, dtype=np.float64) - origin,
+            "duration_us": duration, "bytes": nbytes, "bandwidth_gbps": bandwidth,
+        })
+    if walk.m_code:
+        codes = as_numpy(walk.m_code, np.int32)
+        capacity = np.array([memory_capacity(t, i, properties) for _, t, i in walk.memory_devices],
+                            dtype=np.float64)
+        tables["memory"] = pd.DataFrame({
+            "time_us": as_numpy(walk.m_time) - origin,
+            "allocated_bytes": as_numpy(walk.m_allocated),
+            "reserved_bytes": as_numpy(walk.m_reserved),
+            "device": string_column([d for d, _, _ in walk.memory_devices], codes),
+            "capacity_bytes": capacity[codes],
+        })
+    return tables
+
+
+def _launches(walk: EventWalk, origin: float
+              ) -> tuple[np.ndarray, pd.api.extensions.ExtensionArray]:
+    """launch_us and launch_thread of each device row: the runtime call with its
+    correlation id (the first one, should an id repeat); NaN / <NA> where none has it."""
+    rows = len(walk.d_corr)
+    launch_us = np.full(rows, np.nan)
+    thread = np.full(rows, NO_ID, dtype=np.int64)
+    if walk.r_corr:
+        ids, first = np.unique(as_numpy(walk.r_corr, np.int64), return_index=True)
+        wanted = as_numpy(walk.d_corr, np.int64)
+        at = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+        found = (ids[at] == wanted) & (wanted != NO_ID)
+        call = first[at[found]]
+        row = as_numpy(walk.r_row, np.int64)[call]
+        launch_us[found] = as_numpy(walk.h_start)[row] - origin
+        thread[found] = as_numpy(walk.h_thread, np.int64)[row]
+    return launch_us, pd.arrays.IntegerArray(thread, thread == NO_ID)
+
+
+def as_numpy(column: array, dtype: type = np.float64) -> np.ndarray:
+    """An array column seen as a NumPy array, without a copy (the frame copies it)."""
+    return np.frombuffer(column, dtype=dtype)
+
+
+def as_ids(column: array) -> pd.api.extensions.ExtensionArray:
+    """An int64 column with NO_ID for missing as a nullable Int64 array."""
+    values = np.frombuffer(column, dtype=np.int64)
+    return pd.arrays.IntegerArray(values, values == NO_ID)
+
+
+def memory_capacity(device_type: int | None, device_id: int | None,
+              properties: dict[Any, dict[str, Any]]) -> float | None:
+    if device_type not in GPU_DEVICE_TYPES or device_id is None:
+        return None
+    entry = properties.get(device_id)
+    return json_number(entry.get("totalGlobalMem")) if entry else None
