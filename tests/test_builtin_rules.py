@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from advisor.compat import zip_strict
 from advisor.cases import CaseRunner, load_case_file
+from advisor.compat import zip_strict
 from advisor.engine.evaluate import Finding
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import DEVICES, FRAMEWORKS, load_rules

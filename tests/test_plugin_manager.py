@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from advisor.ruleset import load_ruleset
 from advisor.hookspecs import hookimpl
 from advisor.plugin_manager import PluginHost
+from advisor.ruleset import load_ruleset
 
 ROOT = Path(__file__).parents[1]
 

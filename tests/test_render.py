@@ -16,18 +16,11 @@ import pytest
 
 from advisor.hookspecs import ReportSection
 from advisor.render.compare_html import render_compare_html
-from advisor.render.format import (
-    column_format,
-    fmt_bytes,
-    fmt_num,
-    fmt_pct,
-    fmt_tick,
-    fmt_us,
-    fmt_value,
-)
+from advisor.render.format import column_format, fmt_tick, fmt_value
 from advisor.render.html import MAX_STEPS, _script, render_html
 from advisor.render.text import render_text
 from advisor.top import format_table
+from advisor.units import fmt_bytes, fmt_num, fmt_pct, fmt_us
 
 SCHEMA = json.loads(resources.files("advisor").joinpath("schemas/report.schema.json").read_text())
 

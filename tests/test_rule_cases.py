@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from advisor.cli import main
 from advisor.cases import load_case_file
+from advisor.cli import main
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import load_rules
 from advisor_plugins.builtin_rules import advisor_rule_paths

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from advisor.ruleset import load_ruleset
 from advisor.cli import main
 from advisor.hookspecs import hookimpl
 from advisor.plugin_manager import PluginHost
+from advisor.ruleset import load_ruleset
 from advisor.scaffold import ScaffoldError, new_rule
 
 ROOT = Path(__file__).parents[1]

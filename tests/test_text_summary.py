@@ -13,7 +13,6 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from advisor.render.format import column_unit, fmt_us, fmt_us_as
 from advisor.render.text import (
     MAX_RANK_DETAILS,
     color_enabled,
@@ -21,6 +20,7 @@ from advisor.render.text import (
     terminal_width,
     written_line,
 )
+from advisor.units import column_unit, fmt_us, fmt_us_as
 
 SCHEMA = json.loads(resources.files("advisor").joinpath("schemas/report.schema.json").read_text())
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import advisor
 from advisor.cli import main
-from advisor.render.format import fmt_pct
+from advisor.units import fmt_pct
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT / "tests" / "fixtures" / "real"

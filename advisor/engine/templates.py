@@ -14,13 +14,17 @@ HTML escaping happens later, in the HTML renderer, because messages also go to J
 from __future__ import annotations
 
 import math
+import numbers
 from functools import lru_cache
 from typing import Any, Literal
 
+import numpy as np
 from jinja2 import StrictUndefined, Template, TemplateError, nodes
 from jinja2.filters import do_round
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from advisor import units
 
 MAX_MESSAGE_CHARS = 4000
 SAFE_FILTERS = ("abs", "capitalize", "count", "d", "default", "first", "float", "int", "join",
@@ -36,18 +40,35 @@ _REFUSED: dict[type[nodes.Node], str] = {
 _LITERALS = (nodes.List, nodes.Tuple, nodes.Dict)
 
 
-def _pct(value: Any, digits: int = 1) -> str:
-    if not isinstance(value, (int, float)) or math.isnan(value):
-        return "n/a"
-    return f"{value * 100:.{digits}f}%"
+NOT_A_NUMBER = "n/a"
+"""What a number filter writes for a missing value: in a sentence "n/a" reads better than the
+reports' en dash."""
+
+
+def _number(value: Any) -> float | int | None:
+    """A real number as a Python int or float (numpy scalars included); None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    number = value if isinstance(value, int) else float(value)
+    return None if isinstance(number, float) and math.isnan(number) else number
+
+
+def _digits(digits: Any) -> int:
+    if not _fair_precision(digits):
+        raise TemplateError(f"digits must be a whole number within ±{MAX_ROUND_DIGITS}")
+    return int(digits)
+
+
+def _pct(value: Any, digits: Any = 1) -> str:
+    number = _number(value)
+    return NOT_A_NUMBER if number is None else units.fmt_pct(float(number), _digits(digits))
 
 
 def _us(value: Any) -> str:
-    if not isinstance(value, (int, float)) or math.isnan(value):
-        return "n/a"
-    if abs(value) >= 10_000:
-        return f"{value / 1000:,.1f} ms"
-    return f"{value:,.1f} µs"
+    number = _number(value)
+    return NOT_A_NUMBER if number is None else units.fmt_us(number)
 
 
 MAX_ROUND_DIGITS = 20
@@ -89,12 +110,11 @@ def _round(value: Any, precision: Any = 0,
     return do_round(value, precision, method)
 
 
-def _num(value: Any, digits: int = 2) -> str:
-    if not isinstance(value, (int, float)) or math.isnan(value):
-        return "n/a"
-    if float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:,.{digits}f}"
+def _num(value: Any, digits: Any = None) -> str:
+    number = _number(value)
+    if number is None:
+        return NOT_A_NUMBER
+    return units.fmt_num(number, None if digits is None else _digits(digits))
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.render.format import fmt_bytes, fmt_num, fmt_pct, fmt_us, fmt_value, report_lang
+from advisor.render.format import fmt_value, report_lang
 from advisor.render.html import _environment, _profile_view
 from advisor.render.messages import CATALOG, LANGS, Translate, message, translator
+from advisor.units import fmt_bytes, fmt_num, fmt_pct, fmt_us
 
 TOP_ROWS = 20
 SECTIONS = (

@@ -18,7 +18,7 @@ import pandas as pd
 
 from advisor.compat import zip_strict
 from advisor.engine.evaluate import to_plain
-from advisor.render.format import fmt_num, fmt_pct, fmt_us
+from advisor.units import fmt_num, fmt_pct, fmt_us
 
 COMPARE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/compare.schema.json").read_text(encoding="utf-8"))

@@ -1,144 +1,31 @@
-"""How every renderer shows numbers to people, and text on a terminal.
+"""How every renderer shows tables, values and text on a terminal.
 
 The terminal summary, the HTML report, the compare page and `advisor top` all format through
-these functions, so a value reads the same everywhere: "3.14 µs", never "3.1 µs" in one place
-and "3.14 µs" in another. The rules:
-
-- durations (µs) keep about three significant digits (2 decimals below 10, 1 below 100, none
-  from 100) and switch to ms from 10,000 µs; byte sizes the same, in B, KiB, MiB, GiB, TiB;
-- a table column of durations or sizes has one unit, the one its largest value needs, named in
-  its header, so "11.6 ms" never sits above "9,157 µs";
-- a non-zero value that would print as zero says so: "<0.01 ms", "<0.1%" (negative: "-<0.1%");
-- percentages have one decimal; counts have thousands separators;
-- missing values (None, NaN) are an en dash, not "nan" or "None", which read like bugs.
+these functions and the number formats of `advisor.units` (which rule messages use too), so a
+value reads the same everywhere: "3.14 µs", never "3.1 µs" in one place and "3.14 µs" in
+another. On top of those, a table column of durations or sizes has one unit, the one its
+largest value needs, named in its header, so "11.6 ms" never sits above "9,157 µs".
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from advisor.engine.outcome import SEVERITIES
-
-MISSING = "–"
-
-
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def _finite(x: Any) -> bool:
-    """A real number that can be scaled and rounded (not a bool, NaN or infinity)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _decimals(x: float) -> int:
-    """Fewer decimals for bigger numbers: about three significant digits, never fewer integers."""
-    ax = abs(x)
-    if ax == 0 or ax >= 100:
-        return 0
-    return 2 if ax < 10 else 1
-
-
-def _below_shown(x: float, smallest: str) -> str:
-    """A non-zero value too small for the decimals shown: "<0.01", or "-<0.01" below zero."""
-    return ("-" if x < 0 else "") + "<" + smallest
-
-
-@dataclass(frozen=True)
-class _Scale:
-    """The units of one quantity, smallest first: (name, size in the smallest unit, the
-    value from which it is used, whether it shows decimals)."""
-
-    units: tuple[tuple[str, float, float, bool], ...]
-
-    def unit(self, values: Iterable[Any]) -> str:
-        """The unit the largest of `values` (missing ones ignored) is shown in."""
-        largest = max((abs(v) for v in values if not _missing(v)), default=0.0)
-        return next(name for name, _, start, _ in reversed(self.units) if largest >= start)
-
-    def show(self, x: Any, unit: str) -> str:
-        """`x` (in the smallest unit) as a number of `unit`, without the unit's name."""
-        if not _finite(x):
-            return fmt_num(x)
-        size, fractions = next((size, f) for name, size, _, f in self.units if name == unit)
-        value = x / size
-        if not fractions:
-            return f"{value:,.0f}"
-        if 0 < abs(value) < 0.005:
-            return _below_shown(value, "0.01")
-        return f"{value:,.{_decimals(value)}f}"
-
-
-TIME = _Scale((("µs", 1, 0, True), ("ms", 1_000, 10_000, True)))
-"""Durations, given in µs: ms from 10,000 µs, so 9,999 µs stays exact."""
-SIZE = _Scale((("B", 1, 0, False), ("KiB", 2**10, 2**10, True), ("MiB", 2**20, 2**20, True),
-               ("GiB", 2**30, 2**30, True), ("TiB", 2**40, 2**40, True)))
-"""Byte sizes, given in bytes."""
-
-
-def column_unit(values: Iterable[Any]) -> str:
-    """The one unit ("µs" or "ms") for a column of µs durations: the one fmt_us would pick for
-    the largest; missing values are ignored; an empty column is µs."""
-    return TIME.unit(values)
-
-
-def fmt_us_as(x: float | None, unit: str) -> str:
-    """A duration given in µs, shown in `unit` ("µs" or "ms", from column_unit) whatever its
-    size; a tiny non-zero value in a ms column reads "<0.01 ms" rather than "0.00 ms"."""
-    return MISSING if _missing(x) else f"{TIME.show(x, unit)} {unit}"
-
-
-def fmt_us(x: float | None) -> str:
-    """A duration given in µs, in the unit its size needs ("9,999 µs", "12.3 ms")."""
-    return fmt_us_as(x, column_unit([x]))
-
-
-def fmt_bytes(x: float | None) -> str:
-    """A size given in bytes, in the binary unit its size needs ("512 B", "1.50 MiB")."""
-    if _missing(x):
-        return MISSING
-    unit = SIZE.unit([x])
-    return f"{SIZE.show(x, unit)} {unit}"
-
-
-def fmt_pct(ratio: float | None) -> str:
-    """A 0..1 ratio as a percentage with one decimal; a tiny non-zero share says "<0.1%"
-    instead of "0.0%"."""
-    if ratio is None or math.isnan(ratio):
-        return MISSING
-    if math.isinf(ratio):
-        return fmt_num(ratio) + "%"
-    pct = ratio * 100
-    if 0 < abs(pct) < 0.05:
-        return _below_shown(pct, "0.1%")
-    return f"{pct:.1f}%"
-
-
-def fmt_num(x: Any) -> str:
-    """A plain number with thousands separators; anything else as readable text."""
-    if _missing(x):
-        return MISSING
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if math.isinf(x):
-            return "∞" if x > 0 else "-∞"
-        if x.is_integer() and abs(x) < 1e15:
-            return f"{int(x):,}"
-        if abs(x) >= 100:
-            return f"{x:,.1f}"
-        return f"{x:.4g}"
-    if isinstance(x, str):
-        return x
-    if isinstance(x, (list, tuple)):
-        return ", ".join(fmt_num(v) for v in x)
-    return json.dumps(x, default=str, ensure_ascii=False)
+from advisor.units import (
+    MISSING,
+    SIZE,
+    TIME,
+    Scale,
+    finite,
+    fmt_num,
+    fmt_pct,
+    is_missing,
+)
 
 
 @dataclass(frozen=True)
@@ -158,13 +45,13 @@ class Column:
         return text + self.unit if self.unit == "%" else f"{text} {self.unit}"
 
 
-def _numbers_in(scale: _Scale, unit: str) -> Callable[[Any], str]:
-    return lambda v: scale.show(v, unit) if _finite(v) else fmt_num(v)
+def _numbers_in(scale: Scale, unit: str) -> Callable[[Any], str]:
+    return lambda v: scale.show(v, unit) if finite(v) else fmt_num(v)
 
 
 def _percent(per: float) -> Callable[[Any], str]:
     """Values that are `per` × a 0..1 ratio, shown as fmt_pct shows the ratio, minus the %."""
-    return lambda v: fmt_pct(v / per).removesuffix("%") if _finite(v) else fmt_num(v)
+    return lambda v: fmt_pct(v / per).removesuffix("%") if finite(v) else fmt_num(v)
 
 
 def column_format(name: str, values: Sequence[Any]) -> Column:
@@ -172,10 +59,10 @@ def column_format(name: str, values: Sequence[Any]) -> Column:
     `*_us` durations in µs, `*bytes` sizes, `*ratio`/`*share` 0..1 fractions and `*_pct`
     percentages (both shown as %), `*_gbps` GB/s, `*_mb` MB; anything else as fmt_num."""
     if name.endswith("_us"):
-        unit = TIME.unit(v for v in values if _finite(v))
+        unit = TIME.unit(v for v in values if finite(v))
         return Column(name[:-3], unit, _numbers_in(TIME, unit))
     if name.endswith("bytes"):
-        unit = SIZE.unit(v for v in values if _finite(v))
+        unit = SIZE.unit(v for v in values if finite(v))
         return Column(name[:-5].rstrip("_") or name, unit, _numbers_in(SIZE, unit))
     if name.endswith(("ratio", "share")):
         return Column(name, "%", _percent(1))
@@ -190,7 +77,7 @@ def column_format(name: str, values: Sequence[Any]) -> Column:
 def fmt_value(name: str, x: Any) -> str:
     """A named value shown on its own, by the naming rules of column_format: `*_us` are µs,
     `*ratio` and `*share` 0..1 fractions shown as percentages (never 0.8614 beside 10.0%)."""
-    if _missing(x) or isinstance(x, bool) or not isinstance(x, (int, float)):
+    if is_missing(x) or isinstance(x, bool) or not isinstance(x, (int, float)):
         return fmt_num(x)
     return column_format(name, [x]).value(x)
 

@@ -27,21 +27,16 @@ from advisor.compat import zip_strict
 from advisor.engine.outcome import SEVERITIES
 from advisor.hookspecs import ReportSection
 from advisor.render.format import (
-    MISSING,
     column_format,
-    column_unit,
     findings_by_rank,
-    fmt_num,
-    fmt_pct,
     fmt_tick,
-    fmt_us,
-    fmt_us_as,
     fmt_value,
     profile_label,
     rank_order,
     report_lang,
 )
 from advisor.render.messages import CATALOG, Translate, translator
+from advisor.units import MISSING, column_unit, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
 MAX_STEPS = 200
 

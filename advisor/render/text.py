@@ -26,20 +26,15 @@ from advisor.applicability import NOT_RECORDED
 from advisor.compat import zip_strict
 from advisor.engine.outcome import SEVERITIES, Severity
 from advisor.render.format import (
-    MISSING,
     as_number,
-    column_unit,
     findings_by_rank,
-    fmt_num,
-    fmt_pct,
-    fmt_us,
-    fmt_us_as,
     profile_label,
     rank_order,
     report_lang,
     terminal_safe,
 )
 from advisor.render.messages import message
+from advisor.units import MISSING, column_unit, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
 SEVERITY_STYLE: dict[str, dict[str, Any]] = {
     Severity.HIGH.value: {"fg": "red", "bold": True},
