@@ -1,7 +1,7 @@
 """Reading the small text files a user or a shared folder supplies: rules, rule cases, config.
 
-Kept apart from advisor.io (profile readers, with pandas and pyarrow) so that loading rules
-stays cheap.
+Kept apart from advisor.formats (the profile readers' helpers, with pandas and pyarrow) so
+that loading rules stays cheap.
 """
 
 from __future__ import annotations

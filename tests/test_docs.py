@@ -83,3 +83,18 @@ def test_readme_commands():
     assert blocks[1] == README_TEST_COMMAND
     ci_lines = [line.strip() for line in read(ROOT / ".ci" / "run").splitlines()]
     assert README_TEST_COMMAND in ci_lines
+
+
+def test_architecture_names_every_module_and_only_modules_that_exist():
+    """docs/architecture.md is the map of the code: each path it names exists, and every
+    module of advisor/ and plugins/ is on it (directly or through its package)."""
+    text = read(DOCS / "architecture.md")
+    named = set(re.findall(r"`((?:advisor|plugins)/[\w/.]*)`", text))
+    assert [p for p in named if not (ROOT / p.rstrip("/")).exists()] == []
+    folders = [n for n in named if n.endswith("/")]
+    modules = [str(p.relative_to(ROOT)) for folder in ("advisor", "plugins")
+               for p in (ROOT / folder).rglob("*.py")
+               if p.name not in ("__init__.py", "__main__.py")]
+    unnamed = [m for m in modules if m not in named and f"`{Path(m).name}`" not in text
+               and not any(m.startswith(f) for f in folders)]
+    assert unnamed == []
