@@ -22,28 +22,9 @@ from advisor.errors import AdvisorError, RuleError
 from advisor.metrics import ProfileMetrics, profile_metrics
 from advisor.model import CLUSTER, PROFILE, Profile, RunInfo
 from advisor.plugin_manager import PluginHost, PluginInfo
-
-# TRANSITION (removed once the CLI imports advisor.ruleset / advisor.reading directly)
-from advisor.reading import read_inputs as _read_inputs  # noqa: E402
 from advisor.render.json_report import build_report
-from advisor.ruleset import (  # noqa: F401
-    find_rule,
-    load_ruleset,
-    parse_overrides,
-    parse_severities,
-    prepare_rules,
-    select_configured,
-    select_rules,
-)
 from advisor.session import Session
 from advisor.tuning_loop import files_read, neighbour_results, tuning_loop
-
-
-def read_inputs(paths, host, result, jobs=None, scheduler=None):  # type: ignore[no-untyped-def]
-    reading = _read_inputs(paths, host, jobs=jobs, scheduler=scheduler)
-    result.input_errors += reading.input_errors
-    result.plugin_problems += reading.plugin_problems
-    return reading.profiles
 
 
 @dataclass

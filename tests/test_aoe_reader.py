@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from advisor.api import AnalysisResult, read_inputs
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor.plugin_manager import PluginHost
+from advisor.reading import read_inputs
 from advisor_plugins.aoe import AoeReader
 
 HERE = Path(__file__).parent / "fixtures" / "aoe"
@@ -210,8 +210,8 @@ def test_run_never_writes_into_the_input_and_plugin_is_registered(tmp_path):
     folder = tmp_path / "results"
     shutil.copytree(GOOD, folder)
     before = sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir())
-    result = AnalysisResult()
-    profiles = read_inputs([folder], PluginHost(), result)
+    result = read_inputs([folder], PluginHost())
+    profiles = result.profiles
     assert result.input_errors == [] and len(profiles) == 1
     assert profiles[0].meta.source_format == "aoe"
     assert sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir()) == before

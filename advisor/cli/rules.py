@@ -20,11 +20,11 @@ from advisor.cli.common import (
     stop_on_user_rule_errors,
 )
 from advisor.config import discover
-from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import Rule, RuleSet, load_rules
 from advisor.model import TABLES
 from advisor.plugin_manager import PluginHost
 from advisor.ruleset import (
+    expression_functions,
     find_rule,
     load_ruleset,
     parse_overrides,
@@ -174,8 +174,9 @@ def rules_validate(paths: tuple[Path, ...], debug: bool) -> None:
       advisor rules validate team_rules/ my_rule.yaml
     """
     def body() -> int:
-        functions = {**BUILTIN_FUNCTIONS, **PluginHost().functions()}
-        ruleset, errors = load_rules(list(paths), functions)
+        host = PluginHost()
+        ruleset, errors = load_rules(list(paths), expression_functions(host),
+                                     tables=host.tables())
         for rule_error in errors:
             error(str(rule_error))
         echo(f"{len(ruleset.rules)} valid rule(s), {len(errors)} error(s)")
