@@ -25,8 +25,9 @@ from click.testing import CliRunner
 from clirunner import separate_runner
 from corpus.make_cases import BASES, Case, can_deny_reading, cases, unreadable_case
 
-import advisor.api
+import advisor.ruleset
 from advisor.cli import main
+from advisor.plugin_manager import PluginHost
 
 CASES = cases()
 EXIT_OK, EXIT_UNREADABLE = 0, 3
@@ -36,11 +37,12 @@ EXIT_OK, EXIT_UNREADABLE = 0, 3
 def rules_once() -> None:
     """Load the shipped rules once for the module: every case would otherwise spend most of
     its time re-validating the same YAML, which is not what these tests are about."""
-    original = advisor.api.load_ruleset
-    shipped = original(advisor.api.PluginHost(), [])
+    original = advisor.ruleset.load_ruleset
+    shipped = original(PluginHost(), [])
     patch = pytest.MonkeyPatch()
-    patch.setattr(advisor.api, "load_ruleset", lambda host, paths: copy.deepcopy(shipped)
-                  if not paths else original(host, paths))
+    patch.setattr(advisor.ruleset, "load_ruleset",
+                  lambda host, paths, tables=None: copy.deepcopy(shipped)
+                  if not paths else original(host, paths, tables))
     yield
     patch.undo()
 
