@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import DEMO, FIXTURE_DIR
 
 import advisor
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
-SHARED = ROOT / "tests" / "fixtures" / "real"
+SHARED = FIXTURE_DIR / "real"
 
 
 def test_task_wait_behind_collectives_is_not_host_starvation():
@@ -201,7 +200,7 @@ def test_findings_that_describe_the_same_time_are_counted_once(path):
     assert combined <= total
 
 
-HCCL = ROOT / "tests" / "fixtures" / "mindspore_hccl" / "profiler"
+HCCL = FIXTURE_DIR / "mindspore_hccl" / "profiler"
 
 
 def test_mindspore_all_reduce_after_the_backward_pass_is_reported():

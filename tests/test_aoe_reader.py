@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_DIR
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
@@ -15,7 +16,7 @@ from advisor.plugin_manager import PluginHost
 from advisor.reading import read_inputs
 from advisor_plugins.aoe import AoeReader
 
-HERE = Path(__file__).parent / "fixtures" / "aoe"
+HERE = FIXTURE_DIR / "aoe"
 GOOD = HERE / "good"
 BAD = HERE / "malformed"
 OPAT_63 = GOOD / "aoe_result_opat_20260105103000123_pid4242.json"

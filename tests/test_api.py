@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from conftest import DEMO
 
 import advisor
 from advisor.render.json_report import validate_report
-
-ROOT = Path(__file__).parents[1]
-DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
 
 
 def test_analyze_returns_tables_metrics_findings_and_valid_report():

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_DIR
 
 import advisor
 from advisor.cli import main
@@ -37,13 +38,12 @@ from advisor.render.json_report import validate_report
 from advisor_plugins import ascend_pt
 from advisor_plugins.ascend_pt.communication import MB, parse_communication
 
-ROOT = Path(__file__).parents[1]
-SHARED = ROOT / "tests" / "fixtures" / "real" / "ascend_pt"
+SHARED = FIXTURE_DIR / "real" / "ascend_pt"
 RANK0 = SHARED / "rank0_ascend_pt"
 TRACE = RANK0 / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
 OLD_KERNELS = RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
 A2_KERNELS = SHARED / "a2_kernel_details" / "kernel_details.csv"
-SMALL_PROF = ROOT / "tests" / "fixtures" / "msprof" / "PROF_000001_20260105093000123_SMALLCASE"
+SMALL_PROF = FIXTURE_DIR / "msprof" / "PROF_000001_20260105093000123_SMALLCASE"
 OUT = "ASCEND_PROFILER_OUTPUT"
 
 
@@ -568,7 +568,7 @@ def test_cpu_operators_in_the_trace_are_not_read_twice(tmp_path: Path) -> None:
 
 def test_mindspore_pipeline_operators_in_the_new_layout(tmp_path: Path) -> None:
     """MindSpore >= 2.3 writes minddata_pipeline_raw_{rank}.csv into ASCEND_PROFILER_OUTPUT."""
-    raw = ROOT / "tests" / "fixtures" / "real" / "mindspore_legacy" / "run_2_profiler" / \
+    raw = FIXTURE_DIR / "real" / "mindspore_legacy" / "run_2_profiler" / \
         "minddata_pipeline_raw_1.csv"
     folder = rank_folder(tmp_path, "rank-1_20250101_ascend_ms", kernel_details__csv=A2_KERNELS,
                          minddata_pipeline_raw_1__csv=raw)

@@ -41,13 +41,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import DEMO, FIXTURE_DIR, ROOT
 
 from advisor.cli import main
 from advisor.render.format import findings_by_rank
 from advisor.render.html import _script
 
-ROOT = Path(__file__).parents[1]
-DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
 ARTIFACTS = ROOT / "tests/artifacts"
 CHROMIUM = shutil.which("chromium")
 TIMEOUT_S = 30.0
@@ -57,10 +56,10 @@ HOSTILE = ("<script>alert(1)</script>", '"onmouseover="alert(1)', "</style><b>x<
            "javascript:alert(1)")
 HOSTILE_FOLDER = 'PROF_000001_20260105100000000_<img src=x onerror="alert(1)">'
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(
     CHROMIUM is None,
     reason="headless Chromium not found: install Debian's chromium "
-           "(apt-get install chromium) to run the browser tests")
+           "(apt-get install chromium) to run the browser tests")]
 
 # Everything the tests read from the page, in one round trip.
 DOM_SUMMARY = """(() => {
@@ -409,7 +408,7 @@ def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser,
 
 
 def test_compare_page_in_browser(browser: Browser, tmp_path: Path) -> None:
-    own = Path(__file__).parent / "fixtures" / "kineto_own"
+    own = FIXTURE_DIR / "kineto_own"
     out = tmp_path / "cmp"
     done = subprocess.run([sys.executable, "-m", "advisor", "compare",
                            str(own / "compare_base.pt.trace.json.gz"),

@@ -14,16 +14,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from clirunner import separate_runner
+from conftest import DEMO, FIXTURE_DIR, ROOT
 
 from advisor.cli import main
 from advisor.render.json_report import validate_report
 
-ROOT = Path(__file__).parents[1]
-DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
-SMALL = ROOT / "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"
-MULTI = ROOT / "tests/fixtures/msprof/PROF_000002_20250610120000456_MULTIDEV"
-RAW = ROOT / "tests/fixtures/msprof/PROF_000003_20250101000000000_RAWONLY"
-REAL = ROOT / "tests/fixtures/real/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
+SMALL = FIXTURE_DIR / "msprof/PROF_000001_20260105093000123_SMALLCASE"
+MULTI = FIXTURE_DIR / "msprof/PROF_000002_20250610120000456_MULTIDEV"
+RAW = FIXTURE_DIR / "msprof/PROF_000003_20250101000000000_RAWONLY"
+REAL = FIXTURE_DIR / "real/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):
@@ -310,7 +309,7 @@ def test_internal_error_is_one_line_unless_debug(tmp_path, monkeypatch):
 
 # --- output a user can trust at first sight -------------------------------------------------
 
-OWN = ROOT / "tests/fixtures/kineto_own"
+OWN = FIXTURE_DIR / "kineto_own"
 ANSI = "\x1b["
 
 

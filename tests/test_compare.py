@@ -20,6 +20,7 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import FIXTURE_DIR, ROOT
 
 from advisor.compare import CompareOptions, compare
 from advisor.compare.analysis import compare_tables
@@ -27,10 +28,10 @@ from advisor.compat import zip_strict
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.render.compare_outputs import COMPARE_SCHEMA, SHEETS, compare_document
 
-OWN = Path(__file__).parent / "fixtures" / "kineto_own"
+OWN = FIXTURE_DIR / "kineto_own"
 BASE = OWN / "compare_base.pt.trace.json.gz"
 SLOW = OWN / "compare_slow.pt.trace.json.gz"
-SHARED = Path(__file__).parents[1] / "tests" / "fixtures" / "real"
+SHARED = FIXTURE_DIR / "real"
 KINETO_GPU = (SHARED / "kineto"
               / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
 ASCEND_PT = SHARED / "ascend_pt" / "rank0_ascend_pt"
@@ -266,7 +267,7 @@ def test_compare_rules_stay_out_of_single_runs() -> None:
 ], ids=["msprof-msprof", "megengine-kineto", "mindspore-msprof"])
 def test_any_two_formats_compare(pair: tuple[str, str], tmp_path: Path) -> None:
     """Formats without host threads or operator timelines still give the breakdown."""
-    root = Path(__file__).parents[1]
+    root = ROOT
     result = compare(root / pair[0], root / pair[1])
     assert not result.evaluation.errors
     assert not result.tables["compare_overall"].empty

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import DEMO, ROOT
 
 import advisor
 from advisor.cli import main
 from advisor.config import Config, ConfigError, discover, find_config, load_config
 
-ROOT = Path(__file__).parents[1]
-DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
 STEP_RULES = (ROOT / "rules/step.yaml").read_text(encoding="utf-8")
 
 

@@ -29,6 +29,8 @@ import advisor.ruleset
 from advisor.cli import main
 from advisor.plugin_manager import PluginHost
 
+pytestmark = pytest.mark.slow
+
 CASES = cases()
 EXIT_OK, EXIT_UNREADABLE = 0, 3
 

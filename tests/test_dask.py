@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_DIR
 
 import advisor
 from advisor.api import AnalysisResult
 from advisor.cli import main
 
+pytestmark = pytest.mark.integration
+
 distributed = pytest.importorskip("distributed")  # installed by the test extra ([dask])
 
-OWN = Path(__file__).parent / "fixtures/kineto_own"
+OWN = FIXTURE_DIR / "kineto_own"
 
 
 @pytest.fixture(scope="module")

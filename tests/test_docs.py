@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from advisor import docgen
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import load_rule_file
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README_TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
 

@@ -20,13 +20,15 @@ from types import ModuleType
 
 import pandas as pd
 import pytest
+from conftest import ROOT
 
 import advisor
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor.plugin_manager import PluginHost
 
-ROOT = Path(__file__).parents[1]
+pytestmark = pytest.mark.integration
+
 EXAMPLE = ROOT / "examples/advisor-optiming"
 PACKAGE = EXAMPLE / "src/advisor_optiming"
 SAMPLE = EXAMPLE / "sample/train.optiming.csv"

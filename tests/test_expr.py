@@ -546,6 +546,7 @@ NUMBERS = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EXPRESSIONS, NUMBERS, NUMBERS, NUMBERS,
        st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=4))
+@pytest.mark.slow
 def test_expressions_over_random_numbers_raise_only_expr_error(
         text: str, a: Any, b: Any, c: Any, durations: list[float]) -> None:
     steps = pd.DataFrame({"duration_us": pd.Series(durations, dtype="float64"),

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import orjson
+from conftest import ROOT
 
 from advisor.formats.chrome_trace import NO_RAW, EventDecoder, Trace, TraceEvent, raw_value
 
-PLUGINS = Path(__file__).parents[1] / "plugins"
+PLUGINS = ROOT / "plugins"
 
 
 class Args(msgspec.Struct, gc=False):

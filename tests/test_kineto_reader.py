@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas.testing as pd_testing
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_DIR
 
 import advisor
 from advisor.cli import main
@@ -27,9 +28,8 @@ from advisor.render.json_report import validate_report
 from advisor_plugins.kineto import KinetoReader
 from advisor_plugins.kineto.names import kernel_op_type
 
-ROOT = Path(__file__).parents[1]
-SHARED = ROOT / "tests" / "fixtures" / "real" / "kineto"
-OWN = ROOT / "tests" / "fixtures" / "kineto_own"
+SHARED = FIXTURE_DIR / "real" / "kineto"
+OWN = FIXTURE_DIR / "kineto_own"
 SHARED_TRACES = sorted(SHARED.glob("*.json*"))
 OWN_TRACES = sorted(OWN.glob("*.pt.trace.json.gz"))
 ALL_TRACES = SHARED_TRACES + OWN_TRACES
@@ -634,7 +634,7 @@ def test_rules_on_own_traces_fire_where_the_data_says():
     """Data loading dominates dataloader_bound (Dataset.__getitem__ sleeps); the same model
     with data in memory has no data, sync or idle problem. Its plain SGD step is a real 10%+
     of a sub-millisecond step, so the fused-optimizer advice is expected there."""
-    own = Path(__file__).parent / "fixtures" / "kineto_own"
+    own = FIXTURE_DIR / "kineto_own"
     bound = {f.rule.id: f for f in advisor.analyze(own / "dataloader_bound.pt.trace.json.gz")
              .findings}
     assert bound["HOST-001"].values["ratio"] > 0.8

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import DEMO, ROOT
 
 from advisor.api import analyze
 from advisor.cases import CaseRunner, case_files, load_case_file
@@ -23,9 +24,8 @@ from advisor.render.json_report import validate_report
 from advisor.render.messages import CATALOG, LANGS, message
 from advisor.ruleset import load_ruleset
 
-DEMO = Path(__file__).parents[1] / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
-RULES = Path(__file__).parents[1] / "rules"
-RENDER = Path(__file__).parents[1] / "advisor" / "render"
+RULES = ROOT / "rules"
+RENDER = ROOT / "advisor" / "render"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_DIR
 
 import advisor
 from advisor.cli import main
@@ -22,7 +23,7 @@ from advisor.plugin_manager import PluginHost
 from advisor_plugins.kineto import KinetoReader
 from advisor_plugins.megengine import MegEngineReader
 
-FIXTURES = Path(__file__).parent / "fixtures" / "megengine"
+FIXTURES = FIXTURE_DIR / "megengine"
 TIMELINE = FIXTURES / "dynamic" / "4242.chrome_timeline.json"
 STATIC = FIXTURES / "static" / "profiling.json"
 READER = MegEngineReader()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_DIR
 
 from advisor.api import analyze
 from advisor.compat import zip_strict
@@ -20,8 +21,7 @@ from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
 
-ROOT = Path(__file__).parents[1]
-SHARED = ROOT / "tests" / "fixtures" / "real" / "mindspore_legacy"
+SHARED = FIXTURE_DIR / "real" / "mindspore_legacy"
 RUN2 = SHARED / "run_2_profiler"
 MISC = SHARED / "profiler_misc"
 READER = MindSporeLegacyReader()

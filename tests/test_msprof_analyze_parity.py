@@ -9,13 +9,13 @@ from __future__ import annotations
 import csv
 import json
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_DIR
 
 import advisor
 
-RANK0 = (Path(__file__).parents[1] / "tests" / "fixtures" / "real" / "ascend_pt"
+RANK0 = (FIXTURE_DIR / "real" / "ascend_pt"
          / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
 
 

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_DIR
 
 from advisor.derive import derive
 from advisor.engine.evaluate import evaluate
@@ -19,7 +20,7 @@ from advisor_plugins import msprof
 from advisor_plugins.builtin_rules import advisor_rule_paths
 from advisor_plugins.step_metrics import PROVIDERS
 
-PROF = (Path(__file__).parent / "fixtures" / "msprof_queues"
+PROF = (FIXTURE_DIR / "msprof_queues"
         / "PROF_000004_20260110080000000_QUEUES")
 OUT = PROF / "mindstudio_profiler_output"
 AICPU_MI = OUT / "aicpu_mi_20260110081500.csv"

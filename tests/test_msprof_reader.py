@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import DEMO, FIXTURE_DIR
 
 from advisor.errors import UnreadableInput
 from advisor.formats.cann_exports import parse_export_name, select_exports
@@ -24,13 +25,11 @@ from advisor.hookspecs import Reader
 from advisor.model import contract_problems
 from advisor_plugins import msprof
 
-ROOT = Path(__file__).parents[1]
-FIXTURES = Path(__file__).parent / "fixtures" / "msprof"
+FIXTURES = FIXTURE_DIR / "msprof"
 SMALL = FIXTURES / "PROF_000001_20260105093000123_SMALLCASE"
 MULTI = FIXTURES / "PROF_000002_20250610120000456_MULTIDEV"
 RAW = FIXTURES / "PROF_000003_20250101000000000_RAWONLY"
-DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
-REAL = (ROOT / "tests" / "fixtures" / "real" / "cann_timeline"
+REAL = (FIXTURE_DIR / "real" / "cann_timeline"
         / "PROF_000001_20230818142704322_COJGGGCANRMICFBC")
 SMALL_OP_SUMMARY = "mindstudio_profiler_output/op_summary_20260105093512.csv"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_DIR, ROOT
 
 import advisor
 from advisor import progress
@@ -17,8 +18,7 @@ from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 from advisor_plugins.step_metrics import PROVIDERS
 
-ROOT = Path(__file__).parents[1]
-SMALL = ROOT / "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"
+SMALL = FIXTURE_DIR / "msprof/PROF_000001_20260105093000123_SMALLCASE"
 STEP_TRACE = "mindstudio_profiler_output/step_trace_20260105093512.csv"
 
 
@@ -44,6 +44,7 @@ def summary(result) -> list[tuple]:
             for a in result.analyses]
 
 
+@pytest.mark.integration
 def test_parallel_reading_equals_serial(tmp_path):
     paths = [rank_copy(tmp_path, 0), rank_copy(tmp_path, 1), rank_copy(tmp_path, 2)]
     serial = advisor.analyze(*paths, jobs=1)
@@ -52,6 +53,7 @@ def test_parallel_reading_equals_serial(tmp_path):
     assert [a.profile.meta.rank for a in parallel.analyses[:3]] == [0, 1, 2]
 
 
+@pytest.mark.integration
 def test_parallel_reading_reports_a_corrupt_rank_and_keeps_the_others(tmp_path):
     good = [rank_copy(tmp_path, 0), rank_copy(tmp_path, 1)]
     bad = tmp_path / "PROF_000009_BROKEN"
@@ -184,7 +186,7 @@ def test_cluster_names_the_straggler_metric(tmp_path):
 def test_cluster_links_name_the_slow_link(tmp_path):
     """tests/fixtures/cluster_links: four ranks of a ring, link 2->3 at 5 GB/s, others 20."""
     folder = tmp_path / "cluster_links"
-    shutil.copytree(ROOT / "tests/fixtures/cluster_links", folder)
+    shutil.copytree(FIXTURE_DIR / "cluster_links", folder)
     result = advisor.analyze(folder, select=["cluster"])
     cluster = result.analyses[-1]
     links = cluster.tables["links"].set_index("name")
@@ -201,7 +203,7 @@ def test_cluster_links_ignore_summary_rows_and_latency_bound_messages(tmp_path):
     """The matrix's per-rank summary rows (0-top1, 0-total ...) are not links, and a link that
     only carried a few hundred bytes is not judged slow (nor does it lower the median)."""
     folder = tmp_path / "cluster_links"
-    shutil.copytree(ROOT / "tests/fixtures/cluster_links", folder)
+    shutil.copytree(FIXTURE_DIR / "cluster_links", folder)
     matrix = next(folder.glob("node0_1000_*/ASCEND_PROFILER_OUTPUT/communication_matrix.json"))
     data = json.loads(matrix.read_text(encoding="utf-8"))
     for step in data.values():
@@ -220,9 +222,10 @@ def test_cluster_links_ignore_summary_rows_and_latency_bound_messages(tmp_path):
     assert finding.values["median_gbps"] == pytest.approx(20.0)
 
 
+@pytest.mark.integration
 def test_own_ddp4_traces_parallel_reading_equals_serial(tmp_path):
     """Four gloo ranks (rank 2 delayed): `jobs=2` reads them in processes, as --jobs does."""
-    for trace in sorted((ROOT / "tests/fixtures/kineto_own").glob("ddp4_rank*.pt.trace.json.gz")):
+    for trace in sorted((FIXTURE_DIR / "kineto_own").glob("ddp4_rank*.pt.trace.json.gz")):
         shutil.copy(trace, tmp_path)
     serial = advisor.analyze(tmp_path, jobs=1)
     parallel = advisor.analyze(tmp_path, jobs=2)

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
+from conftest import DEMO, FIXTURE_DIR
 
 import advisor
 import advisor.render.html
@@ -38,10 +39,8 @@ from advisor.outputs import (
 )
 from advisor.outputs import report_names as _report_names
 
-ROOT = Path(__file__).parents[1]
-DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
-KINETO = ROOT / "tests/fixtures/kineto_own/healthy.pt.trace.json.gz"
-OWN = ROOT / "tests/fixtures/kineto_own"
+KINETO = FIXTURE_DIR / "kineto_own/healthy.pt.trace.json.gz"
+OWN = FIXTURE_DIR / "kineto_own"
 OUTPUTS = {"prof_rule_0.json", "report.html", "operator_tuning_file.cfg", MANIFEST}
 UNSAFE = ("../../escape", "/abs/path", "a/../../b", "nul\x00byte", "ctl\x01\x1b[31m\r\n\t",
           "..", ".hidden", " ", "x" * 250)

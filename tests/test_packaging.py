@@ -10,8 +10,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-ROOT = Path(__file__).parents[1]
+pytestmark = pytest.mark.integration
+
 EXAMPLE = "advisor/examples/PROF_000001_20260105100000000_DEMO"
 
 

@@ -18,14 +18,13 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 from clirunner import separate_runner
+from conftest import DEMO, ROOT
 
 import advisor
 from advisor.cli import main
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.plugin_manager import PluginHost
 
-ROOT = Path(__file__).parents[1]
-DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
 EXAMPLE_SRC = ROOT / "examples/advisor-optiming/src"
 SAMPLE = ROOT / "examples/advisor-optiming/sample/train.optiming.csv"
 DIST = "advisor-broken-fixture 0.0.1"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from conftest import ROOT
+
 from advisor.hookspecs import hookimpl
 from advisor.plugin_manager import PluginHost
 from advisor.ruleset import load_ruleset
-
-ROOT = Path(__file__).parents[1]
 
 
 def team_plugin(rule_dir: Path) -> SimpleNamespace:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
+from conftest import FIXTURE_DIR
 
 from advisor.cases import load_case_file
 from advisor.cli import main
@@ -17,7 +18,7 @@ from advisor.engine.rules import load_rules
 from advisor_plugins.builtin_rules import advisor_rule_paths
 
 RULES_DIR = advisor_rule_paths()[0]
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURE_DIR
 LINE = re.compile(r"^(PASS|FAIL) (\S+) ")
 
 

@@ -4,9 +4,9 @@ by rules/aoe.case.yaml; this file keeps the reader + rules check that needs code
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_DIR
 
 from advisor.engine.evaluate import evaluate
 from advisor.engine.functions import BUILTIN_FUNCTIONS
@@ -15,7 +15,7 @@ from advisor_plugins.aoe import AoeReader
 from advisor_plugins.builtin_rules import advisor_rule_paths
 
 RULES, ERRORS = load_rules(advisor_rule_paths(), BUILTIN_FUNCTIONS)
-GOOD = Path(__file__).parent / "fixtures" / "aoe" / "good"
+GOOD = FIXTURE_DIR / "aoe" / "good"
 
 
 def test_rules_on_the_fixture_folder_match_an_independent_count():

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import DEMO, ROOT
 
 from advisor.cli import main
 from advisor.hookspecs import hookimpl
@@ -16,8 +17,6 @@ from advisor.plugin_manager import PluginHost
 from advisor.ruleset import load_ruleset
 from advisor.scaffold import ScaffoldError, new_rule
 
-ROOT = Path(__file__).parents[1]
-DEMO = ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO"
 STEP_RULES = (ROOT / "rules/step.yaml").read_text(encoding="utf-8")
 
 

@@ -7,14 +7,14 @@ files."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURE_DIR
 
 import advisor
 from advisor.compat import zip_strict
 
-STATIC = Path(__file__).parent / "fixtures" / "megengine" / "static" / "profiling.json"
+STATIC = FIXTURE_DIR / "megengine" / "static" / "profiling.json"
 
 
 def test_low_efficiency_on_the_megengine_static_fixture():

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURE_DIR
 
 import advisor
 from advisor.derive import derive
 from advisor.model import Profile, ProfileMeta, conform
 from advisor_plugins.step_metrics import PROVIDERS
 
-ROOT = Path(__file__).parents[1]
-SMALL = ROOT / "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"
-REAL = ROOT / "tests/fixtures/real/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
+SMALL = FIXTURE_DIR / "msprof/PROF_000001_20260105093000123_SMALLCASE"
+REAL = FIXTURE_DIR / "real/cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,18 @@ from __future__ import annotations
 import gzip
 import json
 import time
-from pathlib import Path
 
 import msgspec
 import orjson
 import pytest
+from conftest import FIXTURE_DIR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.errors import UnreadableInput
 from advisor.formats.stream import EventStream
 
-ROOT = Path(__file__).parents[1]
-SHARED = ROOT / "tests" / "fixtures" / "real"
+SHARED = FIXTURE_DIR / "real"
 
 text = st.text(alphabet=st.sampled_from(list('ab},{[]":\\ \n\tµ')), max_size=12)
 # orjson decodes integers outside int64/uint64 as floats (its documented limit, not the

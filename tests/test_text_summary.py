@@ -257,6 +257,7 @@ def test_cluster_table_headings_in_chinese() -> None:
     assert lines[table + 2].split()[:5] == ["0", "30.0", "ms", "0", "0"]
 
 
+@pytest.mark.slow
 def test_three_hundred_ranks_keep_the_verdict_on_top() -> None:
     reports = cluster_run(300, set(range(0, 300, 7)))
     lines = render_text(reports, details=["report.html"] * len(reports)).splitlines()

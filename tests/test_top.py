@@ -6,19 +6,19 @@ import csv
 import gzip
 import io
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from clirunner import separate_runner
+from conftest import FIXTURE_DIR
 
 from advisor.cli import main
 from advisor.compat import zip_strict
 
-FIXTURES = Path(__file__).parent / "fixtures" / "megengine"
+FIXTURES = FIXTURE_DIR / "megengine"
 STATIC = FIXTURES / "static" / "profiling.json"
 TIMELINE = FIXTURES / "dynamic" / "4242.chrome_timeline.json"
-ALEXNET = (Path(__file__).parents[1] / "tests" / "fixtures" / "real" / "kineto"
+ALEXNET = (FIXTURE_DIR / "real" / "kineto"
            / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
 
 

@@ -9,19 +9,18 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import DEMO, FIXTURE_DIR
 
 import advisor
 from advisor.cli import main
 from advisor.units import fmt_pct
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT / "tests" / "fixtures" / "real"
-DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
+SHARED = FIXTURE_DIR / "real"
 ROCM = SHARED / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 CPU_ONLY = SHARED / "kineto" / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
 ASCEND_PT = SHARED / "ascend_pt" / "rank0_ascend_pt"
 CANN_TIMELINE = SHARED / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"
-KINETO_OWN = ROOT / "tests" / "fixtures" / "kineto_own"
+KINETO_OWN = FIXTURE_DIR / "kineto_own"
 ASCEND_ADVICE = ("AOE", "aoe ", "torch_npu", "MindSpore", "all_reduce_fusion_config", "HCCL_",
                  "TASK_QUEUE", "operator_tuning_file", "MegEngine", "@trace")
 

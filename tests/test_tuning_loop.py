@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_DIR
 
 from advisor.cli import main
 from advisor.render.json_report import validate_report
 
-ROOT = Path(__file__).parents[1]
-SMALL = ROOT / "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"
-AOE = ROOT / "tests/fixtures/aoe/good/aoe_result_opat_20260105103000123_pid4242.json"
-MISSING_COMMA = ROOT / "tests/fixtures/aoe/malformed/aoe_result_opat_missing_comma.json"
+SMALL = FIXTURE_DIR / "msprof/PROF_000001_20260105093000123_SMALLCASE"
+AOE = FIXTURE_DIR / "aoe/good/aoe_result_opat_20260105103000123_pid4242.json"
+MISSING_COMMA = FIXTURE_DIR / "aoe/malformed/aoe_result_opat_missing_comma.json"
 
 
 def invoke(*args: object):

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-ROOT = Path(__file__).parents[2]
-SHARED = ROOT / "tests" / "fixtures" / "real"
-OWN = ROOT / "tests" / "fixtures"
+from conftest import DEMO, FIXTURE_DIR, REAL
+
+SHARED = REAL
+OWN = FIXTURE_DIR
 
 Mutation = Callable[[bytes, random.Random], Optional[bytes]]  # no `|`: evaluated on 3.9
 """New content from old; None when the mutation does not apply to this file."""
@@ -51,7 +52,7 @@ class Base:
 
 BASES = {b.name: b for b in (
     Base("msprof", (OWN / "msprof/PROF_000001_20260105093000123_SMALLCASE",)),
-    Base("msprof_demo", (ROOT / "advisor/examples/PROF_000001_20260105100000000_DEMO",)),
+    Base("msprof_demo", (DEMO,)),
     Base("msprof_queues", (OWN / "msprof_queues/PROF_000004_20260110080000000_QUEUES",)),
     Base("cann_timeline",
          (SHARED / "cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC",)),

@@ -1,0 +1,38 @@
+"""What every test module shares: where the fixtures are, and how to run a quick subset.
+
+Fixture paths are defined here once (test modules import them: `from conftest import
+FIXTURE_DIR`), so moving a fixture folder is a one-line change. Every fixture lives in this
+repository (tests/fixtures, advisor/examples), so a clone without anything beside it passes.
+
+`python -m pytest --quick` leaves out the tests marked `slow` (seconds each, or a whole
+corpus) and `integration` (they build and install packages, start a browser, a process pool
+or a Dask cluster); the full run is the README's test command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_DIR = ROOT / "tests" / "fixtures"
+REAL = FIXTURE_DIR / "real"
+"""Genuine profiler output from public projects (see its PROVENANCE.md)."""
+DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
+"""The bundled example profile the README runs."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help="leave out the tests marked slow or integration")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--quick"):
+        return
+    left_out = [i for i in items if i.get_closest_marker("slow")
+                or i.get_closest_marker("integration")]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [i for i in items if i not in left_out]
