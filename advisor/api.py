@@ -54,8 +54,9 @@ class ProfileAnalysis:
     def report(self) -> dict[str, Any]:
         """The prof_rule-style dict written as JSON; built once, on first use, from the
         typed results above (which are complete by the time `analyze` returns)."""
-        return build_report(self.profile, self.evaluation, self.rules, self.run,
-                            self.metrics, self.tuning)
+        return build_report(
+            self.profile, self.evaluation, self.rules, self.run, self.metrics, self.tuning
+        )
 
 
 @dataclass
@@ -83,8 +84,9 @@ class AnalysisResult:
         return list(dict.fromkeys(op for f in self.findings for op in f.tune_ops))
 
 
-def read_neighbour_tuning(paths: Sequence[Path], profiles: Sequence[Profile], session: Session,
-                          result: AnalysisResult) -> list[Profile]:
+def read_neighbour_tuning(
+    paths: Sequence[Path], profiles: Sequence[Profile], session: Session, result: AnalysisResult
+) -> list[Profile]:
     """AOE results next to the profiles read (their folder or the one above), not yet read.
 
     Only looked for when a profile other than AOE results was read: the results are there to
@@ -92,8 +94,15 @@ def read_neighbour_tuning(paths: Sequence[Path], profiles: Sequence[Profile], se
     """
     if all("tuning" in p.tables for p in profiles):
         return []
-    read = [*paths, *(f for p in profiles if "tuning" in p.tables
-                      for f in files_read(p.meta.path, p.meta.files_read))]
+    read = [
+        *paths,
+        *(
+            f
+            for p in profiles
+            if "tuning" in p.tables
+            for f in files_read(p.meta.path, p.meta.files_read)
+        ),
+    ]
     neighbours = session.read(neighbour_results(paths, read), jobs=1)
     # Files the user did not name cannot fail the run: their problems are the profiles' warnings.
     for error in neighbours.input_errors:
@@ -116,12 +125,19 @@ def attach_tuning_loop(analyses: Sequence[ProfileAnalysis]) -> None:
             analysis.tuning = tuning_loop(advised, tuning, sources)
 
 
-
-def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequence[str] = (),
-            ignore: Sequence[str] = (), params: Mapping[str, Mapping[str, Any]] | None = None,
-            host: PluginHost | None = None, jobs: int | None = None,
-            lang: str | None = None, severity: Mapping[str, str] | None = None,
-            config: Config | None = None, scheduler: str | None = None) -> AnalysisResult:
+def analyze(
+    *paths: str | Path,
+    rules: Sequence[str | Path] = (),
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    host: PluginHost | None = None,
+    jobs: int | None = None,
+    lang: str | None = None,
+    severity: Mapping[str, str] | None = None,
+    config: Config | None = None,
+    scheduler: str | None = None,
+) -> AnalysisResult:
     """Analyse profiles and return tables, metrics and ranked findings.
 
     `jobs` is the number of processes that read several ranks (default: several only for
@@ -137,11 +153,22 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
         >>> result.analyses[0].tables["steps"].head()
         >>> [f.rule.title for f in result.findings]
     """
-    session = Session.open(host=host, config=config, rules=rules, select=select,
-                           ignore=ignore, params=params, severity=severity, lang=lang)
-    result = AnalysisResult(rule_errors=session.rule_errors,
-                            rule_overrides=session.ruleset.overrides,
-                            plugins=session.host.infos, rules=session.rules)
+    session = Session.open(
+        host=host,
+        config=config,
+        rules=rules,
+        select=select,
+        ignore=ignore,
+        params=params,
+        severity=severity,
+        lang=lang,
+    )
+    result = AnalysisResult(
+        rule_errors=session.rule_errors,
+        rule_overrides=session.ruleset.overrides,
+        plugins=session.host.infos,
+        rules=session.rules,
+    )
     reading = session.read([Path(p) for p in paths], jobs=jobs, scheduler=scheduler)
     result.input_errors += reading.input_errors
     result.plugin_problems += reading.plugin_problems
@@ -150,14 +177,26 @@ def analyze(*paths: str | Path, rules: Sequence[str | Path] = (), select: Sequen
     per_profile = session.rules_for(PROFILE)
     for profile in profiles:
         session.derive(profile)
-        result.analyses.append(ProfileAnalysis(
-            profile, session.evaluate(profile, per_profile), per_profile,
-            profile_metrics(profile), session.run))
+        result.analyses.append(
+            ProfileAnalysis(
+                profile,
+                session.evaluate(profile, per_profile),
+                per_profile,
+                profile_metrics(profile),
+                session.run,
+            )
+        )
     attach_tuning_loop(result.analyses)
     cluster = build_cluster(profiles)
     cross_rank = session.rules_for(CLUSTER)
     if cluster is not None and cross_rank:
-        result.analyses.append(ProfileAnalysis(
-            cluster, session.evaluate(cluster, cross_rank), cross_rank,
-            profile_metrics(cluster), session.run))
+        result.analyses.append(
+            ProfileAnalysis(
+                cluster,
+                session.evaluate(cluster, cross_rank),
+                cross_rank,
+                profile_metrics(cluster),
+                session.run,
+            )
+        )
     return result

@@ -46,8 +46,13 @@ def _hint(need: str, profile: Profile, hints: Mapping[str, str]) -> str | None:
     return hints.get(table) if not column or (col is not None and col.required) else None
 
 
-def _hints_for(need: str, profile: Profile, hints: Mapping[str, str],
-               providers: Sequence[MetricProvider], seen: set[str]) -> list[str] | None:
+def _hints_for(
+    need: str,
+    profile: Profile,
+    hints: Mapping[str, str],
+    providers: Sequence[MetricProvider],
+    seen: set[str],
+) -> list[str] | None:
     """How to collect `need`: its own hint, or the hints of a provider's missing inputs;
     None when no way is known (the format never records it)."""
     hint = _hint(need, profile, hints)
@@ -71,8 +76,9 @@ def _hints_for(need: str, profile: Profile, hints: Mapping[str, str],
     return None
 
 
-def explain(profile: Profile, missing: Sequence[str],
-            providers: Sequence[MetricProvider]) -> Inapplicable:
+def explain(
+    profile: Profile, missing: Sequence[str], providers: Sequence[MetricProvider]
+) -> Inapplicable:
     """Classify one not-applicable rule from the needs it lacks on `profile`.
 
     Entries that are not table names (a rule's runtime "no data" message) mean the data

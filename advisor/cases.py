@@ -30,14 +30,22 @@ from advisor.plugin_manager import PluginHost
 from advisor.session import Session
 
 CASE_SCHEMA: dict[str, Any] = json.loads(
-    files("advisor").joinpath("schemas/case.schema.json").read_text(encoding="utf-8"))
+    files("advisor").joinpath("schemas/case.schema.json").read_text(encoding="utf-8")
+)
 _VALIDATOR = jsonschema.Draft202012Validator(CASE_SCHEMA)
 CASE_SUFFIXES = (".case.yaml", ".case.yml")
 DEFAULT_TOLERANCE = 1e-6
 ZERO_TOLERANCE = 1e-9
 """Absolute tolerance when the expected number is 0, where a relative one cannot work."""
-ONLY_WHEN_FIRING = ("values", "impact_us", "severity", "message_contains", "evidence_rows",
-                    "suggestions_contain", "suggestions_exclude")
+ONLY_WHEN_FIRING = (
+    "values",
+    "impact_us",
+    "severity",
+    "message_contains",
+    "evidence_rows",
+    "suggestions_contain",
+    "suggestions_exclude",
+)
 
 
 class CaseError(AdvisorError):
@@ -108,8 +116,9 @@ def _hint(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _table(name: str, rows: Sequence[Mapping[str, Any]], where: str,
-           tables: Mapping[str, TableSpec]) -> pd.DataFrame:
+def _table(
+    name: str, rows: Sequence[Mapping[str, Any]], where: str, tables: Mapping[str, TableSpec]
+) -> pd.DataFrame:
     """Rows as a frame of the documented dtypes; unknown columns and non-numbers are errors.
 
     Required columns a case leaves out are added without values: present for code that relies
@@ -121,8 +130,10 @@ def _table(name: str, rows: Sequence[Mapping[str, Any]], where: str,
     frame = pd.DataFrame(list(rows))
     for given in frame.columns:
         if given not in spec.column_names:
-            raise ValueError(f"{where}: unknown column of table {name!r}: {given!r}"
-                             f"{_hint(str(given), spec.column_names)}")
+            raise ValueError(
+                f"{where}: unknown column of table {name!r}: {given!r}"
+                f"{_hint(str(given), spec.column_names)}"
+            )
     for column in spec.columns:  # readers always have them, so evaluation may rely on them
         if column.required and column.name not in frame.columns:
             frame[column.name] = None
@@ -136,29 +147,42 @@ def _table(name: str, rows: Sequence[Mapping[str, Any]], where: str,
     return conformed
 
 
-def _case(raw: Mapping[str, Any], rule_id: str, path: Path,
-          tables: Mapping[str, TableSpec]) -> Case:
+def _case(
+    raw: Mapping[str, Any], rule_id: str, path: Path, tables: Mapping[str, TableSpec]
+) -> Case:
     where = f"[{rule_id}] case {raw['name']!r}"
     expect = raw["expect"]
     if not expect["fires"]:
         extra = [k for k in ONLY_WHEN_FIRING if k in expect]
         if extra:
-            raise CaseError(path, f"{where}: expect.{extra[0]} needs fires: true "
-                                  "(a silent case has no finding to check)")
+            raise CaseError(
+                path,
+                f"{where}: expect.{extra[0]} needs fires: true "
+                "(a silent case has no finding to check)",
+            )
     given = None
     fixture = None
     try:
         if "tables" in raw:
-            given = {name: _table(name, rows, where, tables)
-                     for name, rows in raw["tables"].items()}
+            given = {
+                name: _table(name, rows, where, tables) for name, rows in raw["tables"].items()
+            }
     except ValueError as exc:
         raise CaseError(path, str(exc)) from None
     if "fixture" in raw:
         fixture = path.parent / raw["fixture"]
         if not fixture.exists():
             raise CaseError(path, f"{where}: fixture: no such file or folder: {fixture}")
-    return Case(rule_id, raw["name"], path, expect, raw.get("params", {}), raw.get("meta", {}),
-                given, fixture)
+    return Case(
+        rule_id,
+        raw["name"],
+        path,
+        expect,
+        raw.get("params", {}),
+        raw.get("meta", {}),
+        given,
+        fixture,
+    )
 
 
 def load_case_file(path: Path, tables: Mapping[str, TableSpec] = TABLES) -> list[Case]:
@@ -184,19 +208,29 @@ def resolve(case: Case, ruleset: RuleSet) -> Rule:
     rule = ruleset.rules.get(case.rule_id)
     if rule is None:
         hint = _hint(case.rule_id, ruleset.rules)
-        raise CaseError(case.source, f"[{case.rule_id}]: no rule {case.rule_id!r} in effect "
-                                     f"(load its file with --rules){hint}")
+        raise CaseError(
+            case.source,
+            f"[{case.rule_id}]: no rule {case.rule_id!r} in effect "
+            f"(load its file with --rules){hint}",
+        )
     for param in case.params:
         if param not in rule.params:
-            raise CaseError(case.source, f"{case.where}: params: rule {rule.id} has no param "
-                                         f"{param!r} (params: {', '.join(rule.params) or 'none'})")
+            raise CaseError(
+                case.source,
+                f"{case.where}: params: rule {rule.id} has no param "
+                f"{param!r} (params: {', '.join(rule.params) or 'none'})",
+            )
     for name in case.expect.get("values", {}):
         if name not in rule.let:
-            raise CaseError(case.source, f"{case.where}: expect.values: rule {rule.id} has no "
-                                         f"let {name!r}{_hint(name, rule.let)}")
+            raise CaseError(
+                case.source,
+                f"{case.where}: expect.values: rule {rule.id} has no "
+                f"let {name!r}{_hint(name, rule.let)}",
+            )
     if "evidence_rows" in case.expect and rule.evidence is None:
-        raise CaseError(case.source, f"{case.where}: expect.evidence_rows: rule {rule.id} "
-                                     "has no evidence")
+        raise CaseError(
+            case.source, f"{case.where}: expect.evidence_rows: rule {rule.id} has no evidence"
+        )
     return rule
 
 
@@ -222,8 +256,7 @@ class CaseRunner:
     def _profile(self, case: Case, rule: Rule) -> Profile:
         """The profile a case describes, derived as `advisor run` derives it."""
         if case.tables is not None:
-            meta = ProfileMeta(**{"source_format": "case", "path": str(case.source),
-                                  **case.meta})
+            meta = ProfileMeta(**{"source_format": "case", "path": str(case.source), **case.meta})
             profile = Profile(meta, dict(case.tables))
             self.session.derive(profile)
             return profile
@@ -237,20 +270,26 @@ class CaseRunner:
         if rule.scope == CLUSTER:
             cluster = build_cluster(profiles)
             if cluster is None:
-                raise CaseError(case.source, f"{case.where}: fixture: fewer than two ranks with "
-                                             "steps, so there is no cluster profile")
+                raise CaseError(
+                    case.source,
+                    f"{case.where}: fixture: fewer than two ranks with "
+                    "steps, so there is no cluster profile",
+                )
             profiles = [cluster]
         if len(profiles) != 1:
-            raise CaseError(case.source, f"{case.where}: fixture: holds {len(profiles)} "
-                                         "profiles; a case runs on one")
+            raise CaseError(
+                case.source,
+                f"{case.where}: fixture: holds {len(profiles)} profiles; a case runs on one",
+            )
         profiles[0].meta = dataclasses.replace(profiles[0].meta, **case.meta)
         return profiles[0]
 
     def evaluate(self, case: Case) -> tuple[Rule, Evaluation]:
         """The case's rule evaluated on the case's profile."""
         rule = resolve(case, self.ruleset)
-        return rule, self.session.evaluate(self._profile(case, rule), [rule],
-                                           overrides={rule.id: dict(case.params)})
+        return rule, self.session.evaluate(
+            self._profile(case, rule), [rule], overrides={rule.id: dict(case.params)}
+        )
 
     def run(self, case: Case) -> CaseResult:
         """Evaluate the case's rule and list what differs from the expectation."""
@@ -264,8 +303,9 @@ class CaseRunner:
             return CaseResult(case, [f"rule error: {evaluation.errors[0][1]}"])
         fired = outcome == "fired"
         if fired != expect["fires"]:
-            return CaseResult(case, [f"fires: expected {str(expect['fires']).lower()}, "
-                                     f"got {str(fired).lower()}"])
+            return CaseResult(
+                case, [f"fires: expected {str(expect['fires']).lower()}, got {str(fired).lower()}"]
+            )
         if not fired:
             return CaseResult(case, [])
         (finding,) = evaluation.findings
@@ -275,14 +315,15 @@ class CaseRunner:
             if name not in finding.values:
                 differences.append(f"values.{name}: not a single value (a column?)")
             elif _differs(expected, finding.values[name], tolerance):
-                differences.append(f"values.{name}: expected {_show(expected)}, "
-                                   f"got {_show(finding.values[name])}")
+                differences.append(
+                    f"values.{name}: expected {_show(expected)}, got {_show(finding.values[name])}"
+                )
         if "impact_us" in expect and _differs(expect["impact_us"], finding.impact_us, tolerance):
-            differences.append(f"impact_us: expected {_show(expect['impact_us'])}, "
-                               f"got {_show(finding.impact_us)}")
+            differences.append(
+                f"impact_us: expected {_show(expect['impact_us'])}, got {_show(finding.impact_us)}"
+            )
         if "severity" in expect and finding.severity != expect["severity"]:
-            differences.append(f"severity: expected {expect['severity']}, "
-                               f"got {finding.severity}")
+            differences.append(f"severity: expected {expect['severity']}, got {finding.severity}")
         for text in _texts(expect.get("message_contains", [])):
             if text not in finding.message:
                 differences.append(f"message: no {text!r} in {finding.message[:300]!r}")
@@ -296,8 +337,7 @@ class CaseRunner:
         if "evidence_rows" in expect:
             rows = (finding.evidence or {}).get("total_rows")
             if rows != expect["evidence_rows"]:
-                differences.append(f"evidence_rows: expected {expect['evidence_rows']}, "
-                                   f"got {rows}")
+                differences.append(f"evidence_rows: expected {expect['evidence_rows']}, got {rows}")
         return CaseResult(case, differences)
 
 

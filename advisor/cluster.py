@@ -19,8 +19,12 @@ BANDWIDTH_BOUND_BYTES = 1 << 20
 """Mean message size from which a link's throughput measures its bandwidth: msprof-analyze's
 packet analysis calls RDMA messages from 1 MB large; smaller ones are latency-bound."""
 _MEANS = ("duration_us", "computing_us", "communication_us", "comm_not_overlapped_us", "free_us")
-_SCORED = {"duration_us": "duration_z", "computing_us": "computing_z", "free_us": "free_z",
-           "communication_us": "communication_z"}
+_SCORED = {
+    "duration_us": "duration_z",
+    "computing_us": "computing_z",
+    "free_us": "free_z",
+    "communication_us": "communication_z",
+}
 """Per-rank means whose outliers mark a straggler, and the column holding their z-score. A
 rank with far less communication than the others is the one they wait for in collectives."""
 
@@ -89,17 +93,28 @@ def build_links(by_rank: dict[int, Profile]) -> pd.DataFrame | None:
         links = comm[(comm["kind"] == "link").fillna(False)]
         if links.empty:
             continue
-        links = links.assign(transport=links["transport"].fillna("unknown"),
-                             bytes=links.get("bytes", np.nan))
+        links = links.assign(
+            transport=links["transport"].fillna("unknown"), bytes=links.get("bytes", np.nan)
+        )
         per_rank = links.groupby(["name", "transport"]).agg(
-            bytes=("bytes", lambda b: b.sum(min_count=1)), duration_us=("duration_us", "sum"),
-            ops=("duration_us", "size"))
+            bytes=("bytes", lambda b: b.sum(min_count=1)),
+            duration_us=("duration_us", "sum"),
+            ops=("duration_us", "size"),
+        )
         frames.append(per_rank.assign(reported_by=str(rank)).reset_index())
     if not frames:
         return None
-    out = pd.concat(frames, ignore_index=True).groupby(["name", "transport"]).agg(
-        bytes=("bytes", "mean"), duration_us=("duration_us", "mean"), ops=("ops", "max"),
-        reported_by=("reported_by", ",".join)).reset_index()
+    out = (
+        pd.concat(frames, ignore_index=True)
+        .groupby(["name", "transport"])
+        .agg(
+            bytes=("bytes", "mean"),
+            duration_us=("duration_us", "mean"),
+            ops=("ops", "max"),
+            reported_by=("reported_by", ",".join),
+        )
+        .reset_index()
+    )
     ends = out["name"].str.split("->", n=1, expand=True).reindex(columns=[0, 1])
     out["src_rank"] = pd.to_numeric(ends[0], errors="coerce")
     out["dst_rank"] = pd.to_numeric(ends[1], errors="coerce")
@@ -136,8 +151,12 @@ def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
     members = list(by_rank.values())
     first = members[0].meta
     meta = ProfileMeta(
-        source_format="cluster", path=os.path.commonpath([p.meta.path for p in members]),
-        framework=first.framework, device_kind=first.device_kind, world_size=len(by_rank),
+        source_format="cluster",
+        path=os.path.commonpath([p.meta.path for p in members]),
+        framework=first.framework,
+        device_kind=first.device_kind,
+        world_size=len(by_rank),
         files_read=[f for p in members for f in p.meta.files_read],
-        extra={"ranks": sorted(by_rank)})
+        extra={"ranks": sorted(by_rank)},
+    )
     return Profile(meta, tables)

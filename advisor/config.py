@@ -113,8 +113,7 @@ def _strings(path: Path, key: str, value: Any) -> tuple[str, ...]:
 
 def _mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ConfigError(path, f"{key}: expected a mapping of rule ids to values, got "
-                                f"{value!r}")
+        raise ConfigError(path, f"{key}: expected a mapping of rule ids to values, got {value!r}")
     return value
 
 
@@ -129,8 +128,11 @@ def _params(path: Path, value: Any) -> dict[str, dict[str, Any]]:
     for rule_id, params in _mapping(path, "params", value).items():
         for name, param in _mapping(path, f"params.{rule_id}", params).items():
             if not isinstance(param, (int, float, str, bool)):
-                raise ConfigError(path, f"params.{rule_id}.{name}: value must be a number, "
-                                        f"string or boolean, got {param!r}")
+                raise ConfigError(
+                    path,
+                    f"params.{rule_id}.{name}: value must be a number, "
+                    f"string or boolean, got {param!r}",
+                )
         out[rule_id] = dict(params)
     return out
 
@@ -151,12 +153,12 @@ def load_config(path: Path) -> Config:
         select=_strings(path, "select", raw.get("select", [])),
         ignore=_strings(path, "ignore", raw.get("ignore", [])),
         params=_params(path, raw.get("params", {})),
-        severity={rule_id: _choice(path, f"severity.{rule_id}", value, SEVERITIES)
-                  for rule_id, value in _mapping(path, "severity",
-                                                 raw.get("severity", {})).items()},
+        severity={
+            rule_id: _choice(path, f"severity.{rule_id}", value, SEVERITIES)
+            for rule_id, value in _mapping(path, "severity", raw.get("severity", {})).items()
+        },
         lang=_choice(path, "lang", raw["lang"], LANGUAGES) if "lang" in raw else None,
-        fail_on=_choice(path, "fail_on", raw["fail_on"], SEVERITIES) if "fail_on" in raw
-        else None,
+        fail_on=_choice(path, "fail_on", raw["fail_on"], SEVERITIES) if "fail_on" in raw else None,
     )
 
 

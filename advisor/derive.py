@@ -26,8 +26,9 @@ def derive(profile: Profile, needs: Iterable[str], providers: Sequence[MetricPro
         _supply(profile, need, providers, set())
 
 
-def _supply(profile: Profile, need: str, providers: Sequence[MetricProvider],
-            pending: set[str]) -> bool:
+def _supply(
+    profile: Profile, need: str, providers: Sequence[MetricProvider], pending: set[str]
+) -> bool:
     """Whether `need` is present, after running what supplies it; `pending` holds the needs
     being supplied further up, so providers that need each other's outputs stop."""
     if present(profile, need):
@@ -45,8 +46,9 @@ def _supply(profile: Profile, need: str, providers: Sequence[MetricProvider],
         try:
             provider.compute(profile)
         except Exception as exc:  # a provider is plugin code
-            profile.warn(f"<metric {provider.name}>",
-                         f"metric provider failed: {type(exc).__name__}: {exc}")
+            profile.warn(
+                f"<metric {provider.name}>", f"metric provider failed: {type(exc).__name__}: {exc}"
+            )
         if present(profile, need):
             return True
     return False

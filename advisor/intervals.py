@@ -84,8 +84,9 @@ def covered(merged: Intervals, points: np.ndarray) -> np.ndarray:
         return np.where(np.isnan(points), np.nan, 0.0)
     before = np.concatenate(([0.0], np.cumsum(ends - starts)))  # length of intervals 0..k-1
     k = np.searchsorted(starts, points, side="right") - 1  # last interval starting by t
-    inside = np.clip(points - starts[np.clip(k, 0, None)], 0.0,
-                     (ends - starts)[np.clip(k, 0, None)])
+    inside = np.clip(
+        points - starts[np.clip(k, 0, None)], 0.0, (ends - starts)[np.clip(k, 0, None)]
+    )
     out = np.where(k >= 0, before[np.clip(k, 0, None)] + inside, 0.0)
     return np.where(np.isnan(points), np.nan, out)
 
@@ -122,5 +123,3 @@ def nested_calls(host_ops: pd.DataFrame) -> np.ndarray:
     keys = ["kind", "thread"] if "thread" in host_ops else ["kind"]
     groups = host_ops.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     return nested(start, end, groups)
-
-

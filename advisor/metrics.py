@@ -17,10 +17,26 @@ import pandas as pd
 from advisor import intervals
 from advisor.model import Profile
 
-STEP_COLUMNS = ("fp_bp_us", "grad_refresh_us", "data_aug_bound_us", "reduce_us", "computing_us",
-                "communication_us", "comm_not_overlapped_us", "free_us", "bubble_us")
-RANK_COLUMNS = ("rank", "steps", "duration_us", "computing_us", "communication_us",
-                "comm_not_overlapped_us", "free_us")
+STEP_COLUMNS = (
+    "fp_bp_us",
+    "grad_refresh_us",
+    "data_aug_bound_us",
+    "reduce_us",
+    "computing_us",
+    "communication_us",
+    "comm_not_overlapped_us",
+    "free_us",
+    "bubble_us",
+)
+RANK_COLUMNS = (
+    "rank",
+    "steps",
+    "duration_us",
+    "computing_us",
+    "communication_us",
+    "comm_not_overlapped_us",
+    "free_us",
+)
 SHORT_KERNEL_US = 10.0
 """Compute kernels shorter than this are counted as small (launch overhead dominates them)."""
 
@@ -43,13 +59,18 @@ class ProfileMetrics:
 
     def to_json(self) -> dict[str, Any]:
         """The metrics as the prof_rule report holds them (lists of plain rows)."""
-        return {"steps": _records(self.steps), "core_types": _records(self.core_types),
-                "compute_classes": _records(self.compute_classes), "host": dict(self.host),
-                "ranks": _records(self.ranks)}
+        return {
+            "steps": _records(self.steps),
+            "core_types": _records(self.core_types),
+            "compute_classes": _records(self.compute_classes),
+            "host": dict(self.host),
+            "ranks": _records(self.ranks),
+        }
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts of JSON values: numpy scalars as Python ones, NaN and NA as None."""
+
     def plain(value: Any) -> Any:
         if value is None or value is pd.NA:
             return None
@@ -57,8 +78,7 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
             value = value.item()
         return None if isinstance(value, float) and not math.isfinite(value) else value
 
-    return [{str(k): plain(v) for k, v in row.items()}
-            for row in frame.to_dict(orient="records")]
+    return [{str(k): plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
 
 def _columns(profile: Profile, table: str, wanted: tuple[str, ...]) -> pd.DataFrame:
@@ -73,9 +93,14 @@ def _shares(grouped: pd.DataFrame, key: str) -> pd.DataFrame:
     total = float(grouped["sum"].sum()) or 1.0
     grouped = grouped.sort_values("sum", ascending=False, kind="stable")
     keys = ["unknown" if pd.isna(k) else str(k) for k in grouped.index]
-    return pd.DataFrame({key: keys, "total_us": grouped["sum"].astype(float).to_numpy(),
-                         "ratio": grouped["sum"].astype(float).to_numpy() / total,
-                         "count": grouped["count"].astype(int).to_numpy()})
+    return pd.DataFrame(
+        {
+            key: keys,
+            "total_us": grouped["sum"].astype(float).to_numpy(),
+            "ratio": grouped["sum"].astype(float).to_numpy() / total,
+            "count": grouped["count"].astype(int).to_numpy(),
+        }
+    )
 
 
 def _time_by(ops: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -90,8 +115,12 @@ def core_type_time(profile: Profile) -> pd.DataFrame:
     stats = profile.tables.get("op_stats")
     if stats is None or stats.empty:
         return pd.DataFrame()
-    return _shares(stats.groupby("core_type", dropna=False).agg(
-        sum=("total_us", "sum"), count=("count", "sum")), "core_type")
+    return _shares(
+        stats.groupby("core_type", dropna=False).agg(
+            sum=("total_us", "sum"), count=("count", "sum")
+        ),
+        "core_type",
+    )
 
 
 def compute_class_time(profile: Profile) -> pd.DataFrame:
@@ -109,13 +138,20 @@ def host_counts(profile: Profile) -> dict[str, float]:
     steps = len(profile.tables["steps"]) if profile.has("steps") else 0
     if host is not None and "kind" in host:
         kinds = host["kind"]
-        for kind, label in (("sync", "sync_calls"), ("compile", "compile_calls"),
-                            ("launch", "launch_calls")):
+        for kind, label in (
+            ("sync", "sync_calls"),
+            ("compile", "compile_calls"),
+            ("launch", "launch_calls"),
+        ):
             out[label] = int((kinds == kind).sum())
-        outermost = ~(host["nested"].fillna(False).to_numpy(bool) if "nested" in host
-                      else intervals.nested_calls(host))
-        loader = host.loc[(kinds == "dataloader").fillna(False).to_numpy(bool) & outermost,
-                          "duration_us"]
+        outermost = ~(
+            host["nested"].fillna(False).to_numpy(bool)
+            if "nested" in host
+            else intervals.nested_calls(host)
+        )
+        loader = host.loc[
+            (kinds == "dataloader").fillna(False).to_numpy(bool) & outermost, "duration_us"
+        ]
         if steps and not loader.empty:
             out["dataloader_us_per_step"] = float(loader.sum()) / steps
     ops = profile.tables.get("device_ops")
@@ -131,5 +167,8 @@ def profile_metrics(profile: Profile) -> ProfileMetrics:
     """Every report figure of a derived profile."""
     return ProfileMetrics(
         steps=_columns(profile, "steps", ("step", "duration_us", *STEP_COLUMNS)),
-        core_types=core_type_time(profile), compute_classes=compute_class_time(profile),
-        host=host_counts(profile), ranks=_columns(profile, "ranks", RANK_COLUMNS))
+        core_types=core_type_time(profile),
+        compute_classes=compute_class_time(profile),
+        host=host_counts(profile),
+        ranks=_columns(profile, "ranks", RANK_COLUMNS),
+    )

@@ -57,358 +57,665 @@ SCOPES = (PROFILE, CLUSTER, COMPARE)
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
-        TableSpec("steps", "training iteration", (
-            _c("step", "int64", "", "iteration number as the profiler numbers it", True),
-            _c("start_us", "float64", US, "iteration start", True),
-            _c("end_us", "float64", US, "iteration end", True),
-            _c("duration_us", "float64", US, "iteration time (end - start)", True),
-            _c("fp_bp_us", "float64", US, "forward+backward time (FP start to BP end)"),
-            _c("grad_refresh_us", "float64", US,
-               "BP end to iteration end (msprof 'Iteration Refresh' / 'Grad Refresh Bound')"),
-            _c("data_aug_bound_us", "float64", US,
-               "gap between the previous iteration end and this FP start "
-               "(msprof 'Data Aug Bound')"),
-            _c("reduce_us", "float64", US, "sum of all-reduce durations inside the iteration"),
-            _c("computing_us", "float64", US, "device compute time (union of compute tasks)"),
-            _c("communication_us", "float64", US, "device communication time (union)"),
-            _c("comm_not_overlapped_us", "float64", US, "communication not hidden by compute"),
-            _c("free_us", "float64", US, "device time with neither compute nor communication"),
-            _c("bubble_us", "float64", US, "pipeline-parallel bubble time"),
-            _c("model_id", "Int64", "", "graph/model id the iteration belongs to"),
-        )),
-        TableSpec("device_ops", "device task or kernel", (
-            _c("name", "string", "", "task/kernel name (op name)", True),
-            _c("op_type", "string", "", "operator type (e.g. MatMulV2, Cast)"),
-            _c("core_type", "string", "",
-               "AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC, MIX_AIV, COMMUNICATION, GPU, ...", True),
-            _c("start_us", "float64", US, "task start"),
-            _c("duration_us", "float64", US, "task duration", True),
-            _c("wait_us", "float64", US, "idle time on the device before this task started"),
-            _c("gap_us", "float64", US,
-               "device idle time (all streams together) right before the task started "
-               "(derived); empty for the first task"),
-            _c("comm_wait_us", "float64", US,
-               "the part of wait_us during which a communication task ran (derived): waiting "
-               "for a collective, not for the host"),
-            _c("stream", "Int64", "", "stream id"),
-            _c("task_id", "Int64", "", "task id within its stream"),
-            _c("step", "Int64", "", "iteration the task belongs to"),
-            _c("first_in_step", "bool", "",
-               "first task of its step: msprof charges the gap between iterations (Data Aug "
-               "Bound) to this task's wait_us"),
-            _c("input_shapes", "string", "", "input shapes as the profiler writes them"),
-            _c("input_dtypes", "string", "", "input data types"),
-            _c("output_shapes", "string", "", "output shapes"),
-            _c("block_dim", "Int64", "", "cores the task ran on ('Block Dim' / 'Block Num')"),
-            _c("category", "string", "",
-               "compute, communication, memcpy, memset or other", True),
-            _c("compute_class", "string", "",
-               "finer class (derived): cube, vector, flash_attention, conv, matmul, "
-               "other_compute, aicpu, memcpy, communication, other"),
-            _c("memcpy_kind", "string", "",
-               "HtoD, DtoH, DtoD, PtoP for copies; with host memory pageable or pinned"),
-            _c("host_memory", "string", "", "pageable or pinned, for host<->device copies"),
-            _c("bytes", "float64", "bytes", "bytes moved (copies, communication)"),
-            _c("flops", "float64", "FLO",
-               "floating-point operations the task performs (a count, not a rate), where the "
-               "profiler computes them (MegEngine opr_footprint 'computation')"),
-            _c("op_state", "string", "", "static or dynamic (shape), where recorded"),
-            _c("aicore_time_us", "float64", US, "PMU: AI Core busy time"),
-            _c("vec_ratio", "float64", "ratio", "PMU: vector unit busy ratio"),
-            _c("mac_ratio", "float64", "ratio", "PMU: cube (MAC) unit busy ratio"),
-            _c("scalar_ratio", "float64", "ratio", "PMU: scalar unit busy ratio"),
-            _c("mte2_ratio", "float64", "ratio", "PMU: MTE2 (GM->local) busy ratio"),
-            _c("launch_us", "float64", US,
-               "host time (on the clock of host_ops.start_us) of the call that launched this "
-               "task: the runtime launch/copy call with the same correlation id (Kineto), the "
-               "start of the torch_to_npu flow ending at this task (Ascend PyTorch); missing "
-               "when unknown"),
-            _c("launch_thread", "Int64", "",
-               "host thread of that launching call, in the ids of host_ops.thread: the "
-               "innermost aten host op on this thread whose span holds launch_us launched it"),
-        )),
-        TableSpec("host_ops", "framework/host operator or API call", (
-            _c("name", "string", "", "API or operator name", True),
-            _c("kind", "string", "",
-               "aten (framework operator), python, cann_api, runtime, launch (kernel launch), "
-               "sync (stream/device/event synchronisation), compile (operator compilation), "
-               "compile_execute (a call that compiles an operator on a cache miss and runs it, "
-               "as aclopCompileAndExecute), "
-               "dataloader, annotation, optimizer, memory, cpu_kernel (an operator executed on "
-               "the host CPU, as MindSpore's CPU OP)", True),
-            _c("level", "string", "", "API level (AscendCL, Runtime, Node, Model, ...)"),
-            _c("start_us", "float64", US, "call start"),
-            _c("duration_us", "float64", US, "call duration (or total time for aggregated rows)",
-               True),
-            _c("count", "Int64", "", "number of calls (aggregated sources)"),
-            _c("thread", "Int64", "", "host thread id"),
-            _c("step", "Int64", "", "iteration the call belongs to"),
-            _c("nested", "bool", "",
-               "the call lies within another call of the same kind on the same thread (the "
-               "frames inside a DataLoader call, a compile inside a compile); a sum of a "
-               "kind's time skips these rows so no interval counts twice"),
-            _c("input_shapes", "string", "",
-               "input shapes of an aten operator as the profiler recorded them ('Input Dims'), "
-               "as compact JSON text such as [[8, 64], [256, 64], []]; missing when not "
-               "recorded"),
-        )),
-        TableSpec("op_stats", "operator type (per core type)", (
-            _c("op_type", "string", "", "operator type", True),
-            _c("core_type", "string", "", "core type the operator ran on", True),
-            _c("count", "int64", "", "number of executions", True),
-            _c("total_us", "float64", US, "total execution time", True),
-            _c("avg_us", "float64", US, "mean execution time"),
-            _c("min_us", "float64", US, "shortest execution"),
-            _c("max_us", "float64", US, "longest execution"),
-            _c("ratio", "float64", "ratio", "share of total device op time (0..1)", True),
-        )),
-        TableSpec("comm_ops", "communication operation", (
-            _c("name", "string", "", "communication op name (for a link: src->dst)", True),
-            _c("kind", "string", "",
-               "op (one collective or point-to-point operation) or link (a rank-to-rank link of "
-               "an op, from a communication matrix); absent means op"),
-            _c("op", "string", "", "allreduce, allgather, broadcast, ..."),
-            _c("group", "string", "", "communication group"),
-            _c("start_us", "float64", US, "op start"),
-            _c("duration_us", "float64", US, "op duration", True),
-            _c("bytes", "float64", "bytes", "payload size"),
-            _c("transport", "string", "", "SDMA, RDMA, HCCS, PCIE, LOCAL, ..."),
-            _c("bandwidth_gbps", "float64", "GB/s", "achieved bandwidth"),
-            _c("wait_us", "float64", US, "time spent waiting for peers"),
-            _c("transit_us", "float64", US, "time spent moving data"),
-        )),
-        TableSpec("queues", "queue sample", (
-            _c("queue", "string", "", "host, device or a pipeline operator name", True),
-            _c("step", "Int64", "", "step or batch number"),
-            _c("size", "float64", "items", "queue size at the sample", True),
-            _c("capacity", "float64", "items", "queue capacity"),
-            _c("empty", "bool", "", "size == 0"),
-            _c("time_us", "float64", US, "sample time"),
-            _c("wait_us", "float64", US,
-               "time the consumer waited for an item at this sample (MindSpore GetNext "
-               "dequeue wait)"),
-        )),
-        TableSpec("pipeline_ops", "data-pipeline operator", (
-            _c("op_id", "int64", "", "operator id", True),
-            _c("op_type", "string", "", "operator type (Batch, Map, ...)", True),
-            _c("workers", "Int64", "", "num_parallel_workers"),
-            _c("queue_usage", "float64", "ratio", "mean output-queue usage (0..1)"),
-            _c("parent", "Int64", "", "parent operator id"),
-            _c("children", "Int64", "",
-               "number of child operators feeding it (0 for a dataset source)"),
-            _c("input_queue_usage", "float64", "ratio",
-               "mean usage of its input queues (the children's output queues); missing for "
-               "a source"),
-            _c("queue_capacity", "float64", "items", "output-queue capacity"),
-            _c("queue_empty_ratio", "float64", "ratio",
-               "share of output-queue samples that found the queue empty (0..1)"),
-            _c("queue_samples", "Int64", "",
-               "how many times the output queue was sampled (the evidence behind "
-               "queue_usage and queue_empty_ratio)"),
-            _c("cpu_pct", "float64", "%",
-               "mean CPU utilisation of the operator's threads (user + sys) over the CPU "
-               "samples, as MindSpore's minddata analyser sums it; divide by workers for the "
-               "per-worker figure"),
-        )),
-        TableSpec("memory", "allocator sample", (
-            _c("time_us", "float64", US, "sample time", True),
-            _c("allocated_bytes", "float64", "bytes", "allocated memory"),
-            _c("reserved_bytes", "float64", "bytes", "reserved memory"),
-            _c("device", "string", "", "device the sample is for"),
-            _c("capacity_bytes", "float64", "bytes", "total memory of that device"),
-        )),
-        TableSpec("ranks", "rank of a multi-rank run (built across its profiles; means per step)", (
-            _c("rank", "int64", "", "rank (or device) number", True),
-            _c("steps", "int64", "", "number of steps profiled on that rank", True),
-            _c("duration_us", "float64", US, "mean step time on that rank", True),
-            _c("computing_us", "float64", US, "mean device compute time per step"),
-            _c("communication_us", "float64", US, "mean device communication time per step"),
-            _c("comm_not_overlapped_us", "float64", US,
-               "mean communication not hidden by compute per step"),
-            _c("free_us", "float64", US, "mean device idle time per step"),
-            _c("duration_z", "float64", "",
-               "robust z-score of duration_us across the ranks: 0.6745 (x - median) / MAD "
-               "(Iglewicz-Hoaglin; with MAD 0, (x - median) / (1.2533 mean absolute deviation); "
-               "0 when all ranks are equal)"),
-            _c("computing_z", "float64", "", "robust z-score of computing_us (as duration_z)"),
-            _c("free_z", "float64", "", "robust z-score of free_us (as duration_z)"),
-            _c("communication_z", "float64", "",
-               "robust z-score of communication_us (as duration_z); strongly negative for the "
-               "rank the others wait for"),
-            _c("straggler_metric", "string", "",
-               "the column (duration_us, computing_us or free_us) whose robust z-score is "
-               "largest in magnitude on that rank"),
-            _c("straggler_z", "float64", "", "that robust z-score"),
-            _c("straggler_delta_us", "float64", US,
-               "that column's value minus its median across the ranks"),
-        ), scope=CLUSTER),
-        TableSpec("links", "rank-to-rank link of a multi-rank run (built across its profiles from "
-                           "the comm_ops link rows of every rank; a rank's copies to itself and "
-                           "LOCAL same-device copies are not links and are left out)", (
-            _c("name", "string", "", "link as the communication matrix names it: src->dst",
-               True),
-            _c("src_rank", "Int64", "", "sending rank (as numbered in the matrix)"),
-            _c("dst_rank", "Int64", "", "receiving rank (as numbered in the matrix)"),
-            _c("transport", "string", "", "HCCS, PCIE, RDMA, SDMA, SIO, LOCAL, ...", True),
-            _c("bytes", "float64", "bytes", "data moved over the link, all its ops together"),
-            _c("duration_us", "float64", US, "transit time over the link, all its ops together",
-               True),
-            _c("bandwidth_gbps", "float64", "GB/s", "bytes / duration_us (1 GB = 1e9 bytes)"),
-            _c("bandwidth_ratio", "float64", "ratio",
-               "bandwidth_gbps / the median bandwidth_gbps of the bandwidth-bound links (mean "
-               "message of at least 1 MiB) of the same transport; empty when that transport "
-               "has none"),
-            _c("message_bytes", "float64", "bytes",
-               "mean bytes per operation on the link (bytes / ops): small messages are "
-               "latency-bound and say nothing about the link's bandwidth"),
-            _c("ops", "int64", "", "link entries of the matrix of one rank reporting it (the "
-                                   "most of any reporting rank)", True),
-            _c("reported_by", "string", "",
-               "ranks whose matrices list the link, e.g. 0,1 (bytes and duration_us are the "
-               "mean of their reports)"),
-        ), scope=CLUSTER),
-        TableSpec("tuning", "AOE-tuned operator or subgraph, or one AOE tuning task", (
-            _c("kind", "string", "",
-               "op, subgraph, or task (one row per AOE tuning task: its outcome, the model "
-               "times before/after where AOE measured them, and its repository counts)", True),
-            _c("name", "string", "",
-               "operator name, subgraph repo_key, or task name (tuning_name)", True),
-            _c("op_type", "string", "", "operator type (several joined with ',')"),
-            _c("mode", "string", "", "Format, Schedule, Impl, SGAT; OPAT or SGAT for a task"),
-            _c("before_us", "float64", US, "time before tuning"),
-            _c("after_us", "float64", US, "time after tuning"),
-            _c("improvement_pct", "float64", "%",
-               "improvement reported by AOE: (before / after - 1) x 100"),
-            _c("update_mode", "string", "", "add, update, ..."),
-            _c("status", "string", "",
-               "improved, regressed, failed, incomplete; completed for a task that finished "
-               "without model-level times", True),
-            _c("task", "string", "", "AOE task (report key)"),
-            _c("repo_total", "Int64", "",
-               "task rows: tuning strategies tuned (repo_summary total_num)"),
-            _c("repo_unsatisfied", "Int64", "",
-               "task rows: strategies neither in the repository before nor written after "
-               "(repo_summary repo_unsatisfied_num)"),
-        )),
-        TableSpec("cpu_usage", "host CPU utilisation sample of one scope (whole host, training "
-                               "process or one data-pipeline operator)", (
-            _c("scope", "string", "",
-               "system (the whole host), process (the training process) or pipeline_op (the "
-               "threads of one data-pipeline operator)", True),
-            _c("sample", "Int64", "", "sample number, from 0 in sampling order"),
-            _c("op_id", "Int64", "", "pipeline operator id (scope pipeline_op)"),
-            _c("op_type", "string", "", "pipeline operator type (scope pipeline_op)"),
-            _c("workers", "Int64", "", "num_parallel_workers of the operator"),
-            _c("user_pct", "float64", "%", "CPU time in user mode", True),
-            _c("sys_pct", "float64", "%", "CPU time in kernel (system) mode"),
-            _c("io_pct", "float64", "%", "CPU time waiting for I/O (scope system)"),
-            _c("idle_pct", "float64", "%", "idle CPU time (scope system)"),
-            _c("runnable", "float64", "processes",
-               "processes running or ready to run (scope system)"),
-            _c("context_switches", "float64", "switches",
-               "context switches the profiler counted for the sample (scope system)"),
-            _c("cpus", "Int64", "", "logical CPUs of the host"),
-        )),
-        TableSpec("utilization", "whole-run utilisation figure a profiler computed itself", (
-            _c("measure", "string", "",
-               "flops_utilization (achieved FLOPS over the device's peak, MindSpore "
-               "flops_summary), flops_per_s", True),
-            _c("value", "float64", "", "the figure, in `unit`", True),
-            _c("unit", "string", "", "%, FLOPS ..."),
-        )),
-        TableSpec("compare_overall", "breakdown metric of two runs side by side (advisor "
-                                     "compare; means per step)", (
-            _c("metric", "string", "",
-               "cube, vector, conv_forward, conv_backward, flash_attention_forward, "
-               "flash_attention_backward, paged_attention, other_compute (kernel time by "
-               "class), computing (union of compute tasks), comm_not_overlapped, wait "
-               "(communication waiting for peers), sdma (copies), free (neither computing nor "
-               "communicating), e2e (step time), operators (top-level framework operator "
-               "time), dataloader (host time fetching batches), memory_peak", True),
-            _c("unit", "string", "", "µs, or bytes for memory_peak", True),
-            _c("base", "float64", "", "value in the baseline run, per step"),
-            _c("comparison", "float64", "", "value in the comparison run, per step"),
-            _c("base_count", "float64", "", "kernels per step in the baseline (kernel classes)"),
-            _c("comp_count", "float64", "", "kernels per step in the comparison"),
-            _c("diff", "float64", "", "comparison - base"),
-            _c("ratio", "float64", "ratio", "comparison / base (missing when base is 0)"),
-        ), scope=COMPARE),
-        TableSpec("compare_ops", "framework operator of two runs aligned in execution order "
-                                 "(advisor compare: OperatorCompare)", (
-            _c("order", "int64", "", "position in the aligned sequence", True),
-            _c("name", "string", "",
-               "operator name (the baseline's name of an --op-name-map pair)", True),
-            _c("status", "string", "", "matched, baseline_only or comparison_only", True),
-            _c("base_name", "string", "", "operator name in the baseline"),
-            _c("base_input_shapes", "string", "", "its input shapes"),
-            _c("base_time_us", "float64", US,
-               "its time: device time of the kernels it launched, or its host time in a run "
-               "without launched kernels"),
-            _c("base_device_us", "float64", US, "device time of the kernels it launched"),
-            _c("base_host_us", "float64", US, "host (wall) time of the call"),
-            _c("base_kernels", "float64", "", "kernels it launched"),
-            _c("base_top_kernels", "string", "", "its longest kernels, with their times"),
-            _c("comp_name", "string", "", "operator name in the comparison"),
-            _c("comp_input_shapes", "string", "", "its input shapes"),
-            _c("comp_time_us", "float64", US, "its time (as base_time_us)"),
-            _c("comp_device_us", "float64", US, "device time of the kernels it launched"),
-            _c("comp_host_us", "float64", US, "host (wall) time of the call"),
-            _c("comp_kernels", "float64", "", "kernels it launched"),
-            _c("comp_top_kernels", "string", "", "its longest kernels, with their times"),
-            _c("diff_us", "float64", US, "comp_time_us - base_time_us (a missing side is 0)",
-               True),
-            _c("ratio", "float64", "ratio", "comp_time_us / base_time_us"),
-        ), scope=COMPARE),
-        TableSpec("compare_op_stats", "operator name of two runs (advisor compare: "
-                                      "OperatorCompareStatistic; per step)", (
-            _c("name", "string", "", "operator name", True),
-            _c("base_count", "float64", "", "calls per step in the baseline"),
-            _c("comp_count", "float64", "", "calls per step in the comparison"),
-            _c("base_us", "float64", US, "time per step in the baseline", True),
-            _c("comp_us", "float64", US, "time per step in the comparison", True),
-            _c("base_kernels", "float64", "", "kernels per step in the baseline"),
-            _c("comp_kernels", "float64", "", "kernels per step in the comparison"),
-            _c("diff_us", "float64", US, "comp_us - base_us", True),
-            _c("ratio", "float64", "ratio", "comp_us / base_us"),
-        ), scope=COMPARE),
-        TableSpec("compare_comm", "collective type of two runs (advisor compare: "
-                                  "CommunicationCompare; per step)", (
-            _c("op", "string", "", "allreduce, allgather, ... (the op name when unknown)",
-               True),
-            _c("base_count", "float64", "", "operations per step in the baseline"),
-            _c("comp_count", "float64", "", "operations per step in the comparison"),
-            _c("base_us", "float64", US, "time per step in the baseline", True),
-            _c("comp_us", "float64", US, "time per step in the comparison", True),
-            _c("base_bytes", "float64", "bytes", "bytes per step in the baseline"),
-            _c("comp_bytes", "float64", "bytes", "bytes per step in the comparison"),
-            _c("base_wait_us", "float64", US, "wait for peers per step in the baseline"),
-            _c("comp_wait_us", "float64", US, "wait for peers per step in the comparison"),
-            _c("diff_us", "float64", US, "comp_us - base_us", True),
-            _c("ratio", "float64", "ratio", "comp_us / base_us"),
-        ), scope=COMPARE),
-        TableSpec("compare_memory", "operator name of two runs by memory it allocates "
-                                    "(advisor compare: MemoryCompare; per step)", (
-            _c("name", "string", "", "operator name", True),
-            _c("base_count", "float64", "", "allocations per step in the baseline"),
-            _c("comp_count", "float64", "", "allocations per step in the comparison"),
-            _c("base_bytes", "float64", "bytes", "bytes allocated per step in the baseline",
-               True),
-            _c("comp_bytes", "float64", "bytes", "bytes allocated per step in the comparison",
-               True),
-            _c("diff_bytes", "float64", "bytes", "comp_bytes - base_bytes", True),
-            _c("ratio", "float64", "ratio", "comp_bytes / base_bytes"),
-        ), scope=COMPARE),
-        TableSpec("compare_modules", "nn.Module (path from the outermost module) of two runs "
-                                     "(advisor compare: ModuleCompare; per step)", (
-            _c("module", "string", "", "module path, e.g. MLP_0/Linear_1", True),
-            _c("depth", "Int64", "", "nesting depth (0: outermost module)"),
-            _c("base_count", "float64", "", "calls per step in the baseline"),
-            _c("comp_count", "float64", "", "calls per step in the comparison"),
-            _c("base_us", "float64", US, "time per step in the baseline", True),
-            _c("comp_us", "float64", US, "time per step in the comparison", True),
-            _c("diff_us", "float64", US, "comp_us - base_us", True),
-            _c("ratio", "float64", "ratio", "comp_us / base_us"),
-        ), scope=COMPARE),
+        TableSpec(
+            "steps",
+            "training iteration",
+            (
+                _c("step", "int64", "", "iteration number as the profiler numbers it", True),
+                _c("start_us", "float64", US, "iteration start", True),
+                _c("end_us", "float64", US, "iteration end", True),
+                _c("duration_us", "float64", US, "iteration time (end - start)", True),
+                _c("fp_bp_us", "float64", US, "forward+backward time (FP start to BP end)"),
+                _c(
+                    "grad_refresh_us",
+                    "float64",
+                    US,
+                    "BP end to iteration end (msprof 'Iteration Refresh' / 'Grad Refresh Bound')",
+                ),
+                _c(
+                    "data_aug_bound_us",
+                    "float64",
+                    US,
+                    "gap between the previous iteration end and this FP start "
+                    "(msprof 'Data Aug Bound')",
+                ),
+                _c("reduce_us", "float64", US, "sum of all-reduce durations inside the iteration"),
+                _c("computing_us", "float64", US, "device compute time (union of compute tasks)"),
+                _c("communication_us", "float64", US, "device communication time (union)"),
+                _c("comm_not_overlapped_us", "float64", US, "communication not hidden by compute"),
+                _c("free_us", "float64", US, "device time with neither compute nor communication"),
+                _c("bubble_us", "float64", US, "pipeline-parallel bubble time"),
+                _c("model_id", "Int64", "", "graph/model id the iteration belongs to"),
+            ),
+        ),
+        TableSpec(
+            "device_ops",
+            "device task or kernel",
+            (
+                _c("name", "string", "", "task/kernel name (op name)", True),
+                _c("op_type", "string", "", "operator type (e.g. MatMulV2, Cast)"),
+                _c(
+                    "core_type",
+                    "string",
+                    "",
+                    "AI_CORE, AI_VECTOR_CORE, AI_CPU, MIX_AIC, MIX_AIV, COMMUNICATION, GPU, ...",
+                    True,
+                ),
+                _c("start_us", "float64", US, "task start"),
+                _c("duration_us", "float64", US, "task duration", True),
+                _c("wait_us", "float64", US, "idle time on the device before this task started"),
+                _c(
+                    "gap_us",
+                    "float64",
+                    US,
+                    "device idle time (all streams together) right before the task started "
+                    "(derived); empty for the first task",
+                ),
+                _c(
+                    "comm_wait_us",
+                    "float64",
+                    US,
+                    "the part of wait_us during which a communication task ran (derived): waiting "
+                    "for a collective, not for the host",
+                ),
+                _c("stream", "Int64", "", "stream id"),
+                _c("task_id", "Int64", "", "task id within its stream"),
+                _c("step", "Int64", "", "iteration the task belongs to"),
+                _c(
+                    "first_in_step",
+                    "bool",
+                    "",
+                    "first task of its step: msprof charges the gap between iterations (Data Aug "
+                    "Bound) to this task's wait_us",
+                ),
+                _c("input_shapes", "string", "", "input shapes as the profiler writes them"),
+                _c("input_dtypes", "string", "", "input data types"),
+                _c("output_shapes", "string", "", "output shapes"),
+                _c("block_dim", "Int64", "", "cores the task ran on ('Block Dim' / 'Block Num')"),
+                _c(
+                    "category",
+                    "string",
+                    "",
+                    "compute, communication, memcpy, memset or other",
+                    True,
+                ),
+                _c(
+                    "compute_class",
+                    "string",
+                    "",
+                    "finer class (derived): cube, vector, flash_attention, conv, matmul, "
+                    "other_compute, aicpu, memcpy, communication, other",
+                ),
+                _c(
+                    "memcpy_kind",
+                    "string",
+                    "",
+                    "HtoD, DtoH, DtoD, PtoP for copies; with host memory pageable or pinned",
+                ),
+                _c("host_memory", "string", "", "pageable or pinned, for host<->device copies"),
+                _c("bytes", "float64", "bytes", "bytes moved (copies, communication)"),
+                _c(
+                    "flops",
+                    "float64",
+                    "FLO",
+                    "floating-point operations the task performs (a count, not a rate), where the "
+                    "profiler computes them (MegEngine opr_footprint 'computation')",
+                ),
+                _c("op_state", "string", "", "static or dynamic (shape), where recorded"),
+                _c("aicore_time_us", "float64", US, "PMU: AI Core busy time"),
+                _c("vec_ratio", "float64", "ratio", "PMU: vector unit busy ratio"),
+                _c("mac_ratio", "float64", "ratio", "PMU: cube (MAC) unit busy ratio"),
+                _c("scalar_ratio", "float64", "ratio", "PMU: scalar unit busy ratio"),
+                _c("mte2_ratio", "float64", "ratio", "PMU: MTE2 (GM->local) busy ratio"),
+                _c(
+                    "launch_us",
+                    "float64",
+                    US,
+                    "host time (on the clock of host_ops.start_us) of the call that launched this "
+                    "task: the runtime launch/copy call with the same correlation id (Kineto), the "
+                    "start of the torch_to_npu flow ending at this task (Ascend PyTorch); missing "
+                    "when unknown",
+                ),
+                _c(
+                    "launch_thread",
+                    "Int64",
+                    "",
+                    "host thread of that launching call, in the ids of host_ops.thread: the "
+                    "innermost aten host op on this thread whose span holds launch_us launched it",
+                ),
+            ),
+        ),
+        TableSpec(
+            "host_ops",
+            "framework/host operator or API call",
+            (
+                _c("name", "string", "", "API or operator name", True),
+                _c(
+                    "kind",
+                    "string",
+                    "",
+                    "aten (framework operator), python, cann_api, runtime, launch (kernel launch), "
+                    "sync (stream/device/event synchronisation), compile (operator compilation), "
+                    "compile_execute (a call that compiles an operator on a cache miss and runs "
+                    "it, "
+                    "as aclopCompileAndExecute), "
+                    "dataloader, annotation, optimizer, memory, cpu_kernel (an operator executed "
+                    "on "
+                    "the host CPU, as MindSpore's CPU OP)",
+                    True,
+                ),
+                _c("level", "string", "", "API level (AscendCL, Runtime, Node, Model, ...)"),
+                _c("start_us", "float64", US, "call start"),
+                _c(
+                    "duration_us",
+                    "float64",
+                    US,
+                    "call duration (or total time for aggregated rows)",
+                    True,
+                ),
+                _c("count", "Int64", "", "number of calls (aggregated sources)"),
+                _c("thread", "Int64", "", "host thread id"),
+                _c("step", "Int64", "", "iteration the call belongs to"),
+                _c(
+                    "nested",
+                    "bool",
+                    "",
+                    "the call lies within another call of the same kind on the same thread (the "
+                    "frames inside a DataLoader call, a compile inside a compile); a sum of a "
+                    "kind's time skips these rows so no interval counts twice",
+                ),
+                _c(
+                    "input_shapes",
+                    "string",
+                    "",
+                    "input shapes of an aten operator as the profiler recorded them ('Input "
+                    "Dims'), "
+                    "as compact JSON text such as [[8, 64], [256, 64], []]; missing when not "
+                    "recorded",
+                ),
+            ),
+        ),
+        TableSpec(
+            "op_stats",
+            "operator type (per core type)",
+            (
+                _c("op_type", "string", "", "operator type", True),
+                _c("core_type", "string", "", "core type the operator ran on", True),
+                _c("count", "int64", "", "number of executions", True),
+                _c("total_us", "float64", US, "total execution time", True),
+                _c("avg_us", "float64", US, "mean execution time"),
+                _c("min_us", "float64", US, "shortest execution"),
+                _c("max_us", "float64", US, "longest execution"),
+                _c("ratio", "float64", "ratio", "share of total device op time (0..1)", True),
+            ),
+        ),
+        TableSpec(
+            "comm_ops",
+            "communication operation",
+            (
+                _c("name", "string", "", "communication op name (for a link: src->dst)", True),
+                _c(
+                    "kind",
+                    "string",
+                    "",
+                    "op (one collective or point-to-point operation) or link (a rank-to-rank link "
+                    "of "
+                    "an op, from a communication matrix); absent means op",
+                ),
+                _c("op", "string", "", "allreduce, allgather, broadcast, ..."),
+                _c("group", "string", "", "communication group"),
+                _c("start_us", "float64", US, "op start"),
+                _c("duration_us", "float64", US, "op duration", True),
+                _c("bytes", "float64", "bytes", "payload size"),
+                _c("transport", "string", "", "SDMA, RDMA, HCCS, PCIE, LOCAL, ..."),
+                _c("bandwidth_gbps", "float64", "GB/s", "achieved bandwidth"),
+                _c("wait_us", "float64", US, "time spent waiting for peers"),
+                _c("transit_us", "float64", US, "time spent moving data"),
+            ),
+        ),
+        TableSpec(
+            "queues",
+            "queue sample",
+            (
+                _c("queue", "string", "", "host, device or a pipeline operator name", True),
+                _c("step", "Int64", "", "step or batch number"),
+                _c("size", "float64", "items", "queue size at the sample", True),
+                _c("capacity", "float64", "items", "queue capacity"),
+                _c("empty", "bool", "", "size == 0"),
+                _c("time_us", "float64", US, "sample time"),
+                _c(
+                    "wait_us",
+                    "float64",
+                    US,
+                    "time the consumer waited for an item at this sample (MindSpore GetNext "
+                    "dequeue wait)",
+                ),
+            ),
+        ),
+        TableSpec(
+            "pipeline_ops",
+            "data-pipeline operator",
+            (
+                _c("op_id", "int64", "", "operator id", True),
+                _c("op_type", "string", "", "operator type (Batch, Map, ...)", True),
+                _c("workers", "Int64", "", "num_parallel_workers"),
+                _c("queue_usage", "float64", "ratio", "mean output-queue usage (0..1)"),
+                _c("parent", "Int64", "", "parent operator id"),
+                _c(
+                    "children",
+                    "Int64",
+                    "",
+                    "number of child operators feeding it (0 for a dataset source)",
+                ),
+                _c(
+                    "input_queue_usage",
+                    "float64",
+                    "ratio",
+                    "mean usage of its input queues (the children's output queues); missing for "
+                    "a source",
+                ),
+                _c("queue_capacity", "float64", "items", "output-queue capacity"),
+                _c(
+                    "queue_empty_ratio",
+                    "float64",
+                    "ratio",
+                    "share of output-queue samples that found the queue empty (0..1)",
+                ),
+                _c(
+                    "queue_samples",
+                    "Int64",
+                    "",
+                    "how many times the output queue was sampled (the evidence behind "
+                    "queue_usage and queue_empty_ratio)",
+                ),
+                _c(
+                    "cpu_pct",
+                    "float64",
+                    "%",
+                    "mean CPU utilisation of the operator's threads (user + sys) over the CPU "
+                    "samples, as MindSpore's minddata analyser sums it; divide by workers for the "
+                    "per-worker figure",
+                ),
+            ),
+        ),
+        TableSpec(
+            "memory",
+            "allocator sample",
+            (
+                _c("time_us", "float64", US, "sample time", True),
+                _c("allocated_bytes", "float64", "bytes", "allocated memory"),
+                _c("reserved_bytes", "float64", "bytes", "reserved memory"),
+                _c("device", "string", "", "device the sample is for"),
+                _c("capacity_bytes", "float64", "bytes", "total memory of that device"),
+            ),
+        ),
+        TableSpec(
+            "ranks",
+            "rank of a multi-rank run (built across its profiles; means per step)",
+            (
+                _c("rank", "int64", "", "rank (or device) number", True),
+                _c("steps", "int64", "", "number of steps profiled on that rank", True),
+                _c("duration_us", "float64", US, "mean step time on that rank", True),
+                _c("computing_us", "float64", US, "mean device compute time per step"),
+                _c("communication_us", "float64", US, "mean device communication time per step"),
+                _c(
+                    "comm_not_overlapped_us",
+                    "float64",
+                    US,
+                    "mean communication not hidden by compute per step",
+                ),
+                _c("free_us", "float64", US, "mean device idle time per step"),
+                _c(
+                    "duration_z",
+                    "float64",
+                    "",
+                    "robust z-score of duration_us across the ranks: 0.6745 (x - median) / MAD "
+                    "(Iglewicz-Hoaglin; with MAD 0, (x - median) / (1.2533 mean absolute "
+                    "deviation); "
+                    "0 when all ranks are equal)",
+                ),
+                _c("computing_z", "float64", "", "robust z-score of computing_us (as duration_z)"),
+                _c("free_z", "float64", "", "robust z-score of free_us (as duration_z)"),
+                _c(
+                    "communication_z",
+                    "float64",
+                    "",
+                    "robust z-score of communication_us (as duration_z); strongly negative for the "
+                    "rank the others wait for",
+                ),
+                _c(
+                    "straggler_metric",
+                    "string",
+                    "",
+                    "the column (duration_us, computing_us or free_us) whose robust z-score is "
+                    "largest in magnitude on that rank",
+                ),
+                _c("straggler_z", "float64", "", "that robust z-score"),
+                _c(
+                    "straggler_delta_us",
+                    "float64",
+                    US,
+                    "that column's value minus its median across the ranks",
+                ),
+            ),
+            scope=CLUSTER,
+        ),
+        TableSpec(
+            "links",
+            "rank-to-rank link of a multi-rank run (built across its profiles from "
+            "the comm_ops link rows of every rank; a rank's copies to itself and "
+            "LOCAL same-device copies are not links and are left out)",
+            (
+                _c(
+                    "name",
+                    "string",
+                    "",
+                    "link as the communication matrix names it: src->dst",
+                    True,
+                ),
+                _c("src_rank", "Int64", "", "sending rank (as numbered in the matrix)"),
+                _c("dst_rank", "Int64", "", "receiving rank (as numbered in the matrix)"),
+                _c("transport", "string", "", "HCCS, PCIE, RDMA, SDMA, SIO, LOCAL, ...", True),
+                _c("bytes", "float64", "bytes", "data moved over the link, all its ops together"),
+                _c(
+                    "duration_us",
+                    "float64",
+                    US,
+                    "transit time over the link, all its ops together",
+                    True,
+                ),
+                _c("bandwidth_gbps", "float64", "GB/s", "bytes / duration_us (1 GB = 1e9 bytes)"),
+                _c(
+                    "bandwidth_ratio",
+                    "float64",
+                    "ratio",
+                    "bandwidth_gbps / the median bandwidth_gbps of the bandwidth-bound links (mean "
+                    "message of at least 1 MiB) of the same transport; empty when that transport "
+                    "has none",
+                ),
+                _c(
+                    "message_bytes",
+                    "float64",
+                    "bytes",
+                    "mean bytes per operation on the link (bytes / ops): small messages are "
+                    "latency-bound and say nothing about the link's bandwidth",
+                ),
+                _c(
+                    "ops",
+                    "int64",
+                    "",
+                    "link entries of the matrix of one rank reporting it (the "
+                    "most of any reporting rank)",
+                    True,
+                ),
+                _c(
+                    "reported_by",
+                    "string",
+                    "",
+                    "ranks whose matrices list the link, e.g. 0,1 (bytes and duration_us are the "
+                    "mean of their reports)",
+                ),
+            ),
+            scope=CLUSTER,
+        ),
+        TableSpec(
+            "tuning",
+            "AOE-tuned operator or subgraph, or one AOE tuning task",
+            (
+                _c(
+                    "kind",
+                    "string",
+                    "",
+                    "op, subgraph, or task (one row per AOE tuning task: its outcome, the model "
+                    "times before/after where AOE measured them, and its repository counts)",
+                    True,
+                ),
+                _c(
+                    "name",
+                    "string",
+                    "",
+                    "operator name, subgraph repo_key, or task name (tuning_name)",
+                    True,
+                ),
+                _c("op_type", "string", "", "operator type (several joined with ',')"),
+                _c("mode", "string", "", "Format, Schedule, Impl, SGAT; OPAT or SGAT for a task"),
+                _c("before_us", "float64", US, "time before tuning"),
+                _c("after_us", "float64", US, "time after tuning"),
+                _c(
+                    "improvement_pct",
+                    "float64",
+                    "%",
+                    "improvement reported by AOE: (before / after - 1) x 100",
+                ),
+                _c("update_mode", "string", "", "add, update, ..."),
+                _c(
+                    "status",
+                    "string",
+                    "",
+                    "improved, regressed, failed, incomplete; completed for a task that finished "
+                    "without model-level times",
+                    True,
+                ),
+                _c("task", "string", "", "AOE task (report key)"),
+                _c(
+                    "repo_total",
+                    "Int64",
+                    "",
+                    "task rows: tuning strategies tuned (repo_summary total_num)",
+                ),
+                _c(
+                    "repo_unsatisfied",
+                    "Int64",
+                    "",
+                    "task rows: strategies neither in the repository before nor written after "
+                    "(repo_summary repo_unsatisfied_num)",
+                ),
+            ),
+        ),
+        TableSpec(
+            "cpu_usage",
+            "host CPU utilisation sample of one scope (whole host, training "
+            "process or one data-pipeline operator)",
+            (
+                _c(
+                    "scope",
+                    "string",
+                    "",
+                    "system (the whole host), process (the training process) or pipeline_op (the "
+                    "threads of one data-pipeline operator)",
+                    True,
+                ),
+                _c("sample", "Int64", "", "sample number, from 0 in sampling order"),
+                _c("op_id", "Int64", "", "pipeline operator id (scope pipeline_op)"),
+                _c("op_type", "string", "", "pipeline operator type (scope pipeline_op)"),
+                _c("workers", "Int64", "", "num_parallel_workers of the operator"),
+                _c("user_pct", "float64", "%", "CPU time in user mode", True),
+                _c("sys_pct", "float64", "%", "CPU time in kernel (system) mode"),
+                _c("io_pct", "float64", "%", "CPU time waiting for I/O (scope system)"),
+                _c("idle_pct", "float64", "%", "idle CPU time (scope system)"),
+                _c(
+                    "runnable",
+                    "float64",
+                    "processes",
+                    "processes running or ready to run (scope system)",
+                ),
+                _c(
+                    "context_switches",
+                    "float64",
+                    "switches",
+                    "context switches the profiler counted for the sample (scope system)",
+                ),
+                _c("cpus", "Int64", "", "logical CPUs of the host"),
+            ),
+        ),
+        TableSpec(
+            "utilization",
+            "whole-run utilisation figure a profiler computed itself",
+            (
+                _c(
+                    "measure",
+                    "string",
+                    "",
+                    "flops_utilization (achieved FLOPS over the device's peak, MindSpore "
+                    "flops_summary), flops_per_s",
+                    True,
+                ),
+                _c("value", "float64", "", "the figure, in `unit`", True),
+                _c("unit", "string", "", "%, FLOPS ..."),
+            ),
+        ),
+        TableSpec(
+            "compare_overall",
+            "breakdown metric of two runs side by side (advisor compare; means per step)",
+            (
+                _c(
+                    "metric",
+                    "string",
+                    "",
+                    "cube, vector, conv_forward, conv_backward, flash_attention_forward, "
+                    "flash_attention_backward, paged_attention, other_compute (kernel time by "
+                    "class), computing (union of compute tasks), comm_not_overlapped, wait "
+                    "(communication waiting for peers), sdma (copies), free (neither computing nor "
+                    "communicating), e2e (step time), operators (top-level framework operator "
+                    "time), dataloader (host time fetching batches), memory_peak",
+                    True,
+                ),
+                _c("unit", "string", "", "µs, or bytes for memory_peak", True),
+                _c("base", "float64", "", "value in the baseline run, per step"),
+                _c("comparison", "float64", "", "value in the comparison run, per step"),
+                _c(
+                    "base_count", "float64", "", "kernels per step in the baseline (kernel classes)"
+                ),
+                _c("comp_count", "float64", "", "kernels per step in the comparison"),
+                _c("diff", "float64", "", "comparison - base"),
+                _c("ratio", "float64", "ratio", "comparison / base (missing when base is 0)"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_ops",
+            "framework operator of two runs aligned in execution order "
+            "(advisor compare: OperatorCompare)",
+            (
+                _c("order", "int64", "", "position in the aligned sequence", True),
+                _c(
+                    "name",
+                    "string",
+                    "",
+                    "operator name (the baseline's name of an --op-name-map pair)",
+                    True,
+                ),
+                _c("status", "string", "", "matched, baseline_only or comparison_only", True),
+                _c("base_name", "string", "", "operator name in the baseline"),
+                _c("base_input_shapes", "string", "", "its input shapes"),
+                _c(
+                    "base_time_us",
+                    "float64",
+                    US,
+                    "its time: device time of the kernels it launched, or its host time in a run "
+                    "without launched kernels",
+                ),
+                _c("base_device_us", "float64", US, "device time of the kernels it launched"),
+                _c("base_host_us", "float64", US, "host (wall) time of the call"),
+                _c("base_kernels", "float64", "", "kernels it launched"),
+                _c("base_top_kernels", "string", "", "its longest kernels, with their times"),
+                _c("comp_name", "string", "", "operator name in the comparison"),
+                _c("comp_input_shapes", "string", "", "its input shapes"),
+                _c("comp_time_us", "float64", US, "its time (as base_time_us)"),
+                _c("comp_device_us", "float64", US, "device time of the kernels it launched"),
+                _c("comp_host_us", "float64", US, "host (wall) time of the call"),
+                _c("comp_kernels", "float64", "", "kernels it launched"),
+                _c("comp_top_kernels", "string", "", "its longest kernels, with their times"),
+                _c(
+                    "diff_us",
+                    "float64",
+                    US,
+                    "comp_time_us - base_time_us (a missing side is 0)",
+                    True,
+                ),
+                _c("ratio", "float64", "ratio", "comp_time_us / base_time_us"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_op_stats",
+            "operator name of two runs (advisor compare: OperatorCompareStatistic; per step)",
+            (
+                _c("name", "string", "", "operator name", True),
+                _c("base_count", "float64", "", "calls per step in the baseline"),
+                _c("comp_count", "float64", "", "calls per step in the comparison"),
+                _c("base_us", "float64", US, "time per step in the baseline", True),
+                _c("comp_us", "float64", US, "time per step in the comparison", True),
+                _c("base_kernels", "float64", "", "kernels per step in the baseline"),
+                _c("comp_kernels", "float64", "", "kernels per step in the comparison"),
+                _c("diff_us", "float64", US, "comp_us - base_us", True),
+                _c("ratio", "float64", "ratio", "comp_us / base_us"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_comm",
+            "collective type of two runs (advisor compare: CommunicationCompare; per step)",
+            (
+                _c(
+                    "op", "string", "", "allreduce, allgather, ... (the op name when unknown)", True
+                ),
+                _c("base_count", "float64", "", "operations per step in the baseline"),
+                _c("comp_count", "float64", "", "operations per step in the comparison"),
+                _c("base_us", "float64", US, "time per step in the baseline", True),
+                _c("comp_us", "float64", US, "time per step in the comparison", True),
+                _c("base_bytes", "float64", "bytes", "bytes per step in the baseline"),
+                _c("comp_bytes", "float64", "bytes", "bytes per step in the comparison"),
+                _c("base_wait_us", "float64", US, "wait for peers per step in the baseline"),
+                _c("comp_wait_us", "float64", US, "wait for peers per step in the comparison"),
+                _c("diff_us", "float64", US, "comp_us - base_us", True),
+                _c("ratio", "float64", "ratio", "comp_us / base_us"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_memory",
+            "operator name of two runs by memory it allocates "
+            "(advisor compare: MemoryCompare; per step)",
+            (
+                _c("name", "string", "", "operator name", True),
+                _c("base_count", "float64", "", "allocations per step in the baseline"),
+                _c("comp_count", "float64", "", "allocations per step in the comparison"),
+                _c(
+                    "base_bytes",
+                    "float64",
+                    "bytes",
+                    "bytes allocated per step in the baseline",
+                    True,
+                ),
+                _c(
+                    "comp_bytes",
+                    "float64",
+                    "bytes",
+                    "bytes allocated per step in the comparison",
+                    True,
+                ),
+                _c("diff_bytes", "float64", "bytes", "comp_bytes - base_bytes", True),
+                _c("ratio", "float64", "ratio", "comp_bytes / base_bytes"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_modules",
+            "nn.Module (path from the outermost module) of two runs "
+            "(advisor compare: ModuleCompare; per step)",
+            (
+                _c("module", "string", "", "module path, e.g. MLP_0/Linear_1", True),
+                _c("depth", "Int64", "", "nesting depth (0: outermost module)"),
+                _c("base_count", "float64", "", "calls per step in the baseline"),
+                _c("comp_count", "float64", "", "calls per step in the comparison"),
+                _c("base_us", "float64", US, "time per step in the baseline", True),
+                _c("comp_us", "float64", US, "time per step in the comparison", True),
+                _c("diff_us", "float64", US, "comp_us - base_us", True),
+                _c("ratio", "float64", "ratio", "comp_us / base_us"),
+            ),
+            scope=COMPARE,
+        ),
     )
 }
 
@@ -434,8 +741,13 @@ class ReaderWarning:
         return f"{where}: {self.problem}{col}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "column": self.column,
-                "problem": self.problem, "reader": self.reader}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "problem": self.problem,
+            "reader": self.reader,
+        }
 
 
 @dataclass
@@ -460,11 +772,17 @@ class ProfileMeta:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "source_format": self.source_format, "path": self.path,
-            "framework": self.framework, "device_kind": self.device_kind,
-            "device_name": self.device_name, "device_id": self.device_id, "rank": self.rank,
-            "world_size": self.world_size, "versions": dict(self.versions),
-            "files_read": list(self.files_read), "extra": dict(self.extra),
+            "source_format": self.source_format,
+            "path": self.path,
+            "framework": self.framework,
+            "device_kind": self.device_kind,
+            "device_name": self.device_name,
+            "device_id": self.device_id,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "versions": dict(self.versions),
+            "files_read": list(self.files_read),
+            "extra": dict(self.extra),
         }
 
 
@@ -504,8 +822,15 @@ class Profile:
             return True
         return column in df.columns and bool(df[column].notna().any())
 
-    def warn(self, file: str | Path, problem: str, *, line: int | None = None,
-             column: str | None = None, reader: str = "") -> None:
+    def warn(
+        self,
+        file: str | Path,
+        problem: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        reader: str = "",
+    ) -> None:
         """Record a problem; a file path relative to the profile is made whole for the user."""
         path = Path(file)
         if not path.is_absolute() and not str(file).startswith("<"):
@@ -524,8 +849,9 @@ def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.D
     """
     spec = spec or TABLES[table]
     df = df.reset_index(drop=True)  # align columns by position, whatever the reader's index
-    out = {col.name: _cast(df[col.name], col.dtype) for col in spec.columns
-           if col.name in df.columns}
+    out = {
+        col.name: _cast(df[col.name], col.dtype) for col in spec.columns if col.name in df.columns
+    }
     return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
 
 
@@ -556,8 +882,9 @@ def _has_dtype(series: pd.Series, dtype: str) -> bool:
     return str(series.dtype) == dtype
 
 
-def hold_to_contract(profile: Profile, source: str,
-                     tables: Mapping[str, TableSpec] | None = None) -> None:
+def hold_to_contract(
+    profile: Profile, source: str, tables: Mapping[str, TableSpec] | None = None
+) -> None:
     """Make a reader's tables follow the contract, warning about what had to change.
 
     The core calls this on every profile a reader returns, built-in or third-party, so a
@@ -575,22 +902,36 @@ def hold_to_contract(profile: Profile, source: str,
             continue
         extra = [c for c in frame.columns if c not in spec.column_names]
         if extra:
-            profile.warn(f"<{source}>", f"{name}: undocumented column {extra[0]!r}"
-                         f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''} "
-                         "left out", reader=source)
-        if not extra and isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 \
-                and all(_has_dtype(frame[c.name], c.dtype) for c in spec.columns
-                        if c.name in frame.columns):
+            profile.warn(
+                f"<{source}>",
+                f"{name}: undocumented column {extra[0]!r}"
+                f"{f' (and {len(extra) - 1} more)' if len(extra) > 1 else ''} "
+                "left out",
+                reader=source,
+            )
+        if (
+            not extra
+            and isinstance(frame.index, pd.RangeIndex)
+            and frame.index.start == 0
+            and all(
+                _has_dtype(frame[c.name], c.dtype) for c in spec.columns if c.name in frame.columns
+            )
+        ):
             continue
         conformed = conform(name, frame, spec)
         for column in conformed.columns:
-            lost = int((frame[column].reset_index(drop=True).notna()
-                        & conformed[column].isna()).sum())
+            lost = int(
+                (frame[column].reset_index(drop=True).notna() & conformed[column].isna()).sum()
+            )
             if lost:
                 dtype = next(c.dtype for c in spec.columns if c.name == column)
-                profile.warn(f"<{source}>", f"{name}.{column}: {lost} of {len(frame)} values "
-                             f"are not {dtype} and are left out",
-                             column=column, reader=source)
+                profile.warn(
+                    f"<{source}>",
+                    f"{name}.{column}: {lost} of {len(frame)} values "
+                    f"are not {dtype} and are left out",
+                    column=column,
+                    reader=source,
+                )
         profile.tables[name] = conformed
 
 
@@ -607,8 +948,7 @@ def _table_problem(name: str, frame: Any, spec: TableSpec | None) -> str | None:
     return f"table {name!r} lacks its required column {missing[0]!r}" if missing else None
 
 
-def contract_problems(profile: Profile, tables: Mapping[str, TableSpec] | None = None
-                      ) -> list[str]:
+def contract_problems(profile: Profile, tables: Mapping[str, TableSpec] | None = None) -> list[str]:
     """What breaks the table contract: unknown tables or columns, missing required columns.
 
     Readers (built-in and third-party) can assert this is empty in their tests.
@@ -620,8 +960,12 @@ def contract_problems(profile: Profile, tables: Mapping[str, TableSpec] | None =
         if spec is None:
             problems.append(f"unknown table {name!r}")
             continue
-        problems += [f"{name}: unknown column {c!r}" for c in frame.columns
-                     if c not in spec.column_names]
-        problems += [f"{name}: missing required column {c.name!r}" for c in spec.columns
-                     if c.required and c.name not in frame.columns]
+        problems += [
+            f"{name}: unknown column {c!r}" for c in frame.columns if c not in spec.column_names
+        ]
+        problems += [
+            f"{name}: missing required column {c.name!r}"
+            for c in spec.columns
+            if c.required and c.name not in frame.columns
+        ]
     return problems

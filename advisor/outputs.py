@@ -84,8 +84,10 @@ def output_dir(out: str | Path, inputs: Sequence[Path]) -> Path:
     path = Path(out)
     for src in inputs:
         if src.is_dir() and is_inside(path, src):
-            raise OutputFolderError(f"output folder {path} is inside the input {src}; "
-                                    "advisor never writes into a profile (choose another -o)")
+            raise OutputFolderError(
+                f"output folder {path} is inside the input {src}; "
+                "advisor never writes into a profile (choose another -o)"
+            )
     return path
 
 
@@ -131,9 +133,17 @@ def report_names(result: AnalysisResult) -> list[str]:
     names: list[str] = []
     for analysis in result.analyses:
         meta = analysis.profile.meta
-        key = meta.device_id if meta.device_id is not None else (
-            f"rank{meta.rank}" if meta.rank is not None else
-            "cluster" if meta.source_format == "cluster" else _stem(Path(meta.path)))
+        key = (
+            meta.device_id
+            if meta.device_id is not None
+            else (
+                f"rank{meta.rank}"
+                if meta.rank is not None
+                else "cluster"
+                if meta.source_format == "cluster"
+                else _stem(Path(meta.path))
+            )
+        )
         base = f"prof_rule_{safe_label(str(key))}"
         name = f"{base}.json"
         if name in names and meta.rank is not None and meta.device_id is not None:
@@ -146,8 +156,9 @@ def report_names(result: AnalysisResult) -> list[str]:
     return names
 
 
-def render_outputs(result: AnalysisResult, formats: Sequence[str],
-                   host: PluginHost | None = None) -> dict[str, str]:
+def render_outputs(
+    result: AnalysisResult, formats: Sequence[str], host: PluginHost | None = None
+) -> dict[str, str]:
     """Every output file of `formats` (json, html; others are ignored), by file name. The AOE
     tuning file comes with them when a finding names operators to tune."""
     from advisor.render.html import render_html
@@ -183,9 +194,12 @@ def stdout_document(result: AnalysisResult) -> dict[str, Any]:
     return {"reports": reports}
 
 
-def write_outputs(result: AnalysisResult, out_dir: str | Path,
-                  formats: Sequence[str] = FILE_FORMATS, host: PluginHost | None = None
-                  ) -> list[Path]:
+def write_outputs(
+    result: AnalysisResult,
+    out_dir: str | Path,
+    formats: Sequence[str] = FILE_FORMATS,
+    host: PluginHost | None = None,
+) -> list[Path]:
     """Render the outputs of `formats` and write them into `out_dir` (created when missing),
     removing the outputs an earlier run wrote there that this one does not rewrite. Returns
     the paths written; nothing (and no folder) when no format is a file."""
@@ -199,8 +213,7 @@ def _compare_document(result: CompareResult) -> dict[str, Any]:
     return compare_document(result.tables, result.report["profile"], result.report["advisor"])
 
 
-def render_compare_outputs(result: CompareResult, formats: Sequence[str]
-                           ) -> dict[str, str | bytes]:
+def render_compare_outputs(result: CompareResult, formats: Sequence[str]) -> dict[str, str | bytes]:
     """Every output file of a comparison in `formats` (json, html, xlsx; others are ignored),
     by file name, all rendered before any is written."""
     from advisor.render.compare_html import render_compare_html
@@ -224,13 +237,13 @@ def compare_stdout_document(result: CompareResult) -> dict[str, Any]:
     return {"compare": _compare_document(result), "report": result.report}
 
 
-def write_compare_outputs(result: CompareResult, out_dir: str | Path,
-                          formats: Sequence[str] = COMPARE_FILE_FORMATS) -> list[Path]:
+def write_compare_outputs(
+    result: CompareResult, out_dir: str | Path, formats: Sequence[str] = COMPARE_FILE_FORMATS
+) -> list[Path]:
     """Write a comparison's outputs of `formats` into `out_dir` like write_outputs does a
     run's (atomically, an earlier comparison's stale outputs removed; a run's kept). Returns
     the paths written; nothing (and no folder) when no format is a file."""
-    return write_files(Path(out_dir), render_compare_outputs(result, formats),
-                       command="compare")
+    return write_files(Path(out_dir), render_compare_outputs(result, formats), command="compare")
 
 
 def read_manifest(out_dir: Path) -> dict[str, list[str]]:
@@ -247,21 +260,27 @@ def read_manifest(out_dir: Path) -> dict[str, list[str]]:
     outputs = document.get("outputs") if isinstance(document, dict) else None
     if not isinstance(outputs, dict):
         return {}
-    return {command: list(dict.fromkeys(n for n in names if _own_name(n)))
-            for command, names in outputs.items()
-            if isinstance(command, str) and isinstance(names, list)}
+    return {
+        command: list(dict.fromkeys(n for n in names if _own_name(n)))
+        for command, names in outputs.items()
+        if isinstance(command, str) and isinstance(names, list)
+    }
 
 
 def _own_name(name: Any) -> bool:
-    return isinstance(name, str) and name != MANIFEST and _OWN_NAME.fullmatch(name) is not None \
+    return (
+        isinstance(name, str)
+        and name != MANIFEST
+        and _OWN_NAME.fullmatch(name) is not None
         and ".." not in name
+    )
 
 
 def _write_manifest(out_dir: Path, outputs: Mapping[str, Sequence[str]]) -> None:
     document = {
         "advisor": __version__,
         "about": "Files advisor wrote into this folder, per command. The next run into this "
-                 "folder removes those it does not write again; other files are never touched.",
+        "folder removes those it does not write again; other files are never touched.",
         "outputs": {command: list(names) for command, names in outputs.items() if names},
     }
     write_atomic(out_dir / MANIFEST, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
@@ -283,8 +302,9 @@ def _remove_own(out_dir: Path, name: str) -> None:
         path.unlink(missing_ok=True)
 
 
-def write_files(out_dir: Path, outputs: Mapping[str, str | bytes],
-                command: str = "run") -> list[Path]:
+def write_files(
+    out_dir: Path, outputs: Mapping[str, str | bytes], command: str = "run"
+) -> list[Path]:
     """Write `outputs` (file name -> content) into `out_dir` atomically and record them in the
     folder's manifest under `command`; then remove the files the manifest listed for that
     command which this run did not write. No outputs: the folder is left alone (not even
@@ -303,8 +323,10 @@ def write_files(out_dir: Path, outputs: Mapping[str, str | bytes],
     previous = read_manifest(out_dir)
     before = previous.pop(command, [])
     # Other commands' outputs are kept, listed while they are there and not this run's now.
-    previous = {c: [n for n in listed if n not in outputs and _is_file(out_dir / n)]
-                for c, listed in previous.items()}
+    previous = {
+        c: [n for n in listed if n not in outputs and _is_file(out_dir / n)]
+        for c, listed in previous.items()
+    }
     if not set(names) <= set(before):
         _write_manifest(out_dir, {**previous, command: list(dict.fromkeys([*before, *names]))})
     for name, content in outputs.items():

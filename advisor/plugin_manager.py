@@ -52,8 +52,10 @@ def _refuse_wrappers(pm: pluggy.PluginManager, plugin: object) -> None:
     for caller in pm.get_hookcallers(plugin) or ():
         for impl in caller.get_hookimpls():
             if impl.plugin is plugin and (impl.hookwrapper or impl.wrapper):
-                raise ValueError(f"{caller.name} is a hook wrapper; advisor calls each "
-                                 "plugin's hooks on their own and supports no wrappers")
+                raise ValueError(
+                    f"{caller.name} is a hook wrapper; advisor calls each "
+                    "plugin's hooks on their own and supports no wrappers"
+                )
 
 
 def _table_problem(spec: object, tables: dict[str, TableSpec]) -> str | None:
@@ -74,16 +76,21 @@ def blocked_names() -> set[str]:
 class PluginHost:
     """Owns the pluggy manager and turns every hook call into a failure-tolerant list."""
 
-    def __init__(self, *, entry_points_group: str | None = ENTRY_POINT_GROUP,
-                 extra: Iterable[tuple[str, object]] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        entry_points_group: str | None = ENTRY_POINT_GROUP,
+        extra: Iterable[tuple[str, object]] = (),
+    ) -> None:
         self.pm = pluggy.PluginManager("advisor")
         self.pm.add_hookspecs(hookspecs)
         self.infos: list[PluginInfo] = []
         blocked = blocked_names()
         if entry_points_group:
             # Built-in plugins first, so plugin-shipped rules can replace built-in ones.
-            for ep in sorted(entry_points(group=entry_points_group),
-                             key=lambda e: (not _is_builtin(e), e.name)):
+            for ep in sorted(
+                entry_points(group=entry_points_group), key=lambda e: (not _is_builtin(e), e.name)
+            ):
                 self._load(ep, blocked)
         for name, plugin in extra:
             self._register(name, plugin, "", "", getattr(plugin, "__name__", name))
@@ -93,14 +100,23 @@ class PluginHost:
         version = ep.dist.version if ep.dist else ""
         if ep.name in blocked:
             self.pm.set_blocked(ep.name)
-            self.infos.append(PluginInfo(ep.name, dist, version, ep.value, "blocked",
-                                         f"blocked by {BLOCK_ENV}"))
+            self.infos.append(
+                PluginInfo(ep.name, dist, version, ep.value, "blocked", f"blocked by {BLOCK_ENV}")
+            )
             return
         try:
             plugin = ep.load()
         except Exception as exc:  # a third-party import may raise anything
-            self.infos.append(PluginInfo(ep.name, dist, version, ep.value, "failed",
-                                         f"import failed: {type(exc).__name__}: {exc}"))
+            self.infos.append(
+                PluginInfo(
+                    ep.name,
+                    dist,
+                    version,
+                    ep.value,
+                    "failed",
+                    f"import failed: {type(exc).__name__}: {exc}",
+                )
+            )
             return
         self._register(ep.name, plugin, dist, version, ep.value)
 
@@ -112,8 +128,9 @@ class PluginHost:
         except Exception as exc:  # pluggy validation errors, duplicate names
             if self.pm.is_registered(plugin):
                 self.pm.unregister(plugin)
-            self.infos.append(PluginInfo(name, dist, version, module, "failed",
-                                         f"invalid plugin: {exc}"))
+            self.infos.append(
+                PluginInfo(name, dist, version, module, "failed", f"invalid plugin: {exc}")
+            )
             return
         self.infos.append(PluginInfo(name, dist, version, module, "loaded"))
 
@@ -181,5 +198,4 @@ class PluginHost:
         return merged
 
     def report_sections(self, analysis: Any) -> list[hookspecs.ReportSection]:
-        return [s for _, ss in self.call("advisor_report_sections", analysis=analysis)
-                for s in ss]
+        return [s for _, ss in self.call("advisor_report_sections", analysis=analysis) for s in ss]

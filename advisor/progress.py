@@ -53,8 +53,9 @@ class FileProgress:
             return
         self._last = now
         mb, total = self.done_bytes / 2**20, self.total_bytes / 2**20
-        sys.stderr.write(f"\r{self.name}: {mb:,.0f}/{total:,.0f} MB read, "
-                         f"{self.events:,} events decoded ")
+        sys.stderr.write(
+            f"\r{self.name}: {mb:,.0f}/{total:,.0f} MB read, {self.events:,} events decoded "
+        )
         sys.stderr.flush()
 
     def close(self) -> None:

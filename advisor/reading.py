@@ -23,17 +23,21 @@ PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 """Below this much input, starting worker processes costs more than it saves."""
 
 
-def _read_claim(claim: Claim, tables: Mapping[str, TableSpec] = TABLES
-                ) -> list[Profile] | AdvisorError:
+def _read_claim(
+    claim: Claim, tables: Mapping[str, TableSpec] = TABLES
+) -> list[Profile] | AdvisorError:
     """Read one claimed path and hold what the reader returns to the table contract; errors
     are returned so they cross process boundaries intact."""
     source = f"reader {claim.reader.name!r} (plugin {claim.plugin!r})"
     try:
         profiles = claim.reader.read(claim.path)
         if not isinstance(profiles, list) or not all(
-                isinstance(p, Profile) and isinstance(p.meta, ProfileMeta) for p in profiles):
-            return UnreadableInput(claim.path, f"{source} returned {type(profiles).__name__}, "
-                                               "not a list of advisor.model.Profile")
+            isinstance(p, Profile) and isinstance(p.meta, ProfileMeta) for p in profiles
+        ):
+            return UnreadableInput(
+                claim.path,
+                f"{source} returned {type(profiles).__name__}, not a list of advisor.model.Profile",
+            )
         hints = getattr(claim.reader, "collect", None) or {}
         for profile in profiles:
             profile.meta.collect = {**hints, **profile.meta.collect}
@@ -70,9 +74,14 @@ class Reading:
     plugin_problems: list[str] = field(default_factory=list)
 
 
-def read_inputs(paths: Sequence[Path], host: PluginHost, *, jobs: int | None = None,
-                scheduler: str | None = None,
-                tables: Mapping[str, TableSpec] | None = None) -> Reading:
+def read_inputs(
+    paths: Sequence[Path],
+    host: PluginHost,
+    *,
+    jobs: int | None = None,
+    scheduler: str | None = None,
+    tables: Mapping[str, TableSpec] | None = None,
+) -> Reading:
     """Read every path with the reader that claims it; several ranks in parallel processes,
     or on the workers of the Dask cluster at `scheduler`. `tables` (default: the host's) is
     the contract readers' tables are held to.

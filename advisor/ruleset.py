@@ -53,13 +53,20 @@ def _check_selectors(ruleset: RuleSet, selectors: Sequence[str], what: str) -> N
             known = sorted({k for r in rules for k in (r.id, r.name, *r.tags)})
             close = difflib.get_close_matches(selector.upper(), [k.upper() for k in known], 3)
             close += difflib.get_close_matches(selector.lower(), known, 3)
-            hint = f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else \
-                " (`advisor rules list` shows ids, names and tags)"
+            hint = (
+                f" (did you mean {', '.join(dict.fromkeys(close))}?)"
+                if close
+                else " (`advisor rules list` shows ids, names and tags)"
+            )
             raise ValueError(f"{what}: {selector!r} matches no rule id, name or tag{hint}")
 
 
-def select_rules(ruleset: RuleSet, select: Sequence[str], ignore: Sequence[str],
-                 what: tuple[str, str] = ("--select", "--ignore")) -> list[Rule]:
+def select_rules(
+    ruleset: RuleSet,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    what: tuple[str, str] = ("--select", "--ignore"),
+) -> list[Rule]:
     """The rules --select picks (all when empty) less those --ignore names; a selector that
     matches no rule is a ValueError. `what` names the two options in that error."""
     _check_selectors(ruleset, select, what[0])
@@ -70,14 +77,20 @@ def select_rules(ruleset: RuleSet, select: Sequence[str], ignore: Sequence[str],
     return [r for r in rules if not any(r.matches(s) for s in ignore)]
 
 
-def select_configured(ruleset: RuleSet, config: Config, select: Sequence[str],
-                      ignore: Sequence[str]) -> list[Rule]:
+def select_configured(
+    ruleset: RuleSet, config: Config, select: Sequence[str], ignore: Sequence[str]
+) -> list[Rule]:
     """select_rules with the caller's selectors, or the config's where the caller gives none;
     errors name where the selector came from."""
     return select_rules(
-        ruleset, select or config.select, ignore or config.ignore,
-        ("--select" if select else f"{config.label}: select",
-         "--ignore" if ignore else f"{config.label}: ignore"))
+        ruleset,
+        select or config.select,
+        ignore or config.ignore,
+        (
+            "--select" if select else f"{config.label}: select",
+            "--ignore" if ignore else f"{config.label}: ignore",
+        ),
+    )
 
 
 def parse_severities(assignments: Iterable[str]) -> dict[str, str]:
@@ -95,8 +108,8 @@ def find_rule(ruleset: RuleSet, key: str) -> Rule | None:
     """The rule a user names by id or by name."""
     folded = key.casefold()
     return ruleset.rules.get(key) or next(
-        (r for r in ruleset.rules.values()
-         if folded in (r.id.casefold(), r.name.casefold())), None)
+        (r for r in ruleset.rules.values() if folded in (r.id.casefold(), r.name.casefold())), None
+    )
 
 
 def fix_severities(ruleset: RuleSet, severities: Mapping[str, str], what: str) -> None:
@@ -108,8 +121,9 @@ def fix_severities(ruleset: RuleSet, severities: Mapping[str, str], what: str) -
         ruleset.rules[rule.id] = replace(rule, severity=severity)
 
 
-def resolve_overrides(ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any]],
-                      what: str = "--set") -> dict[str, dict[str, Any]]:
+def resolve_overrides(
+    ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any]], what: str = "--set"
+) -> dict[str, dict[str, Any]]:
     """Key overrides by rule id (a rule's name is accepted too) and check every param exists."""
     resolved: dict[str, dict[str, Any]] = {}
     for key, params in overrides.items():
@@ -118,10 +132,13 @@ def resolve_overrides(ruleset: RuleSet, overrides: Mapping[str, Mapping[str, Any
             raise ValueError(f"{what}: no rule {key!r}")
         unknown = sorted(set(params) - set(rule.params))
         if unknown:
-            raise ValueError(f"{what}: rule {rule.id} has no param {unknown[0]!r} "
-                             f"(params: {', '.join(rule.params) or 'none'})")
+            raise ValueError(
+                f"{what}: rule {rule.id} has no param {unknown[0]!r} "
+                f"(params: {', '.join(rule.params) or 'none'})"
+            )
         resolved.setdefault(rule.id, {}).update(
-            {name: typed_param(rule, name, value, what) for name, value in params.items()})
+            {name: typed_param(rule, name, value, what) for name, value in params.items()}
+        )
     return resolved
 
 
@@ -129,8 +146,11 @@ def typed_param(rule: Rule, name: str, value: Any, what: str = "--set") -> Any:
     """`value` as the type of the param's default, or a ValueError naming both: a threshold
     set to text would otherwise make the rule fail at run time and its finding vanish."""
     default = rule.params[name]
-    if isinstance(value, str) and isinstance(default, (int, float)) \
-            and not isinstance(default, bool):
+    if (
+        isinstance(value, str)
+        and isinstance(default, (int, float))
+        and not isinstance(default, bool)
+    ):
         with contextlib.suppress(ValueError):  # YAML reads 1e-3 as text; a number is meant
             value = float(value)
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -142,10 +162,16 @@ def typed_param(rule: Rule, name: str, value: Any, what: str = "--set") -> Any:
         ok = isinstance(value, str) or numeric
         value = str(value)
     if not ok:
-        kind = ("true or false" if isinstance(default, bool) else "a finite number"
-                if isinstance(default, (int, float)) else "text")
-        raise ValueError(f"{what}: {rule.id}.{name} expects {kind} (default {default!r}), "
-                         f"got {value!r}")
+        kind = (
+            "true or false"
+            if isinstance(default, bool)
+            else "a finite number"
+            if isinstance(default, (int, float))
+            else "text"
+        )
+        raise ValueError(
+            f"{what}: {rule.id}.{name} expects {kind} (default {default!r}), got {value!r}"
+        )
     return value
 
 
@@ -154,23 +180,30 @@ def expression_functions(host: PluginHost) -> dict[str, Callable[..., Any]]:
     return {**BUILTIN_FUNCTIONS, **host.functions()}
 
 
-def load_ruleset(host: PluginHost, rule_paths: Sequence[Path],
-                 tables: Mapping[str, TableSpec] | None = None
-                 ) -> tuple[RuleSet, list[RuleError]]:
+def load_ruleset(
+    host: PluginHost, rule_paths: Sequence[Path], tables: Mapping[str, TableSpec] | None = None
+) -> tuple[RuleSet, list[RuleError]]:
     """Built-in and plugin-shipped rules first, then the user's; later ids replace earlier.
     `tables` (default: the host's) are those rule expressions may name."""
     shipped = host.rule_paths()
     builtin = {i.name for i in host.infos if i.module.startswith("advisor_plugins.")}
     origins = {p: "built-in" if name in builtin else f"plugin {name}" for name, p in shipped}
-    return load_rules([p for _, p in shipped] + list(rule_paths), expression_functions(host),
-                      origins, host.tables() if tables is None else tables)
+    return load_rules(
+        [p for _, p in shipped] + list(rule_paths),
+        expression_functions(host),
+        origins,
+        host.tables() if tables is None else tables,
+    )
 
 
-def prepare_rules(host: PluginHost, config: Config, rules: Sequence[str | Path] = (),
-                  params: Mapping[str, Mapping[str, Any]] | None = None,
-                  severity: Mapping[str, str] | None = None,
-                  tables: Mapping[str, TableSpec] | None = None
-                  ) -> tuple[RuleSet, list[RuleError], dict[str, dict[str, Any]]]:
+def prepare_rules(
+    host: PluginHost,
+    config: Config,
+    rules: Sequence[str | Path] = (),
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    severity: Mapping[str, str] | None = None,
+    tables: Mapping[str, TableSpec] | None = None,
+) -> tuple[RuleSet, list[RuleError], dict[str, dict[str, Any]]]:
     """The rules in effect and the param overrides to evaluate them with.
 
     User rules load after the built-in and plugin ones: the config's (ADVISOR_RULES first), then

@@ -45,6 +45,7 @@ class NewRule:
 
 def _example_rows(table: str, count: int) -> list[dict[str, Any]]:
     """`count` rows holding a value for every required column of `table`, for a new case."""
+
     def value(dtype: str, column: str, i: int) -> Any:
         if dtype == "string":
             return f"{column}-{i}"
@@ -52,12 +53,15 @@ def _example_rows(table: str, count: int) -> list[dict[str, Any]]:
             return True
         return float(10 * (i + 1)) if dtype == "float64" else i
 
-    return [{c.name: value(c.dtype, c.name, i) for c in TABLES[table].columns if c.required}
-            for i in range(count)]
+    return [
+        {c.name: value(c.dtype, c.name, i) for c in TABLES[table].columns if c.required}
+        for i in range(count)
+    ]
 
 
-def _texts(name: str, rule_id: str, table: str, rule_file: Path, case_file: Path
-                   ) -> tuple[str, str]:
+def _texts(
+    name: str, rule_id: str, table: str, rule_file: Path, case_file: Path
+) -> tuple[str, str]:
     """The text of a new rule (valid as written, TODOs to edit) and of its test cases, which
     name the files they are written to so that their comments give the commands to run."""
     rule = f"""\
@@ -85,14 +89,30 @@ docs: |
   TODO: what it checks, why it matters, when it fires (params and their defaults) and where
   the thresholds come from.
 """
-    cases = yaml.safe_dump({"rule": rule_id, "cases": [
-        {"name": "fires on three rows", "tables": {table: _example_rows(table, 3)},
-         "expect": {"fires": True, "values": {"row_count": 3}}},
-        {"name": "silent on one row", "tables": {table: _example_rows(table, 1)},
-         "expect": {"fires": False}},
-    ]}, sort_keys=False, default_flow_style=None, allow_unicode=True)
-    header = (f"# Test cases of {rule_id} ({rule_file.name}). TODO: rows that make the rule fire "
-              f"and rows that must not.\n#   advisor rules test {case_file} --rules {rule_file}\n")
+    cases = yaml.safe_dump(
+        {
+            "rule": rule_id,
+            "cases": [
+                {
+                    "name": "fires on three rows",
+                    "tables": {table: _example_rows(table, 3)},
+                    "expect": {"fires": True, "values": {"row_count": 3}},
+                },
+                {
+                    "name": "silent on one row",
+                    "tables": {table: _example_rows(table, 1)},
+                    "expect": {"fires": False},
+                },
+            ],
+        },
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+    )
+    header = (
+        f"# Test cases of {rule_id} ({rule_file.name}). TODO: rows that make the rule fire "
+        f"and rows that must not.\n#   advisor rules test {case_file} --rules {rule_file}\n"
+    )
     return rule, header + cases
 
 
@@ -105,24 +125,33 @@ def _free_rule_id(taken: Container[str]) -> str:
     raise ScaffoldError(f"every id {ID_PREFIX}-001 to {ID_PREFIX}-{MAX_NUMBER} is taken")
 
 
-def new_rule(name: str, folder: str | Path = ".", table: str = "device_ops", *,
-             rule_paths: Sequence[Path] = (), host: PluginHost | None = None) -> NewRule:
+def new_rule(
+    name: str,
+    folder: str | Path = ".",
+    table: str = "device_ops",
+    *,
+    rule_paths: Sequence[Path] = (),
+    host: PluginHost | None = None,
+) -> NewRule:
     """Write NAME.yaml, a valid rule with TODOs reading `table`, and NAME.case.yaml, its test
     cases, into `folder` (created when missing). The rule gets the first id free among the
     built-in rules, the plugins' rules, `rule_paths` and the rules already in `folder`.
     Existing files are never overwritten: ScaffoldError instead, as for a bad name or table."""
     folder = Path(folder)
     if not re.fullmatch(RULE_SCHEMA["properties"]["name"]["pattern"], name):
-        raise ScaffoldError(f"rule name {name!r}: use 3-64 lower-case letters, digits and '-', "
-                            "starting with a letter (e.g. slow-casts)")
+        raise ScaffoldError(
+            f"rule name {name!r}: use 3-64 lower-case letters, digits and '-', "
+            "starting with a letter (e.g. slow-casts)"
+        )
     if table not in TABLES:
         raise ScaffoldError(f"unknown table {table!r} (choose from {', '.join(sorted(TABLES))})")
     rule_file, case_file = folder / f"{name}.yaml", folder / f"{name}.case.yaml"
     for path in (rule_file, case_file):
         if path.exists():
             raise ScaffoldError(f"{path}: already exists; not overwritten")
-    ruleset, _ = load_ruleset(host or PluginHost(),
-                              [*rule_paths, *([folder] if folder.is_dir() else [])])
+    ruleset, _ = load_ruleset(
+        host or PluginHost(), [*rule_paths, *([folder] if folder.is_dir() else [])]
+    )
     rule_id = _free_rule_id(ruleset.rules)
     rule_text, case_text = _texts(name, rule_id, table, rule_file, case_file)
     folder.mkdir(parents=True, exist_ok=True)

@@ -52,10 +52,18 @@ class Session:
     providers: list[MetricProvider] = field(default_factory=list)
 
     @classmethod
-    def open(cls, *, host: PluginHost | None = None, config: Config | None = None,
-             rules: Sequence[str | Path] = (), select: Sequence[str] = (),
-             ignore: Sequence[str] = (), params: Mapping[str, Mapping[str, Any]] | None = None,
-             severity: Mapping[str, str] | None = None, lang: str | None = None) -> Session:
+    def open(
+        cls,
+        *,
+        host: PluginHost | None = None,
+        config: Config | None = None,
+        rules: Sequence[str | Path] = (),
+        select: Sequence[str] = (),
+        ignore: Sequence[str] = (),
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+        severity: Mapping[str, str] | None = None,
+        lang: str | None = None,
+    ) -> Session:
         """A session with the config's and the caller's rules, selectors, params, severities
         and language (the caller's win); raises ValueError for a selector, param, severity or
         language that names nothing."""
@@ -65,35 +73,63 @@ class Session:
         tables = host.tables()
         ruleset, errors, overrides = prepare_rules(host, config, rules, params, severity, tables)
         selected = select_configured(ruleset, config, select, ignore)
-        run = RunInfo(config=str(config.path) if config.path else None,
-                      rule_overrides=tuple(ruleset.overrides))
-        return cls(host, ruleset, selected, tables, overrides, lang, run, errors,
-                   expression_functions(host), host.metrics())
+        run = RunInfo(
+            config=str(config.path) if config.path else None,
+            rule_overrides=tuple(ruleset.overrides),
+        )
+        return cls(
+            host,
+            ruleset,
+            selected,
+            tables,
+            overrides,
+            lang,
+            run,
+            errors,
+            expression_functions(host),
+            host.metrics(),
+        )
 
     @classmethod
     def of_ruleset(cls, ruleset: RuleSet, host: PluginHost, lang: str = "en") -> Session:
         """A session evaluating every rule of a ruleset loaded elsewhere (rule case files)."""
-        return cls(host, ruleset, list(ruleset.rules.values()), host.tables(), lang=lang,
-                   functions=expression_functions(host), providers=host.metrics())
+        return cls(
+            host,
+            ruleset,
+            list(ruleset.rules.values()),
+            host.tables(),
+            lang=lang,
+            functions=expression_functions(host),
+            providers=host.metrics(),
+        )
 
     def rules_for(self, scope: str) -> list[Rule]:
         """The selected rules that run on a profile of `scope` (model.TableSpec.scope)."""
         return [r for r in self.rules if r.scope == scope]
 
-    def read(self, paths: Sequence[Path], *, jobs: int | None = None,
-             scheduler: str | None = None) -> Reading:
+    def read(
+        self, paths: Sequence[Path], *, jobs: int | None = None, scheduler: str | None = None
+    ) -> Reading:
         """The profiles under `paths`, held to this session's tables."""
-        return read_inputs(paths, self.host, jobs=jobs, scheduler=scheduler,
-                           tables=self.tables)
+        return read_inputs(paths, self.host, jobs=jobs, scheduler=scheduler, tables=self.tables)
 
     def derive(self, profile: Profile, needs: Sequence[str] = RUN_NEEDS) -> None:
         """Derive what the selected rules of the profile's kind and `needs` read."""
         wanted = [n for r in self.rules if r.scope == PROFILE for n in r.needs()]
         derive(profile, [*wanted, *needs], self.providers)
 
-    def evaluate(self, profile: Profile, rules: Sequence[Rule],
-                 overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Evaluation:
+    def evaluate(
+        self,
+        profile: Profile,
+        rules: Sequence[Rule],
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Evaluation:
         """`rules` on `profile`, with this session's params unless `overrides` are given."""
-        return evaluate(profile, list(rules), functions=self.functions,
-                        overrides=self.overrides if overrides is None else overrides,
-                        lang=self.lang, providers=self.providers)
+        return evaluate(
+            profile,
+            list(rules),
+            functions=self.functions,
+            overrides=self.overrides if overrides is None else overrides,
+            lang=self.lang,
+            providers=self.providers,
+        )

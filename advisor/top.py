@@ -59,13 +59,20 @@ def operator_rows(profile: Profile) -> tuple[pd.DataFrame, str]:
         return rows[rows["time_us"].notna()].reset_index(drop=True), "device_ops"
     stats = profile.tables.get("op_stats")
     if stats is not None and stats["total_us"].notna().any():
-        rows = pd.DataFrame({"name": stats["op_type"], "op_type": stats["op_type"],
-                             "core_type": stats["core_type"],
-                             "count": stats["count"].astype("int64"),
-                             "time_us": stats["total_us"].astype("float64")})
+        rows = pd.DataFrame(
+            {
+                "name": stats["op_type"],
+                "op_type": stats["op_type"],
+                "core_type": stats["core_type"],
+                "count": stats["count"].astype("int64"),
+                "time_us": stats["total_us"].astype("float64"),
+            }
+        )
         return rows[rows["time_us"].notna()].reset_index(drop=True), "op_stats"
-    raise TopError(f"{profile.meta.path}: no operator times in this profile "
-                   "(it has neither device_ops nor op_stats)")
+    raise TopError(
+        f"{profile.meta.path}: no operator times in this profile "
+        "(it has neither device_ops nor op_stats)"
+    )
 
 
 def _pattern(text: str, what: str) -> re.Pattern[str]:
@@ -95,12 +102,19 @@ def _filter(rows: pd.DataFrame, opts: TopOptions) -> pd.DataFrame:
 def _aggregate(rows: pd.DataFrame, how: str) -> pd.DataFrame:
     """One row per op_type: time by `how`; FLO and bytes summed (for rates over total time)."""
     groups = rows.groupby("op_type", sort=False, dropna=False)
-    out = pd.DataFrame({"time_us": groups["time_us"].agg(how),
-                        "count": groups["count"].sum(),
-                        "total_us": groups["time_us"].sum()})
+    out = pd.DataFrame(
+        {
+            "time_us": groups["time_us"].agg(how),
+            "count": groups["count"].sum(),
+            "total_us": groups["time_us"].sum(),
+        }
+    )
     if "core_type" in rows:
-        out.insert(0, "core_type", groups["core_type"].agg(
-            lambda s: ",".join(sorted(set(s.dropna().astype(str))))))
+        out.insert(
+            0,
+            "core_type",
+            groups["core_type"].agg(lambda s: ",".join(sorted(set(s.dropna().astype(str))))),
+        )
     for col in ("flops", "bytes"):
         if col in rows:
             out[col] = groups[col].sum(min_count=1)
@@ -136,10 +150,12 @@ def rank_operators(profile: Profile, opts: TopOptions) -> pd.DataFrame:
         frame = _rates(rows.copy(), "time_us")
     frame["share"] = frame["time_us"] / all_us if all_us > 0 else np.nan
     if opts.order_by not in frame.columns:
-        raise TopError(f"--order-by: no column {opts.order_by!r} "
-                       f"(columns: {', '.join(output_columns(frame))})")
-    frame = frame.sort_values(opts.order_by, ascending=opts.ascending, kind="stable",
-                              na_position="last")
+        raise TopError(
+            f"--order-by: no column {opts.order_by!r} (columns: {', '.join(output_columns(frame))})"
+        )
+    frame = frame.sort_values(
+        opts.order_by, ascending=opts.ascending, kind="stable", na_position="last"
+    )
     if opts.top:
         frame = frame.head(opts.top)
     frame["cumulative_us"] = frame["time_us"].cumsum()
@@ -148,16 +164,40 @@ def rank_operators(profile: Profile, opts: TopOptions) -> pd.DataFrame:
 
 def output_columns(frame: pd.DataFrame) -> list[str]:
     """The columns shown, in a fixed order; those the profile lacks are left out."""
-    order = ("name", "op_type", "core_type", "count", "time_us", "total_us", "share",
-             "cumulative_us", "flops", "gflops", "bytes", "gbps", "start_us", "input_shapes",
-             "output_shapes")
-    return [c for c in order if c in frame.columns and (frame[c].notna().any() or c in (
-        "name", "op_type", "time_us"))]
+    order = (
+        "name",
+        "op_type",
+        "core_type",
+        "count",
+        "time_us",
+        "total_us",
+        "share",
+        "cumulative_us",
+        "flops",
+        "gflops",
+        "bytes",
+        "gbps",
+        "start_us",
+        "input_shapes",
+        "output_shapes",
+    )
+    return [
+        c
+        for c in order
+        if c in frame.columns and (frame[c].notna().any() or c in ("name", "op_type", "time_us"))
+    ]
 
 
-HEADERS = {"time_us": "time", "total_us": "total", "cumulative_us": "cumulative",
-           "start_us": "start", "flops": "FLO", "gflops": "GFLOPS", "bytes": "memory",
-           "gbps": "GB/s"}
+HEADERS = {
+    "time_us": "time",
+    "total_us": "total",
+    "cumulative_us": "cumulative",
+    "start_us": "start",
+    "flops": "FLO",
+    "gflops": "GFLOPS",
+    "bytes": "memory",
+    "gbps": "GB/s",
+}
 """Text-table headings of the columns whose names are not words; the unit follows them."""
 
 
@@ -175,8 +215,10 @@ def format_table(frame: pd.DataFrame, max_width: int = 48) -> str:
     widths = [max(len(c) for c in column) for column in cells]
     lines = []
     for i in range(len(frame) + 1):
-        parts = [(column[i].rjust(w) if num else column[i].ljust(w))
-                 for column, w, num in zip_strict(cells, widths, numeric)]
+        parts = [
+            (column[i].rjust(w) if num else column[i].ljust(w))
+            for column, w, num in zip_strict(cells, widths, numeric)
+        ]
         lines.append("  ".join(parts).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

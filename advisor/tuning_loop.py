@@ -17,8 +17,17 @@ from typing import Any
 import pandas as pd
 
 AOE_RESULT_GLOB = "aoe_result_*.json"
-ROW_COLUMNS = ("name", "op_type", "mode", "before_us", "after_us", "improvement_pct",
-               "update_mode", "status", "task")
+ROW_COLUMNS = (
+    "name",
+    "op_type",
+    "mode",
+    "before_us",
+    "after_us",
+    "improvement_pct",
+    "update_mode",
+    "status",
+    "task",
+)
 STATUS_ORDER = ("failed", "regressed", "incomplete", "improved")  # worst first
 
 
@@ -48,8 +57,9 @@ def files_read(meta_path: str, files: Sequence[str]) -> list[Path]:
     return [base / f for f in files] if base.is_dir() else [base]
 
 
-def tuning_loop(advised: Sequence[str], tuning: pd.DataFrame, sources: Sequence[str]
-                ) -> dict[str, Any]:
+def tuning_loop(
+    advised: Sequence[str], tuning: pd.DataFrame, sources: Sequence[str]
+) -> dict[str, Any]:
     """What happened to each advised operator in the AOE results (`tuning` op rows)."""
     ops = tuning[tuning["kind"] == "op"] if "kind" in tuning else tuning.iloc[0:0]
     wanted = set(advised)
@@ -62,8 +72,12 @@ def tuning_loop(advised: Sequence[str], tuning: pd.DataFrame, sources: Sequence[
         "advised": list(advised),
         "tuned": rows,
         "not_tuned": not_tuned,
-        "summary": {"advised": len(advised), "tuned": len(tuned), "not_tuned": len(not_tuned),
-                    **{s: sum(v == s for v in outcome.values()) for s in STATUS_ORDER}},
+        "summary": {
+            "advised": len(advised),
+            "tuned": len(tuned),
+            "not_tuned": len(not_tuned),
+            **{s: sum(v == s for v in outcome.values()) for s in STATUS_ORDER},
+        },
     }
 
 

@@ -72,8 +72,15 @@ class Scale:
 
 TIME = Scale((("µs", 1, 0, True), ("ms", 1_000, 10_000, True)))
 """Durations, given in µs: ms from 10,000 µs, so 9,999 µs stays exact."""
-SIZE = Scale((("B", 1, 0, False), ("KiB", 2**10, 2**10, True), ("MiB", 2**20, 2**20, True),
-               ("GiB", 2**30, 2**30, True), ("TiB", 2**40, 2**40, True)))
+SIZE = Scale(
+    (
+        ("B", 1, 0, False),
+        ("KiB", 2**10, 2**10, True),
+        ("MiB", 2**20, 2**20, True),
+        ("GiB", 2**30, 2**30, True),
+        ("TiB", 2**40, 2**40, True),
+    )
+)
 """Byte sizes, given in bytes."""
 
 
@@ -110,7 +117,7 @@ def fmt_pct(ratio: float | None, digits: int = 1) -> str:
     if math.isinf(ratio):
         return fmt_num(ratio) + "%"
     pct = ratio * 100
-    smallest = 10.0 ** -digits
+    smallest = 10.0**-digits
     if 0 < abs(pct) < smallest / 2:
         return _below_shown(pct, f"{smallest:.{digits}f}%")
     return f"{pct:.{digits}f}%"

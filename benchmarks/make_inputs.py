@@ -96,7 +96,8 @@ def _manifest_ok(manifest: Path, expected: dict) -> bool:
     except (OSError, ValueError):
         return False
     return all(have.get(k) == v for k, v in expected.items()) and all(
-        Path(p).exists() for p in have.get("files", []))
+        Path(p).exists() for p in have.get("files", [])
+    )
 
 
 def _write_manifest(path: Path, data: dict) -> None:
@@ -119,16 +120,30 @@ class AscendTiler:
         self.period_us = int(math.ceil(self.span_us)) + gap_us
         steps = [int(m.group(1)) for e in events if (m := STEP_RE.match(str(e.get("name", ""))))]
         self.n_steps = _step_span(steps)
-        small_ids = [e["id"] for e in events if e.get("ph") in ("s", "f", "t")
-                     and isinstance(e.get("id"), int) and e.get("name") != "torch_to_npu"]
-        small_ids += [e["args"]["correlation_id"] for e in events
-                      if isinstance(e.get("args", {}).get("correlation_id"), int)]
+        small_ids = [
+            e["id"]
+            for e in events
+            if e.get("ph") in ("s", "f", "t")
+            and isinstance(e.get("id"), int)
+            and e.get("name") != "torch_to_npu"
+        ]
+        small_ids += [
+            e["args"]["correlation_id"]
+            for e in events
+            if isinstance(e.get("args", {}).get("correlation_id"), int)
+        ]
         self.small_id_offset = max(small_ids, default=0) + 1
-        conn = [e["args"]["connection_id"] for e in events
-                if isinstance(e.get("args", {}).get("connection_id"), int)]
+        conn = [
+            e["args"]["connection_id"]
+            for e in events
+            if isinstance(e.get("args", {}).get("connection_id"), int)
+        ]
         self.conn_offset = max(conn, default=0) + 1
-        seq = [e["args"]["Sequence number"] for e in events
-               if isinstance(e.get("args", {}).get("Sequence number"), int)]
+        seq = [
+            e["args"]["Sequence number"]
+            for e in events
+            if isinstance(e.get("args", {}).get("Sequence number"), int)
+        ]
         self.seq_offset = max(seq, default=0) + 1
 
     def copy(self, k: int) -> list[dict]:
@@ -188,9 +203,12 @@ def _tile_kernel_details(src: Path, dst: Path, copies: int, gap_us: int) -> int:
     period = 0
     if start_i is not None:
         starts = [float(r[start_i]) for r in body if NUM_RE.match(r[start_i])]
-        ends = [float(r[start_i]) + float(r[dur_i] if dur_i is not None and
-                                          NUM_RE.match(r[dur_i]) else 0)
-                for r in body if NUM_RE.match(r[start_i])]
+        ends = [
+            float(r[start_i])
+            + float(r[dur_i] if dur_i is not None and NUM_RE.match(r[dur_i]) else 0)
+            for r in body
+            if NUM_RE.match(r[start_i])
+        ]
         period = int(math.ceil(max(ends) - min(starts))) + gap_us if starts else 0
     steps = [int(r[step_i]) for r in body if step_i is not None and r[step_i].strip().isdigit()]
     n_steps = _step_span(steps)
@@ -209,14 +227,24 @@ def _tile_kernel_details(src: Path, dst: Path, copies: int, gap_us: int) -> int:
     return len(body) * copies
 
 
-def build_ascend(copies: int, out: Path = DEFAULT_OUT, gap_us: int = 100,
-                 fixture: Path = ASCEND_FIXTURE, force: bool = False) -> dict:
+def build_ascend(
+    copies: int,
+    out: Path = DEFAULT_OUT,
+    gap_us: int = 100,
+    fixture: Path = ASCEND_FIXTURE,
+    force: bool = False,
+) -> dict:
     """Builds ``<out>/ascend_x<copies>/rank0_ascend_pt``; returns its manifest."""
     src = fixture / "ASCEND_PROFILER_OUTPUT"
     root = out / f"ascend_x{copies}" / fixture.name
     manifest_path = out / "manifests" / f"ascend_x{copies}.json"
-    expected = {"format_version": FORMAT_VERSION, "kind": "ascend", "copies": copies,
-                "gap_us": gap_us, "source": str(fixture)}
+    expected = {
+        "format_version": FORMAT_VERSION,
+        "kind": "ascend",
+        "copies": copies,
+        "gap_us": gap_us,
+        "source": str(fixture),
+    }
     if not force and _manifest_ok(manifest_path, expected):
         return json.loads(manifest_path.read_text(encoding="utf-8"))
     t0 = time.perf_counter()
@@ -243,16 +271,23 @@ def build_ascend(copies: int, out: Path = DEFAULT_OUT, gap_us: int = 100,
     files = [str(trace)]
     csv_rows = 0
     if (src / "kernel_details.csv").exists():
-        csv_rows = _tile_kernel_details(src / "kernel_details.csv", dst / "kernel_details.csv",
-                                        copies, gap_us)
+        csv_rows = _tile_kernel_details(
+            src / "kernel_details.csv", dst / "kernel_details.csv", copies, gap_us
+        )
         files.append(str(dst / "kernel_details.csv"))
     for extra in sorted(src.iterdir()):  # anything else in the fixture is copied once
         if extra.name not in ("trace_view.json", "kernel_details.csv") and extra.is_file():
             shutil.copy2(extra, dst / extra.name)
-    manifest = dict(expected, path=str(root), files=files, events=n_events,
-                    kernel_rows=csv_rows, period_us=tiler.period_us,
-                    bytes=sum(Path(f).stat().st_size for f in files),
-                    build_s=round(time.perf_counter() - t0, 2))
+    manifest = dict(
+        expected,
+        path=str(root),
+        files=files,
+        events=n_events,
+        kernel_rows=csv_rows,
+        period_us=tiler.period_us,
+        bytes=sum(Path(f).stat().st_size for f in files),
+        build_s=round(time.perf_counter() - t0, 2),
+    )
     _write_manifest(manifest_path, manifest)
     return manifest
 
@@ -273,20 +308,30 @@ class KinetoTiler:
         ends = [float(e["ts"]) + float(e.get("dur") or 0) for e in timed]
         self.t0, self.t1 = min(starts), max(ends)
         self.period_us = int(math.ceil(self.t1 - self.t0)) + gap_us
-        steps = [int(m.group(1)) for e in self.events
-                 if (m := STEP_RE.match(str(e.get("name", ""))))]
+        steps = [
+            int(m.group(1)) for e in self.events if (m := STEP_RE.match(str(e.get("name", ""))))
+        ]
         self.n_steps = _step_span(steps)
         self.offsets = {}
         for key in self.ID_ARGS + ("Sequence number",):
-            vals = [e["args"][key] for e in self.events
-                    if isinstance(e.get("args", {}).get(key), int)]
+            vals = [
+                e["args"][key] for e in self.events if isinstance(e.get("args", {}).get(key), int)
+            ]
             self.offsets[key] = max(vals, default=0) + 1
-        corr = [e["args"]["correlation"] for e in self.events
-                if isinstance(e.get("args", {}).get("correlation"), int)]
+        corr = [
+            e["args"]["correlation"]
+            for e in self.events
+            if isinstance(e.get("args", {}).get("correlation"), int)
+        ]
         corr += [e["id"] for e in self.events if e.get("cat") == "ac2g" and "id" in e]
         self.offsets["correlation"] = max(corr, default=0) + 1
-        flows = [e["id"] for e in self.events if e.get("ph") in ("s", "f", "t")
-                 and e.get("cat") != "ac2g" and isinstance(e.get("id"), int)]
+        flows = [
+            e["id"]
+            for e in self.events
+            if e.get("ph") in ("s", "f", "t")
+            and e.get("cat") != "ac2g"
+            and isinstance(e.get("id"), int)
+        ]
         self.offsets["flow"] = max(flows, default=0) + 1
 
     @staticmethod
@@ -342,8 +387,14 @@ class KinetoTiler:
         return [e]
 
 
-def build_kineto(copies: int | None = None, out: Path = DEFAULT_OUT, target_mb: float = 400,
-                 gap_us: int = 100, fixture: Path = KINETO_FIXTURE, force: bool = False) -> dict:
+def build_kineto(
+    copies: int | None = None,
+    out: Path = DEFAULT_OUT,
+    target_mb: float = 400,
+    gap_us: int = 100,
+    fixture: Path = KINETO_FIXTURE,
+    force: bool = False,
+) -> dict:
     """Builds ``<out>/kineto_x<copies>/bench_rank0.pt.trace.json``; returns its manifest."""
     opener = gzip.open if fixture.suffix == ".gz" else open
     with opener(fixture, "rt", encoding="utf-8") as fh:
@@ -354,8 +405,13 @@ def build_kineto(copies: int | None = None, out: Path = DEFAULT_OUT, target_mb: 
         copies = max(1, round(target_mb * 1e6 / one))
     folder = out / f"kineto_x{copies}"
     manifest_path = out / "manifests" / f"kineto_x{copies}.json"
-    expected = {"format_version": FORMAT_VERSION, "kind": "kineto", "copies": copies,
-                "gap_us": gap_us, "source": str(fixture)}
+    expected = {
+        "format_version": FORMAT_VERSION,
+        "kind": "kineto",
+        "copies": copies,
+        "gap_us": gap_us,
+        "source": str(fixture),
+    }
     if not force and _manifest_ok(manifest_path, expected):
         return json.loads(manifest_path.read_text(encoding="utf-8"))
     t0 = time.perf_counter()
@@ -378,12 +434,18 @@ def build_kineto(copies: int | None = None, out: Path = DEFAULT_OUT, target_mb: 
                 first = False
                 n_events += 1
         fh.write("\n  ]")
-        for key in keys[split + 1:]:
+        for key in keys[split + 1 :]:
             fh.write(f",\n  {json.dumps(key)}: {json.dumps(trace[key])}")
         fh.write("\n}\n")
-    manifest = dict(expected, path=str(folder), files=[str(path)], events=n_events,
-                    period_us=tiler.period_us, bytes=path.stat().st_size,
-                    build_s=round(time.perf_counter() - t0, 2))
+    manifest = dict(
+        expected,
+        path=str(folder),
+        files=[str(path)],
+        events=n_events,
+        period_us=tiler.period_us,
+        bytes=path.stat().st_size,
+        build_s=round(time.perf_counter() - t0, 2),
+    )
     _write_manifest(manifest_path, manifest)
     return manifest
 
@@ -393,12 +455,24 @@ def build_kineto(copies: int | None = None, out: Path = DEFAULT_OUT, target_mb: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                    help=f"where inputs go (default {DEFAULT_OUT}; never inside the repository)")
-    ap.add_argument("--ascend-copies", type=int, default=400,
-                    help="copies of rank0_ascend_pt (default 400, ~250 MB; 0 skips it)")
-    ap.add_argument("--kineto-copies", type=int, default=None,
-                    help="copies of the Kineto trace (default: enough for --kineto-mb; 0 skips)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"where inputs go (default {DEFAULT_OUT}; never inside the repository)",
+    )
+    ap.add_argument(
+        "--ascend-copies",
+        type=int,
+        default=400,
+        help="copies of rank0_ascend_pt (default 400, ~250 MB; 0 skips it)",
+    )
+    ap.add_argument(
+        "--kineto-copies",
+        type=int,
+        default=None,
+        help="copies of the Kineto trace (default: enough for --kineto-mb; 0 skips)",
+    )
     ap.add_argument("--kineto-mb", type=float, default=400, help="target size (default 400)")
     ap.add_argument("--gap-us", type=int, default=100, help="idle gap between copies (µs)")
     ap.add_argument("--force", action="store_true", help="rebuild even if a matching one exists")
@@ -409,11 +483,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.ascend_copies:
         built.append(build_ascend(args.ascend_copies, args.out, args.gap_us, force=args.force))
     if args.kineto_copies != 0:
-        built.append(build_kineto(args.kineto_copies, args.out, args.kineto_mb, args.gap_us,
-                                  force=args.force))
+        built.append(
+            build_kineto(
+                args.kineto_copies, args.out, args.kineto_mb, args.gap_us, force=args.force
+            )
+        )
     for m in built:
-        print(f"{m['kind']:7} x{m['copies']:<4} {m['bytes'] / 1e6:9.1f} MB "
-              f"{m['events']:>10,} events  built in {m.get('build_s', 0):6.1f} s  {m['path']}")
+        print(
+            f"{m['kind']:7} x{m['copies']:<4} {m['bytes'] / 1e6:9.1f} MB "
+            f"{m['events']:>10,} events  built in {m.get('build_s', 0):6.1f} s  {m['path']}"
+        )
     return 0
 
 

@@ -117,14 +117,16 @@ def _tree_memory(root: int) -> tuple[int, int]:
     return rss, pss
 
 
-def measure(cmd: list[str], *, cwd: Path, timeout: float, poll: float,
-            env: dict | None = None) -> dict:
+def measure(
+    cmd: list[str], *, cwd: Path, timeout: float, poll: float, env: dict | None = None
+) -> dict:
     """Runs cmd; returns wall/cpu time, peak memory, exit status and output tails."""
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out_f, stderr=err_f, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, stdout=out_f, stderr=err_f, env=env, start_new_session=True
+        )
         peak_rss = peak_pss = 0
         timed_out = False
         while True:
@@ -144,7 +146,9 @@ def measure(cmd: list[str], *, cwd: Path, timeout: float, poll: float,
         stdout, stderr = _tail(out_f, 200_000), _tail(err_f, 1500)
     single = rusage.ru_maxrss * 1024  # KiB on Linux
     return {
-        "cmd": cmd, "rc": proc.returncode, "timed_out": timed_out,
+        "cmd": cmd,
+        "rc": proc.returncode,
+        "timed_out": timed_out,
         "wall_s": round(wall, 3),
         "cpu_s": round(rusage.ru_utime + rusage.ru_stime, 3),
         "peak_rss_tree_mb": round(peak_rss / MB, 1),
@@ -153,7 +157,8 @@ def measure(cmd: list[str], *, cwd: Path, timeout: float, poll: float,
         "peak_mb": round(max(peak_pss, single) / MB, 1),
         "loadavg_1m_before": round(load_before, 2),
         "loadavg_1m_after": round(os.getloadavg()[0], 2),
-        "stdout_tail": stdout[-1500:], "stderr_tail": stderr,
+        "stdout_tail": stdout[-1500:],
+        "stderr_tail": stderr,
         "_stdout": stdout,
     }
 
@@ -190,10 +195,15 @@ class Tool:
 
 def _venv_version(python: Path, dist: str) -> str | None:
     try:
-        return subprocess.run(
-            [str(python), "-c",
-             f"import importlib.metadata as m; print(m.version({dist!r}))"],
-            capture_output=True, text=True, timeout=60).stdout.strip() or None
+        return (
+            subprocess.run(
+                [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -211,8 +221,16 @@ class Advisor(Tool):
         return None if self.exe() else "advisor not found (pip install -e . or --advisor PATH)"
 
     def command(self, input_path, out):
-        return [self.exe(), "run", str(input_path), "-o", str(out),
-                "--format", "json,html", "--quiet"]
+        return [
+            self.exe(),
+            "run",
+            str(input_path),
+            "-o",
+            str(out),
+            "--format",
+            "json,html",
+            "--quiet",
+        ]
 
     def check(self, run, out):
         reports = list(out.glob("prof_rule*.json")) if out.exists() else []
@@ -240,18 +258,32 @@ class MsprofAnalyze(Tool):
     def available(self):
         if self.exe().exists():
             return None
-        return (f"{self.exe()} missing: python3 -m venv {self.args.msprof_venv} && "
-                f"{self.args.msprof_venv}/bin/pip install msprof-analyze==26.2.0")
+        return (
+            f"{self.exe()} missing: python3 -m venv {self.args.msprof_venv} && "
+            f"{self.args.msprof_venv}/bin/pip install msprof-analyze==26.2.0"
+        )
 
     def command(self, input_path, out):
-        return [str(self.exe()), "advisor", "all", "-d", str(input_path), "-o", str(out),
-                "-l", "en"]
+        return [
+            str(self.exe()),
+            "advisor",
+            "all",
+            "-d",
+            str(input_path),
+            "-o",
+            str(out),
+            "-l",
+            "en",
+        ]
 
     def check(self, run, out):
         if not list(out.glob("mstt_advisor_*.html")):
             return "no mstt_advisor_*.html written"
-        cells = [line.split("|") for line in run["_stdout"].splitlines()
-                 if line.startswith("| ") and line[2:3].isdigit()]
+        cells = [
+            line.split("|")
+            for line in run["_stdout"].splitlines()
+            if line.startswith("| ") and line[2:3].isdigit()
+        ]
         run["categories"] = [c[2].strip() for c in cells if len(c) > 2]
         run["findings"] = len(cells)
         return None
@@ -269,8 +301,10 @@ class HTA(Tool):
     def available(self):
         if self.python().exists() and _venv_version(self.python(), "HolisticTraceAnalysis"):
             return None
-        return (f"HTA missing: python3 -m venv {self.args.hta_venv} && "
-                f"{self.args.hta_venv}/bin/pip install HolisticTraceAnalysis")
+        return (
+            f"HTA missing: python3 -m venv {self.args.hta_venv} && "
+            f"{self.args.hta_venv}/bin/pip install HolisticTraceAnalysis"
+        )
 
     def command(self, input_path, out):
         return [str(self.python()), str(HERE / "hta_driver.py"), str(input_path)]
@@ -301,8 +335,11 @@ def _fit(xs: list[float], ys: list[float]) -> dict | None:
     a = my - b * mx
     ss_tot = sum((y - my) ** 2 for y in ys)
     ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
-    return {"intercept": round(a, 4), "slope_per_mb": round(b, 6),
-            "r2": round(1 - ss_res / ss_tot, 4) if ss_tot else 1.0}
+    return {
+        "intercept": round(a, 4),
+        "slope_per_mb": round(b, 6),
+        "r2": round(1 - ss_res / ss_tot, 4) if ss_tot else 1.0,
+    }
 
 
 def scaling(points: list[dict]) -> dict:
@@ -311,17 +348,22 @@ def scaling(points: list[dict]) -> dict:
     if len(pts) < 2:
         return {"points": len(pts)}
     xs = [p["input_mb"] for p in pts]
-    res = {"points": len(pts), "sizes_mb": xs,
-           "time_fit": _fit(xs, [p["wall_s"] for p in pts]),
-           "peak_fit": _fit(xs, [p["peak_mb"] for p in pts]),
-           "s_per_mb": [round(p["wall_s"] / p["input_mb"], 4) for p in pts],
-           "peak_over_input": [round(p["peak_mb"] / p["input_mb"], 3) for p in pts]}
+    res = {
+        "points": len(pts),
+        "sizes_mb": xs,
+        "time_fit": _fit(xs, [p["wall_s"] for p in pts]),
+        "peak_fit": _fit(xs, [p["peak_mb"] for p in pts]),
+        "s_per_mb": [round(p["wall_s"] / p["input_mb"], 4) for p in pts],
+        "peak_over_input": [round(p["peak_mb"] / p["input_mb"], 3) for p in pts],
+    }
     a, b = pts[-2], pts[-1]
     if a["input_mb"] > 0 and b["input_mb"] > a["input_mb"] and a["wall_s"] > 0:
         res["time_exponent_top2"] = round(
-            math.log(b["wall_s"] / a["wall_s"]) / math.log(b["input_mb"] / a["input_mb"]), 3)
+            math.log(b["wall_s"] / a["wall_s"]) / math.log(b["input_mb"] / a["input_mb"]), 3
+        )
         res["peak_exponent_top2"] = round(
-            math.log(b["peak_mb"] / a["peak_mb"]) / math.log(b["input_mb"] / a["input_mb"]), 3)
+            math.log(b["peak_mb"] / a["peak_mb"]) / math.log(b["input_mb"] / a["input_mb"]), 3
+        )
     return res
 
 
@@ -333,9 +375,14 @@ def compare(results: list[dict]) -> list[dict]:
         if tool != "advisor":
             continue
         peer = by_key.get((kind, copies, PEERS[kind]))
-        row = {"kind": kind, "copies": copies, "input_mb": adv["input_mb"],
-               "peer": PEERS[kind], "advisor_ok": adv["ok"],
-               "peer_ok": bool(peer and peer["ok"])}
+        row = {
+            "kind": kind,
+            "copies": copies,
+            "input_mb": adv["input_mb"],
+            "peer": PEERS[kind],
+            "advisor_ok": adv["ok"],
+            "peer_ok": bool(peer and peer["ok"]),
+        }
         if adv["ok"] and peer and peer["ok"]:
             row["speedup"] = round(peer["wall_s"] / adv["wall_s"], 2)
             row["speedup_cpu"] = round(peer["cpu_s"] / adv["cpu_s"], 2) if adv["cpu_s"] else None
@@ -363,34 +410,54 @@ def machine() -> dict:
     cpu = platform.processor()
     try:
         with open("/proc/cpuinfo") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh
-                        if line.startswith("model name")), cpu)
+            cpu = next(
+                (line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu
+            )
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "mem_gib": round(mem / 2**30, 1), "cpu_model": cpu,
-            "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "cpus": os.cpu_count(),
+        "mem_gib": round(mem / 2**30, 1),
+        "cpu_model": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ascend", default=None,
-                    help="copies of rank0_ascend_pt, comma-separated (quick default 1,10,50; "
-                         "0 skips)")
-    ap.add_argument("--kineto", default=None,
-                    help="copies of the Kineto trace, comma-separated (quick default 1,3,10; "
-                         "0 skips)")
-    ap.add_argument("--full", action="store_true",
-                    help="ascend 1,50,200,400 and kineto 1, 10, 25 and the ~400 MB count")
+    ap.add_argument(
+        "--ascend",
+        default=None,
+        help="copies of rank0_ascend_pt, comma-separated (quick default 1,10,50; 0 skips)",
+    )
+    ap.add_argument(
+        "--kineto",
+        default=None,
+        help="copies of the Kineto trace, comma-separated (quick default 1,3,10; 0 skips)",
+    )
+    ap.add_argument(
+        "--full",
+        action="store_true",
+        help="ascend 1,50,200,400 and kineto 1, 10, 25 and the ~400 MB count",
+    )
     ap.add_argument("--tools", default="advisor,msprof-analyze,hta")
-    ap.add_argument("--work", type=Path, default=make_inputs.DEFAULT_OUT,
-                    help="where inputs and outputs go (default %(default)s)")
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=make_inputs.DEFAULT_OUT,
+        help="where inputs and outputs go (default %(default)s)",
+    )
     ap.add_argument("--results", type=Path, default=Path("/tmp/bench-results.json"))
     ap.add_argument("--repeat", type=int, default=1, help="runs per measurement (median)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     ap.add_argument("--poll", type=float, default=0.1, help="memory sampling period (s)")
     ap.add_argument("--no-warmup", action="store_true")
-    ap.add_argument("--keep-outputs", action="store_true",
-                    help="keep each tool's output folder under WORK/outputs")
+    ap.add_argument(
+        "--keep-outputs",
+        action="store_true",
+        help="keep each tool's output folder under WORK/outputs",
+    )
     ap.add_argument("--advisor", help="advisor executable (default .venv/bin/advisor)")
     ap.add_argument("--msprof-venv", default="/tmp/peer-msprof")
     ap.add_argument("--hta-venv", default="/tmp/peer-hta")
@@ -421,15 +488,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skip {name}: {why}", file=sys.stderr)
         else:
             tools[name] = tool
-    plan = [(kind, n, tool) for kind in ("ascend", "kineto") for n in sizes[kind]
-            for tool in ("advisor", PEERS[kind]) if tool in tools]
+    plan = [
+        (kind, n, tool)
+        for kind in ("ascend", "kineto")
+        for n in sizes[kind]
+        for tool in ("advisor", PEERS[kind])
+        if tool in tools
+    ]
 
     inputs = {}
     for kind, n, _ in plan:
         if (kind, n) not in inputs:
             print(f"building {kind} x{n} ...", file=sys.stderr, flush=True)
-            inputs[kind, n] = (make_inputs.build_ascend(n, args.work) if kind == "ascend"
-                               else make_inputs.build_kineto(n, args.work))
+            inputs[kind, n] = (
+                make_inputs.build_ascend(n, args.work)
+                if kind == "ascend"
+                else make_inputs.build_kineto(n, args.work)
+            )
 
     outs = args.work / "outputs"
     cwd = args.work / "cwd"
@@ -443,10 +518,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(out, ignore_errors=True)
         if name == "hta":
             out.mkdir(parents=True)
-        run = measure(tool.command(Path(m["path"]), out), cwd=cwd, timeout=args.timeout,
-                      poll=args.poll)
-        problem = ("timed out" if run["timed_out"] else
-                   f"exit status {run['rc']}" if run["rc"] else tool.check(run, out))
+        run = measure(
+            tool.command(Path(m["path"]), out), cwd=cwd, timeout=args.timeout, poll=args.poll
+        )
+        problem = (
+            "timed out"
+            if run["timed_out"]
+            else f"exit status {run['rc']}"
+            if run["rc"]
+            else tool.check(run, out)
+        )
         run["ok"] = problem is None
         run["problem"] = problem
         run.pop("_stdout")
@@ -468,39 +549,62 @@ def main(argv: list[str] | None = None) -> int:
         runs = [one_run(kind, n, name, str(i)) for i in range(args.repeat)]
         ok = [r for r in runs if r["ok"]]
         pick = sorted(ok, key=lambda r: r["wall_s"])[len(ok) // 2] if ok else runs[-1]
-        rec = {"kind": kind, "copies": n, "tool": name, "input_mb": round(m["bytes"] / MB, 1),
-               "events": m["events"], "ok": bool(ok), "problem": pick["problem"],
-               "wall_s": pick["wall_s"], "cpu_s": pick["cpu_s"],
-               "peak_mb": max((r["peak_mb"] for r in ok), default=pick["peak_mb"]),
-               "peak_rss_tree_mb": max(r["peak_rss_tree_mb"] for r in runs),
-               "peak_pss_tree_mb": max(r["peak_pss_tree_mb"] for r in runs),
-               "max_rss_single_mb": max(r["max_rss_single_mb"] for r in runs),
-               "findings": pick.get("findings"), "categories": pick.get("categories"),
-               "loadavg_1m_before": pick["loadavg_1m_before"], "runs": runs}
+        rec = {
+            "kind": kind,
+            "copies": n,
+            "tool": name,
+            "input_mb": round(m["bytes"] / MB, 1),
+            "events": m["events"],
+            "ok": bool(ok),
+            "problem": pick["problem"],
+            "wall_s": pick["wall_s"],
+            "cpu_s": pick["cpu_s"],
+            "peak_mb": max((r["peak_mb"] for r in ok), default=pick["peak_mb"]),
+            "peak_rss_tree_mb": max(r["peak_rss_tree_mb"] for r in runs),
+            "peak_pss_tree_mb": max(r["peak_pss_tree_mb"] for r in runs),
+            "max_rss_single_mb": max(r["max_rss_single_mb"] for r in runs),
+            "findings": pick.get("findings"),
+            "categories": pick.get("categories"),
+            "loadavg_1m_before": pick["loadavg_1m_before"],
+            "runs": runs,
+        }
         if "hta" in pick:
             rec["hta"] = pick["hta"]
         results.append(rec)
         state = "ok" if rec["ok"] else f"FAILED: {rec['problem']}"
-        print(f"{kind:7} x{n:<4} {rec['input_mb']:8.1f} MB  {name:15} {rec['wall_s']:9.2f} s "
-              f"{rec['peak_mb']:9.1f} MB  {state}", file=sys.stderr, flush=True)
+        print(
+            f"{kind:7} x{n:<4} {rec['input_mb']:8.1f} MB  {name:15} {rec['wall_s']:9.2f} s "
+            f"{rec['peak_mb']:9.1f} MB  {state}",
+            file=sys.stderr,
+            flush=True,
+        )
 
-    scal = {f"{name}/{kind}": scaling([r for r in results
-                                       if r["tool"] == name and r["kind"] == kind])
-            for name in tools for kind in ("ascend", "kineto")
-            if any(r["tool"] == name and r["kind"] == kind for r in results)}
+    scal = {
+        f"{name}/{kind}": scaling([r for r in results if r["tool"] == name and r["kind"] == kind])
+        for name in tools
+        for kind in ("ascend", "kineto")
+        if any(r["tool"] == name and r["kind"] == kind for r in results)
+    }
     comp = compare(results)
     report = {
-        "started": started, "machine": machine(),
+        "started": started,
+        "machine": machine(),
         "versions": {name: tool.version() for name, tool in tools.items()},
-        "skipped_tools": skipped, "sizes": sizes,
-        "targets": {"speedup_min": TARGET_SPEEDUP, "advisor_over_peer_peak_max": TARGET_MEM_RATIO,
-                    "time": "linear in input size",
-                    "memory": "does not grow with the full event count"},
+        "skipped_tools": skipped,
+        "sizes": sizes,
+        "targets": {
+            "speedup_min": TARGET_SPEEDUP,
+            "advisor_over_peer_peak_max": TARGET_MEM_RATIO,
+            "time": "linear in input size",
+            "memory": "does not grow with the full event count",
+        },
         "memory_method": "peak_mb = max(peak PSS summed over the process tree, sampled every "
-                         f"{args.poll}s from /proc/PID/smaps_rollup; exact ru_maxrss of the "
-                         "largest single process from wait4). peak_rss_tree_mb: RSS sum "
-                         "(counts pages shared by forked workers twice).",
-        "results": results, "comparison": comp, "scaling": scal,
+        f"{args.poll}s from /proc/PID/smaps_rollup; exact ru_maxrss of the "
+        "largest single process from wait4). peak_rss_tree_mb: RSS sum "
+        "(counts pages shared by forked workers twice).",
+        "results": results,
+        "comparison": comp,
+        "scaling": scal,
     }
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -510,39 +614,55 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(results, comp, scal) -> None:
-    print(f"\n{'input':8} {'copies':>6} {'MB':>8} {'events':>11}  {'tool':15} {'wall s':>9} "
-          f"{'cpu s':>9} {'peak MB':>9} {'tree PSS':>9} {'tree RSS':>9} {'1-proc':>9}  status")
+    print(
+        f"\n{'input':8} {'copies':>6} {'MB':>8} {'events':>11}  {'tool':15} {'wall s':>9} "
+        f"{'cpu s':>9} {'peak MB':>9} {'tree PSS':>9} {'tree RSS':>9} {'1-proc':>9}  status"
+    )
     for r in results:
         status = "ok" if r["ok"] else f"failed: {r['problem']}"
-        print(f"{r['kind']:8} {r['copies']:>6} {r['input_mb']:>8.1f} {r['events']:>11,}  "
-              f"{r['tool']:15} {r['wall_s']:>9.2f} {r['cpu_s']:>9.2f} {r['peak_mb']:>9.1f} "
-              f"{r['peak_pss_tree_mb']:>9.1f} {r['peak_rss_tree_mb']:>9.1f} "
-              f"{r['max_rss_single_mb']:>9.1f}  {status}")
+        print(
+            f"{r['kind']:8} {r['copies']:>6} {r['input_mb']:>8.1f} {r['events']:>11,}  "
+            f"{r['tool']:15} {r['wall_s']:>9.2f} {r['cpu_s']:>9.2f} {r['peak_mb']:>9.1f} "
+            f"{r['peak_pss_tree_mb']:>9.1f} {r['peak_rss_tree_mb']:>9.1f} "
+            f"{r['max_rss_single_mb']:>9.1f}  {status}"
+        )
     if comp:
-        print(f"\n{'input':8} {'copies':>6} {'peer':15} {'speedup':>8} {'cpu sp.':>8} "
-              f"{'mem ratio':>10}  targets (>= {TARGET_SPEEDUP:g}x, <= {TARGET_MEM_RATIO:g})")
+        print(
+            f"\n{'input':8} {'copies':>6} {'peer':15} {'speedup':>8} {'cpu sp.':>8} "
+            f"{'mem ratio':>10}  targets (>= {TARGET_SPEEDUP:g}x, <= {TARGET_MEM_RATIO:g})"
+        )
         for c in comp:
             if "speedup" in c:
-                verdict = (f"speed {'met' if c['meets_speed'] else 'MISSED'}, "
-                           f"memory {'met' if c['meets_memory'] else 'MISSED'}")
+                verdict = (
+                    f"speed {'met' if c['meets_speed'] else 'MISSED'}, "
+                    f"memory {'met' if c['meets_memory'] else 'MISSED'}"
+                )
                 cpu = f"{c['speedup_cpu']:>7.2f}x" if c.get("speedup_cpu") else f"{'-':>8}"
-                print(f"{c['kind']:8} {c['copies']:>6} {c['peer']:15} {c['speedup']:>7.2f}x "
-                      f"{cpu} {c['mem_ratio']:>10.3f}  {verdict}")
+                print(
+                    f"{c['kind']:8} {c['copies']:>6} {c['peer']:15} {c['speedup']:>7.2f}x "
+                    f"{cpu} {c['mem_ratio']:>10.3f}  {verdict}"
+                )
             else:
                 why = "advisor failed" if not c["advisor_ok"] else "peer failed or not run"
-                print(f"{c['kind']:8} {c['copies']:>6} {c['peer']:15} {'-':>8} {'-':>8} "
-                      f"{'-':>10}  {why}")
+                print(
+                    f"{c['kind']:8} {c['copies']:>6} {c['peer']:15} {'-':>8} {'-':>8} "
+                    f"{'-':>10}  {why}"
+                )
     if scal:
-        print(f"\n{'tool/input':26} {'s per MB (fit)':>15} {'R2':>7} {'time exp':>9} "
-              f"{'peak MB/MB (fit)':>17} {'peak exp':>9}")
+        print(
+            f"\n{'tool/input':26} {'s per MB (fit)':>15} {'R2':>7} {'time exp':>9} "
+            f"{'peak MB/MB (fit)':>17} {'peak exp':>9}"
+        )
         for key, s in scal.items():
             tf, pf = s.get("time_fit"), s.get("peak_fit")
             if not tf:
                 print(f"{key:26} (fewer than 2 successful sizes)")
                 continue
-            print(f"{key:26} {tf['slope_per_mb']:>15.4f} {tf['r2']:>7.3f} "
-                  f"{s.get('time_exponent_top2', float('nan')):>9.2f} "
-                  f"{pf['slope_per_mb']:>17.3f} {s.get('peak_exponent_top2', float('nan')):>9.2f}")
+            print(
+                f"{key:26} {tf['slope_per_mb']:>15.4f} {tf['r2']:>7.3f} "
+                f"{s.get('time_exponent_top2', float('nan')):>9.2f} "
+                f"{pf['slope_per_mb']:>17.3f} {s.get('peak_exponent_top2', float('nan')):>9.2f}"
+            )
 
 
 if __name__ == "__main__":

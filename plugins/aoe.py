@@ -80,16 +80,25 @@ class AoeReader:
         except OSError:
             return False
         data = [p for p in entries if p.suffix.lower() in DATA_SUFFIXES]
-        return (not any(p.is_dir() for p in entries) and bool(data)
-                and all(FILE_NAME.fullmatch(p.name) for p in data))
+        return (
+            not any(p.is_dir() for p in entries)
+            and bool(data)
+            and all(FILE_NAME.fullmatch(p.name) for p in data)
+        )
 
     def read(self, path: Path) -> list[Profile]:
         path = Path(path)
         # a folder is claimed by its file names: a named file that is no JSON gets a warning
-        files = sorted(p for p in path.iterdir() if is_aoe_file(p) or (
-            p.is_file() and FILE_NAME.fullmatch(p.name))) if path.is_dir() else [path]
-        meta = ProfileMeta(source_format="aoe", path=str(path), framework="CANN",
-                           device_kind="NPU")
+        files = (
+            sorted(
+                p
+                for p in path.iterdir()
+                if is_aoe_file(p) or (p.is_file() and FILE_NAME.fullmatch(p.name))
+            )
+            if path.is_dir()
+            else [path]
+        )
+        meta = ProfileMeta(source_format="aoe", path=str(path), framework="CANN", device_kind="NPU")
         profile = Profile(meta)
         rows: list[dict[str, Any]] = []
         errors: list[str] = []
@@ -105,8 +114,9 @@ class AoeReader:
             rows += found
             meta.files_read.append(file.name)
         if not rows:
-            raise UnreadableInput(path, "no AOE tuning result could be read"
-                                  + (f" ({errors[0]})" if errors else ""))
+            raise UnreadableInput(
+                path, "no AOE tuning result could be read" + (f" ({errors[0]})" if errors else "")
+            )
         profile.tables["tuning"] = conform("tuning", pd.DataFrame(rows))
         return [profile]
 
@@ -167,7 +177,7 @@ def _decode(text: str, start: int = 0) -> tuple[Any, int, int]:
             first = first or exc
             if exc.msg != "Expecting ',' delimiter" or exc.pos >= len(text.rstrip()):
                 break
-            text = text[:exc.pos] + "," + text[exc.pos:]
+            text = text[: exc.pos] + "," + text[exc.pos :]
     assert first is not None
     raise first
 
@@ -193,19 +203,28 @@ def _document(path: Path, profile: Profile) -> Any:
     try:
         value, end, repairs = _decode(body)
         if not body[end:].strip():
-            profile.warn(path.name, f"invalid JSON at {_where(body, error)}: {repairs} missing "
-                               "comma(s) assumed, all tasks read", reader=READER)
+            profile.warn(
+                path.name,
+                f"invalid JSON at {_where(body, error)}: {repairs} missing "
+                "comma(s) assumed, all tasks read",
+                reader=READER,
+            )
             return value
     except json.JSONDecodeError:
         pass
     salvaged, total = _salvage(body)
     if not salvaged:
-        raise UnreadableInput(path, f"invalid JSON at {_where(body, error)}; "
-                                    "no AOE section could be read")
+        raise UnreadableInput(
+            path, f"invalid JSON at {_where(body, error)}; no AOE section could be read"
+        )
     read = sum(len(sections) for _, sections in salvaged)
-    profile.warn(path.name, f"invalid JSON at {_where(body, error)}: kept the {read} of "
-                            f"{total} AOE sections that parse on their own; a task without its "
-                            "result section is counted incomplete", reader=READER)
+    profile.warn(
+        path.name,
+        f"invalid JSON at {_where(body, error)}: kept the {read} of "
+        f"{total} AOE sections that parse on their own; a task without its "
+        "result section is counted incomplete",
+        reader=READER,
+    )
     return _Salvaged(salvaged)
 
 
@@ -249,11 +268,14 @@ class _FileReader:
     def rows(self) -> list[dict[str, Any]]:
         doc = _document(self.path, self.profile)
         salvaged = isinstance(doc, _Salvaged)
-        rows = [row for key, sections in self._tasks(doc)
-                for row in self._task(key, sections, salvaged)]
+        rows = [
+            row for key, sections in self._tasks(doc) for row in self._task(key, sections, salvaged)
+        ]
         if not rows:
-            raise UnreadableInput(self.path, "no AOE tuning task found (expected report_* "
-                                             "keys or basic/OPAT/SGAT sections)")
+            raise UnreadableInput(
+                self.path,
+                "no AOE tuning task found (expected report_* keys or basic/OPAT/SGAT sections)",
+            )
         return rows
 
     def _tasks(self, doc: Any) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -275,8 +297,7 @@ class _FileReader:
             items = value if isinstance(value, list) else [value]
             yield key, _sections(items)
 
-    def _task(self, key: str, sections: dict[str, Any], salvaged: bool
-              ) -> list[dict[str, Any]]:
+    def _task(self, key: str, sections: dict[str, Any], salvaged: bool) -> list[dict[str, Any]]:
         """The task row, then its operator and subgraph rows."""
         basic = sections.get("basic")
         name = str(_get(basic, "tuning_name") or key or self.path.stem)
@@ -292,8 +313,11 @@ class _FileReader:
             if section is None:
                 continue
             modes.append(mode)
-            result = str(_get(section, "opat_tuning_result") or _get(section, "opat_tune_result")
-                         or "").strip().lower()
+            result = (
+                str(_get(section, "opat_tuning_result") or _get(section, "opat_tune_result") or "")
+                .strip()
+                .lower()
+            )
             if result in FAILED:
                 status = "failed"
             elif result in INCOMPLETE and status != "failed":
@@ -302,8 +326,10 @@ class _FileReader:
             rows += self._subgraphs(section, key or name, where)
             self._model(section, task, where)
             summary = _get(section, "repo_summary")
-            for column, field in (("repo_total", "total_num"),
-                                  ("repo_unsatisfied", "repo_unsatisfied_num")):
+            for column, field in (
+                ("repo_total", "total_num"),
+                ("repo_unsatisfied", "repo_unsatisfied_num"),
+            ):
                 number = self._number(_get(summary, field), f"{where} repo_summary.{field}")
                 if not math.isnan(number):
                     task[column] = task.get(column, 0) + int(number)
@@ -317,14 +343,29 @@ class _FileReader:
 
     def _model(self, section: Any, task: dict[str, Any], where: str) -> None:
         """Whole-model times (SGAT, OPAT offline inference), in ms in the file."""
-        before = self._number(_get(section, "model_baseline_performance(ms)"),
-                              f"{where} model_baseline_performance(ms)") * 1000
-        after = self._number(_get(section, "model_result_performance(ms)"),
-                             f"{where} model_result_performance(ms)") * 1000
+        before = (
+            self._number(
+                _get(section, "model_baseline_performance(ms)"),
+                f"{where} model_baseline_performance(ms)",
+            )
+            * 1000
+        )
+        after = (
+            self._number(
+                _get(section, "model_result_performance(ms)"),
+                f"{where} model_result_performance(ms)",
+            )
+            * 1000
+        )
         if math.isnan(before) and math.isnan(after):
             return
-        task.update(before_us=before, after_us=after, improvement_pct=self._percent(
-            _get(section, "model_performance_improvement"), before, after, where))
+        task.update(
+            before_us=before,
+            after_us=after,
+            improvement_pct=self._percent(
+                _get(section, "model_performance_improvement"), before, after, where
+            ),
+        )
 
     def _operators(self, section: Any, task: str, where: str) -> list[dict[str, Any]]:
         rows = []
@@ -335,43 +376,75 @@ class _FileReader:
                 for mode, numbers in _items(performance) or [(None, op)]:
                     rows.append(self._entry("op", op, numbers, mode, None, task, where))
         else:  # 6.0-6.2: lists by how the repository changed
-            for list_key, update in (("add_repo_operators", "add"),
-                                     ("update_repo_operators", "update")):
+            for list_key, update in (
+                ("add_repo_operators", "add"),
+                ("update_repo_operators", "update"),
+            ):
                 for op in _get(modified, list_key) or []:
                     rows.append(self._entry("op", op, op, None, update, task, where))
-        failed = _get(section, "tuning_failed_operators") or _get(
-            section, "tune_failed_operators") or []
+        failed = (
+            _get(section, "tuning_failed_operators") or _get(section, "tune_failed_operators") or []
+        )
         for op_name in failed if isinstance(failed, list) else [failed]:
             rows.append({"kind": "op", "name": str(op_name), "status": "failed", "task": task})
         return rows
 
     def _subgraphs(self, section: Any, task: str, where: str) -> list[dict[str, Any]]:
         modified = _get(section, "repo_modified_subgraphs")
-        return [self._entry("subgraph", graph, graph, "SGAT", update, task, where, scale=1000)
-                for list_key, update in (("add_repo_subgraphs", "add"),
-                                         ("update_repo_subgraphs", "update"))
-                for graph in _get(modified, list_key) or []]
+        return [
+            self._entry("subgraph", graph, graph, "SGAT", update, task, where, scale=1000)
+            for list_key, update in (
+                ("add_repo_subgraphs", "add"),
+                ("update_repo_subgraphs", "update"),
+            )
+            for graph in _get(modified, list_key) or []
+        ]
 
-    def _entry(self, kind: str, item: Any, numbers: Any, mode: str | None,
-               update: str | None, task: str, where: str, scale: float = 1.0
-               ) -> dict[str, Any]:
+    def _entry(
+        self,
+        kind: str,
+        item: Any,
+        numbers: Any,
+        mode: str | None,
+        update: str | None,
+        task: str,
+        where: str,
+        scale: float = 1.0,
+    ) -> dict[str, Any]:
         """One tuned operator (times in µs) or subgraph (times in ms, scaled to µs)."""
         unit = "(us)" if scale == 1 else "(ms)"
         name = str(_get(item, "op_name") or _get(item, "repo_key") or "?")
         label = f"{where} {name}"
-        before = self._number(_get(numbers, f"performance_before_tune{unit}"),
-                              f"{label} performance_before_tune{unit}") * scale
-        after = self._number(_get(numbers, f"performance_after_tune{unit}"),
-                             f"{label} performance_after_tune{unit}") * scale
-        improvement = self._percent(_get(numbers, "performance_improvement"), before, after,
-                                    label)
+        before = (
+            self._number(
+                _get(numbers, f"performance_before_tune{unit}"),
+                f"{label} performance_before_tune{unit}",
+            )
+            * scale
+        )
+        after = (
+            self._number(
+                _get(numbers, f"performance_after_tune{unit}"),
+                f"{label} performance_after_tune{unit}",
+            )
+            * scale
+        )
+        improvement = self._percent(_get(numbers, "performance_improvement"), before, after, label)
         op_type = _get(item, "op_type")
         if isinstance(op_type, list):
             op_type = ",".join(str(t) for t in op_type)
-        return {"kind": kind, "name": name, "op_type": op_type, "mode": mode,
-                "before_us": before, "after_us": after, "improvement_pct": improvement,
-                "update_mode": _get(numbers, "update_mode") or update,
-                "status": _outcome(before, after, improvement), "task": task}
+        return {
+            "kind": kind,
+            "name": name,
+            "op_type": op_type,
+            "mode": mode,
+            "before_us": before,
+            "after_us": after,
+            "improvement_pct": improvement,
+            "update_mode": _get(numbers, "update_mode") or update,
+            "status": _outcome(before, after, improvement),
+            "task": task,
+        }
 
     def _number(self, value: Any, what: str) -> float:
         """A number as written (a string holding one is accepted); NaN and a warning else."""

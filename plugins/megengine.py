@@ -35,9 +35,23 @@ TIMELINE_SUFFIX = ".chrome_timeline.json"
 _DEVICE_THREAD = re.compile(r"^(?:[a-z]+\d+:\d+|.*cupti.*|.*stream.*)$", re.IGNORECASE)
 _HOST_THREAD_NAMES = {"host", "channel", "interpreter", "worker"}
 _SKIP = {"StartProfile", "StopProfile", "TensorGetProp"}
-_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int16": 2, "int8": 1,
-                "uint8": 1, "uint16": 2, "bool": 1, "byte": 1, "quantizeds8": 1,
-                "quantizeds32": 4, "quantizeds16": 2, "quantized8asymm": 1, "float64": 8}
+_DTYPE_BYTES = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "uint16": 2,
+    "bool": 1,
+    "byte": 1,
+    "quantizeds8": 1,
+    "quantizeds32": 4,
+    "quantizeds16": 2,
+    "quantized8asymm": 1,
+    "float64": 8,
+}
 _MEMORY_COMMANDS = ("Put", "Drop", "Del", "RecFree", "ReGen", "AutoEvict")
 _COPY_ENDS = {"host": "H", "device": "D", "pinned": "H", "pageable": "H"}
 
@@ -62,8 +76,10 @@ class MegEngineReader:
     """Reads one MegEngine profile file (dynamic timeline or static-graph profile JSON)."""
 
     name = "megengine"
-    formats = ("MegEngine profiler timeline (*.chrome_timeline.json)",
-               "MegEngine static-graph profile (get_profile() JSON with graph_exec/profiler)")
+    formats = (
+        "MegEngine profiler timeline (*.chrome_timeline.json)",
+        "MegEngine static-graph profile (get_profile() JSON with graph_exec/profiler)",
+    )
 
     def detect(self, path: Path) -> bool:
         """Timelines by name; static profiles by a `graph_exec` key in the first 64 KB."""
@@ -93,8 +109,7 @@ def advisor_readers() -> list[MegEngineReader]:
 
 
 def _new_profile(path: Path, source_format: str) -> Profile:
-    meta = ProfileMeta(source_format, str(path), framework="MegEngine",
-                       files_read=[str(path)])
+    meta = ProfileMeta(source_format, str(path), framework="MegEngine", files_read=[str(path)])
     return Profile(meta)
 
 
@@ -118,8 +133,9 @@ def _read_timeline(path: Path) -> Profile:
     if not events:
         raise UnreadableInput(path, "no trace events")
     if stream.truncated is not None:
-        profile.warn(path, f"truncated timeline: {stream.truncated} events recovered",
-                     reader="megengine")
+        profile.warn(
+            path, f"truncated timeline: {stream.truncated} events recovered", reader="megengine"
+        )
     meta_obj = stream.header.get("metadata")
     if isinstance(meta_obj, dict) and "localTime" in meta_obj:
         profile.meta.extra["local_time"] = str(meta_obj["localTime"])
@@ -147,8 +163,9 @@ class _Timeline:
         origin = min(times)
         self.profile.meta.extra["time_origin_us"] = origin
         if self.bad_ts:
-            self.profile.warn(self.path, f"{self.bad_ts} events without a numeric ts skipped",
-                              reader="megengine")
+            self.profile.warn(
+                self.path, f"{self.bad_ts} events without a numeric ts skipped", reader="megengine"
+            )
         self._tables(origin)
 
     def _thread(self, event: dict[str, Any]) -> str:
@@ -191,7 +208,7 @@ class _Timeline:
                 if name and name in names:
                     depth = len(names) - 1 - names[::-1].index(name)
                     lone_begin += len(stack) - 1 - depth
-                    del stack[depth + 1:]
+                    del stack[depth + 1 :]
                 if not stack or (name and str(stack[-1][1].get("name", "")) != name):
                     lone_end += 1
                     continue
@@ -200,17 +217,27 @@ class _Timeline:
                 self._span(begin, start, ts, args)
         lone_begin += sum(len(s) for s in stacks.values())
         if lone_begin or lone_end:
-            self.profile.warn(self.path, f"{lone_begin + lone_end} unmatched B/E events skipped "
-                              f"({lone_begin} begin without end, {lone_end} end without begin)",
-                              reader="megengine")
+            self.profile.warn(
+                self.path,
+                f"{lone_begin + lone_end} unmatched B/E events skipped "
+                f"({lone_begin} begin without end, {lone_end} end without begin)",
+                reader="megengine",
+            )
 
-    def _span(self, event: dict[str, Any], start: float, end: float,
-              args: dict[str, Any]) -> None:
+    def _span(self, event: dict[str, Any], start: float, end: float, args: dict[str, Any]) -> None:
         name = str(event.get("name", ""))
         if name in _SKIP:
             return
-        self.spans.append((name, str(event.get("cat", "")), event.get("tid"), start, end,
-                           {**args, "_thread": self._thread(event)}))
+        self.spans.append(
+            (
+                name,
+                str(event.get("cat", "")),
+                event.get("tid"),
+                start,
+                end,
+                {**args, "_thread": self._thread(event)},
+            )
+        )
 
     def _tables(self, origin: float) -> None:
         device, host = [], []
@@ -223,14 +250,18 @@ class _Timeline:
                 kind = _host_kind(name, cat, thread)
                 if kind is not None:
                     tid_number = _number(tid)
-                    host.append({**row, "kind": kind,
-                                 "thread": None if tid_number is None else int(tid_number)})
+                    host.append(
+                        {
+                            **row,
+                            "kind": kind,
+                            "thread": None if tid_number is None else int(tid_number),
+                        }
+                    )
         tables = self.profile.tables
         if device:
             frame = pd.DataFrame(device).sort_values("start_us", kind="stable")
             tables["device_ops"] = conform("device_ops", frame)
-            self.profile.meta.device_kind = "GPU" if (frame["core_type"] == "GPU").any() \
-                else "CPU"
+            self.profile.meta.device_kind = "GPU" if (frame["core_type"] == "GPU").any() else "CPU"
             names = sorted(set(frame["thread"]))
             devices = [n for n in names if re.fullmatch(r"[a-z]+\d+:\d+", n, re.IGNORECASE)]
             self.profile.meta.device_name = ",".join(devices or names)
@@ -239,16 +270,26 @@ class _Timeline:
             tables["host_ops"] = conform("host_ops", frame)
         if self.stops:
             bounds = sorted({origin, *self.stops})
-            tables["steps"] = conform("steps", pd.DataFrame({
-                "step": range(1, len(bounds)),
-                "start_us": [b - origin for b in bounds[:-1]],
-                "end_us": [b - origin for b in bounds[1:]],
-                "duration_us": [b - a for a, b in zip_strict(bounds[:-1], bounds[1:])]}))
-        memory = [(t - origin, v, n[: -len("_alloc_mem")]) for n, t, v in self.counters
-                  if n.endswith("_alloc_mem")]
+            tables["steps"] = conform(
+                "steps",
+                pd.DataFrame(
+                    {
+                        "step": range(1, len(bounds)),
+                        "start_us": [b - origin for b in bounds[:-1]],
+                        "end_us": [b - origin for b in bounds[1:]],
+                        "duration_us": [b - a for a, b in zip_strict(bounds[:-1], bounds[1:])],
+                    }
+                ),
+            )
+        memory = [
+            (t - origin, v, n[: -len("_alloc_mem")])
+            for n, t, v in self.counters
+            if n.endswith("_alloc_mem")
+        ]
         if memory:
-            tables["memory"] = conform("memory", pd.DataFrame(
-                memory, columns=["time_us", "allocated_bytes", "device"]))
+            tables["memory"] = conform(
+                "memory", pd.DataFrame(memory, columns=["time_us", "allocated_bytes", "device"])
+            )
         for name, _, value in self.counters:
             if name in ("gpu_usgae_ratio", "gpu_usage_ratio", "train_time_ratio"):
                 key = "gpu_usage_ratio" if name.startswith("gpu_us") else name
@@ -257,8 +298,12 @@ class _Timeline:
 
 def _device_fields(name: str, cat: str, thread: str, args: dict[str, Any]) -> dict[str, Any]:
     """core_type, category, bytes and copy direction of one device event."""
-    fields: dict[str, Any] = {"op_type": name.split(" ")[0], "core_type": _core_type(thread),
-                              "category": "compute", "thread": thread}
+    fields: dict[str, Any] = {
+        "op_type": name.split(" ")[0],
+        "core_type": _core_type(thread),
+        "category": "compute",
+        "thread": thread,
+    }
     low = name.lower()
     if low == "hosttodevice" or low.startswith("memcpy") or cat.lower() == "memcpy":
         fields["category"] = "memcpy"
@@ -323,8 +368,9 @@ def _read_static(path: Path) -> Profile:
     footprints = prof.get("opr_footprint")
     if not isinstance(footprints, dict):
         footprints = {}
-        profile.warn(path, "profiler.opr_footprint missing: no FLOPS or bandwidth",
-                     reader="megengine")
+        profile.warn(
+            path, "profiler.opr_footprint missing: no FLOPS or bandwidth", reader="megengine"
+        )
     device, host, bad = [], [], 0
     for opr_id, opr in operators.items():
         if not isinstance(opr, dict):
@@ -337,20 +383,33 @@ def _read_static(path: Path) -> Profile:
                 bad += 1
         else:
             start, duration, comp_node = times
-            row = {"name": name, "op_type": typ, "core_type": _core_type(_node_name(comp_node)),
-                   "start_us": start * 1e6, "duration_us": duration * 1e6,
-                   "category": "memcpy" if "copy" in typ.lower() else "compute",
-                   "input_dtypes": ";".join(_dtype(variables.get(str(v)))
-                                            for v in opr.get("input") or [])}
+            row = {
+                "name": name,
+                "op_type": typ,
+                "core_type": _core_type(_node_name(comp_node)),
+                "start_us": start * 1e6,
+                "duration_us": duration * 1e6,
+                "category": "memcpy" if "copy" in typ.lower() else "compute",
+                "input_dtypes": ";".join(
+                    _dtype(variables.get(str(v))) for v in opr.get("input") or []
+                ),
+            }
             device.append({**row, **_footprint(footprints.get(opr_id))})
         host_time = _opr_times(host_times.get(opr_id))
         if host_time is not None:
-            host.append({"name": name, "kind": "launch", "start_us": host_time[0] * 1e6,
-                         "duration_us": host_time[1] * 1e6})
+            host.append(
+                {
+                    "name": name,
+                    "kind": "launch",
+                    "start_us": host_time[0] * 1e6,
+                    "duration_us": host_time[1] * 1e6,
+                }
+            )
     if bad:
         noun = "operator" if bad == 1 else "operators"
-        profile.warn(path, f"{bad} {noun} with unreadable profiler times skipped",
-                     reader="megengine")
+        profile.warn(
+            path, f"{bad} {noun} with unreadable profiler times skipped", reader="megengine"
+        )
     if not device and not host:
         raise UnreadableInput(path, "no operator has profiler device or host times")
     origin = min(r["start_us"] for r in device + host)
@@ -393,12 +452,15 @@ def _footprint(entry: Any) -> dict[str, Any]:
     """flops (FLO), bytes and shapes from an opr_footprint entry."""
     if not isinstance(entry, dict):
         return {}
-    out: dict[str, Any] = {"flops": _number(entry.get("computation")),
-                           "bytes": _number(entry.get("memory"))}
+    out: dict[str, Any] = {
+        "flops": _number(entry.get("computation")),
+        "bytes": _number(entry.get("memory")),
+    }
     for key, col in (("in_shapes", "input_shapes"), ("out_shapes", "output_shapes")):
         if isinstance(entry.get(key), list):
-            out[col] = ";".join(str(list(s)) if isinstance(s, list) else str(s)
-                                for s in entry[key]).replace(" ", "")
+            out[col] = ";".join(
+                str(list(s)) if isinstance(s, list) else str(s) for s in entry[key]
+            ).replace(" ", "")
     return out
 
 

@@ -24,11 +24,18 @@ def op_stats_from_device_ops(profile: Profile) -> None:
     ops = profile.tables["device_ops"]
     ops = ops[(ops["category"] == "compute").fillna(False)] if "category" in ops else ops
     op_type = ops["op_type"] if "op_type" in ops else ops["name"]
-    frame = pd.DataFrame({"op_type": op_type.fillna(ops["name"]),
-                          "core_type": ops["core_type"].fillna("unknown"),
-                          "duration_us": ops["duration_us"]})
-    grouped = frame.groupby(["op_type", "core_type"], sort=False)["duration_us"].agg(
-        count="count", total_us="sum", avg_us="mean", min_us="min", max_us="max").reset_index()
+    frame = pd.DataFrame(
+        {
+            "op_type": op_type.fillna(ops["name"]),
+            "core_type": ops["core_type"].fillna("unknown"),
+            "duration_us": ops["duration_us"],
+        }
+    )
+    grouped = (
+        frame.groupby(["op_type", "core_type"], sort=False)["duration_us"]
+        .agg(count="count", total_us="sum", avg_us="mean", min_us="min", max_us="max")
+        .reset_index()
+    )
     total = grouped["total_us"].sum()
     grouped["ratio"] = grouped["total_us"] / total if total else 0.0
     grouped = grouped.sort_values("total_us", ascending=False, kind="stable")
@@ -51,11 +58,15 @@ def _step_index(starts: np.ndarray, step_start: np.ndarray, step_end: np.ndarray
 def _assign_steps(profile: Profile, table: str) -> None:
     """Give every row the step whose [start, end) window contains its start."""
     rows, steps = profile.tables[table], profile.tables["steps"]
-    idx = _step_index(rows["start_us"].to_numpy("float64", na_value=np.nan),
-                      steps["start_us"].to_numpy("float64"), steps["end_us"].to_numpy("float64"))
+    idx = _step_index(
+        rows["start_us"].to_numpy("float64", na_value=np.nan),
+        steps["start_us"].to_numpy("float64"),
+        steps["end_us"].to_numpy("float64"),
+    )
     step_numbers = steps["step"].to_numpy("int64")
-    values = pd.array(step_numbers[np.clip(idx, 0, None)] if len(step_numbers) else idx,
-                      dtype="Int64")
+    values = pd.array(
+        step_numbers[np.clip(idx, 0, None)] if len(step_numbers) else idx, dtype="Int64"
+    )
     values[idx < 0] = pd.NA
     profile.tables[table] = rows.assign(step=values)
 
@@ -69,8 +80,11 @@ def assign_host_steps(profile: Profile) -> None:
 
 
 # Name patterns of the compare tool's categories (msprof-analyze compare_config.ini masks).
-_FLASH = re.compile(r"flash_?attention|fusion_?attention|flashattn|flash2attn|"
-                    r"efficient_attention|xformers_flash|fusedinferattention|fmha", re.I)
+_FLASH = re.compile(
+    r"flash_?attention|fusion_?attention|flashattn|flash2attn|"
+    r"efficient_attention|xformers_flash|fusedinferattention|fmha",
+    re.I,
+)
 _CONV = re.compile(r"conv|fprop|dgrad|wgrad", re.I)
 _MATMUL = re.compile(r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm", re.I)
 
@@ -82,13 +96,15 @@ def compute_classes(profile: Profile) -> None:
     Classified once per distinct (label, name, core type, category): a trace has millions of
     tasks and a few hundred kernels, and the name patterns are regexes."""
     ops = profile.tables["device_ops"]
-    label = (ops["op_type"].fillna(ops["name"]) if "op_type" in ops else ops["name"])
-    keys = pd.DataFrame({"label": label, "name": ops["name"], "core": ops["core_type"],
-                         "category": ops["category"]})
+    label = ops["op_type"].fillna(ops["name"]) if "op_type" in ops else ops["name"]
+    keys = pd.DataFrame(
+        {"label": label, "name": ops["name"], "core": ops["core_type"], "category": ops["category"]}
+    )
     codes = keys.groupby(list(keys), dropna=False, sort=False).ngroup().to_numpy()
     classes = _classes(keys.drop_duplicates())
-    profile.tables["device_ops"] = ops.assign(compute_class=pd.array(classes[codes],
-                                                                     dtype="string"))
+    profile.tables["device_ops"] = ops.assign(
+        compute_class=pd.array(classes[codes], dtype="string")
+    )
 
 
 def _classes(keys: pd.DataFrame) -> np.ndarray:
@@ -107,8 +123,17 @@ def _classes(keys: pd.DataFrame) -> np.ndarray:
         core.isin(["AI_CORE", "MIX_AIC", "CUBE"]),
         core.isin(["AI_VECTOR_CORE", "MIX_AIV", "VECTOR"]),
     ]
-    choices = ["communication", "memcpy", "aicpu", "other", "flash_attention", "conv", "matmul",
-               "cube", "vector"]
+    choices = [
+        "communication",
+        "memcpy",
+        "aicpu",
+        "other",
+        "flash_attention",
+        "conv",
+        "matmul",
+        "cube",
+        "vector",
+    ]
     return np.select([c.to_numpy(bool) for c in conditions], choices, default="other_compute")
 
 
@@ -119,8 +144,9 @@ def mark_first_in_step(profile: Profile) -> None:
     steps = profile.tables.get("steps")
     if steps is not None and not steps.empty:
         starts = ops["start_us"].to_numpy("float64", na_value=np.nan)
-        idx = _step_index(starts, steps["start_us"].to_numpy("float64"),
-                          steps["end_us"].to_numpy("float64"))
+        idx = _step_index(
+            starts, steps["start_us"].to_numpy("float64"), steps["end_us"].to_numpy("float64")
+        )
         frame = pd.DataFrame({"step": idx, "start": starts})
         in_step = frame[frame["step"] >= 0]
         first[in_step.groupby("step")["start"].idxmin().to_numpy()] = True
@@ -200,41 +226,93 @@ def device_gaps(profile: Profile) -> None:
 
 
 PROVIDERS = [
-    MetricProvider("op_stats", ("device_ops.duration_us", "device_ops.core_type"),
-                   ("op_stats",) + tuple(f"op_stats.{c}" for c in (
-                       "op_type", "core_type", "count", "total_us", "avg_us", "min_us",
-                       "max_us", "ratio")),
-                   op_stats_from_device_ops,
-                   "op_stats aggregated from device tasks when the source has no statistics"),
-    MetricProvider("device_op_steps", ("device_ops.start_us", "steps.start_us", "steps.end_us"),
-                   ("device_ops.step",), assign_device_steps,
-                   "device_ops.step from the step windows"),
-    MetricProvider("host_op_steps", ("host_ops.start_us", "steps.start_us", "steps.end_us"),
-                   ("host_ops.step",), assign_host_steps,
-                   "host_ops.step from the step windows"),
-    MetricProvider("host_op_nesting", ("host_ops.kind", "host_ops.duration_us"),
-                   ("host_ops.nested",), mark_nested_host_ops,
-                   "host_ops.nested from the call intervals of each kind and thread"),
-    MetricProvider("comm_wait", ("device_ops.wait_us", "device_ops.category",
-                                 "device_ops.duration_us"),
-                   ("device_ops.comm_wait_us",), comm_waits,
-                   "device_ops.comm_wait_us: task wait while a collective ran"),
-    MetricProvider("device_gaps", ("device_ops.start_us", "device_ops.duration_us"),
-                   ("device_ops.gap_us",), device_gaps,
-                   "device_ops.gap_us: device idle time before each task"),
-    MetricProvider("compute_class", ("device_ops.name", "device_ops.core_type",
-                                     "device_ops.category"),
-                   ("device_ops.compute_class",), compute_classes,
-                   "device_ops.compute_class from names, op types and core types"),
-    MetricProvider("first_in_step", ("device_ops.start_us",), ("device_ops.first_in_step",),
-                   mark_first_in_step, "device_ops.first_in_step from the step windows"),
-    MetricProvider("step_overlap",
-                   ("device_ops.start_us", "device_ops.duration_us", "device_ops.category",
-                    "steps.start_us", "steps.end_us"),
-                   ("steps.computing_us", "steps.communication_us",
-                    "steps.comm_not_overlapped_us", "steps.free_us"),
-                   step_overlap,
-                   "per-step compute/communication overlap from device task intervals"),
+    MetricProvider(
+        "op_stats",
+        ("device_ops.duration_us", "device_ops.core_type"),
+        ("op_stats",)
+        + tuple(
+            f"op_stats.{c}"
+            for c in (
+                "op_type",
+                "core_type",
+                "count",
+                "total_us",
+                "avg_us",
+                "min_us",
+                "max_us",
+                "ratio",
+            )
+        ),
+        op_stats_from_device_ops,
+        "op_stats aggregated from device tasks when the source has no statistics",
+    ),
+    MetricProvider(
+        "device_op_steps",
+        ("device_ops.start_us", "steps.start_us", "steps.end_us"),
+        ("device_ops.step",),
+        assign_device_steps,
+        "device_ops.step from the step windows",
+    ),
+    MetricProvider(
+        "host_op_steps",
+        ("host_ops.start_us", "steps.start_us", "steps.end_us"),
+        ("host_ops.step",),
+        assign_host_steps,
+        "host_ops.step from the step windows",
+    ),
+    MetricProvider(
+        "host_op_nesting",
+        ("host_ops.kind", "host_ops.duration_us"),
+        ("host_ops.nested",),
+        mark_nested_host_ops,
+        "host_ops.nested from the call intervals of each kind and thread",
+    ),
+    MetricProvider(
+        "comm_wait",
+        ("device_ops.wait_us", "device_ops.category", "device_ops.duration_us"),
+        ("device_ops.comm_wait_us",),
+        comm_waits,
+        "device_ops.comm_wait_us: task wait while a collective ran",
+    ),
+    MetricProvider(
+        "device_gaps",
+        ("device_ops.start_us", "device_ops.duration_us"),
+        ("device_ops.gap_us",),
+        device_gaps,
+        "device_ops.gap_us: device idle time before each task",
+    ),
+    MetricProvider(
+        "compute_class",
+        ("device_ops.name", "device_ops.core_type", "device_ops.category"),
+        ("device_ops.compute_class",),
+        compute_classes,
+        "device_ops.compute_class from names, op types and core types",
+    ),
+    MetricProvider(
+        "first_in_step",
+        ("device_ops.start_us",),
+        ("device_ops.first_in_step",),
+        mark_first_in_step,
+        "device_ops.first_in_step from the step windows",
+    ),
+    MetricProvider(
+        "step_overlap",
+        (
+            "device_ops.start_us",
+            "device_ops.duration_us",
+            "device_ops.category",
+            "steps.start_us",
+            "steps.end_us",
+        ),
+        (
+            "steps.computing_us",
+            "steps.communication_us",
+            "steps.comm_not_overlapped_us",
+            "steps.free_us",
+        ),
+        step_overlap,
+        "per-step compute/communication overlap from device task intervals",
+    ),
 ]
 
 

@@ -24,15 +24,17 @@ DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--quick", action="store_true",
-                     help="leave out the tests marked slow or integration")
+    parser.addoption(
+        "--quick", action="store_true", help="leave out the tests marked slow or integration"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--quick"):
         return
-    left_out = [i for i in items if i.get_closest_marker("slow")
-                or i.get_closest_marker("integration")]
+    left_out = [
+        i for i in items if i.get_closest_marker("slow") or i.get_closest_marker("integration")
+    ]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [i for i in items if i not in left_out]

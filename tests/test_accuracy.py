@@ -77,9 +77,11 @@ def test_gpu_kernels_are_grouped_by_what_they_compute():
     ops = analysis.tables["device_ops"]
     template = ops[ops["name"].str.contains("vectorized_elementwise_kernel<", regex=False)]
     kinds = set(template["op_type"])
-    assert {"vectorized_elementwise_kernel<MulFunctor>",
-            "vectorized_elementwise_kernel<launch_clamp_scalar>",
-            "vectorized_elementwise_kernel<CUDAFunctor_add>"} <= kinds
+    assert {
+        "vectorized_elementwise_kernel<MulFunctor>",
+        "vectorized_elementwise_kernel<launch_clamp_scalar>",
+        "vectorized_elementwise_kernel<CUDAFunctor_add>",
+    } <= kinds
     assert "vectorized_elementwise_kernel" not in kinds  # every one names its functor here
 
 
@@ -94,7 +96,9 @@ def test_a_rank_with_only_step_durations_measures_findings_against_them(tmp_path
     (out / "step_trace_time.csv").write_text(
         "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,"
         "Bubble,Communication(Not Overlapped and Exclude Receive),Preparing\n"
-        "1,4540,0,0,0,5460,,0,0,0\n2,4540,0,0,0,5460,,0,0,0\n", encoding="utf-8")
+        "1,4540,0,0,0,5460,,0,0,0\n2,4540,0,0,0,5460,,0,0,0\n",
+        encoding="utf-8",
+    )
     (analysis,) = advisor.analyze(out.parent).analyses
     steps = analysis.tables["steps"]
     assert "start_us" not in steps or steps["start_us"].isna().all()
@@ -106,8 +110,10 @@ def test_a_rank_with_only_step_durations_measures_findings_against_them(tmp_path
 def test_a_trace_without_profiler_steps_is_judged_over_the_device_span():
     """A benchmark trace with no ProfilerStep (HTA's AlexNet sample): the device span stands
     in for the step and the report says so, so its idle device is reported, not skipped."""
-    trace = SHARED / "kineto" / "critical_path__alexnet__benchmark_result_2869224_1695835535_" \
-                              "trace.json.gz"
+    trace = (
+        SHARED / "kineto" / "critical_path__alexnet__benchmark_result_2869224_1695835535_"
+        "trace.json.gz"
+    )
     (analysis,) = advisor.analyze(trace, select=["STEP-003"]).analyses
     ops = analysis.tables["device_ops"]
     first, last = ops["start_us"].min(), (ops["start_us"] + ops["duration_us"]).max()
@@ -141,42 +147,59 @@ def test_mindspore_collectives_after_the_backward_pass_are_uncovered(tmp_path):
     folder.mkdir()
     shutil.copy(source / "step_trace_raw_10_detail_time.csv", folder)
     (analysis,) = advisor.analyze(folder, select=["COMM-001"]).analyses
-    rows = [r for r in _step_trace(folder / "step_trace_raw_10_detail_time.csv")
-            if r["step_num"].strip().isdigit()]
+    rows = [
+        r
+        for r in _step_trace(folder / "step_trace_raw_10_detail_time.csv")
+        if r["step_num"].strip().isdigit()
+    ]
     steps = analysis.tables["steps"]
     for row, got in zip(rows, steps["comm_not_overlapped_us"]):
         bp = int(row["bp_point"])
-        names = [c[:-len("_start_point")] for c in row if c.endswith("_start_point")
-                 and c.startswith("stream_")]
-        after = sum(max(0, int(row[f"{n}_end_point"]) - max(int(row[f"{n}_start_point"]), bp))
-                    for n in names)  # these collectives do not overlap one another
+        names = [
+            c[: -len("_start_point")]
+            for c in row
+            if c.endswith("_start_point") and c.startswith("stream_")
+        ]
+        after = sum(
+            max(0, int(row[f"{n}_end_point"]) - max(int(row[f"{n}_start_point"]), bp))
+            for n in names
+        )  # these collectives do not overlap one another
         assert got == pytest.approx(after / 100, abs=0.01)  # 10 ns ticks
     assert analysis.evaluation.outcomes["COMM-001"] == "passed"  # about 5% of the step
 
-    header = ("step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,"
-              "fp_and_bp,tail,stream_5_0_AllReduce-op12_start_point,"
-              "stream_5_0_AllReduce-op12_end_point,stream_5_0_AllReduce-op12\n")
+    header = (
+        "step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,"
+        "fp_and_bp,tail,stream_5_0_AllReduce-op12_start_point,"
+        "stream_5_0_AllReduce-op12_end_point,stream_5_0_AllReduce-op12\n"
+    )
     # per 1 ms step (100,000 ticks): BP ends at 60%, the all-reduce runs 50%-90%
-    lines = [f"{i},{i * 100000},{(i + 1) * 100000},100000,{i * 100000},{i * 100000 + 60000},"
-             f"0,60000,40000,{i * 100000 + 50000},{i * 100000 + 90000},40000\n"
-             for i in (1, 2)]
+    lines = [
+        f"{i},{i * 100000},{(i + 1) * 100000},100000,{i * 100000},{i * 100000 + 60000},"
+        f"0,60000,40000,{i * 100000 + 50000},{i * 100000 + 90000},40000\n"
+        for i in (1, 2)
+    ]
     newer = tmp_path / "newer" / "profiler"
     newer.mkdir(parents=True)
     (newer / "step_trace_raw_0_detail_time.csv").write_text(
-        header + "".join(lines) + "-,0,0,100000,0,0,0,60000,40000,0,0,40000\n",
-        encoding="utf-8")
+        header + "".join(lines) + "-,0,0,100000,0,0,0,60000,40000,0,0,40000\n", encoding="utf-8"
+    )
     (analysis,) = advisor.analyze(newer, select=["COMM-001"]).analyses
     (finding,) = analysis.findings
     assert analysis.tables["steps"]["comm_not_overlapped_us"].tolist() == pytest.approx(
-        [300.0, 300.0])
+        [300.0, 300.0]
+    )
     assert finding.values["ratio"] == pytest.approx(0.3)
 
 
-@pytest.mark.parametrize("path", [
-    SHARED / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC",
-    SHARED / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-    SHARED / "kineto" / "trace_file_list__inference_rank_1.json.gz",
-], ids=["cann_timeline", "mi250", "inference"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        SHARED / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC",
+        SHARED / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+        SHARED / "kineto" / "trace_file_list__inference_rank_1.json.gz",
+    ],
+    ids=["cann_timeline", "mi250", "inference"],
+)
 def test_findings_that_describe_the_same_time_are_counted_once(path):
     """Free time, launch-bound idle time and task waits are one idle interval; gradient
     refresh after BP and uncovered communication one all-reduce. Per time pool only the
@@ -189,8 +212,8 @@ def test_findings_that_describe_the_same_time_are_counted_once(path):
         if f.rule.time_pool:
             pools[f.rule.time_pool] = max(pools.get(f.rule.time_pool, 0.0), f.impact_us)
             assert sorted(f.shares_time_with) == sorted(
-                g.rule.id for g in findings if g.rule.time_pool == f.rule.time_pool
-                and g is not f)
+                g.rule.id for g in findings if g.rule.time_pool == f.rule.time_pool and g is not f
+            )
         else:
             alone += f.impact_us
     total = analysis.report["summary"]["total_time_us"]
@@ -208,17 +231,22 @@ def test_mindspore_all_reduce_after_the_backward_pass_is_reported():
     starts after bp_point in both steps, so all 4,540.8 µs of it per 33.5 ms step is
     uncovered; hccl_raw_6.csv adds its transit and wait times and its links."""
     (analysis,) = advisor.analyze(HCCL).analyses
-    rows = [r for r in _step_trace(HCCL / "step_trace_raw_6_detail_time.csv")
-            if r["step_num"].strip().isdigit()]
+    rows = [
+        r
+        for r in _step_trace(HCCL / "step_trace_raw_6_detail_time.csv")
+        if r["step_num"].strip().isdigit()
+    ]
     steps = analysis.tables["steps"]
     for row, uncovered in zip(rows, steps["comm_not_overlapped_us"]):
         name = "stream_24_0_AllReduce-op3143"
         assert int(row[f"{name}_start_point"]) > int(row["bp_point"])
         assert uncovered == pytest.approx(
-            (int(row[f"{name}_end_point"]) - int(row[f"{name}_start_point"])) / 100)
+            (int(row[f"{name}_end_point"]) - int(row[f"{name}_start_point"])) / 100
+        )
     (finding,) = [f for f in analysis.findings if f.rule.id == "COMM-001"]
     assert finding.values["ratio"] == pytest.approx(
-        steps["comm_not_overlapped_us"].sum() / steps["duration_us"].sum())
+        steps["comm_not_overlapped_us"].sum() / steps["duration_us"].sum()
+    )
     comm = analysis.tables["comm_ops"]
     ops = comm[comm["kind"] == "op"]
     assert ops["transit_us"].tolist() == pytest.approx([4516.37, 4519.26])

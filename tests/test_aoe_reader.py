@@ -63,20 +63,23 @@ def test_repeated_report_keys_are_all_kept():
     assert len(pairs) == 2 and pairs[0][0] == pairs[1][0]  # the same key twice
     assert len(json.loads(OPAT_63.read_text(encoding="utf-8"))) == 1  # a plain parser loses one
     tasks = rows(OPAT_63, "task")
-    assert [t["name"] for t in tasks] == [dict(dict(s)["basic"])["tuning_name"]
-                                         for _, sections in pairs for s in sections[:1]]
+    assert [t["name"] for t in tasks] == [
+        dict(dict(s)["basic"])["tuning_name"] for _, sections in pairs for s in sections[:1]
+    ]
     assert [t["status"] for t in tasks] == ["completed", "failed"]
     summaries = [dict(dict(dict(sections[1])["OPAT"])["repo_summary"]) for _, sections in pairs]
     assert [t["repo_total"] for t in tasks] == [s["total_num"] for s in summaries]
-    assert [t["repo_unsatisfied"] for t in tasks] == [s["repo_unsatisfied_num"]
-                                                      for s in summaries]
+    assert [t["repo_unsatisfied"] for t in tasks] == [s["repo_unsatisfied_num"] for s in summaries]
 
 
 def test_cann63_operators_one_row_per_tuning_mode():
     (_, sections), _ = raw_tasks(OPAT_63)
     ops = dict(dict(sections[1])["OPAT"])["repo_modified_operators"]
-    expected = [(dict(op)["op_name"], mode, dict(perf))
-                for op in ops for mode, perf in dict(op)["tune_performance"]]
+    expected = [
+        (dict(op)["op_name"], mode, dict(perf))
+        for op in ops
+        for mode, perf in dict(op)["tune_performance"]
+    ]
     got = [r for r in rows(OPAT_63, "op") if r["status"] != "failed"]
     assert len(got) == len(expected) == 5
     for row, (name, mode, perf) in zip_strict(got, expected):
@@ -84,7 +87,8 @@ def test_cann63_operators_one_row_per_tuning_mode():
         assert row["before_us"] == perf["performance_before_tune(us)"]
         assert row["after_us"] == perf["performance_after_tune(us)"]
         assert row["improvement_pct"] == pytest.approx(
-            float(perf["performance_improvement"].rstrip("%")))
+            float(perf["performance_improvement"].rstrip("%"))
+        )
         assert row["update_mode"] == perf["update_mode"]
         slower = perf["performance_after_tune(us)"] > perf["performance_before_tune(us)"]
         assert row["status"] == ("regressed" if slower else "improved")
@@ -102,13 +106,15 @@ def test_failed_operators_become_failed_rows():
 
 def test_cann601_add_and_update_lists():
     report = json.loads(OPAT_601.read_text(encoding="utf-8"))
-    (key, sections), = report.items()
+    ((key, sections),) = report.items()
     modified = sections[1]["OPAT"]["repo_modified_operators"]
     got = rows(OPAT_601, "op")
     expected = [(op, "add") for op in modified["add_repo_operators"]] + [
-        (op, "update") for op in modified["update_repo_operators"]]
+        (op, "update") for op in modified["update_repo_operators"]
+    ]
     assert [(r["name"], r["update_mode"]) for r in got] == [
-        (op["op_name"], mode) for op, mode in expected]
+        (op["op_name"], mode) for op, mode in expected
+    ]
     for row, (op, _) in zip_strict(got, expected):
         assert row["after_us"] == op["performance_after_tune(us)"]
         assert row["task"] == key
@@ -128,10 +134,12 @@ def test_offline_inference_list_with_model_times():
 
 
 def test_subgraph_results_in_microseconds():
-    (_, sections), = json.loads(SGAT.read_text(encoding="utf-8")).items()
+    ((_, sections),) = json.loads(SGAT.read_text(encoding="utf-8")).items()
     sgat = sections[1]["SGAT"]
-    graphs = (sgat["repo_modified_subgraphs"]["add_repo_subgraphs"]
-              + sgat["repo_modified_subgraphs"]["update_repo_subgraphs"])
+    graphs = (
+        sgat["repo_modified_subgraphs"]["add_repo_subgraphs"]
+        + sgat["repo_modified_subgraphs"]["update_repo_subgraphs"]
+    )
     got = rows(SGAT, "subgraph")
     assert [r["name"] for r in got] == [g["repo_key"] for g in graphs]
     for row, graph in zip_strict(got, graphs):
@@ -185,11 +193,14 @@ def test_interrupted_task_and_bad_numbers():
     assert "performance_after_tune(us) is not a number ('fast')" in str(warning)
 
 
-@pytest.mark.parametrize("content, problem", [
-    ("", "empty file"),
-    ("{\"report_1\": [", "no AOE section could be read"),
-    ("{\"x\": 1}", "no AOE tuning task found"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ("", "empty file"),
+        ('{"report_1": [', "no AOE section could be read"),
+        ('{"x": 1}', "no AOE tuning task found"),
+    ],
+)
 def test_unreadable_single_file_is_one_clear_error(tmp_path, content, problem):
     path = tmp_path / "aoe_result_opat_1.json"
     path.write_text(content, encoding="utf-8")
@@ -203,7 +214,8 @@ def test_broken_file_in_a_folder_is_a_warning_not_a_failure(tmp_path):
     (tmp_path / "aoe_result_opat_2.json").write_text("", encoding="utf-8")
     profile = read_one(tmp_path)
     assert [str(w) for w in profile.warnings] == [
-        f"{tmp_path / 'aoe_result_opat_2.json'}: empty file"]
+        f"{tmp_path / 'aoe_result_opat_2.json'}: empty file"
+    ]
     assert len(profile.tables["tuning"]) == 3
 
 

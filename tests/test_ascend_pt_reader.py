@@ -79,8 +79,11 @@ def raw_trace() -> list[dict]:
 
 
 def process_events(events: list[dict], process: str) -> list[dict]:
-    pids = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-            and e["args"]["name"] == process}
+    pids = {
+        e["pid"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name" and e["args"]["name"] == process
+    }
     return [e for e in events if e.get("ph") == "X" and e.get("pid") in pids]
 
 
@@ -131,8 +134,7 @@ def test_prof_folder_inside_is_claimed_with_its_parent(tmp_path: Path) -> None:
 def test_rank0_meta_and_contract() -> None:
     profile = read_one(RANK0)
     meta = profile.meta
-    assert (meta.source_format, meta.framework, meta.device_kind) == ("ascend-pt", "PyTorch",
-                                                                      "NPU")
+    assert (meta.source_format, meta.framework, meta.device_kind) == ("ascend-pt", "PyTorch", "NPU")
     assert sorted(meta.files_read) == [f"{OUT}/kernel_details.csv", f"{OUT}/trace_view.json"]
     assert sorted(profile.tables) == ["device_ops", "host_ops", "steps"]
     assert_contract(profile)
@@ -147,8 +149,9 @@ def test_rank0_kernel_details_from_another_run_lose_their_start_times() -> None:
 
 def test_rank0_steps_from_profiler_step() -> None:
     events = raw_trace()
-    steps_raw = [e for e in process_events(events, "Python")
-                 if e["name"].startswith("ProfilerStep#")]
+    steps_raw = [
+        e for e in process_events(events, "Python") if e["name"].startswith("ProfilerStep#")
+    ]
     steps = read_one(RANK0).tables["steps"]
     assert len(steps) == len(steps_raw) == 1
     assert steps["step"].tolist() == [int(e["name"].split("#")[1]) for e in steps_raw]
@@ -157,7 +160,8 @@ def test_rank0_steps_from_profiler_step() -> None:
     expected_start = [float(Decimal(e["ts"]) - earliest) for e in steps_raw]
     assert steps["start_us"].tolist() == pytest.approx(expected_start, abs=1e-6)
     assert (steps["end_us"] - steps["start_us"]).tolist() == pytest.approx(
-        steps["duration_us"].tolist())
+        steps["duration_us"].tolist()
+    )
 
 
 def test_rank0_overlap_analysis_totals_fill_the_step_breakdown() -> None:
@@ -176,8 +180,9 @@ def test_rank0_overlap_analysis_totals_fill_the_step_breakdown() -> None:
 def test_rank0_host_ops_kinds_and_counts() -> None:
     events = raw_trace()
     cann = Counter(e["name"] for e in process_events(events, "CANN"))
-    python = [e for e in process_events(events, "Python")
-              if not e["name"].startswith("ProfilerStep#")]
+    python = [
+        e for e in process_events(events, "Python") if not e["name"].startswith("ProfilerStep#")
+    ]
     host = read_one(RANK0).tables["host_ops"]
     assert len(host) == sum(cann.values()) + len(python)
     acl = host[host["level"] == "AscendCL"]
@@ -190,15 +195,24 @@ def test_rank0_host_ops_kinds_and_counts() -> None:
     assert set(acl[acl["kind"] == "compile"]["name"]) == {"opCompile"}
     assert (acl["kind"] == "compile").sum() == cann["AscendCL@opCompile"] == 11
     sync = acl[acl["kind"] == "sync"]
-    assert len(sync) == sum(n for name, n in cann.items()
-                            if name.startswith(("AscendCL@aclrtSynchronizeStream",
-                                                "AscendCL@aclrtSynchronizeDevice",
-                                                "AscendCL@aclrtSynchronizeEvent")))
+    assert len(sync) == sum(
+        n
+        for name, n in cann.items()
+        if name.startswith(
+            (
+                "AscendCL@aclrtSynchronizeStream",
+                "AscendCL@aclrtSynchronizeDevice",
+                "AscendCL@aclrtSynchronizeEvent",
+            )
+        )
+    )
     framework = host[host["level"].isna()]
     assert (framework["kind"] == "runtime").sum() == sum(
-        e["cat"] in ("enqueue", "dequeue") for e in python)
-    assert (framework["kind"] == "aten").sum() + (framework["kind"] == "dataloader").sum() \
-        + (framework["kind"] == "optimizer").sum() == sum(e["cat"] == "cpu_op" for e in python)
+        e["cat"] in ("enqueue", "dequeue") for e in python
+    )
+    assert (framework["kind"] == "aten").sum() + (framework["kind"] == "dataloader").sum() + (
+        framework["kind"] == "optimizer"
+    ).sum() == sum(e["cat"] == "cpu_op" for e in python)
     assert set(host["step"].dropna()) == {1}
 
 
@@ -217,12 +231,17 @@ def test_rank0_string_ts_keeps_sub_microsecond_precision() -> None:
 def test_rank0_device_ops_from_kernel_details_per_accelerator_core() -> None:
     rows = kernel_rows(OLD_KERNELS)
     expected = Counter(r["Accelerator Core"] for r in rows)
-    assert expected == {"AI_VECTOR_CORE": 520, "MIX_AIV": 25, "HCCL": 19, "AI_CORE": 13,
-                        "AI_CPU": 7, "DSA_SQE": 7}
+    assert expected == {
+        "AI_VECTOR_CORE": 520,
+        "MIX_AIV": 25,
+        "HCCL": 19,
+        "AI_CORE": 13,
+        "AI_CPU": 7,
+        "DSA_SQE": 7,
+    }
     ops = read_one(RANK0).tables["device_ops"]
     assert ops["core_type"].value_counts().to_dict() == dict(expected)
-    assert ops["duration_us"].sum() == pytest.approx(sum(float(r["Duration(us)"])
-                                                         for r in rows))
+    assert ops["duration_us"].sum() == pytest.approx(sum(float(r["Duration(us)"]) for r in rows))
     assert set(ops.loc[ops["core_type"] == "HCCL", "category"]) == {"communication"}
     assert set(ops.loc[ops["core_type"] != "HCCL", "category"]) == {"compute"}
     hccl = ops[ops["core_type"] == "HCCL"]
@@ -253,8 +272,11 @@ def test_a2_kernel_details_cells(tmp_path: Path) -> None:
     assert any(r["Start Time(us)"].endswith("\t") for r in rows)
     ops = read_one(rank_folder(tmp_path, kernel_details__csv=A2_KERNELS)).tables["device_ops"]
     assert len(ops) == len(rows)
-    assert (ops["core_type"] == "MIX_AIC").sum() == sum(
-        r["Accelerator Core"] == "MIX_AIC" for r in rows) == 9
+    assert (
+        (ops["core_type"] == "MIX_AIC").sum()
+        == sum(r["Accelerator Core"] == "MIX_AIC" for r in rows)
+        == 9
+    )
     assert ops["block_dim"].tolist() == [int(r["Block Dim"]) for r in rows]
     starts = [Decimal(r["Start Time(us)"].strip()) for r in rows]
     expected = np.array([float(s - min(starts)) for s in starts])
@@ -264,9 +286,11 @@ def test_a2_kernel_details_cells(tmp_path: Path) -> None:
     unit = {"AI_VECTOR_CORE": "aiv"}  # vector kernels: 0 in every aic_ column
     for column in ("mte2_ratio", "scalar_ratio"):
         assert ops[column].tolist() == pytest.approx(
-            [float(r[f"{unit.get(r['Accelerator Core'], 'aic')}_{column}"]) for r in rows])
+            [float(r[f"{unit.get(r['Accelerator Core'], 'aic')}_{column}"]) for r in rows]
+        )
     assert ops["aicore_time_us"].tolist() == pytest.approx(
-        [float(r["aicore_time(us)"]) for r in rows])
+        [float(r["aicore_time(us)"]) for r in rows]
+    )
     assert ops["op_state"].tolist() == [r["OP State"] for r in rows]
     assert ops["wait_us"].tolist() == pytest.approx([float(r["Wait Time(us)"]) for r in rows])
     assert ops["input_shapes"].iloc[0] == "81920,4096;8192,512"
@@ -309,13 +333,16 @@ def test_truncated_trace_view_keeps_its_complete_events(tmp_path: Path) -> None:
     # a2_kernel_details comes from another run than the trace: its times are dropped
     assert kernel_warning[0] == "kernel_details.csv" and "different runs" in kernel_warning[1]
     assert len(profile.tables["device_ops"]) == len(kernel_rows(A2_KERNELS))
-    python = [e for e in process_events(kept, "Python")
-              if not e["name"].startswith("ProfilerStep#")]
+    python = [
+        e for e in process_events(kept, "Python") if not e["name"].startswith("ProfilerStep#")
+    ]
     cann = process_events(kept, "CANN")
     assert cann and python
     assert len(profile.tables["host_ops"]) == len(python) + len(cann)
-    assert sorted(profile.meta.files_read) == [f"{OUT}/kernel_details.csv",
-                                               f"{OUT}/trace_view.json"]
+    assert sorted(profile.meta.files_read) == [
+        f"{OUT}/kernel_details.csv",
+        f"{OUT}/trace_view.json",
+    ]
 
 
 def test_trace_cut_before_its_metadata_reads_the_other_files(tmp_path: Path) -> None:
@@ -326,8 +353,10 @@ def test_trace_cut_before_its_metadata_reads_the_other_files(tmp_path: Path) -> 
     folder = rank_folder(tmp_path, kernel_details__csv=A2_KERNELS, trace_view__json=cut)
     profile = read_one(folder)
     (truncated, unknown) = problems(profile)
-    assert truncated == ("trace_view.json",
-                         f"truncated trace: {len(complete_events(cut))} events recovered")
+    assert truncated == (
+        "trace_view.json",
+        f"truncated trace: {len(complete_events(cut))} events recovered",
+    )
     assert unknown[0] == "trace_view.json" and "no timed events of a known process" in unknown[1]
     assert profile.meta.files_read == [f"{OUT}/kernel_details.csv"]
     assert len(profile.tables["device_ops"]) == len(kernel_rows(A2_KERNELS))
@@ -352,8 +381,7 @@ def test_kernel_details_missing_column_falls_back_to_the_trace(tmp_path: Path) -
     profile = read_one(folder)
     assert problems(profile) == [("kernel_details.csv", "missing column 'Accelerator Core'")]
     assert profile.warnings[0].column == "Accelerator Core"
-    assert len(profile.tables["device_ops"]) == len(process_events(raw_trace(),
-                                                                   "Ascend Hardware"))
+    assert len(profile.tables["device_ops"]) == len(process_events(raw_trace(), "Ascend Hardware"))
 
 
 def test_text_in_numeric_cells(tmp_path: Path) -> None:
@@ -365,7 +393,10 @@ def test_text_in_numeric_cells(tmp_path: Path) -> None:
     profile = read_one(rank_folder(tmp_path, kernel_details__csv="\n".join(lines) + "\n"))
     (warning,) = profile.warnings
     assert (Path(warning.file).name, warning.line, warning.column) == (
-        "kernel_details.csv", 4, "Duration(us)")
+        "kernel_details.csv",
+        4,
+        "Duration(us)",
+    )
     assert "'abc'" in warning.problem
     durations = profile.tables["device_ops"]["duration_us"]
     assert durations.isna().tolist() == [i == 2 for i in range(len(durations))]
@@ -398,7 +429,8 @@ def test_without_output_reads_the_cann_export_beside_it(tmp_path: Path) -> None:
 
 
 def test_without_output_and_msprof_blocked_reads_no_cann_export(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The export beside the folder is read by the installed reader that claims it, through
     the plugin host: a blocked msprof plugin runs no code, and the problem says why."""
     folder = tmp_path / "w_ascend_pt"
@@ -422,26 +454,60 @@ COMMUNICATION = {
         "collective": {
             "hcom_allReduce__1_0_1@group_a": {
                 "Communication Time Info": {
-                    "Start Timestamp(us)": 1736413971558975.0, "Elapse Time(ms)": 0.25,
-                    "Transit Time(ms)": 0.1, "Wait Time(ms)": 0.12,
-                    "Synchronization Time(ms)": 0.01, "Idle Time(ms)": 0.03},
+                    "Start Timestamp(us)": 1736413971558975.0,
+                    "Elapse Time(ms)": 0.25,
+                    "Transit Time(ms)": 0.1,
+                    "Wait Time(ms)": 0.12,
+                    "Synchronization Time(ms)": 0.01,
+                    "Idle Time(ms)": 0.03,
+                },
                 "Communication Bandwidth Info": {
-                    "HCCS": {"Transit Size(MB)": 2.0, "Transit Time(ms)": 0.1,
-                             "Bandwidth(GB/s)": 20.0, "Large Packet Ratio": 0.5,
-                             "Size Distribution": {}},
-                    "RDMA": {"Transit Size(MB)": 0, "Transit Time(ms)": 0,
-                             "Bandwidth(GB/s)": 0, "Large Packet Ratio": 0,
-                             "Size Distribution": {}}}},
+                    "HCCS": {
+                        "Transit Size(MB)": 2.0,
+                        "Transit Time(ms)": 0.1,
+                        "Bandwidth(GB/s)": 20.0,
+                        "Large Packet Ratio": 0.5,
+                        "Size Distribution": {},
+                    },
+                    "RDMA": {
+                        "Transit Size(MB)": 0,
+                        "Transit Time(ms)": 0,
+                        "Bandwidth(GB/s)": 0,
+                        "Large Packet Ratio": 0,
+                        "Size Distribution": {},
+                    },
+                },
+            },
             "Total Op Info": {
                 "Communication Time Info": {"Elapse Time(ms)": 0.25},
                 "Communication Bandwidth Info": {
-                    "HCCS": {"Transit Size(MB)": 2.0, "Transit Time(ms)": 0.1,
-                             "Bandwidth(GB/s)": 20.0}}}},
-        "p2p": {}}}
+                    "HCCS": {
+                        "Transit Size(MB)": 2.0,
+                        "Transit Time(ms)": 0.1,
+                        "Bandwidth(GB/s)": 20.0,
+                    }
+                },
+            },
+        },
+        "p2p": {},
+    }
+}
 
-MATRIX = {"step19": {"collective": {"allreduce-top1@group_a": {
-    "0-1": {"Transport Type": "HCCS", "Transit Size(MB)": 1.5, "Transit Time(ms)": 0.05,
-            "Bandwidth(GB/s)": 30.0, "Op Name": "hcom_allReduce__1_0_1"}}}}}
+MATRIX = {
+    "step19": {
+        "collective": {
+            "allreduce-top1@group_a": {
+                "0-1": {
+                    "Transport Type": "HCCS",
+                    "Transit Size(MB)": 1.5,
+                    "Transit Time(ms)": 0.05,
+                    "Bandwidth(GB/s)": 30.0,
+                    "Op Name": "hcom_allReduce__1_0_1",
+                }
+            }
+        }
+    }
+}
 
 MEMORY_RECORD = """\
 Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),Total Active(MB),Stream Ptr,\
@@ -453,22 +519,39 @@ PTA,1736413971558980.25\t,12,20,12,1,NPU:0
 
 
 def test_synthetic_mindspore_folder(tmp_path: Path) -> None:
-    folder = rank_folder(tmp_path, "rank-1_20250101_ascend_ms",
-                         kernel_details__csv=A2_KERNELS,
-                         step_trace_time__csv=STEP_TRACE_TIME,
-                         communication__json=json.dumps(COMMUNICATION),
-                         communication_matrix__json=json.dumps(MATRIX),
-                         memory_record__csv=MEMORY_RECORD)
-    (folder / "profiler_info_1.json").write_text(json.dumps(
-        {"config": {"experimental_config": {"_profiler_level": "Level1"}},
-         "ms_version": "2.5.0"}))
-    (folder / "profiler_metadata.json").write_text(json.dumps(
-        {"ENV_VARIABLES": {"HCCL_BUFFSIZE": "200", "EMPTY": None},
-         "distributed_args": {"world_size": 8, "rank": 1}}))
+    folder = rank_folder(
+        tmp_path,
+        "rank-1_20250101_ascend_ms",
+        kernel_details__csv=A2_KERNELS,
+        step_trace_time__csv=STEP_TRACE_TIME,
+        communication__json=json.dumps(COMMUNICATION),
+        communication_matrix__json=json.dumps(MATRIX),
+        memory_record__csv=MEMORY_RECORD,
+    )
+    (folder / "profiler_info_1.json").write_text(
+        json.dumps(
+            {
+                "config": {"experimental_config": {"_profiler_level": "Level1"}},
+                "ms_version": "2.5.0",
+            }
+        )
+    )
+    (folder / "profiler_metadata.json").write_text(
+        json.dumps(
+            {
+                "ENV_VARIABLES": {"HCCL_BUFFSIZE": "200", "EMPTY": None},
+                "distributed_args": {"world_size": 8, "rank": 1},
+            }
+        )
+    )
     profile = read_one(folder)
     meta = profile.meta
     assert (meta.source_format, meta.framework, meta.rank, meta.world_size) == (
-        "ascend-ms", "MindSpore", 1, 8)
+        "ascend-ms",
+        "MindSpore",
+        1,
+        8,
+    )
     assert meta.versions["MindSpore"] == "2.5.0"
     assert meta.extra["env"] == {"HCCL_BUFFSIZE": "200", "EMPTY": ""}
     assert meta.extra["profiler_level"] == "Level1"
@@ -490,22 +573,32 @@ def test_synthetic_mindspore_folder(tmp_path: Path) -> None:
     comm = profile.tables["comm_ops"]
     op, link = comm.to_dict("records")
     assert (op["name"], op["group"], op["op"], op["transport"]) == (
-        "hcom_allReduce__1_0_1", "group_a", "allreduce", "HCCS")
+        "hcom_allReduce__1_0_1",
+        "group_a",
+        "allreduce",
+        "HCCS",
+    )
     assert op["duration_us"] == pytest.approx(250) and op["wait_us"] == pytest.approx(120)
     assert op["transit_us"] == pytest.approx(100) and op["bytes"] == pytest.approx(2e6)
     assert op["bandwidth_gbps"] == 20.0
     assert op["start_us"] == pytest.approx(
-        float(Decimal("1736413971558975.0") - origin) + 5.0, abs=1e-6)
+        float(Decimal("1736413971558975.0") - origin) + 5.0, abs=1e-6
+    )
     assert (link["name"], link["transport"], link["bytes"], link["bandwidth_gbps"]) == (
-        "0->1", "HCCS", 1.5e6, 30.0)
+        "0->1",
+        "HCCS",
+        1.5e6,
+        30.0,
+    )
     assert (op["kind"], link["kind"]) == ("op", "link")
     assert meta.extra["comm_bandwidth"]["HCCS"]["bandwidth_gbps"] == pytest.approx(20.0)
 
     memory = profile.tables["memory"]
     assert memory["allocated_bytes"].tolist() == [10 * 2**20, 12 * 2**20]
     assert memory["device"].tolist() == ["NPU:0", "NPU:0"]
-    expected = [float(Decimal(t) - origin) + 5.0 for t in ("1736413971558973.5",
-                                                           "1736413971558980.25")]
+    expected = [
+        float(Decimal(t) - origin) + 5.0 for t in ("1736413971558973.5", "1736413971558980.25")
+    ]
     assert memory["time_us"].tolist() == pytest.approx(expected, abs=1e-6)
 
 
@@ -529,18 +622,25 @@ def test_mindspore_cpu_operators_from_framework_folder(tmp_path: Path) -> None:
     host = profile.tables["host_ops"]
     cpu = host[host["kind"] == "cpu_kernel"]
     assert cpu["name"].tolist() == ["Default/network-TrainOneStepCell/Add-op1"] * 2 + [
-        "Default/Cast-op2"]
+        "Default/Cast-op2"
+    ]
     assert cpu["duration_us"].tolist() == pytest.approx([12.5, 2.0, 500.0])
     assert cpu["thread"].tolist() == [7, 7, 8]
     # ns since the epoch, on the profile's clock: time 0 is the earliest kernel start
     origin = min(Decimal(r["Start Time(us)"].strip()) for r in kernel_rows(A2_KERNELS))
     assert profile.tables["device_ops"]["start_us"].min() == 0.0
-    expected = [float(Decimal(ns) / 1000 - origin) for ns in (
-        1736413971558976500, 1736413971558990000, 1736413971558980250)]
+    expected = [
+        float(Decimal(ns) / 1000 - origin)
+        for ns in (1736413971558976500, 1736413971558990000, 1736413971558980250)
+    ]
     assert cpu["start_us"].tolist() == pytest.approx(expected, abs=1e-6)
-    assert problems(profile) == [("cpu_op_execute_timestamp_0.txt",
-                                  "3 CPU operator executions not in the form "
-                                  "start_ns,duration_ms,thread ignored (first on line 4)")]
+    assert problems(profile) == [
+        (
+            "cpu_op_execute_timestamp_0.txt",
+            "3 CPU operator executions not in the form "
+            "start_ns,duration_ms,thread ignored (first on line 4)",
+        )
+    ]
     assert "FRAMEWORK/cpu_op_execute_timestamp_0.txt" in profile.meta.files_read
     assert_contract(profile)
 
@@ -548,30 +648,40 @@ def test_mindspore_cpu_operators_from_framework_folder(tmp_path: Path) -> None:
 def test_cpu_operators_in_the_trace_are_not_read_twice(tmp_path: Path) -> None:
     """MindSpore merges the same operators into trace_view.json as the `CPU OP` process."""
     events = synthetic_comm_trace()
-    events += [{"ph": "M", "pid": 9000, "tid": 0, "name": "process_name",
-                "args": {"name": "CPU OP"}},
-               {"ph": "M", "pid": 9000, "tid": 0, "name": "process_labels",
-                "args": {"labels": "CPU"}},
-               {"ph": "X", "pid": 9000, "tid": 3, "name": "Default/Cast-op2",
-                "ts": events[-1]["ts"], "dur": 4.5, "args": {"type": "Cast"}}]
-    folder = rank_folder(tmp_path, "rank-0_20250101_ascend_ms",
-                         trace_view__json=json.dumps(events))
+    events += [
+        {"ph": "M", "pid": 9000, "tid": 0, "name": "process_name", "args": {"name": "CPU OP"}},
+        {"ph": "M", "pid": 9000, "tid": 0, "name": "process_labels", "args": {"labels": "CPU"}},
+        {
+            "ph": "X",
+            "pid": 9000,
+            "tid": 3,
+            "name": "Default/Cast-op2",
+            "ts": events[-1]["ts"],
+            "dur": 4.5,
+            "args": {"type": "Cast"},
+        },
+    ]
+    folder = rank_folder(tmp_path, "rank-0_20250101_ascend_ms", trace_view__json=json.dumps(events))
     (folder / "FRAMEWORK").mkdir()
     (folder / "FRAMEWORK" / "cpu_op_execute_timestamp_0.txt").write_text(CPU_OP_LINES)
     profile = read_one(folder)
     host = profile.tables["host_ops"]
     cpu = host[host["kind"] == "cpu_kernel"]
-    assert cpu[["name", "duration_us", "thread"]].values.tolist() == [
-        ["Default/Cast-op2", 4.5, 3]]
+    assert cpu[["name", "duration_us", "thread"]].values.tolist() == [["Default/Cast-op2", 4.5, 3]]
     assert not any("FRAMEWORK" in f for f in profile.meta.files_read)
 
 
 def test_mindspore_pipeline_operators_in_the_new_layout(tmp_path: Path) -> None:
     """MindSpore >= 2.3 writes minddata_pipeline_raw_{rank}.csv into ASCEND_PROFILER_OUTPUT."""
-    raw = FIXTURE_DIR / "real" / "mindspore_legacy" / "run_2_profiler" / \
-        "minddata_pipeline_raw_1.csv"
-    folder = rank_folder(tmp_path, "rank-1_20250101_ascend_ms", kernel_details__csv=A2_KERNELS,
-                         minddata_pipeline_raw_1__csv=raw)
+    raw = (
+        FIXTURE_DIR / "real" / "mindspore_legacy" / "run_2_profiler" / "minddata_pipeline_raw_1.csv"
+    )
+    folder = rank_folder(
+        tmp_path,
+        "rank-1_20250101_ascend_ms",
+        kernel_details__csv=A2_KERNELS,
+        minddata_pipeline_raw_1__csv=raw,
+    )
     profile = read_one(folder)
     ops = profile.tables["pipeline_ops"]
     rows = kernel_rows(raw)
@@ -580,7 +690,8 @@ def test_mindspore_pipeline_operators_in_the_new_layout(tmp_path: Path) -> None:
     for op, row in zip_strict(ops.to_dict("records"), rows):
         sizes = json.loads(row["output_queue_size"])
         assert op["queue_usage"] == pytest.approx(
-            sum(sizes) / len(sizes) / float(row["output_queue_length"]))
+            sum(sizes) / len(sizes) / float(row["output_queue_length"])
+        )
     assert "ASCEND_PROFILER_OUTPUT/minddata_pipeline_raw_1.csv" in profile.meta.files_read
     assert_contract(profile)
 
@@ -598,8 +709,9 @@ def test_reading_the_output_folder_itself(tmp_path: Path) -> None:
 
 
 def test_cli_run_writes_a_schema_valid_report(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["run", str(RANK0), "-o", str(tmp_path / "out"),
-                                       "--format", "json"])
+    result = CliRunner().invoke(
+        main, ["run", str(RANK0), "-o", str(tmp_path / "out"), "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     reports = sorted((tmp_path / "out").glob("prof_rule_*.json"))
     assert len(reports) == 1
@@ -612,15 +724,25 @@ def synthetic_comm_trace() -> list[dict]:
     base = 1_000_000_000_000_000
 
     def ts(us: str) -> str:
-        return f"{base + int(us.split('.')[0])}.{us.split('.')[1]}" if "." in us else \
-            str(base + int(us))
+        return (
+            f"{base + int(us.split('.')[0])}.{us.split('.')[1]}"
+            if "." in us
+            else str(base + int(us))
+        )
 
     def meta(pid, tid, kind, name):
         return {"ph": "M", "pid": pid, "tid": tid, "name": kind, "args": {"name": name}}
 
     def x(pid, tid, name, start, dur, **args):
-        return {"ph": "X", "pid": pid, "tid": tid, "name": name, "ts": ts(start), "dur": dur,
-                "args": args}
+        return {
+            "ph": "X",
+            "pid": pid,
+            "tid": tid,
+            "name": name,
+            "ts": ts(start),
+            "dur": dur,
+            "args": args,
+        }
 
     return [
         meta(10, 0, "process_name", "Communication"),
@@ -632,13 +754,31 @@ def synthetic_comm_trace() -> list[dict]:
         meta(30, 0, "process_name", "Overlap Analysis"),
         x(10, 1, "hcom_allReduce__1_0_1", "100.125", 49.875),
         x(10, 1, "hcom_receive__2_0_1", "300", 20.0),
-        x(10, 2, "Memcpy", "110", 10.0, **{"transport type": "SDMA", "size(Byte)": 1024,
-                                           "stream id": 7}),
+        x(
+            10,
+            2,
+            "Memcpy",
+            "110",
+            10.0,
+            **{"transport type": "SDMA", "size(Byte)": 1024, "stream id": 7},
+        ),
         x(20, 7, "Memcpy", "110", 10.0, **{"Task Type": "SDMA_SQE", "Stream Id": 7}),
-        x(20, 3, "aclnnMm_MatMulV2_MatMulV2", "100", 30.0, **{"Task Type": "AI_CORE",
-                                                              "Stream Id": 3, "Task Id": 1}),
-        x(20, 3, "aclnnInplaceCopy_Copy", "200", 5.0, **{"Task Type": "SDMA_SQE",
-                                                         "Stream Id": 3, "size(B)": 4096}),
+        x(
+            20,
+            3,
+            "aclnnMm_MatMulV2_MatMulV2",
+            "100",
+            30.0,
+            **{"Task Type": "AI_CORE", "Stream Id": 3, "Task Id": 1},
+        ),
+        x(
+            20,
+            3,
+            "aclnnInplaceCopy_Copy",
+            "200",
+            5.0,
+            **{"Task Type": "SDMA_SQE", "Stream Id": 3, "size(B)": 4096},
+        ),
         x(20, 3, "EventWait", "210", 1.0, **{"Task Type": "EVENT_WAIT_SQE", "Stream Id": 3}),
         x(30, 0, "Computing", "100", 30.0),
         x(30, 1, "Communication", "100.125", 49.875),
@@ -672,9 +812,13 @@ def test_communication_trace_without_profiler_step(tmp_path: Path) -> None:
     assert 7 not in set(ops["stream"].dropna())  # the collective's own tasks: stood for above
     by_name = ops.set_index("name")
     assert by_name.loc["aclnnMm_MatMulV2_MatMulV2", ["op_type", "category"]].tolist() == [
-        "MatMulV2", "compute"]
+        "MatMulV2",
+        "compute",
+    ]
     assert by_name.loc["aclnnInplaceCopy_Copy", ["category", "bytes"]].tolist() == [
-        "memcpy", 4096.0]
+        "memcpy",
+        4096.0,
+    ]
     assert by_name.loc["EventWait", "category"] == "other"
     assert by_name.loc["hcom_allReduce__1_0_1", "category"] == "communication"
 
@@ -720,30 +864,56 @@ def odd_trace() -> list:
     are no object, a number beyond 64 bits, null args values (read as missing)."""
     events: list = raw_trace()
     start = next(e["ts"] for e in events if e.get("ph") == "X")  # within the trace's span
-    odd = [7, {"ph": "X", "pid": events[0].get("pid"), "tid": 1, "ts": start, "dur": 1,
-               "name": "odd_args", "args": ["not", "an", "object"]},
-           {"ph": "X", "pid": events[0].get("pid"), "tid": 1, "ts": 10**30, "dur": 1,
-            "name": "huge_ts"},
-           {"ph": "X", "pid": events[0].get("pid"), "tid": None, "ts": start, "dur": 2,
-            "name": "null_args", "args": {"Thread Id": None, "size(B)": None}}]
+    odd = [
+        7,
+        {
+            "ph": "X",
+            "pid": events[0].get("pid"),
+            "tid": 1,
+            "ts": start,
+            "dur": 1,
+            "name": "odd_args",
+            "args": ["not", "an", "object"],
+        },
+        {
+            "ph": "X",
+            "pid": events[0].get("pid"),
+            "tid": 1,
+            "ts": 10**30,
+            "dur": 1,
+            "name": "huge_ts",
+        },
+        {
+            "ph": "X",
+            "pid": events[0].get("pid"),
+            "tid": None,
+            "ts": start,
+            "dur": 2,
+            "name": "null_args",
+            "args": {"Thread Id": None, "size(B)": None},
+        },
+    ]
     for k, item in enumerate(odd):
         events.insert((k + 1) * len(events) // (len(odd) + 1), item)
     return events
 
 
 @pytest.mark.parametrize("trace", ["rank0", "communication", "odd"])
-def test_batches_and_late_metadata_give_the_same_tables(tmp_path: Path, monkeypatch,
-                                                        trace: str) -> None:
+def test_batches_and_late_metadata_give_the_same_tables(
+    tmp_path: Path, monkeypatch, trace: str
+) -> None:
     """Middle batches are decoded into structs, the last one (and fallbacks) into dicts: the
     tables are the same either way."""
     events = {"rank0": raw_trace, "communication": synthetic_comm_trace, "odd": odd_trace}[trace]()
     whole = read_one(rank_folder(tmp_path / "whole", trace_view__json=json.dumps(events)))
-    metadata_last = ([e for e in events if not isinstance(e, dict) or e.get("ph") != "M"]
-                     + [e for e in events if isinstance(e, dict) and e.get("ph") == "M"])
+    metadata_last = [e for e in events if not isinstance(e, dict) or e.get("ph") != "M"] + [
+        e for e in events if isinstance(e, dict) and e.get("ph") == "M"
+    ]
     SmallBatches.seen.clear()
     monkeypatch.setattr("advisor_plugins.ascend_pt.folder.EventStream", SmallBatches)
-    batched = read_one(rank_folder(tmp_path / "batched",
-                                   trace_view__json=json.dumps(metadata_last)))
+    batched = read_one(
+        rank_folder(tmp_path / "batched", trace_view__json=json.dumps(metadata_last))
+    )
     assert len(SmallBatches.seen) > 3 and sum(SmallBatches.seen) == len(events)
     assert problems(batched) == problems(whole)
     assert sorted(batched.tables) == sorted(whole.tables)
@@ -757,11 +927,35 @@ def test_batches_and_late_metadata_give_the_same_tables(tmp_path: Path, monkeypa
 
 
 def test_exact_parts_of_every_kind_of_timestamp() -> None:
-    values = ["1704161511420306.491", "1704161511420306.5", "17", 7, 1.5, " 12.5 ", "-1.25",
-              "1e3", None, True, "abc", "3."]
+    values = [
+        "1704161511420306.491",
+        "1704161511420306.5",
+        "17",
+        7,
+        1.5,
+        " 12.5 ",
+        "-1.25",
+        "1e3",
+        None,
+        True,
+        "abc",
+        "3.",
+    ]
     whole, frac = exact_parts(values)
-    expected = [(1704161511420306, 0.491), (1704161511420306, 0.5), (17, 0.0), (7, 0.0),
-                (1, 0.5), (12, 0.5), (-1, -0.25), (1000, 0.0), None, None, None, (3, 0.0)]
+    expected = [
+        (1704161511420306, 0.491),
+        (1704161511420306, 0.5),
+        (17, 0.0),
+        (7, 0.0),
+        (1, 0.5),
+        (12, 0.5),
+        (-1, -0.25),
+        (1000, 0.0),
+        None,
+        None,
+        None,
+        (3, 0.0),
+    ]
     for w, f, want in zip_strict(whole, frac, expected):
         if want is None:
             assert np.isnan(w) and np.isnan(f)
@@ -780,17 +974,25 @@ def test_exact_parts_of_every_kind_of_timestamp() -> None:
 
 def raw_launches(events: list[dict]) -> dict[tuple, dict]:
     """(pid, tid, ts) of the device task each torch_to_npu flow ends at -> the flow's start."""
+
     def is_flow(e: dict) -> bool:
         return "torch_to_npu" in (e.get("name"), e.get("cat"))
+
     starts = {e["id"]: e for e in events if e.get("ph") == "s" and is_flow(e)}
-    return {(e["pid"], e["tid"], e["ts"]): starts[e["id"]] for e in events
-            if e.get("ph") == "f" and is_flow(e) and e["id"] in starts}
+    return {
+        (e["pid"], e["tid"], e["ts"]): starts[e["id"]]
+        for e in events
+        if e.get("ph") == "f" and is_flow(e) and e["id"] in starts
+    }
 
 
 def aten_holding(host: pd.DataFrame, time: float, thread: int) -> pd.DataFrame:
     aten = host[host["kind"] == "aten"]
-    return aten[(aten["thread"] == thread) & (aten["start_us"] <= time)
-                & (time < aten["start_us"] + aten["duration_us"])]
+    return aten[
+        (aten["thread"] == thread)
+        & (aten["start_us"] <= time)
+        & (time < aten["start_us"] + aten["duration_us"])
+    ]
 
 
 def test_rank0_trace_tasks_get_their_launch_from_torch_to_npu(tmp_path: Path) -> None:
@@ -822,11 +1024,21 @@ def kernel_details_of(events: list[dict]) -> str:
     lines = [",".join(header)]
     for e in process_events(events, "Ascend Hardware"):
         row = dict.fromkeys(header, "N/A")
-        row.update({"Step Id": "1", "Model ID": "4294967295", "Task ID": str(e["args"]["Task Id"]),
-                    "Stream ID": str(e["args"]["Stream Id"]), "Name": e["name"],
-                    "Type": e["name"].rsplit("_", 1)[-1], "Accelerator Core": "AI_VECTOR_CORE",
-                    "Start Time(us)": e["ts"], "Duration(us)": str(e["dur"]),
-                    "Wait Time(us)": "0", "Block Dim": "1"})
+        row.update(
+            {
+                "Step Id": "1",
+                "Model ID": "4294967295",
+                "Task ID": str(e["args"]["Task Id"]),
+                "Stream ID": str(e["args"]["Stream Id"]),
+                "Name": e["name"],
+                "Type": e["name"].rsplit("_", 1)[-1],
+                "Accelerator Core": "AI_VECTOR_CORE",
+                "Start Time(us)": e["ts"],
+                "Duration(us)": str(e["dur"]),
+                "Wait Time(us)": "0",
+                "Block Dim": "1",
+            }
+        )
         lines.append(",".join(row[h] for h in header))
     return "\n".join(lines) + "\n"
 
@@ -835,8 +1047,9 @@ def test_kernel_details_rows_get_the_launch_of_the_task_at_their_start(tmp_path:
     events = raw_trace()
     flows = raw_launches(events)
     hardware = process_events(events, "Ascend Hardware")
-    folder = rank_folder(tmp_path, trace_view__json=TRACE,
-                         kernel_details__csv=kernel_details_of(events))
+    folder = rank_folder(
+        tmp_path, trace_view__json=TRACE, kernel_details__csv=kernel_details_of(events)
+    )
     profile = read_one(folder)
     assert_contract(profile)
     ops, host = profile.tables["device_ops"], profile.tables["host_ops"]
@@ -870,9 +1083,12 @@ def shaped_trace() -> list[dict]:
 def test_input_shapes_of_cpu_ops(tmp_path: Path, monkeypatch) -> None:
     events = shaped_trace()
     text = json.dumps(events, separators=(",", ":"))  # compact in the file: the same text out
-    want = Counter((e["name"], json.dumps(e["args"]["Input Dims"])) for e in events
-                   if e.get("cat") == "cpu_op" and not e["name"].startswith(
-                       ("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")))
+    want = Counter(
+        (e["name"], json.dumps(e["args"]["Input Dims"]))
+        for e in events
+        if e.get("cat") == "cpu_op"
+        and not e["name"].startswith(("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)"))
+    )
     host = read_one(rank_folder(tmp_path / "whole", trace_view__json=text)).tables["host_ops"]
     shaped = host.dropna(subset=["input_shapes"])
     assert (shaped["kind"] == "aten").all()
@@ -898,12 +1114,24 @@ def test_dataloader_time_counts_the_outermost_call_once(tmp_path: Path) -> None:
     outer = [e for e in events if e.get("name", "").startswith("enumerate(DataLoader)")]
     for call in outer:
         start, dur = float(call["ts"]), float(call["dur"])
-        for depth, frame in enumerate(("torch/utils/data/dataloader.py(631): __next__",
-                                       "torch/utils/data/dataloader.py(675): _next_data")):
-            events.append({**call, "name": frame, "cat": "python_function",
-                           "ts": f"{start + depth + 1:.3f}", "dur": dur - 2 * (depth + 1)})
-        events.append({**call, "name": "DataLoader.fetch", "ts": f"{start + 5:.3f}",
-                       "dur": dur - 10})
+        for depth, frame in enumerate(
+            (
+                "torch/utils/data/dataloader.py(631): __next__",
+                "torch/utils/data/dataloader.py(675): _next_data",
+            )
+        ):
+            events.append(
+                {
+                    **call,
+                    "name": frame,
+                    "cat": "python_function",
+                    "ts": f"{start + depth + 1:.3f}",
+                    "dur": dur - 2 * (depth + 1),
+                }
+            )
+        events.append(
+            {**call, "name": "DataLoader.fetch", "ts": f"{start + 5:.3f}", "dur": dur - 10}
+        )
     folder = rank_folder(tmp_path, trace_view__json=json.dumps(events))
     host = read_one(folder).tables["host_ops"]
     frames = host[host["name"].str.startswith("torch/utils/data/")]
@@ -939,11 +1167,18 @@ def test_communication_bytes_count_sdma_and_its_parts_once() -> None:
     block = ops[key]["0"]
     info = block["Communication Bandwidth Info"]
     assert info["SDMA"]["Transit Size(MB)"] == pytest.approx(
-        info["HCCS"]["Transit Size(MB)"] + info["PCIE"]["Transit Size(MB)"])
+        info["HCCS"]["Transit Size(MB)"] + info["PCIE"]["Transit Size(MB)"]
+    )
     if "Communication Time Info" not in block:  # the cluster file keeps only bandwidths
-        block = {**block, "Communication Time Info": {
-            "Start Timestamp(us)": 1.0, "Elapse Time(ms)": 0.5, "Transit Time(ms)": 0.035,
-            "Wait Time(ms)": 0.4}}
+        block = {
+            **block,
+            "Communication Time Info": {
+                "Start Timestamp(us)": 1.0,
+                "Elapse Time(ms)": 0.5,
+                "Transit Time(ms)": 0.035,
+                "Wait Time(ms)": 0.4,
+            },
+        }
     comm, _ = parse_communication({"1": {"collective": {key: block}}}, Clock())
     (row,) = comm.to_dict("records")
     assert row["bytes"] == pytest.approx(info["SDMA"]["Transit Size(MB)"] * MB)
@@ -961,6 +1196,7 @@ def test_a_far_off_timestamp_in_the_trace_is_ignored_and_named(tmp_path: Path) -
     assert "broken_clock_task" not in set(profile.tables["device_ops"]["name"])
     assert len(profile.tables["device_ops"]) == len(full.tables["device_ops"])
     assert profile.tables["steps"]["start_us"].tolist() == pytest.approx(
-        full.tables["steps"]["start_us"].tolist())
+        full.tables["steps"]["start_us"].tolist()
+    )
     (far,) = [p for _, p in problems(profile) if "more than a day away" in p]
     assert "1 event" in far and "broken_clock_task" in far

@@ -52,14 +52,22 @@ CHROMIUM = shutil.which("chromium")
 TIMEOUT_S = 30.0
 VIEWPORT = (1280, 900)
 STEP_BLUE = (0x4C, 0x78, 0xA8)  # "Computing" in the step chart (advisor/render/html.py)
-HOSTILE = ("<script>alert(1)</script>", '"onmouseover="alert(1)', "</style><b>x</b>",
-           "javascript:alert(1)")
+HOSTILE = (
+    "<script>alert(1)</script>",
+    '"onmouseover="alert(1)',
+    "</style><b>x</b>",
+    "javascript:alert(1)",
+)
 HOSTILE_FOLDER = 'PROF_000001_20260105100000000_<img src=x onerror="alert(1)">'
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="headless Chromium not found: install Debian's chromium "
-           "(apt-get install chromium) to run the browser tests")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="headless Chromium not found: install Debian's chromium "
+        "(apt-get install chromium) to run the browser tests",
+    ),
+]
 
 # Everything the tests read from the page, in one round trip.
 DOM_SUMMARY = """(() => {
@@ -103,20 +111,34 @@ class Browser:
     def __init__(self, workdir: Path) -> None:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
-        args = [CHROMIUM, "--headless", "--no-sandbox", "--remote-debugging-pipe",
-                f"--user-data-dir={workdir / 'profile'}", "--no-first-run",
-                "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9",
-                "--disable-background-networking", "--disable-extensions",
-                "--disable-component-update", "--disable-sync", "--disable-gpu",
-                "--hide-scrollbars", "about:blank"]
+        args = [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={workdir / 'profile'}",
+            "--no-first-run",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-server=http://127.0.0.1:9",
+            "--disable-background-networking",
+            "--disable-extensions",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "about:blank",
+        ]
         self._log = (workdir / "chromium.log").open("wb")
         # The pipe must be fds 3 and 4 in Chromium; bash (dash cannot name fds above 9) maps
         # them without a preexec_fn.
-        redirect = (f"3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-")
+        redirect = f"3<&{to_chrome_r} 4>&{from_chrome_w} {to_chrome_r}<&- {from_chrome_w}>&-"
         self.proc = subprocess.Popen(
             ["bash", "-c", f'exec "$@" {redirect}', "bash", *args],
-            pass_fds=(to_chrome_r, from_chrome_w), stdin=subprocess.DEVNULL,
-            stdout=self._log, stderr=self._log)
+            pass_fds=(to_chrome_r, from_chrome_w),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+        )
         os.close(to_chrome_r)
         os.close(from_chrome_w)
         self._buffer = b""
@@ -127,8 +149,14 @@ class Browser:
         """Send a command and return its result; raise on a protocol error."""
         self._next_id += 1
         ident = self._next_id
-        self._post({"id": ident, "method": method, "params": params or {},
-                    **({"sessionId": session} if session else {})})
+        self._post(
+            {
+                "id": ident,
+                "method": method,
+                "params": params or {},
+                **({"sessionId": session} if session else {}),
+            }
+        )
         reply = self._wait(lambda m: m.get("id") == ident)
         if "error" in reply:
             raise RuntimeError(f"{method}: {reply['error']}")
@@ -162,24 +190,34 @@ class Browser:
         if message["method"] == "Page.javascriptDialogOpening":
             # Dismiss without waiting for the reply, so a dialog never blocks the page.
             self._next_id += 1
-            self._post({"id": self._next_id, "method": "Page.handleJavaScriptDialog",
-                        "params": {"accept": False}, "sessionId": session})
+            self._post(
+                {
+                    "id": self._next_id,
+                    "method": "Page.handleJavaScriptDialog",
+                    "params": {"accept": False},
+                    "sessionId": session,
+                }
+            )
 
     def load(self, path: Path) -> Page:
         """Open `path` in a fresh tab, wait for its load event, and return the tab."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.send("Target.attachToTarget",
-                            {"targetId": target, "flatten": True})["sessionId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=session)
         width, height = VIEWPORT
-        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
-                                                         "deviceScaleFactor": 1,
-                                                         "mobile": False}, session)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session,
+        )
         url = path.resolve().as_uri()
         self.send("Page.navigate", {"url": url}, session)
-        self._wait(lambda m: m.get("method") == "Page.loadEventFired"
-                   and m.get("sessionId") == session)
+        self._wait(
+            lambda m: m.get("method") == "Page.loadEventFired" and m.get("sessionId") == session
+        )
         return Page(self, session, url)
 
     def close(self) -> None:
@@ -202,41 +240,63 @@ class Page:
         self.browser, self.session, self.url = browser, session, url
 
     def evaluate(self, expression: str) -> Any:
-        result = self.browser.send("Runtime.evaluate", {"expression": expression,
-                                                        "returnByValue": True}, self.session)
+        result = self.browser.send(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session
+        )
         assert "exceptionDetails" not in result, result["exceptionDetails"]
         return result["result"]["value"]
 
     def _events(self, method: str) -> list[dict]:
-        return [e["params"] for e in self.browser.events.get(self.session, [])
-                if e["method"] == method]
+        return [
+            e["params"] for e in self.browser.events.get(self.session, []) if e["method"] == method
+        ]
 
     def requests(self) -> list[str]:
         """URLs requested besides the page itself."""
-        return [e["request"]["url"] for e in self._events("Network.requestWillBeSent")
-                if e["request"]["url"] != self.url]
+        return [
+            e["request"]["url"]
+            for e in self._events("Network.requestWillBeSent")
+            if e["request"]["url"] != self.url
+        ]
 
     def errors(self) -> list[str]:
-        console = [" ".join(str(a.get("value", a.get("description", ""))) for a in e["args"])
-                   for e in self._events("Runtime.consoleAPICalled")
-                   if e["type"] in ("error", "assert")]
+        console = [
+            " ".join(str(a.get("value", a.get("description", ""))) for a in e["args"])
+            for e in self._events("Runtime.consoleAPICalled")
+            if e["type"] in ("error", "assert")
+        ]
         thrown = [e["exceptionDetails"]["text"] for e in self._events("Runtime.exceptionThrown")]
-        logged = [e["entry"]["text"] for e in self._events("Log.entryAdded")
-                  if e["entry"]["level"] == "error"]
+        logged = [
+            e["entry"]["text"]
+            for e in self._events("Log.entryAdded")
+            if e["entry"]["level"] == "error"
+        ]
         failed = [e["errorText"] for e in self._events("Network.loadingFailed")]
         return console + thrown + logged + failed
 
     def dialogs(self) -> list[str]:
-        return [f"{e['type']}: {e['message']}"
-                for e in self._events("Page.javascriptDialogOpening")]
+        return [
+            f"{e['type']}: {e['message']}" for e in self._events("Page.javascriptDialogOpening")
+        ]
 
     def screenshot(self, name: str) -> Path:
         """The whole page as PNG, kept under tests/artifacts/ for a person to look at."""
         size = self.browser.send("Page.getLayoutMetrics", session=self.session)["cssContentSize"]
-        shot = self.browser.send("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"],
-                     "scale": 1}}, self.session)
+        shot = self.browser.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {
+                    "x": 0,
+                    "y": 0,
+                    "width": size["width"],
+                    "height": size["height"],
+                    "scale": 1,
+                },
+            },
+            self.session,
+        )
         ARTIFACTS.mkdir(exist_ok=True)
         path = ARTIFACTS / name
         path.write_bytes(base64.b64decode(shot["data"]))
@@ -260,8 +320,8 @@ def png_rows(png: bytes, limit: int) -> tuple[int, int, int, list[bytes]]:
     assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat = 8, []
     while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
-        body = png[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        body = png[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"IHDR":
             width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
@@ -273,7 +333,7 @@ def png_rows(png: bytes, limit: int) -> tuple[int, int, int, list[bytes]]:
     raw = zlib.decompressobj().decompress(b"".join(idat), (stride + 1) * count)
     rows, prev = [], bytearray(stride)
     for y in range(count):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:][:stride])
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 :][:stride])
         for i in range(stride):
             left = line[i - bpp] if i >= bpp else 0
             if kind == 1:
@@ -286,16 +346,16 @@ def png_rows(png: bytes, limit: int) -> tuple[int, int, int, list[bytes]]:
                 corner = prev[i - bpp] if i >= bpp else 0
                 p = left + prev[i] - corner
                 pa, pb, pc = abs(p - left), abs(p - prev[i]), abs(p - corner)
-                line[i] = (line[i] + (left if pa <= pb and pa <= pc
-                                      else prev[i] if pb <= pc else corner)) & 255
+                line[i] = (
+                    line[i] + (left if pa <= pb and pa <= pc else prev[i] if pb <= pc else corner)
+                ) & 255
         rows.append(bytes(line))
         prev = line
     return width, height, bpp, rows
 
 
 def run_advisor(profile: Path, out: Path) -> list[dict]:
-    result = CliRunner().invoke(main, ["run", str(profile), "-o", str(out), "-q",
-                                       "--lang", "en"])
+    result = CliRunner().invoke(main, ["run", str(profile), "-o", str(out), "-q", "--lang", "en"])
     assert result.exit_code == 0, result.output
     return [json.loads(p.read_text(encoding="utf-8")) for p in out.glob("prof_rule_*.json")]
 
@@ -306,8 +366,10 @@ def hostile_profile(tmp_path: Path) -> Path:
     profile = tmp_path / HOSTILE_FOLDER
     shutil.copytree(DEMO, profile)
     csvs = profile / "mindstudio_profiler_output"
-    for pattern, column, rename in (("op_summary_*.csv", "Op Name", None),
-                                    ("op_statistic_*.csv", "OP Type", "SoftmaxV2")):
+    for pattern, column, rename in (
+        ("op_summary_*.csv", "Op Name", None),
+        ("op_statistic_*.csv", "OP Type", "SoftmaxV2"),
+    ):
         (path,) = csvs.glob(pattern)
         with path.open(newline="", encoding="utf-8") as handle:
             header, *rows = list(csv.reader(handle))
@@ -355,13 +417,16 @@ def check_report_page(page: Page, reports: list[dict], shot: str) -> dict:
     bottom = int(chart["y"] + chart["height"])
     width, height, bpp, rows = png_rows(path.read_bytes(), bottom + 1)
     assert width == VIEWPORT[0] and VIEWPORT[1] <= height < 50_000
-    pixels = [row[x:x + 3] for row in rows[::7] for x in range(0, width * bpp, bpp * 7)]
+    pixels = [row[x : x + 3] for row in rows[::7] for x in range(0, width * bpp, bpp * 7)]
     background = rows[0][:3]
     assert len(set(pixels)) > 50, "the screenshot is (nearly) a single colour"
     assert sum(p != background for p in pixels) > len(pixels) // 20
     x0, x1 = int(chart["x"]), int(chart["x"] + chart["width"])
-    chart_pixels = [tuple(row[x:x + 3]) for row in rows[int(chart["y"]):bottom]
-                    for x in range(x0 * bpp, x1 * bpp, bpp)]
+    chart_pixels = [
+        tuple(row[x : x + 3])
+        for row in rows[int(chart["y"]) : bottom]
+        for x in range(x0 * bpp, x1 * bpp, bpp)
+    ]
     assert chart_pixels.count(STEP_BLUE) > len(chart_pixels) // 50, "step bars were not drawn"
     return dom
 
@@ -369,9 +434,11 @@ def check_report_page(page: Page, reports: list[dict], shot: str) -> dict:
 def test_harness_detects_requests_errors_and_dialogs(browser: Browser, tmp_path: Path) -> None:
     """A page that does everything the report must not: each detector has to see it."""
     control = tmp_path / "control.html"
-    control.write_text('<!DOCTYPE html><title>control</title><script>console.error("boom");'
-                       'alert("ran")</script><img src="http://advisor.invalid/x.png">',
-                       encoding="utf-8")
+    control.write_text(
+        '<!DOCTYPE html><title>control</title><script>console.error("boom");'
+        'alert("ran")</script><img src="http://advisor.invalid/x.png">',
+        encoding="utf-8",
+    )
     page = browser.load(control)
     page.evaluate("1")  # a round trip, so events raised after the load have arrived
     assert page.dialogs() == ["alert: ran"]
@@ -387,8 +454,7 @@ def test_demo_report_in_browser(browser: Browser, tmp_path: Path) -> None:
     check_report_page(page, reports, "browser-demo.png")
 
 
-def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser,
-                                                       tmp_path: Path) -> None:
+def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser, tmp_path: Path) -> None:
     reports = run_advisor(hostile_profile(tmp_path), tmp_path / "out")
     html = (tmp_path / "out/report.html").read_text(encoding="utf-8")
     assert "<script>alert(1)</script>" not in html and "</style><b>" not in html
@@ -402,18 +468,31 @@ def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser,
     for name in (*HOSTILE, HOSTILE_FOLDER):
         assert name in dom["text"]
     cells = {c for t in dom["evidence"] for r in t["rows"] for c in r["cells"]}
-    assert all(any(c.startswith(name) for c in cells) for name in HOSTILE), \
+    assert all(any(c.startswith(name) for c in cells) for name in HOSTILE), (
         "the evidence tables should show every hostile name"
+    )
     assert page.dialogs() == [] and page.errors() == []
 
 
 def test_compare_page_in_browser(browser: Browser, tmp_path: Path) -> None:
     own = FIXTURE_DIR / "kineto_own"
     out = tmp_path / "cmp"
-    done = subprocess.run([sys.executable, "-m", "advisor", "compare",
-                           str(own / "compare_base.pt.trace.json.gz"),
-                           str(own / "compare_slow.pt.trace.json.gz"), "-o", str(out), "-q"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "compare",
+            str(own / "compare_base.pt.trace.json.gz"),
+            str(own / "compare_slow.pt.trace.json.gz"),
+            "-o",
+            str(out),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "prof_rule_compare.json").read_text(encoding="utf-8"))
     page = browser.load(out / "compare.html")
@@ -450,8 +529,9 @@ ROWS_OF = """(sel => [...document.querySelector(sel).tBodies[0].rows]
   .map(r => [...r.cells].map(c => c.textContent.trim())))"""
 
 
-def test_tables_sort_and_printing_opens_every_details_block(browser: Browser,
-                                                            tmp_path: Path) -> None:
+def test_tables_sort_and_printing_opens_every_details_block(
+    browser: Browser, tmp_path: Path
+) -> None:
     run_advisor(DEMO, tmp_path / "out")
     page = browser.load(tmp_path / "out/report.html")
     ranking = "table.ranking"
@@ -460,8 +540,7 @@ def test_tables_sort_and_printing_opens_every_details_block(browser: Browser,
     # sort by the share column, lowest first, then highest first
     page.evaluate(f"document.querySelector('{ranking} thead th:nth-child(5)').click(); 1")
     ascending = [float(r[4].rstrip("%")) for r in page.evaluate(f"{ROWS_OF}('{ranking}')")]
-    assert ascending == sorted(ascending) and ascending != [float(r[4].rstrip("%"))
-                                                             for r in before]
+    assert ascending == sorted(ascending) and ascending != [float(r[4].rstrip("%")) for r in before]
     page.evaluate(f"document.querySelector('{ranking} thead th:nth-child(5)').click(); 1")
     descending = [float(r[4].rstrip("%")) for r in page.evaluate(f"{ROWS_OF}('{ranking}')")]
     assert descending == sorted(ascending, reverse=True)
@@ -480,21 +559,26 @@ def test_tables_sort_and_printing_opens_every_details_block(browser: Browser,
     assert page.errors() == [] and page.dialogs() == [] and page.requests() == []
 
 
-def test_readable_at_700_px_and_dark_when_the_system_is(browser: Browser,
-                                                        tmp_path: Path) -> None:
+def test_readable_at_700_px_and_dark_when_the_system_is(browser: Browser, tmp_path: Path) -> None:
     run_advisor(DEMO, tmp_path / "out")
     page = browser.load(tmp_path / "out/report.html")
     light = page.evaluate("getComputedStyle(document.body).backgroundColor")
-    browser.send("Emulation.setDeviceMetricsOverride", {"width": 700, "height": 900,
-                                                         "deviceScaleFactor": 1,
-                                                         "mobile": False}, page.session)
+    browser.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 700, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        page.session,
+    )
     page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; }); 1")
-    assert page.evaluate("document.documentElement.scrollWidth") <= 700, \
+    assert page.evaluate("document.documentElement.scrollWidth") <= 700, (
         "the page scrolls sideways at 700 px"
-    browser.send("Emulation.setEmulatedMedia", {"features": [
-        {"name": "prefers-color-scheme", "value": "dark"}]}, page.session)
+    )
+    browser.send(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
+        page.session,
+    )
     dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
     text = page.evaluate("getComputedStyle(document.body).color")
     assert dark != light
-    luminance = [sum(map(int, c[c.index("(") + 1:-1].split(",")[:3])) for c in (dark, text)]
+    luminance = [sum(map(int, c[c.index("(") + 1 : -1].split(",")[:3])) for c in (dark, text)]
     assert luminance[0] < 150 < luminance[1], (dark, text)  # dark page, light text

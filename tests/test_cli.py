@@ -30,15 +30,23 @@ def invoke(*args: str, env: dict[str, str] | None = None):
 
 
 def tree_digest(path: Path) -> dict[str, str]:
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
     """Run the real executable, to see exactly what a user sees (tracebacks included)."""
-    return subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, env={**os.environ, **(env or {})},
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "advisor", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("profile", [DEMO, SMALL, MULTI, REAL])
@@ -68,11 +76,11 @@ def test_multi_device_profile_gets_one_report_per_device(tmp_path):
 def test_demo_findings_and_tune_ops_file(tmp_path):
     result = invoke("run", DEMO, "-o", tmp_path)
     report = json.loads((tmp_path / "prof_rule_0.json").read_text(encoding="utf-8"))
-    fired = {f["rule_id"] for group in report["data"].values() for e in group
-             for f in e["result"]}
+    fired = {f["rule_id"] for group in report["data"].values() for e in group for f in e["result"]}
     assert {"STEP-001", "OP-001", "OP-002", "OP-003"} <= fired
-    ranks = sorted((f["rank"], f["impact_us"]) for g in report["data"].values() for e in g
-                   for f in e["result"])
+    ranks = sorted(
+        (f["rank"], f["impact_us"]) for g in report["data"].values() for e in g for f in e["result"]
+    )
     impacts = [i for _, i in ranks if i is not None]
     assert impacts == sorted(impacts, reverse=True)
     tune = json.loads((tmp_path / "operator_tuning_file.cfg").read_text(encoding="utf-8"))
@@ -87,8 +95,18 @@ def test_fail_on_gates_ci(tmp_path):
 
 
 def test_set_select_ignore_and_thresholds_in_json(tmp_path):
-    result = invoke("run", DEMO, "-o", tmp_path, "--format", "json", "--select", "OP-002",
-                    "--set", "OP-002.min_duration_us=1000")
+    result = invoke(
+        "run",
+        DEMO,
+        "-o",
+        tmp_path,
+        "--format",
+        "json",
+        "--select",
+        "OP-002",
+        "--set",
+        "OP-002.min_duration_us=1000",
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "prof_rule_0.json").read_text(encoding="utf-8"))
     assert list(report["rules"]) == ["OP-002"]
@@ -100,17 +118,21 @@ def test_set_select_ignore_and_thresholds_in_json(tmp_path):
 
 
 def test_set_may_target_a_rule_outside_the_selection(tmp_path):
-    result = invoke("run", DEMO, "-o", tmp_path, "--select", "OP-002",
-                    "--set", "STEP-001.max_ratio=0.2")
+    result = invoke(
+        "run", DEMO, "-o", tmp_path, "--select", "OP-002", "--set", "STEP-001.max_ratio=0.2"
+    )
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--set", "OP-002.nope=1"], "has no param 'nope'"),
-    (["--set", "NOPE-001.x=1"], "no rule 'NOPE-001'"),
-    (["--set", "garbage"], "expects ID.param=VALUE"),
-    (["--format", "pdf"], "choose from json, html, text"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "OP-002.nope=1"], "has no param 'nope'"),
+        (["--set", "NOPE-001.x=1"], "no rule 'NOPE-001'"),
+        (["--set", "garbage"], "expects ID.param=VALUE"),
+        (["--format", "pdf"], "choose from json, html, text"),
+    ],
+)
 def test_usage_errors_exit_2(tmp_path, args, message):
     result = invoke("run", DEMO, "-o", tmp_path, *args)
     assert result.exit_code == 2 and message in result.output
@@ -125,11 +147,14 @@ def test_output_inside_input_is_refused(tmp_path):
     assert tree_digest(copy) == before
 
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda p: p.mkdir(), "an empty directory"),
-    (lambda p: (p.mkdir(), (p / "notes.txt").write_text("hello")), "nothing advisor can read"),
-    (lambda p: None, "no such file or directory"),
-])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda p: p.mkdir(), "an empty directory"),
+        (lambda p: (p.mkdir(), (p / "notes.txt").write_text("hello")), "nothing advisor can read"),
+        (lambda p: None, "no such file or directory"),
+    ],
+)
 def test_unreadable_inputs_exit_3_with_one_line(tmp_path, make, expected):
     target = tmp_path / "input"
     make(target)
@@ -217,8 +242,10 @@ def test_invalid_user_rules_stop_run_with_exit_2(tmp_path):
 def test_user_rule_replaces_builtin_and_is_listed(tmp_path):
     source = (ROOT / "rules/step.yaml").read_text(encoding="utf-8")
     team = tmp_path / "team.yaml"
-    team.write_text(source.replace("Data augmentation bound is high", "Team version of input wait"),
-                    encoding="utf-8")
+    team.write_text(
+        source.replace("Data augmentation bound is high", "Team version of input wait"),
+        encoding="utf-8",
+    )
     listing = invoke("rules", "list", "--rules", team)
     line = next(x for x in listing.output.splitlines() if x.startswith("STEP-001"))
     assert "Team version of input wait" in line and str(team) in line
@@ -239,8 +266,10 @@ def test_plugins_list_shows_builtins_with_distribution():
     result = invoke("plugins", "list")
     assert result.exit_code == 0
     for name in ("msprof", "step_metrics", "builtin_rules"):
-        assert any(line.startswith(f"{name} (dl-perf-advisor 0.1.0) [loaded]")
-                   for line in result.output.splitlines()), result.output
+        assert any(
+            line.startswith(f"{name} (dl-perf-advisor 0.1.0) [loaded]")
+            for line in result.output.splitlines()
+        ), result.output
     assert "reader msprof" in result.output
 
 
@@ -258,9 +287,12 @@ def test_broken_third_party_plugin_is_reported_and_skipped(tmp_path, where):
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 1.2.3\n")
     (dist / "entry_points.txt").write_text("[advisor]\nbroken = brokenplug\n")
-    body = ("raise RuntimeError('boom at import')\n" if where == "import" else
-            "from advisor import hookimpl\n\n@hookimpl\ndef advisor_readers():\n"
-            "    raise RuntimeError('boom in hook')\n")
+    body = (
+        "raise RuntimeError('boom at import')\n"
+        if where == "import"
+        else "from advisor import hookimpl\n\n@hookimpl\ndef advisor_readers():\n"
+        "    raise RuntimeError('boom in hook')\n"
+    )
     (site / "brokenplug.py").write_text(body)
     env = {"PYTHONPATH": str(site)}
     listing = cli("plugins", "list", env=env)
@@ -280,8 +312,17 @@ def test_inspect_lists_tables_and_rows():
     assert any(line.split()[:2] == ["device_ops", "36"] for line in result.output.splitlines())
 
 
-@pytest.mark.parametrize("command", [["run"], ["rules", "list"], ["rules", "show"],
-                                     ["rules", "validate"], ["plugins", "list"], ["inspect"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run"],
+        ["rules", "list"],
+        ["rules", "show"],
+        ["rules", "validate"],
+        ["plugins", "list"],
+        ["inspect"],
+    ],
+)
 def test_every_command_help_has_an_example(command):
     result = invoke(*command, "--help")
     assert result.exit_code == 0 and "Example:" in result.output and "advisor " in result.output
@@ -301,8 +342,9 @@ def test_internal_error_is_one_line_unless_debug(tmp_path, monkeypatch):
     monkeypatch.setattr("advisor.cli.run.analyze", broken)
     result = invoke("run", DEMO, "-o", tmp_path)
     assert result.exit_code == 4
-    assert result.output.strip() == ("advisor: internal error: RuntimeError: boom "
-                                     "(run with --debug for details)")
+    assert result.output.strip() == (
+        "advisor: internal error: RuntimeError: boom (run with --debug for details)"
+    )
     debug = invoke("run", DEMO, "-o", tmp_path, "--debug")
     assert isinstance(debug.exception, RuntimeError)
 
@@ -336,8 +378,7 @@ def test_dash_output_of_several_profiles_holds_every_report(tmp_path):
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)
     assert list(document) == ["reports"]
-    kinds = [(r["profile"]["source_format"], r["profile"].get("rank"))
-             for r in document["reports"]]
+    kinds = [(r["profile"]["source_format"], r["profile"].get("rank")) for r in document["reports"]]
     assert kinds == [("kineto", 0), ("kineto", 1), ("cluster", None)]
     assert "(cluster" not in proc.stderr  # -q: no summary anywhere
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ranks"]
@@ -350,8 +391,14 @@ def test_dash_output_refuses_an_explicit_html(tmp_path):
 
 
 def test_compare_dash_output(tmp_path):
-    proc = cli("compare", OWN / "compare_base.pt.trace.json.gz",
-               OWN / "compare_slow.pt.trace.json.gz", "-o", "-", cwd=tmp_path)
+    proc = cli(
+        "compare",
+        OWN / "compare_base.pt.trace.json.gz",
+        OWN / "compare_slow.pt.trace.json.gz",
+        "-o",
+        "-",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)
     assert set(document) == {"compare", "report"}
@@ -360,8 +407,11 @@ def test_compare_dash_output(tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "compare"])
 def test_format_text_alone_writes_no_folder(tmp_path, command):
-    inputs = [DEMO] if command == "run" else [OWN / "compare_base.pt.trace.json.gz",
-                                              OWN / "compare_slow.pt.trace.json.gz"]
+    inputs = (
+        [DEMO]
+        if command == "run"
+        else [OWN / "compare_base.pt.trace.json.gz", OWN / "compare_slow.pt.trace.json.gz"]
+    )
     proc = cli(command, *inputs, "--format", "text", "--lang", "en", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     again = cli(command, *inputs, "--format", "text", "-o", tmp_path / "out", cwd=tmp_path)
@@ -375,21 +425,25 @@ def test_format_text_alone_writes_no_folder(tmp_path, command):
 def test_closing_line_names_the_files_written(tmp_path):
     proc = cli("run", DEMO, "-o", "out", "--lang", "en", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.rstrip().splitlines()[-1] == \
-        "Wrote report.html, prof_rule_0.json, operator_tuning_file.cfg in out"
+    assert (
+        proc.stdout.rstrip().splitlines()[-1]
+        == "Wrote report.html, prof_rule_0.json, operator_tuning_file.cfg in out"
+    )
     assert "(details in report.html)" in proc.stdout
     assert "use --format html or json" not in proc.stdout
-    only_json = cli("run", DEMO, "-o", "js", "--lang", "en", "--format", "json,text",
-                    cwd=tmp_path)
+    only_json = cli("run", DEMO, "-o", "js", "--lang", "en", "--format", "json,text", cwd=tmp_path)
     assert "(details in prof_rule_0.json)" in only_json.stdout
     assert "Wrote prof_rule_0.json, operator_tuning_file.cfg in js" in only_json.stdout
 
 
-@pytest.mark.parametrize("env, coloured", [
-    ({"FORCE_COLOR": "1"}, True),
-    ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
-    ({}, False),
-])
+@pytest.mark.parametrize(
+    "env, coloured",
+    [
+        ({"FORCE_COLOR": "1"}, True),
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),
+        ({}, False),
+    ],
+)
 def test_no_color_wins_over_forced_colour(tmp_path, env, coloured):
     base = {"NO_COLOR": "", "FORCE_COLOR": ""}  # whatever the test runner's terminal says
     proc = cli("run", DEMO, "-o", tmp_path / "out", "--lang", "en", env={**base, **env})
@@ -401,11 +455,21 @@ def test_no_color_wins_over_forced_colour(tmp_path, env, coloured):
 def test_summary_fits_the_terminal_width(tmp_path, lang):
     import unicodedata
 
-    proc = cli("run", DEMO, "-o", "out", "--lang", lang, cwd=tmp_path,
-               env={"COLUMNS": "70", "NO_COLOR": "1"})
+    proc = cli(
+        "run",
+        DEMO,
+        "-o",
+        "out",
+        "--lang",
+        lang,
+        cwd=tmp_path,
+        env={"COLUMNS": "70", "NO_COLOR": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
-    widths = [sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-              for line in proc.stdout.splitlines()]
+    widths = [
+        sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+        for line in proc.stdout.splitlines()
+    ]
     assert max(widths) <= 70 and max(widths) > 60, proc.stdout
 
 
@@ -420,9 +484,17 @@ def test_fail_on_names_the_findings_that_tripped_it(tmp_path):
 
 
 def test_fail_on_of_compare_names_the_findings(tmp_path):
-    proc = cli("compare", OWN / "compare_base.pt.trace.json.gz",
-               OWN / "compare_slow.pt.trace.json.gz", "-o", tmp_path / "c", "--fail-on", "low",
-               "--format", "json")
+    proc = cli(
+        "compare",
+        OWN / "compare_base.pt.trace.json.gz",
+        OWN / "compare_slow.pt.trace.json.gz",
+        "-o",
+        tmp_path / "c",
+        "--fail-on",
+        "low",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 1, proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if "--fail-on" in x]
     assert line.startswith("advisor: --fail-on low: ") and "CMP-" in line
@@ -442,17 +514,20 @@ def test_many_ranks_start_with_the_cluster_verdict_in_rank_order(tmp_path):
     ranks = tmp_path / "ranks"
     for rank in range(12):
         msprof_rank(ranks, rank)
-    result = separate_runner().invoke(main, ["run", str(ranks), "-o", str(tmp_path / "out"),
-                                             "--lang", "en"], env={"COLUMNS": "100",
-                                                                   "NO_COLOR": "1"})
+    result = separate_runner().invoke(
+        main,
+        ["run", str(ranks), "-o", str(tmp_path / "out"), "--lang", "en"],
+        env={"COLUMNS": "100", "NO_COLOR": "1"},
+    )
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].endswith("(cluster of 12 ranks)")
     table = lines.index("12 ranks, in rank order")
     assert table < 20
     assert lines[table + 1].split()[:2] == ["RANK", "STEP"]
-    assert [line.split()[0] for line in lines[table + 2:table + 14]] == \
-        [str(r) for r in range(12)]
+    assert [line.split()[0] for line in lines[table + 2 : table + 14]] == [
+        str(r) for r in range(12)
+    ]
     assert result.stdout.count("(msprof-summary)") == 5  # only the worst ranks in detail
     assert "7 more ranks with findings at or above medium (details in report.html)" in lines
     first_rank_block = next(i for i, x in enumerate(lines) if "(msprof-summary)" in x)

@@ -32,8 +32,9 @@ OWN = FIXTURE_DIR / "kineto_own"
 BASE = OWN / "compare_base.pt.trace.json.gz"
 SLOW = OWN / "compare_slow.pt.trace.json.gz"
 SHARED = FIXTURE_DIR / "real"
-KINETO_GPU = (SHARED / "kineto"
-              / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
+KINETO_GPU = (
+    SHARED / "kineto" / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+)
 ASCEND_PT = SHARED / "ascend_pt" / "rank0_ascend_pt"
 POW_BACKWARD = "autograd::engine::evaluate_function: PowBackward0"
 
@@ -77,8 +78,10 @@ def test_slowed_operators_named_with_their_measured_magnitude(slowed) -> None:
     assert set(top.index[:2]) == {"aten::pow", POW_BACKWARD}
     assert top["diff_us"].iloc[2] < 0.5 * top["diff_us"].iloc[1]
     finding = next(f for f in slowed.findings if f.rule.id == "CMP-002")
-    names = [dict(zip_strict(finding.evidence["columns"], row))["name"]
-             for row in finding.evidence["rows"][:2]]
+    names = [
+        dict(zip_strict(finding.evidence["columns"], row))["name"]
+        for row in finding.evidence["rows"][:2]
+    ]
     assert set(names) == {"aten::pow", POW_BACKWARD}
     assert "aten::pow" in finding.message
     module = next(f for f in slowed.findings if f.rule.id == "CMP-008")
@@ -99,8 +102,10 @@ def test_same_shapes_match_by_name_and_by_shape(slowed) -> None:
 def test_overall_breakdown_of_cpu_runs(slowed) -> None:
     overall = slowed.tables["compare_overall"].set_index("metric")
     steps = [json.loads(gzip.decompress(p.read_bytes()))["traceEvents"] for p in (BASE, SLOW)]
-    means = [np.mean([e["dur"] for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")])
-             for ev in steps]
+    means = [
+        np.mean([e["dur"] for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")])
+        for ev in steps
+    ]
     assert overall.loc["e2e", "base"] == pytest.approx(means[0])
     assert overall.loc["e2e", "comparison"] == pytest.approx(means[1])
     assert overall.loc["operators", "diff"] > 0
@@ -109,31 +114,71 @@ def test_overall_breakdown_of_cpu_runs(slowed) -> None:
 
 # -- hand-made runs: kernels attached through their launches --------------------------------
 
+
 def _run(ops: list[tuple], kernels: list[tuple], steps: int = 1) -> Profile:
     """ops: (name, start, duration, input_shapes); kernels: (name, duration, launch_us)."""
-    host = pd.DataFrame([{"name": n, "kind": "aten", "start_us": s, "duration_us": d,
-                          "thread": 1, "input_shapes": shapes} for n, s, d, shapes in ops])
-    device = pd.DataFrame([{"name": n, "core_type": "GPU", "category": "compute",
-                            "start_us": 1000.0 + i, "duration_us": d, "launch_us": at,
-                            "launch_thread": 1} for i, (n, d, at) in enumerate(kernels)])
+    host = pd.DataFrame(
+        [
+            {
+                "name": n,
+                "kind": "aten",
+                "start_us": s,
+                "duration_us": d,
+                "thread": 1,
+                "input_shapes": shapes,
+            }
+            for n, s, d, shapes in ops
+        ]
+    )
+    device = pd.DataFrame(
+        [
+            {
+                "name": n,
+                "core_type": "GPU",
+                "category": "compute",
+                "start_us": 1000.0 + i,
+                "duration_us": d,
+                "launch_us": at,
+                "launch_thread": 1,
+            }
+            for i, (n, d, at) in enumerate(kernels)
+        ]
+    )
     span = 200.0 * steps
-    return Profile(ProfileMeta("test", "run"), {
-        "host_ops": conform("host_ops", host), "device_ops": conform("device_ops", device),
-        "steps": pd.DataFrame({"step": range(steps), "start_us": [200.0 * i for i in range(steps)],
-                               "end_us": [200.0 * (i + 1) for i in range(steps)],
-                               "duration_us": [span / steps] * steps})})
+    return Profile(
+        ProfileMeta("test", "run"),
+        {
+            "host_ops": conform("host_ops", host),
+            "device_ops": conform("device_ops", device),
+            "steps": pd.DataFrame(
+                {
+                    "step": range(steps),
+                    "start_us": [200.0 * i for i in range(steps)],
+                    "end_us": [200.0 * (i + 1) for i in range(steps)],
+                    "duration_us": [span / steps] * steps,
+                }
+            ),
+        },
+    )
 
 
-BASE_OPS = [("aten::linear", 0, 100, "[[8, 64]]"), ("aten::addmm", 10, 80, "[[8, 64]]"),
-            ("aten::relu", 100, 20, "[[8, 256]]")]
+BASE_OPS = [
+    ("aten::linear", 0, 100, "[[8, 64]]"),
+    ("aten::addmm", 10, 80, "[[8, 64]]"),
+    ("aten::relu", 100, 20, "[[8, 256]]"),
+]
 BASE_KERNELS = [("gemm_kernel", 50.0, 20.0), ("relu_kernel", 5.0, 105.0)]
 
 
 def test_kernels_are_charged_to_the_operator_that_launched_them() -> None:
-    comp = _run([*BASE_OPS[:2], ("aten::relu", 100, 20, "[[8, 512]]"),
-                 ("aten::_to_copy", 120, 10, "[[8]]")],
-                [("gemm_kernel", 80.0, 20.0), ("relu_kernel", 6.0, 101.0),
-                 ("copy_kernel", 10.0, 125.0)])
+    comp = _run(
+        [
+            *BASE_OPS[:2],
+            ("aten::relu", 100, 20, "[[8, 512]]"),
+            ("aten::_to_copy", 120, 10, "[[8]]"),
+        ],
+        [("gemm_kernel", 80.0, 20.0), ("relu_kernel", 6.0, 101.0), ("copy_kernel", 10.0, 125.0)],
+    )
     tables = compare_tables(_run(BASE_OPS, BASE_KERNELS), comp, CompareOptions())
     ops = tables["compare_ops"].set_index("name")
     assert ops.loc["aten::linear", "base_time_us"] == 50.0  # its addmm's kernel
@@ -146,16 +191,22 @@ def test_kernels_are_charged_to_the_operator_that_launched_them() -> None:
     overall = tables["compare_overall"].set_index("metric")
     assert overall.loc["other_compute", "diff"] == pytest.approx(41.0)  # 96 - 55: all kernels
     # matched by shape, the relu with other input shapes has no counterpart
-    shaped = compare_tables(_run(BASE_OPS, BASE_KERNELS), comp,
-                            CompareOptions(use_input_shape=True))["compare_ops"]
+    shaped = compare_tables(
+        _run(BASE_OPS, BASE_KERNELS), comp, CompareOptions(use_input_shape=True)
+    )["compare_ops"]
     relu = shaped[shaped["name"] == "aten::relu"]
     assert sorted(relu["status"]) == ["baseline_only", "comparison_only"]
 
 
 def test_op_name_map_pairs_equivalent_names() -> None:
-    comp = _run([("aten::linear", 0, 100, None), ("aten::addmm", 10, 80, None),
-                 ("npu::fused_relu", 100, 20, None)],
-                [("gemm_kernel", 50.0, 20.0), ("relu_kernel", 9.0, 105.0)])
+    comp = _run(
+        [
+            ("aten::linear", 0, 100, None),
+            ("aten::addmm", 10, 80, None),
+            ("npu::fused_relu", 100, 20, None),
+        ],
+        [("gemm_kernel", 50.0, 20.0), ("relu_kernel", 9.0, 105.0)],
+    )
     options = CompareOptions(op_name_map={"aten::relu": "npu::fused_relu"})
     stats = compare_tables(_run(BASE_OPS, BASE_KERNELS), comp, options)["compare_op_stats"]
     row = stats.set_index("name").loc["aten::relu"]
@@ -165,7 +216,8 @@ def test_op_name_map_pairs_equivalent_names() -> None:
 
 def test_max_kernel_num_descends_into_operators_launching_many_kernels() -> None:
     ops = [("Optimizer.step#SGD.step", 0, 150, None)] + [
-        (f"aten::add_{i}", 10 + 20 * i, 10, None) for i in range(6)]
+        (f"aten::add_{i}", 10 + 20 * i, 10, None) for i in range(6)
+    ]
     kernels = [(f"k{i}", 1.0 + i, 12 + 20 * i) for i in range(6)]
     run = _run(ops, kernels)
     coarse = compare_tables(run, run, CompareOptions())["compare_ops"]
@@ -177,19 +229,29 @@ def test_max_kernel_num_descends_into_operators_launching_many_kernels() -> None
 
 
 def test_statistics_are_per_step() -> None:
-    twice = _run(BASE_OPS + [(n, s + 200, d, sh) for n, s, d, sh in BASE_OPS],
-                 BASE_KERNELS + [(n, d, at + 200) for n, d, at in BASE_KERNELS], steps=2)
-    stats = compare_tables(_run(BASE_OPS, BASE_KERNELS), twice,
-                           CompareOptions())["compare_op_stats"].set_index("name")
+    twice = _run(
+        BASE_OPS + [(n, s + 200, d, sh) for n, s, d, sh in BASE_OPS],
+        BASE_KERNELS + [(n, d, at + 200) for n, d, at in BASE_KERNELS],
+        steps=2,
+    )
+    stats = compare_tables(_run(BASE_OPS, BASE_KERNELS), twice, CompareOptions())[
+        "compare_op_stats"
+    ].set_index("name")
     assert stats.loc["aten::linear", "comp_count"] == 1.0
     assert stats.loc["aten::linear", "diff_us"] == 0.0
 
 
 # -- end to end through the command line ----------------------------------------------------
 
+
 def _advisor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "advisor", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def test_gpu_kineto_against_ascend_pt_end_to_end(tmp_path: Path) -> None:
@@ -198,8 +260,12 @@ def test_gpu_kineto_against_ascend_pt_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     names = {p.name for p in out.iterdir() if p.name != ".advisor-manifest.json"}
-    assert names == {"compare.json", "prof_rule_compare.json", "compare.html",
-                     "performance_comparison_result.xlsx"}
+    assert names == {
+        "compare.json",
+        "prof_rule_compare.json",
+        "compare.html",
+        "performance_comparison_result.xlsx",
+    }
     document = json.loads((out / "compare.json").read_text(encoding="utf-8"))
     jsonschema.validate(document, COMPARE_SCHEMA)
     assert document["baseline"]["source_format"] == "kineto"
@@ -207,8 +273,9 @@ def test_gpu_kineto_against_ascend_pt_end_to_end(tmp_path: Path) -> None:
     overall = {r["metric"]: r for r in document["tables"]["compare_overall"]}
     assert overall["vector"]["comparison"] > 0 and overall["cube"]["base"] > 0
     report = json.loads((out / "prof_rule_compare.json").read_text(encoding="utf-8"))
-    fired = {r["rule_id"] for group in report["data"].values() for item in group
-             for r in item["result"]}
+    fired = {
+        r["rule_id"] for group in report["data"].values() for item in group for r in item["result"]
+    }
     assert fired and fired <= {f"CMP-00{i}" for i in range(1, 10)}
     sheets = pd.read_excel(out / "performance_comparison_result.xlsx", sheet_name=None)
     expected = {SHEETS[t] for t in document["tables"]}
@@ -257,22 +324,31 @@ def test_compare_rules_stay_out_of_single_runs() -> None:
     assert not any(r.startswith("CMP-") for r in result.reports[0]["rules"])
 
 
-@pytest.mark.parametrize("pair", [
-    ("advisor/examples/PROF_000001_20260105100000000_DEMO",
-     "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE"),
-    ("tests/fixtures/megengine/static/profiling.json",
-     "tests/fixtures/kineto_own/healthy.pt.trace.json.gz"),
-    ("tests/fixtures/real/mindspore_legacy/run_2_profiler",
-     "advisor/examples/PROF_000001_20260105100000000_DEMO"),
-], ids=["msprof-msprof", "megengine-kineto", "mindspore-msprof"])
+@pytest.mark.parametrize(
+    "pair",
+    [
+        (
+            "advisor/examples/PROF_000001_20260105100000000_DEMO",
+            "tests/fixtures/msprof/PROF_000001_20260105093000123_SMALLCASE",
+        ),
+        (
+            "tests/fixtures/megengine/static/profiling.json",
+            "tests/fixtures/kineto_own/healthy.pt.trace.json.gz",
+        ),
+        (
+            "tests/fixtures/real/mindspore_legacy/run_2_profiler",
+            "advisor/examples/PROF_000001_20260105100000000_DEMO",
+        ),
+    ],
+    ids=["msprof-msprof", "megengine-kineto", "mindspore-msprof"],
+)
 def test_any_two_formats_compare(pair: tuple[str, str], tmp_path: Path) -> None:
     """Formats without host threads or operator timelines still give the breakdown."""
     root = ROOT
     result = compare(root / pair[0], root / pair[1])
     assert not result.evaluation.errors
     assert not result.tables["compare_overall"].empty
-    document = compare_document(result.tables, result.report["profile"],
-                                result.report["advisor"])
+    document = compare_document(result.tables, result.report["profile"], result.report["advisor"])
     jsonschema.validate(document, COMPARE_SCHEMA)
 
 

@@ -29,8 +29,7 @@ def team_rule(folder: Path, title: str) -> Path:
     return path
 
 
-def test_config_is_found_from_a_subfolder_and_rule_paths_are_relative_to_it(tmp_path,
-                                                                             monkeypatch):
+def test_config_is_found_from_a_subfolder_and_rule_paths_are_relative_to_it(tmp_path, monkeypatch):
     (tmp_path / "advisor.yaml").write_text("rules: [team]\nselect: [STEP-001]\n", "utf-8")
     team_rule(tmp_path / "team", "Config team title")
     deep = tmp_path / "a" / "b"
@@ -65,22 +64,26 @@ def test_empty_or_missing_config_gives_defaults(tmp_path):
     assert discover(tmp_path, environ={}) == Config(tmp_path / "advisor.yaml")
 
 
-@pytest.mark.parametrize("name, text, problem", [
-    ("advisor.yaml", "select: [a\n", "invalid YAML"),
-    ("advisor.yaml", "colour: red\n", "unknown key 'colour'"),
-    ("advisor.yaml", "select: STEP-001\n", "select: expected a list of strings"),
-    ("advisor.yaml", "severity: {STEP-001: urgent}\n", "severity.STEP-001: expected one of"),
-    ("advisor.yaml", "params: {STEP-001: {max_ratio: [1]}}\n", "params.STEP-001.max_ratio"),
-    ("advisor.yaml", "params: [1]\n", "params: expected a mapping"),
-    ("advisor.yaml", "- rules\n", "expected a mapping of keys"),
-    ("advisor.yaml", "lang: fr\n", "lang: expected one of en, zh"),
-    ("advisor.yaml", "fail_on: true\n", "fail_on: expected one of"),
-    ("advisor.yaml", "rules: !!python/object/apply:os.system [echo]\n", "invalid YAML"),
-    ("pyproject.toml", "[tool.advisor\n", "invalid TOML"),
-    ("pyproject.toml", "[tool.advisor]\nrules = 3\n", "rules: expected a list of strings"),
-])
-def test_bad_config_is_one_line_naming_the_file_with_exit_2(tmp_path, monkeypatch, name, text,
-                                                            problem):
+@pytest.mark.parametrize(
+    "name, text, problem",
+    [
+        ("advisor.yaml", "select: [a\n", "invalid YAML"),
+        ("advisor.yaml", "colour: red\n", "unknown key 'colour'"),
+        ("advisor.yaml", "select: STEP-001\n", "select: expected a list of strings"),
+        ("advisor.yaml", "severity: {STEP-001: urgent}\n", "severity.STEP-001: expected one of"),
+        ("advisor.yaml", "params: {STEP-001: {max_ratio: [1]}}\n", "params.STEP-001.max_ratio"),
+        ("advisor.yaml", "params: [1]\n", "params: expected a mapping"),
+        ("advisor.yaml", "- rules\n", "expected a mapping of keys"),
+        ("advisor.yaml", "lang: fr\n", "lang: expected one of en, zh"),
+        ("advisor.yaml", "fail_on: true\n", "fail_on: expected one of"),
+        ("advisor.yaml", "rules: !!python/object/apply:os.system [echo]\n", "invalid YAML"),
+        ("pyproject.toml", "[tool.advisor\n", "invalid TOML"),
+        ("pyproject.toml", "[tool.advisor]\nrules = 3\n", "rules: expected a list of strings"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_file_with_exit_2(
+    tmp_path, monkeypatch, name, text, problem
+):
     (tmp_path / name).write_text(text, "utf-8")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=problem):
@@ -126,7 +129,8 @@ def test_env_rules_come_before_config_rules(tmp_path):
 def test_params_from_config_and_set_wins(tmp_path, monkeypatch):
     (tmp_path / "advisor.yaml").write_text(
         "params:\n  OP-002: {min_duration_us: 55}\n  data-aug-bound-high: {max_ratio: 0.15}\n",
-        "utf-8")
+        "utf-8",
+    )
     monkeypatch.chdir(tmp_path)
     config = discover(environ={})
     result = advisor.analyze(DEMO, config=config, params={"OP-002": {"min_duration_us": 60}})
@@ -139,15 +143,19 @@ def test_params_from_config_and_set_wins(tmp_path, monkeypatch):
 
 
 def test_severity_override_from_config_and_cli(tmp_path, monkeypatch):
-    (tmp_path / "advisor.yaml").write_text("severity: {OP-002: medium, STEP-001: low}\n",
-                                           "utf-8")
+    (tmp_path / "advisor.yaml").write_text("severity: {OP-002: medium, STEP-001: low}\n", "utf-8")
     monkeypatch.chdir(tmp_path)
-    run = invoke("run", DEMO, "-o", tmp_path / "out", "--format", "json",
-                 "--severity", "aicpu-ops=high")
+    run = invoke(
+        "run", DEMO, "-o", tmp_path / "out", "--format", "json", "--severity", "aicpu-ops=high"
+    )
     assert run.exit_code == 0, run.output
     report = json.loads((tmp_path / "out/prof_rule_0.json").read_text("utf-8"))
-    severities = {r["rule_id"]: r["severity"] for group in report["data"].values()
-                  for item in group for r in item["result"]}
+    severities = {
+        r["rule_id"]: r["severity"]
+        for group in report["data"].values()
+        for item in group
+        for r in item["result"]
+    }
     assert severities["OP-002"] == "high" and severities["STEP-001"] == "low"
     bad = invoke("run", DEMO, "-o", tmp_path / "out2", "--severity", "OP-002=urgent")
     assert bad.exit_code == 2 and "--severity expects ID=high|medium|low" in bad.output
@@ -159,8 +167,10 @@ def test_select_and_ignore_by_tag_from_config_and_cli_replaces_them(tmp_path, mo
     config = discover(environ={})
     ids = {f.rule.id for f in advisor.analyze(DEMO, config=config).findings}
     assert ids == {"OP-001", "OP-003", "OP-005"}
-    ids = {f.rule.id for f in advisor.analyze(DEMO, config=config, select=["step"],
-                                             ignore=["vector"]).findings}
+    ids = {
+        f.rule.id
+        for f in advisor.analyze(DEMO, config=config, select=["step"], ignore=["vector"]).findings
+    }
     assert ids == {"STEP-001"}
 
 
@@ -168,8 +178,12 @@ def test_fail_on_from_config_and_cli_overrides_it(tmp_path, monkeypatch):
     (tmp_path / "advisor.yaml").write_text("fail_on: high\n", "utf-8")
     monkeypatch.chdir(tmp_path)
     assert invoke("run", DEMO, "-o", tmp_path / "a", "-q").exit_code == 1
-    assert invoke("run", DEMO, "-o", tmp_path / "b", "-q", "--ignore", "step",
-                  "--ignore", "operator").exit_code == 0
+    assert (
+        invoke(
+            "run", DEMO, "-o", tmp_path / "b", "-q", "--ignore", "step", "--ignore", "operator"
+        ).exit_code
+        == 0
+    )
 
 
 def test_lang_from_config_unless_given(tmp_path, monkeypatch):
@@ -177,8 +191,10 @@ def test_lang_from_config_unless_given(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     invoke("run", DEMO, "-o", tmp_path / "zh", "--format", "json", env={"LANG": "C"})
     invoke("run", DEMO, "-o", tmp_path / "en", "--format", "json", "--lang", "en")
-    langs = [json.loads((tmp_path / d / "prof_rule_0.json").read_text("utf-8"))["advisor"]["lang"]
-             for d in ("zh", "en")]
+    langs = [
+        json.loads((tmp_path / d / "prof_rule_0.json").read_text("utf-8"))["advisor"]["lang"]
+        for d in ("zh", "en")
+    ]
     assert langs == ["zh", "en"]
 
 

@@ -42,9 +42,13 @@ def rules_once() -> None:
     original = advisor.ruleset.load_ruleset
     shipped = original(PluginHost(), [])
     patch = pytest.MonkeyPatch()
-    patch.setattr(advisor.ruleset, "load_ruleset",
-                  lambda host, paths, tables=None: copy.deepcopy(shipped)
-                  if not paths else original(host, paths, tables))
+    patch.setattr(
+        advisor.ruleset,
+        "load_ruleset",
+        lambda host, paths, tables=None: (
+            copy.deepcopy(shipped) if not paths else original(host, paths, tables)
+        ),
+    )
     yield
     patch.undo()
 
@@ -82,8 +86,7 @@ def _baselines(base: str, scratch: str) -> dict[str, dict]:
 
 
 def run_case(root: Path, out: Path) -> tuple[int, str, str, dict[str, dict]]:
-    result = separate_runner().invoke(main, ["run", str(root), "-o", str(out), "--format",
-                                             "json"])
+    result = separate_runner().invoke(main, ["run", str(root), "-o", str(out), "--format", "json"])
     reports = {p.name: json.loads(p.read_text()) for p in out.glob("prof_rule_*.json")}
     return result.exit_code, result.stdout, result.stderr, reports
 
@@ -102,8 +105,9 @@ def check(case: Case, root: Path, scratch: Path) -> None:
     naming = [line for line in lines if name in line]
     if case.loud or code == EXIT_UNREADABLE:
         # formats recognised by content: a file that no longer looks like one is not claimed
-        unclaimed = [line for line in lines if "nothing advisor can read" in line
-                     and str(root) in line]
+        unclaimed = [
+            line for line in lines if "nothing advisor can read" in line and str(root) in line
+        ]
         assert naming or unclaimed, f"no message names {name}\n{shown}"
         assert all(line.split(name, 1)[1].strip(" :'\")") for line in naming), shown
     if code == EXIT_UNREADABLE and not reports:
@@ -111,13 +115,16 @@ def check(case: Case, root: Path, scratch: Path) -> None:
     assert digest(root) == before, "the input was changed"
     expected = baseline(case.base, scratch)
     if BASES[case.base].ranks:  # the other ranks' reports are all still there
-        broken = [n for n, r in expected.items()
-                  if any(name in f for f in r["profile"]["files_read"])]
+        broken = [
+            n for n, r in expected.items() if any(name in f for f in r["profile"]["files_read"])
+        ]
         assert set(expected) - set(broken) - {"prof_rule_cluster.json"} <= set(reports), shown
         return
     if code == EXIT_OK:  # partly read: every other file of the profile still read
+
         def read(found: dict[str, dict]) -> set[str]:
             return {f for r in found.values() for f in r["profile"]["files_read"]}
+
         others = {f for f in read(expected) if not f.endswith(name)}
         assert others <= read(reports), f"no longer read: {others - read(reports)}\n{shown}"
 
@@ -144,16 +151,18 @@ def test_broken_input(case: Case, scratch: Path) -> None:
 UNREADABLE = [
     unreadable_case("ascend_pt", "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"),
     unreadable_case("kineto_ranks", "ddp_rank1.pt.trace.json.gz"),
-    unreadable_case("msprof", "PROF_000001_20260105093000123_SMALLCASE/"
-                              "mindstudio_profiler_output/op_summary_20260105093512.csv"),
+    unreadable_case(
+        "msprof",
+        "PROF_000001_20260105093000123_SMALLCASE/"
+        "mindstudio_profiler_output/op_summary_20260105093512.csv",
+    ),
     unreadable_case("mindspore", "run_2_profiler/framework_raw_1.csv"),
     unreadable_case("aoe", "good/aoe_result_opat_20260105103000123_pid4242.json"),
 ]
 
 
 @pytest.mark.parametrize("case", UNREADABLE, ids=[c.id for c in UNREADABLE])
-def test_unreadable_permissions(case: Case, scratch: Path,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreadable_permissions(case: Case, scratch: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """chmod 0 where it works; as root (which reads anything) the kernel's answer, EACCES, is
     given by `open` for that one file instead, so the same code paths are tested."""
     root = case.build(scratch)
@@ -195,24 +204,41 @@ def write_trace(path: Path, events: int) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write('{"schemaVersion": 1, "traceEvents": [')
         for i in range(events):
-            fh.write(('' if i == 0 else ',') + json.dumps(
-                {"ph": "X", "cat": "cpu_op", "name": f"aten::op_{i % 97}", "pid": 1,
-                 "tid": 1 + i % 4, "ts": 1_000_000 + i * 10, "dur": 7,
-                 "args": {"External id": i, "Sequence number": i, "pad": "p" * 40}}))
+            fh.write(
+                ("" if i == 0 else ",")
+                + json.dumps(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": f"aten::op_{i % 97}",
+                        "pid": 1,
+                        "tid": 1 + i % 4,
+                        "ts": 1_000_000 + i * 10,
+                        "dur": 7,
+                        "args": {"External id": i, "Sequence number": i, "pad": "p" * 40},
+                    }
+                )
+            )
         fh.write('], "traceName": "big"}')
 
 
 def run_limited(args: list[str], limit: int, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", LIMIT_SCRIPT, str(limit), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", LIMIT_SCRIPT, str(limit), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def baseline_memory(cwd: Path) -> int:
     """Address space advisor needs to start and read a tiny profile (imports, arrow pools)."""
     small = BASES["kineto_cpu"].sources[0]
     for limit in (1 << 30, 2 << 30, 3 << 30, 4 << 30, 6 << 30):
-        done = run_limited([str(small), "-o", str(cwd / "small-out"), "-q", "--format", "json"],
-                           limit, cwd)
+        done = run_limited(
+            [str(small), "-o", str(cwd / "small-out"), "-q", "--format", "json"], limit, cwd
+        )
         if done.returncode == 0:
             return limit
     pytest.skip("advisor does not start under a 6 GiB address-space limit here")
@@ -228,8 +254,9 @@ def test_large_trace_under_memory_limit(tmp_path: Path) -> None:
     assert size > 40 << 20
     before = hashlib.sha256(trace.read_bytes()).hexdigest()
     limit = baseline_memory(tmp_path) + 4 * size  # whole-file dicts take 5-8x the file
-    done = run_limited([str(trace), "-o", str(tmp_path / "out"), "--format", "json"], limit,
-                       tmp_path)
+    done = run_limited(
+        [str(trace), "-o", str(tmp_path / "out"), "--format", "json"], limit, tmp_path
+    )
     output = done.stdout + done.stderr
     assert "Traceback" not in output and "MemoryError" not in output, output[-3000:]
     assert done.returncode in (EXIT_OK, EXIT_UNREADABLE), output[-3000:]
@@ -241,8 +268,9 @@ def test_large_trace_under_memory_limit(tmp_path: Path) -> None:
     assert hashlib.sha256(trace.read_bytes()).hexdigest() == before
 
 
-def test_memory_error_reading_whole_file_is_one_line(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_memory_error_reading_whole_file_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Where a file is read at once (CSV, small JSON), running out of memory is reported as
     that file being too large, not as a crash."""
     from advisor.errors import UnreadableInput
@@ -258,6 +286,7 @@ def test_memory_error_reading_whole_file_is_one_line(tmp_path: Path,
         raise MemoryError
 
     import pandas as pd
+
     monkeypatch.setattr(pd, "read_csv", no_memory)
     monkeypatch.setattr("pyarrow.csv.read_csv", no_memory)  # what advisor uses on pandas 2
     with pytest.raises(UnreadableInput, match="op_summary_20260105093512.csv: .*memory"):

@@ -23,8 +23,9 @@ OWN = FIXTURE_DIR / "kineto_own"
 
 @pytest.fixture(scope="module")
 def scheduler():
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    ) as cluster:
         yield cluster.scheduler_address
 
 
@@ -32,7 +33,8 @@ def scheduler():
 def ranks(tmp_path: Path) -> Path:
     """The own DDP traces (the 4-rank run when present), copied: fixtures stay untouched."""
     traces = sorted(OWN.glob("ddp4_rank*.pt.trace.json.gz")) or sorted(
-        OWN.glob("ddp_rank*.pt.trace.json.gz"))
+        OWN.glob("ddp_rank*.pt.trace.json.gz")
+    )
     folder = tmp_path / "ranks"
     folder.mkdir()
     for trace in traces:
@@ -52,12 +54,24 @@ def test_dask_reading_equals_local_reading(scheduler, ranks):
     assert local.analyses[-1].profile.meta.source_format == "cluster"
     assert remote.analyses[-1].tables["ranks"].equals(local.analyses[-1].tables["ranks"])
     assert [a.profile.meta.rank for a in remote.analyses] == [
-        a.profile.meta.rank for a in local.analyses]
+        a.profile.meta.rank for a in local.analyses
+    ]
 
 
 def test_cli_scheduler_option(scheduler, ranks, tmp_path):
-    result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", scheduler,
-                                       "--format", "json", "-o", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(ranks),
+            "--scheduler",
+            scheduler,
+            "--format",
+            "json",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out/prof_rule_cluster.json").is_file()
 
@@ -74,8 +88,7 @@ def test_unreachable_scheduler_is_one_line(ranks):
     import dask
 
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler",
-                                           "tcp://127.0.0.1:9"])
+        result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", "tcp://127.0.0.1:9"])
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     assert "cannot reach the Dask scheduler tcp://127.0.0.1:9" in line

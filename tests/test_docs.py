@@ -28,9 +28,11 @@ def code_blocks(text: str, language: str) -> list[str]:
 def hook_signatures() -> dict[str, str]:
     """Hook name -> `name(args) -> Return` as written in advisor/hookspecs.py."""
     tree = ast.parse(read(ROOT / "advisor" / "hookspecs.py"))
-    return {node.name: f"{node.name}({ast.unparse(node.args)}) -> {ast.unparse(node.returns)}"
-            for node in tree.body
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("advisor_")}
+    return {
+        node.name: f"{node.name}({ast.unparse(node.args)}) -> {ast.unparse(node.returns)}"
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("advisor_")
+    }
 
 
 def test_every_builtin_function_is_documented():
@@ -47,16 +49,18 @@ def test_every_hook_is_documented_with_its_signature():
     assert [sig for sig in hooks.values() if f"`{sig}`" not in text] == []
 
 
-YAML_RULE_BLOCKS = [block for block in code_blocks(read(DOCS / "rule-authoring.md"), "yaml")
-                    if "id:" in block]
+YAML_RULE_BLOCKS = [
+    block for block in code_blocks(read(DOCS / "rule-authoring.md"), "yaml") if "id:" in block
+]
 
 
 def test_rule_authoring_has_rule_examples():
     assert YAML_RULE_BLOCKS
 
 
-@pytest.mark.parametrize("block", YAML_RULE_BLOCKS,
-                         ids=[f"yaml-block-{i}" for i in range(len(YAML_RULE_BLOCKS))])
+@pytest.mark.parametrize(
+    "block", YAML_RULE_BLOCKS, ids=[f"yaml-block-{i}" for i in range(len(YAML_RULE_BLOCKS))]
+)
 def test_yaml_rule_examples_load(tmp_path, block):
     path = tmp_path / "example.yaml"
     path.write_text(block, encoding="utf-8")
@@ -69,7 +73,8 @@ def test_generated_docs_are_up_to_date():
     for path, text in docgen.outputs(ROOT).items():
         assert path.exists(), f"{path.relative_to(ROOT)} missing: run `python -m advisor.docgen`"
         assert read(path) == text, (
-            f"{path.relative_to(ROOT)} is stale: run `python -m advisor.docgen`")
+            f"{path.relative_to(ROOT)} is stale: run `python -m advisor.docgen`"
+        )
 
 
 def test_readme_commands():
@@ -92,9 +97,17 @@ def test_architecture_names_every_module_and_only_modules_that_exist():
     named = set(re.findall(r"`((?:advisor|plugins)/[\w/.]*)`", text))
     assert [p for p in named if not (ROOT / p.rstrip("/")).exists()] == []
     folders = [n for n in named if n.endswith("/")]
-    modules = [str(p.relative_to(ROOT)) for folder in ("advisor", "plugins")
-               for p in (ROOT / folder).rglob("*.py")
-               if p.name not in ("__init__.py", "__main__.py")]
-    unnamed = [m for m in modules if m not in named and f"`{Path(m).name}`" not in text
-               and not any(m.startswith(f) for f in folders)]
+    modules = [
+        str(p.relative_to(ROOT))
+        for folder in ("advisor", "plugins")
+        for p in (ROOT / folder).rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    ]
+    unnamed = [
+        m
+        for m in modules
+        if m not in named
+        and f"`{Path(m).name}`" not in text
+        and not any(m.startswith(f) for f in folders)
+    ]
     assert unnamed == []

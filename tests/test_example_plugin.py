@@ -36,8 +36,12 @@ HEADER = "step,op_name,op_type,core_type,device,start_us,duration_us\n"
 
 
 def pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", *args, "-q", "--no-index", "--no-deps"],
-                   check=True, timeout=300, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", *args, "-q", "--no-index", "--no-deps"],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +52,16 @@ def venv(tmp_path_factory) -> Path:
     shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     pip("wheel", "--no-build-isolation", "-w", str(work / "wheels"), str(ROOT), str(source))
     env = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120
+    )
     python = env / "bin/python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; "
-                              "print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     # Dependencies (pandas, pluggy, ...) from the running environment's site-packages only:
     # those folders' own .pth files (an editable advisor) are not processed from here.
     Path(purelib, "_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
@@ -61,11 +69,18 @@ def venv(tmp_path_factory) -> Path:
     return env
 
 
-def run_venv(env: Path, cwd: Path, *args: str, **extra_env: str
-             ) -> subprocess.CompletedProcess[str]:
+def run_venv(
+    env: Path, cwd: Path, *args: str, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    return subprocess.run([str(env / "bin/advisor"), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, env={**environ, **extra_env})
+    return subprocess.run(
+        [str(env / "bin/advisor"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**environ, **extra_env},
+    )
 
 
 def test_installed_plugin_and_its_reader_are_listed(venv, tmp_path):
@@ -97,8 +112,9 @@ def test_installed_plugin_reads_the_sample_and_its_rule_fires(venv, tmp_path):
 
 
 def test_no_builtin_reader_claims_the_sample(venv, tmp_path):
-    proc = run_venv(venv, tmp_path, "run", str(SAMPLE), "-o", "out",
-                    ADVISOR_BLOCK_PLUGINS="optiming")
+    proc = run_venv(
+        venv, tmp_path, "run", str(SAMPLE), "-o", "out", ADVISOR_BLOCK_PLUGINS="optiming"
+    )
     assert proc.returncode == 3
     assert f"{SAMPLE}: nothing advisor can read" in proc.stderr
 
@@ -128,8 +144,11 @@ def test_detect_needs_the_suffix_and_the_columns(plugin, tmp_path):
 
 
 def test_one_profile_per_device_with_rebased_times(plugin, tmp_path):
-    path = write(tmp_path, "1,mm,MatMulV2,ai_core,1,5000,10\n1,ar,AllReduce,COMMUNICATION,0,"
-                           "2000,30\n2,mm,MatMulV2,AI_CORE,0,2100,10\n")
+    path = write(
+        tmp_path,
+        "1,mm,MatMulV2,ai_core,1,5000,10\n1,ar,AllReduce,COMMUNICATION,0,"
+        "2000,30\n2,mm,MatMulV2,AI_CORE,0,2100,10\n",
+    )
     profiles = plugin.OpTimingReader().read(path)
     assert [p.meta.device_id for p in profiles] == ["0", "1"]
     assert all(contract_problems(p) == [] and p.warnings == [] for p in profiles)
@@ -141,8 +160,10 @@ def test_one_profile_per_device_with_rebased_times(plugin, tmp_path):
 
 
 def test_bad_rows_are_skipped_with_one_warning_each(plugin, tmp_path):
-    path = write(tmp_path, "1,mm,MatMulV2,AI_CORE,0,0,10\n1,,Cast,AI_CORE,0,20,5\n"
-                           "x,mm,MatMulV2,AI_CORE,0,30,-1\n")
+    path = write(
+        tmp_path,
+        "1,mm,MatMulV2,AI_CORE,0,0,10\n1,,Cast,AI_CORE,0,20,5\nx,mm,MatMulV2,AI_CORE,0,30,-1\n",
+    )
     (profile,) = plugin.OpTimingReader().read(path)
     assert len(profile.tables["device_ops"]) == 1
     problems = [(w.line, w.problem) for w in profile.warnings]
@@ -158,10 +179,13 @@ def test_many_bad_rows_are_counted_not_listed(plugin, tmp_path):
     assert profile.warnings[-1].problem == "5 more rows skipped"
 
 
-@pytest.mark.parametrize(("rows", "problem"), [
-    ("", "no row has"),
-    ("1,,MatMulV2,AI_CORE,0,0,10\n", "no row has"),
-])
+@pytest.mark.parametrize(
+    ("rows", "problem"),
+    [
+        ("", "no row has"),
+        ("1,,MatMulV2,AI_CORE,0,0,10\n", "no row has"),
+    ],
+)
 def test_file_without_usable_rows_is_unreadable(plugin, tmp_path, rows, problem):
     with pytest.raises(UnreadableInput, match=problem):
         plugin.OpTimingReader().read(write(tmp_path, rows))
@@ -169,20 +193,24 @@ def test_file_without_usable_rows_is_unreadable(plugin, tmp_path, rows, problem)
 
 def test_file_missing_a_column_is_unreadable(plugin, tmp_path):
     path = tmp_path / "run.optiming.csv"
-    path.write_text("step,op_name,op_type,core_type,start_us,duration_us\n1,a,b,AI_CORE,0,1\n",
-                    encoding="utf-8")
+    path.write_text(
+        "step,op_name,op_type,core_type,start_us,duration_us\n1,a,b,AI_CORE,0,1\n", encoding="utf-8"
+    )
     with pytest.raises(UnreadableInput, match="missing column.s.: device"):
         plugin.OpTimingReader().read(path)
 
 
 def test_steps_provider_spans_first_start_to_last_end(plugin, tmp_path):
-    path = write(tmp_path, "1,a,A,AI_CORE,0,100,10\n1,b,B,AI_CORE,0,150,20\n"
-                           "2,a,A,AI_CORE,0,300,5\n")
+    path = write(
+        tmp_path, "1,a,A,AI_CORE,0,100,10\n1,b,B,AI_CORE,0,150,20\n2,a,A,AI_CORE,0,300,5\n"
+    )
     (profile,) = plugin.OpTimingReader().read(path)
     plugin.STEPS.compute(profile)
     steps = profile.tables["steps"]
     assert steps[["step", "start_us", "end_us", "duration_us"]].values.tolist() == [
-        [1, 0.0, 70.0, 70.0], [2, 200.0, 205.0, 5.0]]
+        [1, 0.0, 70.0, 70.0],
+        [2, 200.0, 205.0, 5.0],
+    ]
     assert contract_problems(profile) == []
 
 
@@ -203,9 +231,15 @@ def test_in_process_analysis_matches_the_guide(plugin):
     dominated = next(f for f in analysis.findings if f.rule.id == "OPTIMING-002")
     assert dominated.values["worst_step"] == 3 and dominated.impact_us == 2500
     assert analysis.tables["step_longest_ops"]["step_share"].round(3).tolist() == [
-        0.444, 0.444, 0.733, 0.444, 0.444]
+        0.444,
+        0.444,
+        0.733,
+        0.444,
+        0.444,
+    ]
     assert [s.title for s in host.report_sections(analysis)] == [
-        "Steps and their longest operator (device 0)"]
+        "Steps and their longest operator (device 0)"
+    ]
 
 
 def guide_blocks() -> dict[str, str]:
@@ -215,9 +249,15 @@ def guide_blocks() -> dict[str, str]:
     return dict(found)
 
 
-@pytest.mark.parametrize("name", ["pyproject.toml", "src/advisor_optiming/reader.py",
-                                  "src/advisor_optiming/plugin.py",
-                                  "src/advisor_optiming/rules/optiming.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "pyproject.toml",
+        "src/advisor_optiming/reader.py",
+        "src/advisor_optiming/plugin.py",
+        "src/advisor_optiming/rules/optiming.yaml",
+    ],
+)
 def test_guide_shows_the_package_files_as_they_are(name):
     blocks = guide_blocks()
     assert name in blocks, f"docs/plugins.md does not show {name}"

@@ -32,33 +32,39 @@ NAMES = ("x", "y", "z", "ops", "a", "b", "c")
 
 
 def _steps() -> pd.DataFrame:
-    return pd.DataFrame({
-        "step": pd.Series([1, 2, 3, 4], dtype="int64"),
-        "duration_us": [100.0, 200.0, np.nan, 300.0],
-        "free_us": [10.0, 0.0, 5.0, np.nan],
-        "bubble_us": [np.nan, 1.0, np.nan, 2.0],
-        "model_id": pd.Series([1, None, 1, 2], dtype="Int64"),
-    })
+    return pd.DataFrame(
+        {
+            "step": pd.Series([1, 2, 3, 4], dtype="int64"),
+            "duration_us": [100.0, 200.0, np.nan, 300.0],
+            "free_us": [10.0, 0.0, 5.0, np.nan],
+            "bubble_us": [np.nan, 1.0, np.nan, 2.0],
+            "model_id": pd.Series([1, None, 1, 2], dtype="Int64"),
+        }
+    )
 
 
 def _device_ops() -> pd.DataFrame:
-    return pd.DataFrame({
-        "name": pd.Series(["MatMulV2", "Cast", None, "aclnnAdd", "TransData"], dtype="string"),
-        "op_type": pd.Series(["MatMulV2", "Cast", "Cast", "Add", "TransData"], dtype="string"),
-        "duration_us": [50.0, 1.0, 2.0, 3.0, 4.0],
-        "category": pd.Series(["compute", "memcpy", "compute", None, "compute"], dtype="string"),
-    })
+    return pd.DataFrame(
+        {
+            "name": pd.Series(["MatMulV2", "Cast", None, "aclnnAdd", "TransData"], dtype="string"),
+            "op_type": pd.Series(["MatMulV2", "Cast", "Cast", "Add", "TransData"], dtype="string"),
+            "duration_us": [50.0, 1.0, 2.0, 3.0, 4.0],
+            "category": pd.Series(
+                ["compute", "memcpy", "compute", None, "compute"], dtype="string"
+            ),
+        }
+    )
 
 
 def scope(**values: Any) -> Scope:
     tables = {"steps": _steps(), "device_ops": _device_ops()}
-    return Scope(tables, {"x": 2, "y": 0, "ops": ["Cast", "TransData"], **values},
-                 BUILTIN_FUNCTIONS)
+    return Scope(
+        tables, {"x": 2, "y": 0, "ops": ["Cast", "TransData"], **values}, BUILTIN_FUNCTIONS
+    )
 
 
 def comp(text: str, names: tuple[str, ...] = NAMES) -> Expression:
-    return compile_expression(text, functions=BUILTIN_FUNCTIONS, tables=TABLE_COLUMNS,
-                              names=names)
+    return compile_expression(text, functions=BUILTIN_FUNCTIONS, tables=TABLE_COLUMNS, names=names)
 
 
 def ev(text: str, **values: Any) -> Any:
@@ -78,95 +84,104 @@ def same(actual: Any, expected: Any) -> bool:
 
 # --- built-in functions: values ------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("sum(steps.duration_us)", 600.0),
-    ("sum(filter(steps.duration_us, steps.step > 9))", 0.0),
-    ("sum(steps.duration_us > 150)", 2.0),
-    ("mean(steps.duration_us)", 200.0),
-    ("mean(filter(steps.duration_us, steps.step > 9))", math.nan),
-    ("median(steps.free_us)", 5.0),
-    ("median(filter(steps.free_us, steps.step > 9))", math.nan),
-    ("min(steps.duration_us)", 100.0),
-    ("max(steps.duration_us)", 300.0),
-    ("min(steps.model_id)", 1),
-    ("max(filter(steps.duration_us, steps.step > 9))", math.nan),
-    ("min(x, 5, -1.5)", -1.5),
-    ("max(x, 5, y)", 5),
-    ("max((1, 7, 3))", 7),
-    ("count(steps.duration_us > 150)", 2),
-    ("count(steps.duration_us)", 3),
-    ("count(x)", 1),
-    ("count(x > 5)", 0),
-    ("rows(device_ops)", 5),
-    ("rows(steps)", 4),
-    ("std(steps.duration_us)", 100.0),
-    ("std(5)", math.nan),
-    ("quantile(steps.duration_us, 0.5)", 200.0),
-    ("quantile(steps.duration_us, 1)", 300.0),
-    ("abs(-x)", 2),
-    ("abs(y - 2.5)", 2.5),
-    ("round(2.567, 1)", 2.6),
-    ("round(2.5)", 2.0),
-    ("share(sum(steps.free_us), sum(steps.duration_us))", 0.025),
-    ("share(x, y)", 0.0),
-    ("share(x, None)", 0.0),
-    ("nunique(device_ops.op_type)", 4),
-    ("nunique(device_ops.category)", 2),
-    ("any(steps.free_us)", True),
-    ("any(steps.free_us > 100)", False),
-    ("all(steps.step > 0)", True),
-    ("all(steps.duration_us > 50)", False),  # the missing duration compares false
-    ("all(steps.bubble_us)", True),  # missing values are skipped
-    ("all(steps.free_us)", False),
-    ("sum(top(steps.duration_us, 2))", 500.0),
-    ("coalesce(None, 3)", 3),
-    ("coalesce(x, 3)", 2),
-    ("clip(x, 3, 10)", 3),
-    ("clip(x, None, 1)", 1),
-    ("log10(1000)", 3.0),
-    ("log10(0)", -math.inf),
-    ("log10(-1)", math.nan),
-    ("isin(x, 1, 2)", True),
-    ("isin(x, (3, 4))", False),
-    ("contains('MatMulV2', 'matmul')", True),
-    ("contains('MatMulV2', 'matmul', case=True)", False),
-    ("startswith('aclnnAdd', 'aclnn')", True),
-    ("matches('MatMulV2', 'Mul(V2)?$')", True),
-    ("isna(None)", True),
-    ("notna(x)", True),
-    ("where(x > 1, 'big', 'small')", "big"),
-])
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("sum(steps.duration_us)", 600.0),
+        ("sum(filter(steps.duration_us, steps.step > 9))", 0.0),
+        ("sum(steps.duration_us > 150)", 2.0),
+        ("mean(steps.duration_us)", 200.0),
+        ("mean(filter(steps.duration_us, steps.step > 9))", math.nan),
+        ("median(steps.free_us)", 5.0),
+        ("median(filter(steps.free_us, steps.step > 9))", math.nan),
+        ("min(steps.duration_us)", 100.0),
+        ("max(steps.duration_us)", 300.0),
+        ("min(steps.model_id)", 1),
+        ("max(filter(steps.duration_us, steps.step > 9))", math.nan),
+        ("min(x, 5, -1.5)", -1.5),
+        ("max(x, 5, y)", 5),
+        ("max((1, 7, 3))", 7),
+        ("count(steps.duration_us > 150)", 2),
+        ("count(steps.duration_us)", 3),
+        ("count(x)", 1),
+        ("count(x > 5)", 0),
+        ("rows(device_ops)", 5),
+        ("rows(steps)", 4),
+        ("std(steps.duration_us)", 100.0),
+        ("std(5)", math.nan),
+        ("quantile(steps.duration_us, 0.5)", 200.0),
+        ("quantile(steps.duration_us, 1)", 300.0),
+        ("abs(-x)", 2),
+        ("abs(y - 2.5)", 2.5),
+        ("round(2.567, 1)", 2.6),
+        ("round(2.5)", 2.0),
+        ("share(sum(steps.free_us), sum(steps.duration_us))", 0.025),
+        ("share(x, y)", 0.0),
+        ("share(x, None)", 0.0),
+        ("nunique(device_ops.op_type)", 4),
+        ("nunique(device_ops.category)", 2),
+        ("any(steps.free_us)", True),
+        ("any(steps.free_us > 100)", False),
+        ("all(steps.step > 0)", True),
+        ("all(steps.duration_us > 50)", False),  # the missing duration compares false
+        ("all(steps.bubble_us)", True),  # missing values are skipped
+        ("all(steps.free_us)", False),
+        ("sum(top(steps.duration_us, 2))", 500.0),
+        ("coalesce(None, 3)", 3),
+        ("coalesce(x, 3)", 2),
+        ("clip(x, 3, 10)", 3),
+        ("clip(x, None, 1)", 1),
+        ("log10(1000)", 3.0),
+        ("log10(0)", -math.inf),
+        ("log10(-1)", math.nan),
+        ("isin(x, 1, 2)", True),
+        ("isin(x, (3, 4))", False),
+        ("contains('MatMulV2', 'matmul')", True),
+        ("contains('MatMulV2', 'matmul', case=True)", False),
+        ("startswith('aclnnAdd', 'aclnn')", True),
+        ("matches('MatMulV2', 'Mul(V2)?$')", True),
+        ("isna(None)", True),
+        ("notna(x)", True),
+        ("where(x > 1, 'big', 'small')", "big"),
+    ],
+)
 def test_function_values(text: str, expected: Any) -> None:
     assert same(ev(text), expected)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("abs(steps.duration_us - 200)", [100.0, 0.0, None, 100.0]),
-    ("round(steps.duration_us / 3, 1)", [33.3, 66.7, None, 100.0]),
-    ("share(steps.free_us, steps.duration_us)", [0.1, 0.0, 0.0, None]),
-    ("share(steps.free_us, 0)", [0.0, 0.0, 0.0, 0.0]),
-    ("where(steps.duration_us > 150, 1, 0)", [0, 1, 0, 1]),
-    ("where(steps.duration_us > 150, steps.duration_us, steps.free_us)",
-     [10.0, 200.0, 5.0, 300.0]),
-    ("filter(steps.free_us, steps.duration_us > 150)", [0.0, None]),
-    ("isin(device_ops.op_type, 'Cast', 'Add')", [False, True, True, True, False]),
-    ("isin(device_ops.name, ops)", [False, True, False, False, True]),
-    ("contains(device_ops.name, 'add')", [False, False, False, True, False]),
-    ("contains(device_ops.name, 'add', case=True)", [False, False, False, False, False]),
-    ("contains(device_ops.name, '.')", [False, False, False, False, False]),
-    ("startswith(device_ops.name, ('Mat', 'Cas'))", [True, True, False, False, False]),
-    ("matches(device_ops.name, '^(MatMul|Trans)')", [True, False, False, False, True]),
-    ("matches(device_ops.op_type, 'a$')", [False, False, False, False, True]),
-    ("top(steps.duration_us, 2)", [300.0, 200.0]),
-    ("coalesce(steps.bubble_us, 0)", [0.0, 1.0, 0.0, 2.0]),
-    ("clip(steps.duration_us, 150, 250)", [150.0, 200.0, None, 250.0]),
-    ("log10(steps.duration_us)", [2.0, math.log10(200), None, math.log10(300)]),
-    ("log10(steps.free_us)", [1.0, -math.inf, math.log10(5), None]),
-    ("min(steps.duration_us, 150)", [100.0, 150.0, 150.0, 150.0]),
-    ("max(steps.duration_us, steps.free_us)", [100.0, 200.0, 5.0, 300.0]),
-    ("isna(steps.bubble_us)", [True, False, True, False]),
-    ("notna(steps.bubble_us)", [False, True, False, True]),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("abs(steps.duration_us - 200)", [100.0, 0.0, None, 100.0]),
+        ("round(steps.duration_us / 3, 1)", [33.3, 66.7, None, 100.0]),
+        ("share(steps.free_us, steps.duration_us)", [0.1, 0.0, 0.0, None]),
+        ("share(steps.free_us, 0)", [0.0, 0.0, 0.0, 0.0]),
+        ("where(steps.duration_us > 150, 1, 0)", [0, 1, 0, 1]),
+        (
+            "where(steps.duration_us > 150, steps.duration_us, steps.free_us)",
+            [10.0, 200.0, 5.0, 300.0],
+        ),
+        ("filter(steps.free_us, steps.duration_us > 150)", [0.0, None]),
+        ("isin(device_ops.op_type, 'Cast', 'Add')", [False, True, True, True, False]),
+        ("isin(device_ops.name, ops)", [False, True, False, False, True]),
+        ("contains(device_ops.name, 'add')", [False, False, False, True, False]),
+        ("contains(device_ops.name, 'add', case=True)", [False, False, False, False, False]),
+        ("contains(device_ops.name, '.')", [False, False, False, False, False]),
+        ("startswith(device_ops.name, ('Mat', 'Cas'))", [True, True, False, False, False]),
+        ("matches(device_ops.name, '^(MatMul|Trans)')", [True, False, False, False, True]),
+        ("matches(device_ops.op_type, 'a$')", [False, False, False, False, True]),
+        ("top(steps.duration_us, 2)", [300.0, 200.0]),
+        ("coalesce(steps.bubble_us, 0)", [0.0, 1.0, 0.0, 2.0]),
+        ("clip(steps.duration_us, 150, 250)", [150.0, 200.0, None, 250.0]),
+        ("log10(steps.duration_us)", [2.0, math.log10(200), None, math.log10(300)]),
+        ("log10(steps.free_us)", [1.0, -math.inf, math.log10(5), None]),
+        ("min(steps.duration_us, 150)", [100.0, 150.0, 150.0, 150.0]),
+        ("max(steps.duration_us, steps.free_us)", [100.0, 200.0, 5.0, 300.0]),
+        ("isna(steps.bubble_us)", [True, False, True, False]),
+        ("notna(steps.bubble_us)", [False, True, False, True]),
+    ],
+)
 def test_function_series(text: str, expected: list[Any]) -> None:
     assert as_list(ev(text)) == pytest.approx(expected, nan_ok=True)
 
@@ -178,8 +193,14 @@ def test_filter_of_a_table_keeps_its_rows() -> None:
 
 
 def test_aggregations_return_plain_python_numbers() -> None:
-    for text in ("sum(steps.model_id)", "min(steps.model_id)", "mean(steps.model_id)",
-                 "count(steps.step)", "nunique(steps.step)", "max(steps.step)"):
+    for text in (
+        "sum(steps.model_id)",
+        "min(steps.model_id)",
+        "mean(steps.model_id)",
+        "count(steps.step)",
+        "nunique(steps.step)",
+        "max(steps.step)",
+    ):
         value = ev(text)
         assert type(value) in (int, float), text
     assert BUILTIN_FUNCTIONS["sum"](pd.Series([], dtype="float64")) == 0.0
@@ -203,9 +224,18 @@ def test_function_argument_errors_become_expr_errors() -> None:
             ev(text)
 
 
-@pytest.mark.parametrize("pattern", [
-    "(a+)+$", "(a*)*", "(a|a)*", "(a|aa)+b", "((ab)*)+", "(?:x+)*y", r"(\d+){2,}",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "(a+)+$",
+        "(a*)*",
+        "(a|a)*",
+        "(a|aa)+b",
+        "((ab)*)+",
+        "(?:x+)*y",
+        r"(\d+){2,}",
+    ],
+)
 def test_regex_with_nested_quantifiers_is_refused_fast(pattern: str) -> None:
     start = time.perf_counter()
     with pytest.raises(ExprError, match="nested quantifiers"):
@@ -221,9 +251,17 @@ def test_regex_with_many_unbounded_repeats_is_refused_fast(pattern: str) -> None
     assert time.perf_counter() - start < 1
 
 
-@pytest.mark.parametrize("pattern", [
-    r"^MatMul(V2)?$", r"[(a+)+]", r"\(a+\)+", r"(ab)+", "a+b*", r"^aclnn.*Grad\d{1,3}$",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"^MatMul(V2)?$",
+        r"[(a+)+]",
+        r"\(a+\)+",
+        r"(ab)+",
+        "a+b*",
+        r"^aclnn.*Grad\d{1,3}$",
+    ],
+)
 def test_regex_without_nested_quantifiers_is_accepted(pattern: str) -> None:
     assert isinstance(ev(f"matches(device_ops.name, {pattern!r})"), pd.Series)
 
@@ -242,8 +280,9 @@ def test_every_function_documents_itself_with_an_example_that_runs() -> None:
         assert doc.strip().splitlines()[0].endswith("."), name
         found = re.search(r"^\s*Example: (.+)$", doc, re.MULTILINE)
         assert found, f"{name} has no Example: line"
-        example = compile_expression(found.group(1), functions=BUILTIN_FUNCTIONS,
-                                     tables=TABLE_COLUMNS, names=())
+        example = compile_expression(
+            found.group(1), functions=BUILTIN_FUNCTIONS, tables=TABLE_COLUMNS, names=()
+        )
         assert f"{name}(" in example.source
         result = example.evaluate(sample)
         assert isinstance(result, (bool, int, float)), (name, result)
@@ -251,21 +290,32 @@ def test_every_function_documents_itself_with_an_example_that_runs() -> None:
 
 def _all_documented_tables() -> dict[str, pd.DataFrame]:
     """Every documented column with a few plausible values, for running doc examples."""
-    values = {"float64": [1.0, 250.0, 4000.0, 20000.0], "int64": [1, 2, 3, 4],
-              "Int64": [1, 2, None, 4], "bool": [True, False, True, False],
-              "string": ["MatMulV2", "aclnnTranspose", "Cast", "TransData"]}
-    return {name: pd.DataFrame({c.name: pd.Series(values[c.dtype], dtype=c.dtype)
-                                for c in spec.columns})
-            for name, spec in TABLES.items()}
+    values = {
+        "float64": [1.0, 250.0, 4000.0, 20000.0],
+        "int64": [1, 2, 3, 4],
+        "Int64": [1, 2, None, 4],
+        "bool": [True, False, True, False],
+        "string": ["MatMulV2", "aclnnTranspose", "Cast", "TransData"],
+    }
+    return {
+        name: pd.DataFrame(
+            {c.name: pd.Series(values[c.dtype], dtype=c.dtype) for c in spec.columns}
+        )
+        for name, spec in TABLES.items()
+    }
 
 
 # --- operators and logic -------------------------------------------------------------------------
 
+
 def test_and_or_not_are_elementwise_on_series() -> None:
     assert as_list(ev("steps.duration_us > 150 and steps.free_us >= 0")) == [
-        False, True, False, False]
-    assert as_list(ev("steps.duration_us > 250 or steps.free_us > 5")) == [
-        True, False, False, True]
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert as_list(ev("steps.duration_us > 250 or steps.free_us > 5")) == [True, False, False, True]
     assert as_list(ev("not steps.duration_us > 150")) == [True, False, True, False]
     assert as_list(ev("not steps.bubble_us")) == [True, False, True, False]
 
@@ -305,10 +355,14 @@ def test_chained_comparison_stops_at_first_false_link() -> None:
 
 
 def test_in_on_series_and_scalars() -> None:
-    assert as_list(ev("device_ops.op_type in ('Cast', 'Add')")) == [
-        False, True, True, True, False]
+    assert as_list(ev("device_ops.op_type in ('Cast', 'Add')")) == [False, True, True, True, False]
     assert as_list(ev("device_ops.op_type not in ['Cast', 'Add']")) == [
-        True, False, False, False, True]
+        True,
+        False,
+        False,
+        False,
+        True,
+    ]
     assert as_list(ev("device_ops.name in ops")) == [False, True, False, False, True]
     assert ev("'Cast' in device_ops.op_type") is True
     assert ev("'Conv2D' in device_ops.op_type") is False
@@ -352,8 +406,11 @@ def test_operator_errors_become_expr_errors_with_the_text() -> None:
 
 # --- references ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("table", "column"), [
-    (table, column) for table, columns in TABLE_COLUMNS.items() for column in columns])
+
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [(table, column) for table, columns in TABLE_COLUMNS.items() for column in columns],
+)
 def test_every_documented_column_can_be_referenced(table: str, column: str) -> None:
     expression = comp(f"{table}.{column}")
     assert expression.columns == frozenset({(table, column)})
@@ -379,12 +436,15 @@ def test_bare_names_may_be_filter_columns() -> None:
     assert as_list(result) == [True, False, False, False, True]
 
 
-@pytest.mark.parametrize(("text", "ref"), [
-    ("steps.fp_bp_us > 1", "steps.fp_bp_us"),
-    ("sum(comm_ops.duration_us)", "comm_ops.duration_us"),
-    ("rows(host_ops)", "host_ops"),
-    ("z + 1", "z"),
-])
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("steps.fp_bp_us > 1", "steps.fp_bp_us"),
+        ("sum(comm_ops.duration_us)", "comm_ops.duration_us"),
+        ("rows(host_ops)", "host_ops"),
+        ("z + 1", "z"),
+    ],
+)
 def test_missing_data_at_evaluation_names_what_is_missing(text: str, ref: str) -> None:
     with pytest.raises(MissingData, match=re.escape(repr(ref))) as info:
         ev(text)
@@ -509,13 +569,42 @@ def test_any_text_compiles_or_raises_expr_error(text: str) -> None:
         expression.evaluate(scope(z=1.5, a=3, b=-2, c=0))
 
 
-LEAVES = st.sampled_from([
-    "a", "b", "c", "steps.duration_us", "steps.free_us", "0", "1", "-1", "2.5", "1e308",
-    "100", "True", "None", "'s'",
-])
+LEAVES = st.sampled_from(
+    [
+        "a",
+        "b",
+        "c",
+        "steps.duration_us",
+        "steps.free_us",
+        "0",
+        "1",
+        "-1",
+        "2.5",
+        "1e308",
+        "100",
+        "True",
+        "None",
+        "'s'",
+    ]
+)
 BINARY = ["+", "-", "*", "/", "//", "%", "**", "<", "<=", ">", ">=", "==", "!=", "and", "or"]
-ONE_ARG = ["sum", "mean", "median", "min", "max", "std", "count", "abs", "round", "log10",
-           "any", "all", "nunique", "isna", "notna"]
+ONE_ARG = [
+    "sum",
+    "mean",
+    "median",
+    "min",
+    "max",
+    "std",
+    "count",
+    "abs",
+    "round",
+    "log10",
+    "any",
+    "all",
+    "nunique",
+    "isna",
+    "notna",
+]
 TWO_ARGS = ["share", "max", "min", "coalesce", "quantile", "top", "round", "filter", "isin"]
 
 
@@ -527,30 +616,43 @@ def _group(parts: tuple[str, ...]) -> str:
     return f"({' '.join(parts)})"
 
 
-EXPRESSIONS: st.SearchStrategy[str] = st.deferred(lambda: st.one_of(
-    LEAVES,
-    st.tuples(EXPRESSIONS, st.sampled_from(BINARY), EXPRESSIONS).map(_group),
-    st.tuples(st.sampled_from(["-", "+", "not"]), EXPRESSIONS).map(_group),
-    st.tuples(st.sampled_from(ONE_ARG), EXPRESSIONS).map(_call),
-    st.tuples(st.sampled_from(TWO_ARGS), EXPRESSIONS, EXPRESSIONS).map(_call),
-    st.tuples(st.just("where"), EXPRESSIONS, EXPRESSIONS, EXPRESSIONS).map(_call),
-    st.tuples(EXPRESSIONS, st.just("in (1, 2.5, 's', None)")).map(_group),
-    st.tuples(EXPRESSIONS, st.just("<"), EXPRESSIONS, st.just("<="), EXPRESSIONS).map(_group),
-))
+EXPRESSIONS: st.SearchStrategy[str] = st.deferred(
+    lambda: st.one_of(
+        LEAVES,
+        st.tuples(EXPRESSIONS, st.sampled_from(BINARY), EXPRESSIONS).map(_group),
+        st.tuples(st.sampled_from(["-", "+", "not"]), EXPRESSIONS).map(_group),
+        st.tuples(st.sampled_from(ONE_ARG), EXPRESSIONS).map(_call),
+        st.tuples(st.sampled_from(TWO_ARGS), EXPRESSIONS, EXPRESSIONS).map(_call),
+        st.tuples(st.just("where"), EXPRESSIONS, EXPRESSIONS, EXPRESSIONS).map(_call),
+        st.tuples(EXPRESSIONS, st.just("in (1, 2.5, 's', None)")).map(_group),
+        st.tuples(EXPRESSIONS, st.just("<"), EXPRESSIONS, st.just("<="), EXPRESSIONS).map(_group),
+    )
+)
 
 
-NUMBERS = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
-                    st.booleans())
+NUMBERS = st.one_of(
+    st.integers(-(10**6), 10**6), st.floats(allow_nan=True, allow_infinity=True), st.booleans()
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(EXPRESSIONS, NUMBERS, NUMBERS, NUMBERS,
-       st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=4))
+@given(
+    EXPRESSIONS,
+    NUMBERS,
+    NUMBERS,
+    NUMBERS,
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=4),
+)
 @pytest.mark.slow
 def test_expressions_over_random_numbers_raise_only_expr_error(
-        text: str, a: Any, b: Any, c: Any, durations: list[float]) -> None:
-    steps = pd.DataFrame({"duration_us": pd.Series(durations, dtype="float64"),
-                          "free_us": pd.Series(durations[::-1], dtype="float64")})
+    text: str, a: Any, b: Any, c: Any, durations: list[float]
+) -> None:
+    steps = pd.DataFrame(
+        {
+            "duration_us": pd.Series(durations, dtype="float64"),
+            "free_us": pd.Series(durations[::-1], dtype="float64"),
+        }
+    )
     try:
         expression = comp(text)
     except ExprError as exc:
@@ -559,8 +661,9 @@ def test_expressions_over_random_numbers_raise_only_expr_error(
         assert str(exc) and "\n" not in str(exc)
         return
     try:
-        result = expression.evaluate(Scope({"steps": steps}, {"a": a, "b": b, "c": c},
-                                           BUILTIN_FUNCTIONS))
+        result = expression.evaluate(
+            Scope({"steps": steps}, {"a": a, "b": b, "c": c}, BUILTIN_FUNCTIONS)
+        )
     except ExprError:
         return
     assert not isinstance(result, np.generic)

@@ -21,8 +21,16 @@ class Args(msgspec.Struct, gc=False):
 
 DECODER = EventDecoder(Args)
 EVENTS = [
-    {"ph": "X", "name": "k", "cat": "kernel", "pid": 1, "tid": 2, "ts": 10.5, "dur": 2,
-     "args": {"stream": 7, "Input Dims": [[8, 64], []], "other": "skipped"}},
+    {
+        "ph": "X",
+        "name": "k",
+        "cat": "kernel",
+        "pid": 1,
+        "tid": 2,
+        "ts": 10.5,
+        "dur": 2,
+        "args": {"stream": 7, "Input Dims": [[8, 64], []], "other": "skipped"},
+    },
     {"ph": "s", "id": 3, "pid": 1, "tid": 2, "ts": "11.25"},
     {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
 ]
@@ -56,11 +64,14 @@ def test_non_finite_times_of_the_lenient_parser_are_missing() -> None:
 
 
 def test_trace_resolves_process_and_thread_names() -> None:
-    trace = Trace([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "CANN"}},
-                   {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2,
-                    "args": {"name": "Stream 3"}},
-                   {"ph": "X", "pid": 1, "tid": 2, "name": "k"},
-                   {"ph": "X", "pid": 9, "tid": 2, "name": "other"}])
+    trace = Trace(
+        [
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "CANN"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "Stream 3"}},
+            {"ph": "X", "pid": 1, "tid": 2, "name": "k"},
+            {"ph": "X", "pid": 9, "tid": 2, "name": "other"},
+        ]
+    )
     assert trace.process("CANN").complete() == [trace.events[2]]
     assert trace.thread_name(trace.events[2]) == "Stream 3"
     assert trace.thread_name(trace.events[3]) == ""
@@ -84,6 +95,9 @@ def test_no_plugin_imports_another() -> None:
                 names = [node.module or ""]
             else:
                 continue
-            crossing += [f"{path.relative_to(PLUGINS)}: {name}" for name in names
-                         if name.split(".")[0] == "advisor_plugins"]
+            crossing += [
+                f"{path.relative_to(PLUGINS)}: {name}"
+                for name in names
+                if name.split(".")[0] == "advisor_plugins"
+            ]
     assert crossing == []

@@ -61,10 +61,18 @@ def test_nested_marks_inner_levels_of_each_group_only():
     ends = np.array([6.0, 10.0, 9.0, 25.0, 4.0, 3.0, np.nan])
     groups = np.array(["a", "a", "a", "a", "b", "c", "a"])
     assert intervals.nested(starts, ends, groups).tolist() == [
-        True, False, True, False, False, False, False]
+        True,
+        False,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
     # two calls starting together: the longer is the outer one, whichever comes first
-    assert intervals.nested(np.array([0.0, 0.0]), np.array([1.0, 5.0]),
-                            np.array(["a", "a"])).tolist() == [True, False]
+    assert intervals.nested(
+        np.array([0.0, 0.0]), np.array([1.0, 5.0]), np.array(["a", "a"])
+    ).tolist() == [True, False]
 
 
 @settings(max_examples=200, deadline=None)
@@ -75,4 +83,4 @@ def test_covered_gives_the_part_of_each_window_the_set_covers(pairs, windows):
     hi = np.array([w[1] for w in windows], dtype="float64")
     got = intervals.covered(merged, hi) - intervals.covered(merged, lo)
     cover = bitmap(pairs)
-    assert got.tolist() == [float(cover[int(a):int(b)].sum()) for a, b in zip(lo, hi)]
+    assert got.tolist() == [float(cover[int(a) : int(b)].sum()) for a, b in zip(lo, hi)]

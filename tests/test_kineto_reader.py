@@ -48,8 +48,11 @@ READER = KinetoReader()
 
 @functools.cache
 def raw(path: Path) -> dict:
-    with gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else \
-            open(path, encoding="utf-8") as fh:
+    with (
+        gzip.open(path, "rt", encoding="utf-8")
+        if path.suffix == ".gz"
+        else open(path, encoding="utf-8") as fh
+    ):
         return json.load(fh)
 
 
@@ -58,8 +61,11 @@ def cat(event: dict) -> str:
 
 
 def complete(events: list[dict]) -> list[dict]:
-    return [e for e in events if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float))
-            and math.isfinite(e["dur"])]
+    return [
+        e
+        for e in events
+        if e.get("ph") == "X" and isinstance(e.get("dur"), (int, float)) and math.isfinite(e["dur"])
+    ]
 
 
 def expected(doc: dict) -> dict:
@@ -81,11 +87,16 @@ def expected(doc: dict) -> dict:
     info = doc.get("distributedInfo", {})
     return {
         "steps": dict(sorted(steps.items())),
-        "kernels": len(kernels), "kernel_us": sum(e["dur"] for e in kernels),
-        "memcpy": len(copies), "pageable": sum("Pageable" in e["name"] for e in copies),
-        "nccl": len(nccl), "nccl_us": sum(e["dur"] for e in nccl),
-        "memory": len(memory), "max_allocated": max(allocated, default=None),
-        "rank": info.get("rank"), "world_size": info.get("world_size"),
+        "kernels": len(kernels),
+        "kernel_us": sum(e["dur"] for e in kernels),
+        "memcpy": len(copies),
+        "pageable": sum("Pageable" in e["name"] for e in copies),
+        "nccl": len(nccl),
+        "nccl_us": sum(e["dur"] for e in nccl),
+        "memory": len(memory),
+        "max_allocated": max(allocated, default=None),
+        "rank": info.get("rank"),
+        "world_size": info.get("world_size"),
     }
 
 
@@ -110,10 +121,14 @@ def warnings_of(profile) -> list[str]:
 def test_fixtures_are_there():
     assert len(SHARED_TRACES) >= 6, SHARED
     assert [p.name for p in OWN_TRACES] == [
-        "compare_base.pt.trace.json.gz", "compare_slow.pt.trace.json.gz",
+        "compare_base.pt.trace.json.gz",
+        "compare_slow.pt.trace.json.gz",
         "dataloader_bound.pt.trace.json.gz",
         *(f"ddp4_rank{r}.pt.trace.json.gz" for r in range(4)),
-        "ddp_rank0.pt.trace.json.gz", "ddp_rank1.pt.trace.json.gz", "healthy.pt.trace.json.gz"]
+        "ddp_rank0.pt.trace.json.gz",
+        "ddp_rank1.pt.trace.json.gz",
+        "healthy.pt.trace.json.gz",
+    ]
 
 
 @pytest.mark.parametrize("path", ALL_TRACES, ids=lambda p: p.name[:40])
@@ -129,18 +144,20 @@ def test_trace_matches_raw_json(path):
     if want["steps"]:
         assert steps["step"].tolist() == list(want["steps"])
         assert steps["duration_us"].tolist() == pytest.approx(
-            [d for _, d in want["steps"].values()])
+            [d for _, d in want["steps"].values()]
+        )
         assert steps["start_us"].tolist() == pytest.approx(
-            [s for s, _ in want["steps"].values()], abs=1e-3)
+            [s for s, _ in want["steps"].values()], abs=1e-3
+        )
         assert (steps["end_us"] - steps["start_us"]).tolist() == pytest.approx(
-            steps["duration_us"].tolist())
+            steps["duration_us"].tolist()
+        )
     elif want["kernels"] or want["memcpy"]:
         # no ProfilerStep: one step over the device's span, first task to last, said so
         device = profile.tables["device_ops"]
         (window,) = steps.to_dict("records")
         assert window["start_us"] == pytest.approx(device["start_us"].min())
-        assert window["end_us"] == pytest.approx(
-            (device["start_us"] + device["duration_us"]).max())
+        assert window["end_us"] == pytest.approx((device["start_us"] + device["duration_us"]).max())
         assert any(w.startswith("no ProfilerStep") for w in warnings_of(profile))
     else:
         assert steps is None
@@ -181,21 +198,29 @@ def test_trace_matches_raw_json(path):
         for column in ("start_us", "time_us"):
             if column in frame:
                 assert frame[column].min() >= 0
-    earliest = min(frame[c].min() for frame in profile.tables.values()
-                   for c in ("start_us", "time_us") if c in frame)
+    earliest = min(
+        frame[c].min()
+        for frame in profile.tables.values()
+        for c in ("start_us", "time_us")
+        if c in frame
+    )
     assert earliest >= 0 and "time_origin_us" in meta.extra
 
 
 def test_nccl_trace_comm_ops_have_op_group_bytes_and_bandwidth():
     profile = read_one(NCCL)
     comm = profile.tables["comm_ops"]
-    kernels = [e for e in complete(raw(NCCL)["traceEvents"])
-               if cat(e) == "kernel" and "nccl" in e["name"].lower()]
+    kernels = [
+        e
+        for e in complete(raw(NCCL)["traceEvents"])
+        if cat(e) == "kernel" and "nccl" in e["name"].lower()
+    ]
     sizes = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1}
     want = [e["args"]["In msg nelems"] * sizes[e["args"]["dtype"]] for e in kernels]
     assert comm["bytes"].tolist() == want
     assert comm["bandwidth_gbps"].tolist() == pytest.approx(
-        [b / e["dur"] / 1000 for b, e in zip_strict(want, kernels)])
+        [b / e["dur"] / 1000 for b, e in zip_strict(want, kernels)]
+    )
     assert sorted(set(comm["op"])) == ["allreduce", "broadcast"]
     assert set(comm["group"]) == {"0 (default_pg)"}
     assert comm["transport"].isna().all() if "transport" in comm else True
@@ -222,8 +247,9 @@ def test_copies_kinds_and_bytes():
     pinned = copies[copies["name"] == "Memcpy HtoD (Pinned -> Device)"]
     assert len(pinned) == 8 and set(pinned["host_memory"]) == {"pinned"}
     assert copies[copies["memcpy_kind"] == "DtoD"]["host_memory"].isna().all()
-    raw_bytes = [e["args"]["bytes"] for e in complete(raw(SAMPLED)["traceEvents"])
-                 if cat(e) == "gpu_memcpy"]
+    raw_bytes = [
+        e["args"]["bytes"] for e in complete(raw(SAMPLED)["traceEvents"]) if cat(e) == "gpu_memcpy"
+    ]
     assert copies["bytes"].tolist() == raw_bytes
     assert set(profile.tables["device_ops"]["stream"].dropna()) >= {23}
 
@@ -234,8 +260,9 @@ def test_rocm_trace():
     assert meta.device_kind == "GPU" and meta.device_id == "2"
     assert meta.device_name == "AMD Radeon Graphics"
     assert meta.extra["gpu_runtime"] == "ROCm"
-    assert meta.rank is None and "no distributedInfo: rank and world size unknown" in \
-        warnings_of(profile)
+    assert meta.rank is None and "no distributedInfo: rank and world size unknown" in warnings_of(
+        profile
+    )
     host = profile.tables["host_ops"]
     kinds = dict(zip_strict(host["name"], host["kind"]))
     assert kinds["hipLaunchKernel"] == "launch" and kinds["hipExtModuleLaunchKernel"] == "launch"
@@ -351,8 +378,9 @@ def write(tmp_path: Path, name: str, doc_or_text) -> Path:
 def kineto_text(doc: dict) -> tuple[str, list[int]]:
     """The trace written the way Kineto writes it (header keys, then events one by one), and
     the offset just past each event."""
-    head = "".join(f"{json.dumps(k)}: {json.dumps(v)}, " for k, v in doc.items()
-                   if k != "traceEvents")
+    head = "".join(
+        f"{json.dumps(k)}: {json.dumps(v)}, " for k, v in doc.items() if k != "traceEvents"
+    )
     text = "{" + head + '"traceEvents": [\n'
     ends = []
     for index, event in enumerate(doc["traceEvents"]):
@@ -369,21 +397,23 @@ def test_truncated_mid_event(tmp_path, where):
     kept = int(len(ends) * where)
     while ends[kept] - ends[kept - 1] < 80:  # cut inside an event long enough to cut into
         kept += 1
-    path = write(tmp_path, "cut.pt.trace.json", text[:ends[kept - 1] + 60])
+    path = write(tmp_path, "cut.pt.trace.json", text[: ends[kept - 1] + 60])
     profile = read_one(path)
     assert f"truncated trace: {kept} events recovered" in warnings_of(profile)
     assert 0 < rows(profile, "host_ops") <= rows(full, "host_ops")
     assert 0 < rows(profile, "steps") <= rows(full, "steps")
     assert sum(map(len, profile.tables.values())) < sum(map(len, full.tables.values()))
     # what was recovered is what the complete file says about those events
-    assert profile.tables["host_ops"]["name"].tolist() == \
-        full.tables["host_ops"]["name"].tolist()[:rows(profile, "host_ops")]
+    assert (
+        profile.tables["host_ops"]["name"].tolist()
+        == full.tables["host_ops"]["name"].tolist()[: rows(profile, "host_ops")]
+    )
 
 
 def test_unclosed_event_list_of_a_crashed_run(tmp_path):
     text, ends = kineto_text(raw(SAMPLED))
     kept = len(ends) // 2
-    path = write(tmp_path, "crashed.pt.trace.json", text[:ends[kept - 1]] + ",\n")
+    path = write(tmp_path, "crashed.pt.trace.json", text[: ends[kept - 1]] + ",\n")
     profile = read_one(path)
     assert f"truncated trace: {kept} events recovered" in warnings_of(profile)
     assert profile.meta.rank == 0 and profile.meta.device_kind == "GPU"
@@ -396,7 +426,7 @@ def test_cut_gzip_file(tmp_path, monkeypatch):
     source = OWN / "ddp_rank1.pt.trace.json.gz"
     data = source.read_bytes()
     path = tmp_path / "cut.pt.trace.json.gz"
-    path.write_bytes(data[:len(data) // 2])
+    path.write_bytes(data[: len(data) // 2])
     profile = read_one(path)
     problems = warnings_of(profile)
     assert any(p.startswith("truncated gzip data") for p in problems)
@@ -406,29 +436,32 @@ def test_cut_gzip_file(tmp_path, monkeypatch):
     assert profile.meta.rank == 1  # distributedInfo comes before the events in torch 2.x
     full = read_one(source)
     assert 0 < rows(profile, "host_ops") < rows(full, "host_ops")
-    assert profile.tables["host_ops"]["name"].tolist() == \
-        full.tables["host_ops"]["name"].tolist()[:rows(profile, "host_ops")]
+    assert (
+        profile.tables["host_ops"]["name"].tolist()
+        == full.tables["host_ops"]["name"].tolist()[: rows(profile, "host_ops")]
+    )
 
 
 def test_cut_gzip_file_before_the_first_batch(tmp_path):
     data = (OWN / "ddp_rank1.pt.trace.json.gz").read_bytes()
     path = tmp_path / "cut.pt.trace.json.gz"
-    path.write_bytes(data[:len(data) // 2])
+    path.write_bytes(data[: len(data) // 2])
     with pytest.raises(UnreadableInput, match="cut.pt.trace.json.gz: truncated or corrupt gzip"):
         READER.read(path)
 
 
 def test_cut_before_any_event_is_unreadable(tmp_path):
     text, ends = kineto_text(raw(LEGACY))
-    path = write(tmp_path, "early.pt.trace.json", text[:ends[0] - 5])
+    path = write(tmp_path, "early.pt.trace.json", text[: ends[0] - 5])
     with pytest.raises(UnreadableInput, match="early.pt.trace.json"):
         READER.read(path)
 
 
 def test_trace_without_steps(tmp_path):
     doc = json.loads(text_of(SAMPLED))
-    doc["traceEvents"] = [e for e in doc["traceEvents"]
-                          if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    doc["traceEvents"] = [
+        e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
     profile = read_one(write(tmp_path, "nosteps.pt.trace.json", doc))
     full = read_one(SAMPLED)
     assert rows(full, "steps") == 2
@@ -436,7 +469,8 @@ def test_trace_without_steps(tmp_path):
     for table in ("device_ops", "host_ops", "comm_ops"):
         assert rows(profile, table) == rows(full, table)
     assert profile.tables["device_ops"]["duration_us"].sum() == pytest.approx(
-        full.tables["device_ops"]["duration_us"].sum())
+        full.tables["device_ops"]["duration_us"].sum()
+    )
 
 
 def test_nan_and_infinity(tmp_path):
@@ -444,11 +478,22 @@ def test_nan_and_infinity(tmp_path):
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "Kernel"]
     kernels[0]["dur"] = float("nan")
     kernels[1]["args"]["bytes"] = float("inf")
-    doc["traceEvents"].append({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
-                               "ts": kernels[2]["ts"],
-                               "args": {"Total Allocated": float("inf"),
-                                        "Total Reserved": 1024, "Device Type": 1,
-                                        "Device Id": 0}})
+    doc["traceEvents"].append(
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": kernels[2]["ts"],
+            "args": {
+                "Total Allocated": float("inf"),
+                "Total Reserved": 1024,
+                "Device Type": 1,
+                "Device Id": 0,
+            },
+        }
+    )
     text = json.dumps(doc)  # writes NaN and Infinity, as Python's json does
     assert "NaN" in text and "Infinity" in text
     profile = read_one(write(tmp_path, "nan.pt.trace.json", text))
@@ -489,17 +534,20 @@ def test_not_json_at_all(tmp_path):
 def test_duplicate_metadata_last_wins(tmp_path):
     doc = json.loads(text_of(LEGACY))
     events = json.dumps(doc["traceEvents"])
-    text = ('{"distributedInfo": {"rank": 5, "world_size": 8}, "schemaVersion": 1, '
-            f'"traceEvents": {events}, '
-            '"distributedInfo": {"rank": 3, "world_size": 4}}')
+    text = (
+        '{"distributedInfo": {"rank": 5, "world_size": 8}, "schemaVersion": 1, '
+        f'"traceEvents": {events}, '
+        '"distributedInfo": {"rank": 3, "world_size": 4}}'
+    )
     doc["traceEvents"] += [
         {"ph": "M", "name": "thread_name", "pid": 7, "tid": 42, "args": {"name": "first"}},
         {"ph": "M", "name": "thread_name", "pid": 7, "tid": 42, "args": {"name": "second"}},
-        {"ph": "M", "name": "process_name", "pid": 1010370, "tid": 0,
-         "args": {"name": "renamed"}},
+        {"ph": "M", "name": "process_name", "pid": 1010370, "tid": 0, "args": {"name": "renamed"}},
     ]
-    assert any(e.get("name") == "process_name" and e["pid"] == 1010370
-               and e["args"]["name"] == "python" for e in doc["traceEvents"])
+    assert any(
+        e.get("name") == "process_name" and e["pid"] == 1010370 and e["args"]["name"] == "python"
+        for e in doc["traceEvents"]
+    )
     profile = read_one(write(tmp_path, "dup.pt.trace.json", text))
     assert (profile.meta.rank, profile.meta.world_size) == (3, 4)
     named = read_one(write(tmp_path, "dupthreads.pt.trace.json", doc))
@@ -511,29 +559,105 @@ def test_legacy_2021_trace_with_string_tids(tmp_path):
     """Categories and spellings of PyTorch 1.8-1.9 traces (formats.md 1.4-1.10)."""
     t0 = 1623143089861000
     events = [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": 25738,
-         "tid": "25738", "ts": t0, "dur": 1000},
-        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 25738, "tid": "25738",
-         "ts": t0 + 10, "dur": 100, "args": {"Input dims": [[8, 3, 224, 224]]}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 25738,
-         "tid": "25738", "ts": t0 + 20, "dur": 5, "args": {"correlation": 1}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaMemcpy", "pid": 25738, "tid": "25738",
-         "ts": t0 + 30, "dur": 50},
-        {"ph": "X", "cat": "Kernel", "name": "implicit_convolve_sgemm", "pid": 0,
-         "tid": "stream 7", "ts": t0 + 40, "dur": 300},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
-         "tid": "stream 7", "ts": t0 + 400, "dur": 20, "args": {"bytes": 4096}},
-        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7",
-         "ts": t0 + 430, "dur": 2},
-        {"ph": "X", "cat": "Python", "name": "train.py(10): step", "pid": 25738,
-         "tid": "25738", "ts": t0 + 1, "dur": 900},
-        {"ph": "i", "s": "t", "name": "[memory]", "pid": 25738, "tid": "25738",
-         "ts": t0 + 15, "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4}},
-        {"ph": "s", "cat": "async", "name": "launch", "id": 1, "pid": 25738, "tid": "25738",
-         "ts": t0 + 20},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ProfilerStep#3",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": t0,
+            "dur": 1000,
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "aten::conv2d",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": t0 + 10,
+            "dur": 100,
+            "args": {"Input dims": [[8, 3, 224, 224]]},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": t0 + 20,
+            "dur": 5,
+            "args": {"correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaMemcpy",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": t0 + 30,
+            "dur": 50,
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "implicit_convolve_sgemm",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": t0 + 40,
+            "dur": 300,
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy HtoD (Pageable -> Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": t0 + 400,
+            "dur": 20,
+            "args": {"bytes": 4096},
+        },
+        {
+            "ph": "X",
+            "cat": "Memset",
+            "name": "Memset (Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": t0 + 430,
+            "dur": 2,
+        },
+        {
+            "ph": "X",
+            "cat": "Python",
+            "name": "train.py(10): step",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": t0 + 1,
+            "dur": 900,
+        },
+        {
+            "ph": "i",
+            "s": "t",
+            "name": "[memory]",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": t0 + 15,
+            "args": {"Device Type": 0, "Device Id": -1, "Bytes": 4},
+        },
+        {
+            "ph": "s",
+            "cat": "async",
+            "name": "launch",
+            "id": 1,
+            "pid": 25738,
+            "tid": "25738",
+            "ts": t0 + 20,
+        },
     ]
-    doc = {"schemaVersion": 1, "computeProperties": [{"id": 0, "name": "Tesla V100"}],
-           "traceEvents": events}
+    doc = {
+        "schemaVersion": 1,
+        "computeProperties": [{"id": 0, "name": "Tesla V100"}],
+        "traceEvents": events,
+    }
     profile = read_one(write(tmp_path, "worker0.1623143089861.pt.trace.json", doc))
     assert profile.meta.device_kind == "GPU" and profile.meta.device_name == "Tesla V100"
     steps = profile.tables["steps"]
@@ -546,8 +670,11 @@ def test_legacy_2021_trace_with_string_tids(tmp_path):
     assert ops["host_memory"].tolist()[1] == "pageable" and ops["bytes"].tolist()[1] == 4096
     host = profile.tables["host_ops"]
     assert dict(zip_strict(host["name"], host["kind"])) == {
-        "aten::conv2d": "aten", "cudaLaunchKernel": "launch", "cudaMemcpy": "sync",
-        "train.py(10): step": "python"}
+        "aten::conv2d": "aten",
+        "cudaLaunchKernel": "launch",
+        "cudaMemcpy": "sync",
+        "train.py(10): step": "python",
+    }
     assert set(host["thread"]) == {25738}
     memory = profile.tables["memory"]
     assert memory["device"].tolist() == ["cpu"] and memory["allocated_bytes"].isna().all()
@@ -564,16 +691,32 @@ def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path):
 
 
 def test_memory_capacity_from_device_properties(tmp_path):
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU-A",
-                                                     "totalGlobalMem": 1000},
-                                                    {"id": 1, "name": "GPU-B",
-                                                     "totalGlobalMem": 2000}],
-           "distributedInfo": {"rank": 0, "world_size": 1},
-           "traceEvents": [
-               {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
-                "pid": 1, "tid": 1, "ts": 5.0,
-                "args": {"Total Allocated": 10, "Total Reserved": 20, "Device Type": 1,
-                         "Device Id": device}} for device in (1, 0, -1)]}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "GPU-A", "totalGlobalMem": 1000},
+            {"id": 1, "name": "GPU-B", "totalGlobalMem": 2000},
+        ],
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "traceEvents": [
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": 5.0,
+                "args": {
+                    "Total Allocated": 10,
+                    "Total Reserved": 20,
+                    "Device Type": 1,
+                    "Device Id": device,
+                },
+            }
+            for device in (1, 0, -1)
+        ],
+    }
     doc["traceEvents"][2]["args"]["Device Type"] = 0
     memory = read_one(write(tmp_path, "mem.pt.trace.json", doc)).tables["memory"]
     assert memory["device"].tolist() == ["cuda:1", "cuda:0", "cpu"]
@@ -581,38 +724,69 @@ def test_memory_capacity_from_device_properties(tmp_path):
     assert math.isnan(memory["capacity_bytes"].tolist()[2])
 
 
-@pytest.mark.parametrize(("name", "op_type"), [
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
-     "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<int>, "
-     "at::detail::Array<char*, 1>)", "vectorized_elementwise_kernel<FillFunctor>"),
-    # one template runs every element-wise op: its functor says which (add, mul, copy ...)
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, "
-     "float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*,"
-     " 2> >(int, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::"
-     "MulFunctor<float> >, at::detail::Array<char*, 2>)",
-     "vectorized_elementwise_kernel<MulFunctor>"),
-    ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::"
-     "TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() const"
-     "::{lambda(long)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int>"
-     " >(int)", "unrolled_elementwise_kernel<direct_copy_kernel_cuda>"),
-    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
-     "float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::"
-     "native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
-     "reduce_kernel<MeanOps>"),
-    ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15binary_"
-     "internal10MulFunctorIfEEEENS_6detail5ArrayIPcLi3EEEEEviT0_T1_",
-     "vectorized_elementwise_kernel<MulFunctor>"),
-    ("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel"
-     "<float, 4>(int)", "distribution_elementwise_grid_stride_kernel"),
-    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>"
-     "(cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4::Params)",
-     "cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4"),
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
-     "ncclKernel_AllReduce_RING_LL_Sum_float"),
-    ("ampere_sgemm_32x32_sliced1x4_tn", "ampere_sgemm_32x32_sliced1x4_tn"),
-    ("_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11"
-     "threadblockEEEEEvNT_6ParamsE", "ImplicitGemmConvolution"),
-])
+@pytest.mark.parametrize(
+    ("name", "op_type"),
+    [
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, "
+            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<int>, "
+            "at::detail::Array<char*, 1>)",
+            "vectorized_elementwise_kernel<FillFunctor>",
+        ),
+        # one template runs every element-wise op: its functor says which (add, mul, copy ...)
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, "
+            "float, float, at::native::binary_internal::MulFunctor<float> >, "
+            "at::detail::Array<char*,"
+            " 2> >(int, at::native::AUnaryFunctor<float, float, float, "
+            "at::native::binary_internal::"
+            "MulFunctor<float> >, at::detail::Array<char*, 2>)",
+            "vectorized_elementwise_kernel<MulFunctor>",
+        ),
+        (
+            "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::"
+            "TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#4}::operator()() "
+            "const"
+            "::{lambda(long)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned "
+            "int>"
+            " >(int)",
+            "unrolled_elementwise_kernel<direct_copy_kernel_cuda>",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+            "at::native::MeanOps<"
+            "float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, "
+            "at::"
+            "native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
+            "reduce_kernel<MeanOps>",
+        ),
+        (
+            "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15binary_"
+            "internal10MulFunctorIfEEEENS_6detail5ArrayIPcLi3EEEEEviT0_T1_",
+            "vectorized_elementwise_kernel<MulFunctor>",
+        ),
+        (
+            "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel"
+            "<float, 4>(int)",
+            "distribution_elementwise_grid_stride_kernel",
+        ),
+        (
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>"
+            "(cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4::Params)",
+            "cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4",
+        ),
+        (
+            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+            "ncclKernel_AllReduce_RING_LL_Sum_float",
+        ),
+        ("ampere_sgemm_32x32_sliced1x4_tn", "ampere_sgemm_32x32_sliced1x4_tn"),
+        (
+            "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11"
+            "threadblockEEEEEvNT_6ParamsE",
+            "ImplicitGemmConvolution",
+        ),
+    ],
+)
 def test_kernel_op_type(name, op_type):
     assert kernel_op_type(name) == op_type
 
@@ -622,8 +796,9 @@ def test_kernel_op_type(name, op_type):
 
 
 def test_advisor_run_on_a_gpu_trace_writes_a_valid_report(tmp_path):
-    result = CliRunner().invoke(main, ["run", str(NCCL), "-o", str(tmp_path / "out"),
-                                       "--format", "json", "-q"])
+    result = CliRunner().invoke(
+        main, ["run", str(NCCL), "-o", str(tmp_path / "out"), "--format", "json", "-q"]
+    )
     assert result.exit_code == 0, result.output
     reports = sorted((tmp_path / "out").glob("prof_rule_*.json"))
     assert len(reports) == 1
@@ -635,8 +810,9 @@ def test_rules_on_own_traces_fire_where_the_data_says():
     with data in memory has no data, sync or idle problem. Its plain SGD step is a real 10%+
     of a sub-millisecond step, so the fused-optimizer advice is expected there."""
     own = FIXTURE_DIR / "kineto_own"
-    bound = {f.rule.id: f for f in advisor.analyze(own / "dataloader_bound.pt.trace.json.gz")
-             .findings}
+    bound = {
+        f.rule.id: f for f in advisor.analyze(own / "dataloader_bound.pt.trace.json.gz").findings
+    }
     assert bound["HOST-001"].values["ratio"] > 0.8
     healthy = {f.rule.id for f in advisor.analyze(own / "healthy.pt.trace.json.gz").findings}
     assert healthy <= {"HOST-004"}
@@ -704,8 +880,11 @@ def raw_launches(path: Path) -> list[tuple[dict, dict | None]]:
     for e in events:
         if cat(e) in RUNTIME_CATS and isinstance(e.get("args", {}).get("correlation"), int):
             calls.setdefault(e["args"]["correlation"], e)
-    return [(e, calls.get(e.get("args", {}).get("correlation")))
-            for e in events if cat(e) in DEVICE_CATS]
+    return [
+        (e, calls.get(e.get("args", {}).get("correlation")))
+        for e in events
+        if cat(e) in DEVICE_CATS
+    ]
 
 
 def innermost_aten_found(profile) -> tuple[int, int]:
@@ -715,14 +894,16 @@ def innermost_aten_found(profile) -> tuple[int, int]:
     launched = ops.dropna(subset=["launch_us"])
     found = 0
     for time, thread in zip_strict(launched["launch_us"], launched["launch_thread"]):
-        inside = aten[(aten["thread"] == thread) & (aten["start_us"] <= time)
-                      & (time < aten["start_us"] + aten["duration_us"])]
+        inside = aten[
+            (aten["thread"] == thread)
+            & (aten["start_us"] <= time)
+            & (time < aten["start_us"] + aten["duration_us"])
+        ]
         found += not inside.empty
     return len(launched), found
 
 
-@pytest.mark.parametrize("path", [ALEXNET, ROCM, SAMPLED, NCCL, LEGACY],
-                         ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", [ALEXNET, ROCM, SAMPLED, NCCL, LEGACY], ids=lambda p: p.name[:40])
 def test_device_ops_launch_time_and_thread_from_the_runtime_call(path):
     pairs = raw_launches(path)
     ops = read_one(path).tables["device_ops"]
@@ -732,7 +913,8 @@ def test_device_ops_launch_time_and_thread_from_the_runtime_call(path):
     assert ops["launch_thread"].notna().tolist() == matched
     assert sum(matched) >= 0.95 * len(pairs)
     for (device, call), start, launch, thread in zip_strict(
-            pairs, ops["start_us"], ops["launch_us"], ops["launch_thread"]):
+        pairs, ops["start_us"], ops["launch_us"], ops["launch_thread"]
+    ):
         if call is None:
             continue
         # the same clock as start_us (and host_ops.start_us): the offsets agree
@@ -758,15 +940,22 @@ def test_launch_is_the_runtime_host_op_itself():
     ops, host = profile.tables["device_ops"], profile.tables["host_ops"]
     calls = {(round(s, 6), t) for s, t in zip_strict(host["start_us"], host["thread"])}
     kernels = ops[ops["category"] == "compute"]
-    assert all((round(s, 6), t) in calls
-               for s, t in zip_strict(kernels["launch_us"], kernels["launch_thread"]))
+    assert all(
+        (round(s, 6), t) in calls
+        for s, t in zip_strict(kernels["launch_us"], kernels["launch_thread"])
+    )
     names = host.set_index(["start_us", "thread"])["name"]
     keys = list(zip_strict(kernels["launch_us"], kernels["launch_thread"]))
     found = names.loc[keys]  # a list of keys: a Series on every pandas (one key: 2 and 3 differ)
     assert len(found) == len(keys)  # each kernel launched by exactly one host call
     launched = set(found)
-    assert launched <= {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
-                        "cudaMemcpyAsync", "cudaMemsetAsync"}
+    assert launched <= {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cuLaunchKernel",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+    }
     assert "cudaLaunchKernel" in launched
 
 
@@ -784,12 +973,13 @@ def raw_shapes(path: Path) -> Counter:
     return Counter(
         (e["name"], json.dumps(e["args"]["Input Dims"]))
         for e in complete(raw(path)["traceEvents"])
-        if cat(e) in ("cpu_op", "operator") and "Input Dims" in e.get("args", {})
-        and not e["name"].startswith(("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)")))
+        if cat(e) in ("cpu_op", "operator")
+        and "Input Dims" in e.get("args", {})
+        and not e["name"].startswith(("ProfilerStep#", "Optimizer.", "enumerate(DataLoader)"))
+    )
 
 
-@pytest.mark.parametrize("path", [*OWN_TRACES, SAMPLED, ROCM, CPU_ONLY],
-                         ids=lambda p: p.name[:40])
+@pytest.mark.parametrize("path", [*OWN_TRACES, SAMPLED, ROCM, CPU_ONLY], ids=lambda p: p.name[:40])
 def test_input_shapes_of_aten_ops(path):
     want = raw_shapes(path)
     assert want
@@ -801,8 +991,11 @@ def test_input_shapes_of_aten_ops(path):
 
 def test_input_shapes_of_a_known_op():
     path = OWN / "ddp_rank0.pt.trace.json.gz"
-    first = next(e for e in complete(raw(path)["traceEvents"])
-                 if e["name"] == "aten::addmm" and "Input Dims" in e.get("args", {}))
+    first = next(
+        e
+        for e in complete(raw(path)["traceEvents"])
+        if e["name"] == "aten::addmm" and "Input Dims" in e.get("args", {})
+    )
     host = read_one(path).tables["host_ops"]
     addmm = host[host["name"] == "aten::addmm"].sort_values("start_us", kind="stable")
     assert addmm["input_shapes"].iloc[0] == json.dumps(first["args"]["Input Dims"])
@@ -832,6 +1025,7 @@ def test_a_far_off_timestamp_is_ignored_and_named(tmp_path, ts):
     assert "broken_clock_kernel" not in set(profile.tables["device_ops"]["name"])
     for table, column in (("device_ops", "start_us"), ("steps", "start_us")):
         assert profile.tables[table][column].tolist() == pytest.approx(
-            full.tables[table][column].tolist())
+            full.tables[table][column].tolist()
+        )
     (far,) = [w for w in warnings_of(profile) if "more than a day away" in w]
     assert "1 event" in far and "broken_clock_kernel" in far

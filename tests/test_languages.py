@@ -32,7 +32,10 @@ LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")
 
 def rule(**extra: object) -> dict:
     base = {
-        "id": "TEST-001", "name": "slow-steps", "title": "Steps are slow", "type": "Step",
+        "id": "TEST-001",
+        "name": "slow-steps",
+        "title": "Steps are slow",
+        "type": "Step",
         "params": {"limit_us": 100},
         "let": {"worst_us": "max(steps.duration_us)"},
         "when": "worst_us > limit_us",
@@ -43,9 +46,11 @@ def rule(**extra: object) -> dict:
     return {**base, **extra}
 
 
-ZH = {"title": "迭代过慢",
-      "message": "最慢的迭代耗时 {{ worst_us|us }}（阈值 {{ limit_us|us }}）。",
-      "suggestions": ["查看第 {{ evidence_total }} 个迭代。", "重新采集性能数据。"]}
+ZH = {
+    "title": "迭代过慢",
+    "message": "最慢的迭代耗时 {{ worst_us|us }}（阈值 {{ limit_us|us }}）。",
+    "suggestions": ["查看第 {{ evidence_total }} 个迭代。", "重新采集性能数据。"],
+}
 
 
 def test_zh_block_is_loaded_and_english_stays_the_fallback():
@@ -57,14 +62,17 @@ def test_zh_block_is_loaded_and_english_stays_the_fallback():
     assert plain.text("zh").title == "Steps are slow"
 
 
-@pytest.mark.parametrize("zh, problem", [
-    ({**ZH, "suggestions": ZH["suggestions"][:1]}, "zh.suggestions: 1 given, the English"),
-    ({**ZH, "message": "耗时 {{ worst_us|us "}, "zh.message: invalid template"),
-    ({**ZH, "message": "耗时 {{ worst_time|us }}"}, "unknown variable 'worst_time'"),
-    ({**ZH, "suggestions": ["{% for %}", "好"]}, "zh.suggestions[0]: invalid template"),
-    ({k: v for k, v in ZH.items() if k != "title"}, "'title' is a required property"),
-    ({**ZH, "docs": "不允许的键"}, "Additional properties are not allowed"),
-])
+@pytest.mark.parametrize(
+    "zh, problem",
+    [
+        ({**ZH, "suggestions": ZH["suggestions"][:1]}, "zh.suggestions: 1 given, the English"),
+        ({**ZH, "message": "耗时 {{ worst_us|us "}, "zh.message: invalid template"),
+        ({**ZH, "message": "耗时 {{ worst_time|us }}"}, "unknown variable 'worst_time'"),
+        ({**ZH, "suggestions": ["{% for %}", "好"]}, "zh.suggestions[0]: invalid template"),
+        ({k: v for k, v in ZH.items() if k != "title"}, "'title' is a required property"),
+        ({**ZH, "docs": "不允许的键"}, "Additional properties are not allowed"),
+    ],
+)
 def test_bad_zh_block_is_refused_naming_the_rule(zh: dict, problem: str):
     with pytest.raises(RuleError) as info:
         build_rule(rule(zh=zh), "test.yaml", BUILTIN_FUNCTIONS)
@@ -125,8 +133,11 @@ def test_analyze_refuses_an_unknown_language():
 
 def run(tmp_path: Path, *args: str, env: dict[str, str | None] | None = None):
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", str(DEMO), "-o", str(out), *args],
-                                env={**dict.fromkeys(LOCALE_VARS), **(env or {})})
+    result = CliRunner().invoke(
+        main,
+        ["run", str(DEMO), "-o", str(out), *args],
+        env={**dict.fromkeys(LOCALE_VARS), **(env or {})},
+    )
     return result, out
 
 
@@ -161,13 +172,16 @@ def test_run_lang_en_keeps_english(tmp_path: Path):
     assert not CJK.search(html) and not CJK.search(result.output)
 
 
-@pytest.mark.parametrize("env, lang", [
-    ({"LANG": "zh_CN.UTF-8"}, "zh"),
-    ({"LANG": "en_US.UTF-8"}, "en"),
-    ({}, "en"),
-    ({"LC_ALL": "zh_CN.UTF-8", "LANG": "en_US.UTF-8"}, "zh"),
-    ({"LC_MESSAGES": "C", "LANG": "zh_CN.UTF-8"}, "en"),
-])
+@pytest.mark.parametrize(
+    "env, lang",
+    [
+        ({"LANG": "zh_CN.UTF-8"}, "zh"),
+        ({"LANG": "en_US.UTF-8"}, "en"),
+        ({}, "en"),
+        ({"LC_ALL": "zh_CN.UTF-8", "LANG": "en_US.UTF-8"}, "zh"),
+        ({"LC_MESSAGES": "C", "LANG": "zh_CN.UTF-8"}, "en"),
+    ],
+)
 def test_default_language_comes_from_the_locale(tmp_path: Path, env: dict, lang: str):
     result, out = run(tmp_path, "--format", "json", env=env)
     assert result.exit_code == 0, result.output
@@ -199,8 +213,10 @@ def test_every_message_has_both_languages_with_the_same_blanks():
 
 
 def test_every_message_is_used_and_every_one_used_exists():
-    sources = "".join(p.read_text(encoding="utf-8") for p in
-                      [*RENDER.glob("*.py"), *(RENDER / "templates").glob("*.j2")])
+    sources = "".join(
+        p.read_text(encoding="utf-8")
+        for p in [*RENDER.glob("*.py"), *(RENDER / "templates").glob("*.j2")]
+    )
     # literal keys only: "severity." ~ value in a template is a family, checked below
     used = set(re.findall(r"""\b(?:tr|message)\((?:lang, )?["']([a-z_.]*[a-z_])["']""", sources))
     assert used - set(CATALOG) == set()
@@ -210,6 +226,9 @@ def test_every_message_is_used_and_every_one_used_exists():
     }
     for prefix, expected in families.items():
         assert {k for k in CATALOG if k.startswith(prefix)} == expected, prefix
-    unused = [k for k in CATALOG if not k.startswith(tuple(families))
-              and f'"{k}"' not in sources and f"'{k}'" not in sources]
+    unused = [
+        k
+        for k in CATALOG
+        if not k.startswith(tuple(families)) and f'"{k}"' not in sources and f"'{k}'" not in sources
+    ]
     assert unused == []

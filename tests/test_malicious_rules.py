@@ -25,11 +25,37 @@ MALICIOUS = sorted((HERE / "malicious_rules").glob("*.yaml"))
 DEMO = HERE.parent / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
 SECONDS = 5.0  # a refused file must not cost more than this
 
-_DANGEROUS_EVENTS = ("subprocess.", "os.system", "os.exec", "os.spawn", "os.posix_spawn",
-                     "os.fork", "os.remove", "os.unlink", "os.rename", "os.rmdir", "os.mkdir",
-                     "shutil.", "socket.", "ctypes.", "pty.", "webbrowser.", "urllib.")
-_DANGEROUS_MODULES = {"subprocess", "ctypes", "socket", "pty", "shutil", "pickle", "marshal",
-                      "webbrowser", "urllib.request", "http.client"}
+_DANGEROUS_EVENTS = (
+    "subprocess.",
+    "os.system",
+    "os.exec",
+    "os.spawn",
+    "os.posix_spawn",
+    "os.fork",
+    "os.remove",
+    "os.unlink",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "shutil.",
+    "socket.",
+    "ctypes.",
+    "pty.",
+    "webbrowser.",
+    "urllib.",
+)
+_DANGEROUS_MODULES = {
+    "subprocess",
+    "ctypes",
+    "socket",
+    "pty",
+    "shutil",
+    "pickle",
+    "marshal",
+    "webbrowser",
+    "urllib.request",
+    "http.client",
+}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _recording: list[bool] = [False]
 _events: list[tuple[str, Any]] = []
@@ -42,7 +68,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event == "open":
         mode, flags = args[1], args[2]
         writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & _WRITE_FLAGS)
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
         if writes:
             _events.append((event, args[0]))
     elif event == "import":
@@ -92,8 +119,18 @@ def test_rules_validate_refuses_with_one_line(path: Path):
 
 
 def test_run_refuses_every_malicious_file(tmp_path: Path):
-    result = CliRunner().invoke(main, ["run", str(DEMO), "--rules", str(HERE / "malicious_rules"),
-                                       "-o", str(tmp_path / "out"), "-q"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(DEMO),
+            "--rules",
+            str(HERE / "malicious_rules"),
+            "-o",
+            str(tmp_path / "out"),
+            "-q",
+        ],
+    )
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     for path in MALICIOUS:
@@ -101,8 +138,7 @@ def test_run_refuses_every_malicious_file(tmp_path: Path):
     assert not (tmp_path / "out").exists()
 
 
-def test_nothing_runs_while_loading_and_evaluating(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch):
+def test_nothing_runs_while_loading_and_evaluating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     sentinel = tmp_path / "sentinel"
     sentinel.mkdir()
     monkeypatch.chdir(sentinel)  # where relative names such as 'pwned' would be created
@@ -125,10 +161,18 @@ def test_template_errors_at_render_time_never_crash():
     from advisor.engine.templates import render
 
     assert render("{{ total_us - 'a' }}", {"total_us": 1}).startswith(
-        "[message template error: TypeError")
+        "[message template error: TypeError"
+    )
     assert "longer than" in render("{{ s + s }}", {"s": "a" * 3000})
-    assert len(render("{% for r in evidence %}{{ s }}{% endfor %}",
-                      {"evidence": list(range(1000)), "s": "a" * 10_000})) <= 4001
+    assert (
+        len(
+            render(
+                "{% for r in evidence %}{{ s }}{% endfor %}",
+                {"evidence": list(range(1000)), "s": "a" * 10_000},
+            )
+        )
+        <= 4001
+    )
 
 
 def test_values_a_template_builds_are_bounded_before_they_become_text():
@@ -142,15 +186,23 @@ def test_values_a_template_builds_are_bounded_before_they_become_text():
         out = render(template, nested)
         assert time.perf_counter() - start < SECONDS
         assert out.startswith("[message template error") and "longer than" in out, template
-    assert "round precision" in render("{{ 12|round(p) }}", {"p": -10**16})
+    assert "round precision" in render("{{ 12|round(p) }}", {"p": -(10**16)})
     assert render("{{ 3.14159|round(2) }}", {}) == "3.14"
 
 
 def _write_rule(path: Path, lets: dict[str, str], when: str) -> Path:
-    lines = ["id: TEAM-100", "name: squares", "title: Squares", "type: Test",
-             "docs: a chain of lets that square the one before.", "let:",
-             *(f"  {k}: {v}" for k, v in lets.items()), f"when: {when}",
-             "message: '{{ x12 }}'", "suggestions: [none]"]
+    lines = [
+        "id: TEAM-100",
+        "name: squares",
+        "title: Squares",
+        "type: Test",
+        "docs: a chain of lets that square the one before.",
+        "let:",
+        *(f"  {k}: {v}" for k, v in lets.items()),
+        f"when: {when}",
+        "message: '{{ x12 }}'",
+        "suggestions: [none]",
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -181,7 +233,9 @@ def test_special_files_named_like_rules_are_refused_without_blocking(tmp_path: P
     (folder / "dir.yaml").mkdir()
     (folder / "good.yaml").write_text(
         "id: TEAM-001\nname: good\ntitle: Good\ntype: Test\ndocs: a harmless rule file.\n"
-        "when: rows(steps) > 0\nmessage: fine\nsuggestions: [none]\n", encoding="utf-8")
+        "when: rows(steps) > 0\nmessage: fine\nsuggestions: [none]\n",
+        encoding="utf-8",
+    )
     start = time.perf_counter()
     ruleset, errors = load_rules([folder], BUILTIN_FUNCTIONS)
     assert time.perf_counter() - start < SECONDS

@@ -39,8 +39,7 @@ def pairs(events: list[dict]) -> list[tuple[str, str, float, float]]:
     names = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M"}
     stacks: dict[int, list[dict]] = defaultdict(list)
     out = []
-    for event in sorted((e for e in events if e.get("ph") in ("B", "E")),
-                        key=lambda e: e["ts"]):
+    for event in sorted((e for e in events if e.get("ph") in ("B", "E")), key=lambda e: e["ts"]):
         if event["ph"] == "B":
             stacks[event["tid"]].append(event)
         else:
@@ -65,8 +64,11 @@ def test_detect_claims_both_layouts_and_kineto_leaves_timelines_alone():
 
 def test_timeline_device_ops_are_matched_pairs_on_device_threads():
     events = raw(TIMELINE)["traceEvents"]
-    expected = sorted((end - start, name) for thread, name, start, end in pairs(events)
-                      if thread in DEVICE_THREADS)
+    expected = sorted(
+        (end - start, name)
+        for thread, name, start, end in pairs(events)
+        if thread in DEVICE_THREADS
+    )
     profile = read_one(TIMELINE)
     ops = profile.tables["device_ops"]
     got = sorted(zip_strict(ops["duration_us"], ops["name"]))
@@ -83,11 +85,14 @@ def test_timeline_copies_carry_bytes_and_direction():
     ops = read_one(TIMELINE).tables["device_ops"]
     copies = ops[ops["category"] == "memcpy"]
     assert set(copies.loc[copies["name"] == "HostToDevice", "bytes"]) == {
-        h2d["nr_elements"] * 4}  # Float32
+        h2d["nr_elements"] * 4
+    }  # Float32
     assert set(copies.loc[copies["name"] == "Memcpy", "bytes"]) == {memcpy["bytes"]}
     assert set(copies.loc[copies["name"] == "Memcpy", "memcpy_kind"]) == {"DtoH"}
     assert set(ops.loc[ops["category"] == "compute", "op_type"]) == {
-        "ConvolutionForward", "Elemwise"}
+        "ConvolutionForward",
+        "Elemwise",
+    }
 
 
 def test_timeline_host_ops_steps_and_memory():
@@ -98,8 +103,9 @@ def test_timeline_host_ops_steps_and_memory():
     launch = ops[ops["kind"] == "launch"]
     assert sorted(launch["duration_us"]) == sorted(e - s for t, _, s, e in host if t == "worker")
     assert len(ops[ops["kind"] == "aten"]) == sum(1 for _, n, _, _ in host if n == "OpDispatch")
-    assert len(ops[ops["kind"] == "sync"]) == sum(1 for _, n, _, _ in host
-                                                  if n.startswith("GetValue"))
+    assert len(ops[ops["kind"] == "sync"]) == sum(
+        1 for _, n, _, _ in host if n.startswith("GetValue")
+    )
     stops = sorted(e["ts"] for e in events if e["name"] == "StopStep")
     origin = min(e["ts"] for e in events if e.get("ph") in ("B", "E", "i", "C", "X"))
     bounds = [origin, *stops]
@@ -153,16 +159,17 @@ def test_truncated_timeline_keeps_the_events_before_the_cut(tmp_path):
     path = tmp_path / "2.chrome_timeline.json"
     path.write_text(text[: len(text) // 2], encoding="utf-8")
     profile = read_one(path)
-    assert any("truncated timeline" in str(w) and str(path) in str(w)
-               for w in profile.warnings)
+    assert any("truncated timeline" in str(w) and str(path) in str(w) for w in profile.warnings)
     assert 0 < len(profile.tables["device_ops"]) < len(read_one(TIMELINE).tables["device_ops"])
 
 
 def test_old_bare_list_layout_is_read(tmp_path):
-    events = [{"name": "conv", "ph": "B", "ts": 0, "pid": 1, "tid": "host"},
-              {"name": "conv", "ph": "E", "ts": 5, "pid": 1, "tid": "host"},
-              {"name": "conv", "ph": "B", "ts": 10, "pid": 1, "tid": "gpu0:0"},
-              {"name": "conv", "ph": "E", "ts": 35, "pid": 1, "tid": "gpu0:0"}]
+    events = [
+        {"name": "conv", "ph": "B", "ts": 0, "pid": 1, "tid": "host"},
+        {"name": "conv", "ph": "E", "ts": 5, "pid": 1, "tid": "host"},
+        {"name": "conv", "ph": "B", "ts": 10, "pid": 1, "tid": "gpu0:0"},
+        {"name": "conv", "ph": "E", "ts": 35, "pid": 1, "tid": "gpu0:0"},
+    ]
     path = tmp_path / "old.chrome_timeline.json"
     path.write_text(json.dumps(events), encoding="utf-8")
     profile = read_one(path)
@@ -179,8 +186,7 @@ def test_static_operator_with_bad_times_is_skipped_with_a_warning(tmp_path):
     path.write_text(json.dumps(doc), encoding="utf-8")
     profile = read_one(path)
     (warning,) = profile.warnings
-    assert str(path) in str(warning) and "1 operator with unreadable profiler times" in str(
-        warning)
+    assert str(path) in str(warning) and "1 operator with unreadable profiler times" in str(warning)
     assert sorted(profile.tables["device_ops"]["name"]) == ["conv1", "fc", "relu2"]
 
 

@@ -50,8 +50,13 @@ def test_one_profile_per_rank_and_contract() -> None:
     for profile in profiles.values():
         assert contract_problems(profile) == []
         assert profile.warnings == []
-    assert set(profiles[0].tables) == {"steps", "pipeline_ops", "queues", "cpu_usage",
-                                       "utilization"}
+    assert set(profiles[0].tables) == {
+        "steps",
+        "pipeline_ops",
+        "queues",
+        "cpu_usage",
+        "utilization",
+    }
     assert set(profiles[1].tables) == {"device_ops"}
 
 
@@ -67,7 +72,8 @@ def test_steps_drop_the_average_row_and_convert_ticks() -> None:
     # 10 ns ticks -> µs; a step starts at FP start, the data wait before it is separate
     assert got["start_us"] == pytest.approx((int(second["fp_point"]) - origin) / 100)
     assert got["duration_us"] == pytest.approx(
-        (int(second["fp_and_bp"]) + int(second["tail"])) / 100)
+        (int(second["fp_and_bp"]) + int(second["tail"])) / 100
+    )
     assert got["data_aug_bound_us"] == pytest.approx(int(second["iteration_interval"]) / 100)
     assert got["grad_refresh_us"] == pytest.approx(int(second["tail"]) / 100)
     reduce_cols = [c for c in second if c.startswith("stream_") and not c.endswith("_point")]
@@ -87,8 +93,9 @@ def test_host_and_device_queues() -> None:
     profile = by_rank(RUN2)[1]
     queues = profile.tables["queues"]
     host = queues[queues["queue"] == "host"]
-    lines = [line.split() for line in
-             (RUN2 / "device_queue_profiling_1.txt").read_text().splitlines()]
+    lines = [
+        line.split() for line in (RUN2 / "device_queue_profiling_1.txt").read_text().splitlines()
+    ]
     sizes = [ln for ln in lines if ln[0] == "1"]
     assert list(host["size"]) == [float(ln[3]) for ln in sizes]
     assert list(host["capacity"]) == [float(ln[1]) for ln in sizes]
@@ -101,8 +108,11 @@ def test_host_and_device_queues() -> None:
     # GetNext µs and step-trace ticks share the device clock: rebased on one origin
     step_trace = rows(RUN2 / "step_trace_raw_1_detail_time.csv")[0]
     fp_us = int(step_trace["fp_point"]) / 100
-    origin = min(fp_us, int(getnext[0][1]),
-                 min(int(r["run_start"]) for r in rows(RUN2 / "aicpu_intermediate_1.csv")))
+    origin = min(
+        fp_us,
+        int(getnext[0][1]),
+        min(int(r["run_start"]) for r in rows(RUN2 / "aicpu_intermediate_1.csv")),
+    )
     assert device["time_us"].iloc[0] == pytest.approx(int(getnext[0][1]) - origin)
     assert profile.tables["steps"]["start_us"].iloc[0] == pytest.approx(fp_us - origin)
 
@@ -133,10 +143,12 @@ def test_device_ops_from_timeline_aicpu_and_framework_info() -> None:
     assert len(ops) == len(timeline) + len(aicpu)
     core = ops[ops["core_type"] == "AI_CORE"]
     assert core["duration_us"].sum() == pytest.approx(
-        sum(float(r["duration(ms)"]) for r in timeline) * 1000)
+        sum(float(r["duration(ms)"]) for r in timeline) * 1000
+    )
     cpu = ops[ops["core_type"] == "AI_CPU"]
-    assert list(cpu["duration_us"]) == [float(int(r["run_end"]) - int(r["run_start"]))
-                                        for r in aicpu]
+    assert list(cpu["duration_us"]) == [
+        float(int(r["run_end"]) - int(r["run_start"])) for r in aicpu
+    ]
     framework = {r["full_op_name"]: r for r in rows(RUN2 / "framework_raw_1.csv")}
     first = core.iloc[0]
     assert first["op_type"] == framework[first["name"]]["op_type"]
@@ -150,7 +162,8 @@ def test_operator_totals_without_a_timeline() -> None:
     ops = by_rank(MISC)[1].tables["device_ops"]
     detail = rows(MISC / "aicore_intermediate_1_detail.csv")
     assert ops["duration_us"].sum() == pytest.approx(
-        sum(float(r["execution_time"]) for r in detail) * 1000)
+        sum(float(r["execution_time"]) for r in detail) * 1000
+    )
     assert "start_us" not in ops.columns
     assert set(ops["op_type"]) >= {"MatMul", "Conv2D", "Cast"}
 
@@ -161,29 +174,35 @@ def test_op_stats_from_type_file_when_no_operator_rows(tmp_path: Path) -> None:
     stats = profile.tables["op_stats"].set_index("op_type")
     raw = {r["kernel_type"]: r for r in rows(MISC / "aicore_intermediate_1_type.csv")}
     total = sum(float(r["total_time"]) for r in raw.values())
-    assert stats.loc["MatMul", "total_us"] == pytest.approx(float(raw["MatMul"]["total_time"])
-                                                            * 1000)
+    assert stats.loc["MatMul", "total_us"] == pytest.approx(
+        float(raw["MatMul"]["total_time"]) * 1000
+    )
     assert stats.loc["MatMul", "count"] == 9
-    assert stats.loc["MatMul", "ratio"] == pytest.approx(float(raw["MatMul"]["total_time"])
-                                                         / total)
+    assert stats.loc["MatMul", "ratio"] == pytest.approx(float(raw["MatMul"]["total_time"]) / total)
 
 
 def test_bad_input_warns_and_keeps_the_rest(tmp_path: Path) -> None:
     shutil.copy(RUN2 / "minddata_pipeline_raw_1.csv", tmp_path / "minddata_pipeline_raw_1.csv")
     (tmp_path / "device_queue_profiling_1.txt").write_text(
-        "1 64 1 0 10\ngarbage here\n1 64 2 5 20\n1 64 x 5 20\n")
+        "1 64 1 0 10\ngarbage here\n1 64 2 5 20\n1 64 x 5 20\n"
+    )
     (tmp_path / "minddata_aicpu_1.txt").write_text(
-        "GetNext_dequeue_wait 100 150 0\nGetNext_dequeue_wait 200\n")
+        "GetNext_dequeue_wait 100 150 0\nGetNext_dequeue_wait 200\n"
+    )
     (tmp_path / "step_trace_raw_1_detail_time.csv").write_text(
-        "step_num,start_point,end_point\n1,2,3\n")
+        "step_num,start_point,end_point\n1,2,3\n"
+    )
     (profile,) = READER.read(tmp_path)
     messages = [str(w) for w in profile.warnings]
     assert all("\n" not in m for m in messages)
-    assert any("device_queue_profiling_1.txt:2" in m and "2 lines are not" in m
-               and "garbage here" in m for m in messages)
+    assert any(
+        "device_queue_profiling_1.txt:2" in m and "2 lines are not" in m and "garbage here" in m
+        for m in messages
+    )
     assert any("minddata_aicpu_1.txt:2" in m and "1 line is not" in m for m in messages)
-    assert any("step_trace_raw_1_detail_time.csv" in m and "missing column 'total'" in m
-               for m in messages)
+    assert any(
+        "step_trace_raw_1_detail_time.csv" in m and "missing column 'total'" in m for m in messages
+    )
     queues = profile.tables["queues"]
     assert list(queues["size"]) == [0.0, 5.0, 0.0]
     assert list(queues["queue"]) == ["host", "host", "device"]
@@ -196,7 +215,8 @@ def test_cut_short_step_trace_and_bad_cells(tmp_path: Path) -> None:
         "fp_and_bp,tail\n"
         "1,1000,2000,1000,1000,1800,0,800,200\n"
         "oops,1,1,1,1,1,1,1,1\n"
-        "2,2000,3500,1500,2300,3200,300,900,300\n")
+        "2,2000,3500,1500,2300,3200,300,900,300\n"
+    )
     (profile,) = READER.read(tmp_path)
     messages = [str(w) for w in profile.warnings]
     assert any(":4" in m and "no average row" in m for m in messages)
@@ -218,8 +238,7 @@ def test_cli_reports_data_rules_on_the_real_fixture(tmp_path: Path) -> None:
 
     from advisor.cli import main
 
-    result = CliRunner().invoke(main, ["run", str(RUN2), "-o", str(tmp_path), "--format",
-                                       "json"])
+    result = CliRunner().invoke(main, ["run", str(RUN2), "-o", str(tmp_path), "--format", "json"])
     assert result.exit_code == 0, result.output
     (report,) = [json.loads(p.read_text()) for p in tmp_path.glob("prof_rule_*.json")]
     # the host queue was sampled once and each pipeline queue twice: data rules that judge
@@ -253,19 +272,25 @@ def test_cpu_utilisation_per_scope_and_sample() -> None:
     assert set(op_rows["op_type"]) == {pipeline[op["op_id"]]["op_type"]}
     assert set(op_rows["workers"]) == {int(pipeline[op["op_id"]]["num_workers"])}
     # pipeline_ops.cpu_pct: mean over samples of user + sys, as MindSpore's analyser sums it
-    busy = [u + s for u, s in zip_strict(op["metrics"]["user_utilization"],
-                                         op["metrics"]["sys_utilization"])]
+    busy = [
+        u + s
+        for u, s in zip_strict(op["metrics"]["user_utilization"], op["metrics"]["sys_utilization"])
+    ]
     ops = profile.tables["pipeline_ops"].set_index("op_id")
     assert ops.loc[op["op_id"], "cpu_pct"] == pytest.approx(sum(busy) / len(busy))
     assert ops["cpu_pct"].drop(op["op_id"]).isna().all()  # no samples for the others
 
 
 def test_cpu_file_alone_skips_op_id_minus_one(tmp_path: Path) -> None:
-    data = {"cpu_processor_num": 8, "time_stamp": [1, 2],
-            "device_info": {"user_utilization": [40, 60], "sys_utilization": [5, 7]},
-            "op_info": [{"op_id": -1, "metrics": {"user_utilization": [9, 9]}},
-                        {"op_id": 0, "metrics": {"user_utilization": [70, 90],
-                                                 "sys_utilization": [10, 10]}}]}
+    data = {
+        "cpu_processor_num": 8,
+        "time_stamp": [1, 2],
+        "device_info": {"user_utilization": [40, 60], "sys_utilization": [5, 7]},
+        "op_info": [
+            {"op_id": -1, "metrics": {"user_utilization": [9, 9]}},
+            {"op_id": 0, "metrics": {"user_utilization": [70, 90], "sys_utilization": [10, 10]}},
+        ],
+    }
     (tmp_path / "minddata_cpu_utilization_4.json").write_text(json.dumps(data))
     assert READER.detect(tmp_path)
     (profile,) = READER.read(tmp_path)
@@ -278,17 +303,21 @@ def test_cpu_file_alone_skips_op_id_minus_one(tmp_path: Path) -> None:
 
 def test_bad_cpu_file_warns_and_keeps_the_rest(tmp_path: Path) -> None:
     shutil.copy(MISC / "minddata_pipeline_raw_0.csv", tmp_path / "minddata_pipeline_raw_0.csv")
-    data = {"cpu_processor_num": 8,
-            "device_info": {"user_utilization": [40, 60], "sys_utilization": "high"},
-            "process_info": [1, 2],
-            "op_info": [{"op_id": 1, "metrics": {"user_utilization": [50, 70]}},
-                        {"metrics": {}}, "junk"]}
+    data = {
+        "cpu_processor_num": 8,
+        "device_info": {"user_utilization": [40, 60], "sys_utilization": "high"},
+        "process_info": [1, 2],
+        "op_info": [
+            {"op_id": 1, "metrics": {"user_utilization": [50, 70]}},
+            {"metrics": {}},
+            "junk",
+        ],
+    }
     (tmp_path / "minddata_cpu_utilization_0.json").write_text(json.dumps(data))
     (profile,) = READER.read(tmp_path)
     messages = [str(w) for w in profile.warnings]
     assert all("\n" not in m and "minddata_cpu_utilization_0.json" in m for m in messages)
-    assert any("'device_info.sys_utilization' is not a list of numbers" in m
-               for m in messages)
+    assert any("'device_info.sys_utilization' is not a list of numbers" in m for m in messages)
     assert any("'process_info' is not an object" in m for m in messages)
     assert any("2 op_info entries without op_id or metrics" in m for m in messages)
     cpu = profile.tables["cpu_usage"]
@@ -315,8 +344,7 @@ def test_flops_per_operator_and_summary() -> None:
     counts = [i for i, name in enumerate(header) if name.startswith("MFLOPs")]
     assert len(counts) == 2  # cube and vector
     for line in flops[1:]:
-        assert ops.loc[line[0], "flops"] == pytest.approx(
-            sum(float(line[i]) for i in counts) * 1e6)
+        assert ops.loc[line[0], "flops"] == pytest.approx(sum(float(line[i]) for i in counts) * 1e6)
     summary = json.loads((MISC / "flops_summary_0.json").read_text())
     assert by_rank(MISC)[0].meta.extra["flops_summary"] == pytest.approx(summary)
     assert "flops_summary" not in profile.meta.extra
@@ -327,7 +355,8 @@ def test_old_flops_header_and_bad_cells(tmp_path: Path) -> None:
     (tmp_path / "flops_1.txt").write_text(
         "full_kernel_name, FLOPs, FLOPS, FLOPS utilization\n"
         "Default/Cast-op10, 12.5, 1, 1\n"
-        "Default/TransData-op11, lots, 1, 1\n")
+        "Default/TransData-op11, lots, 1, 1\n"
+    )
     (tmp_path / "flops_summary_1.json").write_text("[1, 2]")
     (profile,) = READER.read(tmp_path)
     messages = [str(w) for w in profile.warnings]
@@ -342,13 +371,21 @@ def test_old_flops_header_and_bad_cells(tmp_path: Path) -> None:
 def test_peak_memory_against_capacity_from_the_memory_summary(tmp_path: Path) -> None:
     """memory_usage_summary_{rank}.json holds GiB (MindSpore divides bytes by 1024**3)."""
     shutil.copy(MISC / "step_trace_raw_0_detail_time.csv", tmp_path)
-    (tmp_path / "memory_usage_summary_0.json").write_text(json.dumps(
-        {"capacity": 32.0, "allocations": 120, "deallocations": 118, "peak_mem": 30.5,
-         "static_mem": 1.25}))
+    (tmp_path / "memory_usage_summary_0.json").write_text(
+        json.dumps(
+            {
+                "capacity": 32.0,
+                "allocations": 120,
+                "deallocations": 118,
+                "peak_mem": 30.5,
+                "static_mem": 1.25,
+            }
+        )
+    )
     (profile,) = READER.read(tmp_path)
     (row,) = profile.tables["memory"].to_dict("records")
-    assert row["reserved_bytes"] == 30.5 * 1024 ** 3
-    assert row["capacity_bytes"] == 32 * 1024 ** 3
+    assert row["reserved_bytes"] == 30.5 * 1024**3
+    assert row["capacity_bytes"] == 32 * 1024**3
     assert row["device"] == "NPU:0"
     assert "memory_usage_summary_0.json" in profile.meta.files_read
     assert contract_problems(profile) == []
@@ -362,7 +399,8 @@ def test_memory_summary_without_a_number_warns(tmp_path: Path) -> None:
     (profile,) = READER.read(tmp_path)
     assert "memory" not in profile.tables and "steps" in profile.tables
     assert [(Path(w.file).name, w.problem) for w in profile.warnings] == [
-        ("memory_usage_summary_0.json", "peak_mem is not a number of GiB: 'x'")]
+        ("memory_usage_summary_0.json", "peak_mem is not a number of GiB: 'x'")
+    ]
 
 
 def test_flops_utilization_of_the_real_summary_feeds_eff_003() -> None:

@@ -8,12 +8,22 @@ from advisor.model import Profile, ProfileMeta, contract_problems
 
 
 def test_contract_problems_names_each_violation():
-    profile = Profile(ProfileMeta("t", "mem"), {
-        "steps": pd.DataFrame({"step": [1], "start_us": [0.0], "end_us": [1.0],
-                               "duration_us": [1.0], "colour": ["red"]}),
-        "device_ops": pd.DataFrame({"name": ["x"], "duration_us": [1.0]}),
-        "gadgets": pd.DataFrame({"a": [1]}),
-    })
+    profile = Profile(
+        ProfileMeta("t", "mem"),
+        {
+            "steps": pd.DataFrame(
+                {
+                    "step": [1],
+                    "start_us": [0.0],
+                    "end_us": [1.0],
+                    "duration_us": [1.0],
+                    "colour": ["red"],
+                }
+            ),
+            "device_ops": pd.DataFrame({"name": ["x"], "duration_us": [1.0]}),
+            "gadgets": pd.DataFrame({"a": [1]}),
+        },
+    )
     assert contract_problems(profile) == [
         "steps: unknown column 'colour'",
         "device_ops: missing required column 'core_type'",

@@ -15,26 +15,38 @@ from conftest import FIXTURE_DIR
 
 import advisor
 
-RANK0 = (FIXTURE_DIR / "real" / "ascend_pt"
-         / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT")
+RANK0 = FIXTURE_DIR / "real" / "ascend_pt" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
 
 
 @pytest.fixture(scope="module")
 def raw():
     events = json.loads((RANK0 / "trace_view.json").read_text(encoding="utf-8"))
-    names = {e["pid"]: e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
     complete = [e for e in events if e.get("ph") == "X"]
     step = next(e for e in complete if e["name"].startswith("ProfilerStep#"))
-    free = sum(Decimal(str(e["dur"])) for e in complete
-               if names.get(e["pid"]) == "Overlap Analysis" and e["name"] == "Free")
+    free = sum(
+        Decimal(str(e["dur"]))
+        for e in complete
+        if names.get(e["pid"]) == "Overlap Analysis" and e["name"] == "Free"
+    )
     compiles = [e for e in complete if e["name"] == "AscendCL@aclopCompileAndExecute"]
     with open(RANK0 / "kernel_details.csv", encoding="utf-8") as handle:
-        aicpu = [float(r["Duration(us)"]) for r in csv.DictReader(handle)
-                 if r["Accelerator Core"] == "AI_CPU" and float(r["Duration(us)"]) > 20]
-    return {"step_us": float(Decimal(str(step["dur"]))), "free_us": float(free),
-            "compiles": len(compiles),
-            "compile_us": float(sum(Decimal(str(e["dur"])) for e in compiles)), "aicpu": aicpu}
+        aicpu = [
+            float(r["Duration(us)"])
+            for r in csv.DictReader(handle)
+            if r["Accelerator Core"] == "AI_CPU" and float(r["Duration(us)"]) > 20
+        ]
+    return {
+        "step_us": float(Decimal(str(step["dur"]))),
+        "free_us": float(free),
+        "compiles": len(compiles),
+        "compile_us": float(sum(Decimal(str(e["dur"])) for e in compiles)),
+        "aicpu": aicpu,
+    }
 
 
 @pytest.fixture(scope="module")

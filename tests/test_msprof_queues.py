@@ -20,8 +20,7 @@ from advisor_plugins import msprof
 from advisor_plugins.builtin_rules import advisor_rule_paths
 from advisor_plugins.step_metrics import PROVIDERS
 
-PROF = (FIXTURE_DIR / "msprof_queues"
-        / "PROF_000004_20260110080000000_QUEUES")
+PROF = FIXTURE_DIR / "msprof_queues" / "PROF_000004_20260110080000000_QUEUES"
 OUT = PROF / "mindstudio_profiler_output"
 AICPU_MI = OUT / "aicpu_mi_20260110081500.csv"
 DP = OUT / "dp_20260110081500.csv"
@@ -48,15 +47,18 @@ def test_queues_per_device_from_merged_summaries() -> None:
     assert list(device["size"]) == [float(r["Queue Size"]) for r in reads]
     assert list(device["empty"]) == [r["Queue Size"] == "0" for r in reads]
     assert list(device["wait_us"]) == pytest.approx(
-        [float(r["End Time(us)"]) - float(r["Start Time(us)"]) for r in reads])
+        [float(r["End Time(us)"]) - float(r["Start Time(us)"]) for r in reads]
+    )
     assert list(device["step"]) == list(range(1, len(reads) + 1))
     assert list(host["size"]) == [float(r["Cached Buffer Size"]) for r in samples]
     assert list(host["step"]) == list(range(1, len(samples) + 1))
     # one time base per device: the earliest of both files
-    origin = min([float(r["Start Time(us)"]) for r in reads]
-                 + [float(r["Timestamp(us)"]) for r in samples])
+    origin = min(
+        [float(r["Start Time(us)"]) for r in reads] + [float(r["Timestamp(us)"]) for r in samples]
+    )
     assert list(device["time_us"]) == pytest.approx(
-        [float(r["Start Time(us)"]) - origin for r in reads])
+        [float(r["Start Time(us)"]) - origin for r in reads]
+    )
     assert host["time_us"].iloc[0] == 0.0
     other = profiles["1"].tables["queues"]
     assert set(other["queue"]) == {"device"}  # dp has no rows for device 1
@@ -68,7 +70,8 @@ def test_per_device_summary_without_device_column(tmp_path: Path) -> None:
     summary = tmp_path / "PROF_1" / "device_3" / "summary"
     summary.mkdir(parents=True)
     (summary / "aicpu_mi_3_1_1.csv").write_text(
-        "Node Name,Start Time(us),End Time(us),Queue Size\nq,10,30,0\nq,40,41,7\n")
+        "Node Name,Start Time(us),End Time(us),Queue Size\nq,10,30,0\nq,40,41,7\n"
+    )
     (profile,) = msprof.MsprofReader().read(tmp_path / "PROF_1")
     queues = profile.tables["queues"]
     assert profile.meta.device_id == "3"
@@ -80,8 +83,7 @@ def test_bad_queue_files_warn_and_keep_the_rest(tmp_path: Path) -> None:
     prof = tmp_path / PROF.name
     shutil.copytree(PROF, prof)
     out = prof / "mindstudio_profiler_output"
-    (out / AICPU_MI.name).write_text(
-        "Device_id,Node Name,Start Time(us),End Time(us)\n0,q,1,2\n")
+    (out / AICPU_MI.name).write_text("Device_id,Node Name,Start Time(us),End Time(us)\n0,q,1,2\n")
     dp = out / DP.name
     dp.write_text(dp.read_text().replace(",5\n", ",five\n"))
     (profile,) = msprof.MsprofReader().read(prof)
@@ -119,7 +121,8 @@ def test_data_rules_on_a_cann_export() -> None:
     assert findings["DATA-002"].values["device_empty_ratio"] == pytest.approx(empty / len(reads))
     host = [float(r["Cached Buffer Size"]) for r in rows(DP, "0")]
     assert findings["DATA-002"].values["host_empty_ratio"] == pytest.approx(
-        host.count(0.0) / len(host))
+        host.count(0.0) / len(host)
+    )
     waits = [float(r["End Time(us)"]) - float(r["Start Time(us)"]) for r in reads]
     assert findings["DATA-004"].impact_us == pytest.approx(sum(waits))
     assert findings["DATA-004"].values["mean_wait_us"] == pytest.approx(sum(waits) / len(waits))

@@ -29,11 +29,8 @@ FIXTURES = FIXTURE_DIR / "msprof"
 SMALL = FIXTURES / "PROF_000001_20260105093000123_SMALLCASE"
 MULTI = FIXTURES / "PROF_000002_20250610120000456_MULTIDEV"
 RAW = FIXTURES / "PROF_000003_20250101000000000_RAWONLY"
-REAL = (FIXTURE_DIR / "real" / "cann_timeline"
-        / "PROF_000001_20230818142704322_COJGGGCANRMICFBC")
+REAL = FIXTURE_DIR / "real" / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 SMALL_OP_SUMMARY = "mindstudio_profiler_output/op_summary_20260105093512.csv"
-
-
 
 
 def read(path: Path) -> list:
@@ -105,10 +102,15 @@ def test_small_meta() -> None:
     profile = read_one(SMALL)
     meta = profile.meta
     assert (meta.device_id, meta.source_format, meta.framework, meta.device_kind) == (
-        "0", "msprof-summary", "CANN", "NPU")
+        "0",
+        "msprof-summary",
+        "CANN",
+        "NPU",
+    )
     assert sorted(meta.files_read) == sorted(
         f"mindstudio_profiler_output/{t}_20260105093512.csv"
-        for t in ("op_summary", "step_trace", "op_statistic", "api_statistic"))
+        for t in ("op_summary", "step_trace", "op_statistic", "api_statistic")
+    )
     assert meta.extra["ai_core_num"] == 24 and meta.extra["aiv_num"] == 48
     assert meta.extra["time_origin_us"] == 1767576605001000.0
     assert profile.warnings == []
@@ -117,17 +119,19 @@ def test_small_meta() -> None:
 
 def test_small_steps_every_column() -> None:
     steps = read_one(SMALL).tables["steps"]
-    expected = pd.DataFrame({
-        "step": [1, 2, 3, 4, 5],
-        "start_us": [0.0, 9000, 19000, 28000, 39500],
-        "end_us": [8000.0, 17000, 27500, 36500, 48500],
-        "duration_us": [8000.0, 8000, 8500, 8500, 9000],
-        "fp_bp_us": [6000.0, 6000, 6000, 6000, 7000],
-        "grad_refresh_us": [2000.0, 2000, 2500, 2500, 2000],
-        "data_aug_bound_us": [np.nan, 1000, 2000, 500, 3000],
-        "reduce_us": [1400.0, 1400, 1600, 1400, 1000],
-        "model_id": pd.array([1, 1, 1, 1, 1], dtype="Int64"),
-    })
+    expected = pd.DataFrame(
+        {
+            "step": [1, 2, 3, 4, 5],
+            "start_us": [0.0, 9000, 19000, 28000, 39500],
+            "end_us": [8000.0, 17000, 27500, 36500, 48500],
+            "duration_us": [8000.0, 8000, 8500, 8500, 9000],
+            "fp_bp_us": [6000.0, 6000, 6000, 6000, 7000],
+            "grad_refresh_us": [2000.0, 2000, 2500, 2500, 2000],
+            "data_aug_bound_us": [np.nan, 1000, 2000, 500, 3000],
+            "reduce_us": [1400.0, 1400, 1600, 1400, 1000],
+            "model_id": pd.array([1, 1, 1, 1, 1], dtype="Int64"),
+        }
+    )
     pd.testing.assert_frame_equal(steps[list(expected.columns)], expected, check_dtype=False)
     assert steps["step"].dtype == "int64" and steps["model_id"].dtype == "Int64"
 
@@ -168,19 +172,34 @@ def test_small_device_ops_cells() -> None:
     comm = ops.loc["hcom_allReduce__010_0_1"]
     assert pd.isna(comm["stream"]) and pd.isna(comm["task_id"])
     assert (comm["category"], comm["start_us"], comm["duration_us"]) == (
-        "communication", 6100.0, 800.0)
+        "communication",
+        6100.0,
+        800.0,
+    )
 
 
 def test_small_op_stats_ratio_is_a_fraction() -> None:
     stats = read_one(SMALL).tables["op_stats"].set_index(["op_type", "core_type"])
-    assert stats["ratio"].to_dict() == pytest.approx({
-        ("Conv2D", "AI_CORE"): 0.4, ("MatMulV2", "AI_CORE"): 0.2,
-        ("FlashAttentionScore", "MIX_AIC"): 0.192, ("SoftmaxV2", "AI_VECTOR_CORE"): 0.1,
-        ("LayerNorm", "AI_VECTOR_CORE"): 0.06, ("DropOutGenMask", "AI_CPU"): 0.026,
-        ("NonZero", "AI_CPU"): 0.012, ("GatherV2", "AI_CPU"): 0.01})
+    assert stats["ratio"].to_dict() == pytest.approx(
+        {
+            ("Conv2D", "AI_CORE"): 0.4,
+            ("MatMulV2", "AI_CORE"): 0.2,
+            ("FlashAttentionScore", "MIX_AIC"): 0.192,
+            ("SoftmaxV2", "AI_VECTOR_CORE"): 0.1,
+            ("LayerNorm", "AI_VECTOR_CORE"): 0.06,
+            ("DropOutGenMask", "AI_CPU"): 0.026,
+            ("NonZero", "AI_CPU"): 0.012,
+            ("GatherV2", "AI_CPU"): 0.01,
+        }
+    )
     row = stats.loc[("DropOutGenMask", "AI_CPU")]
     assert (row["count"], row["total_us"], row["avg_us"], row["min_us"], row["max_us"]) == (
-        2, 65.0, 32.5, 25.0, 40.0)
+        2,
+        65.0,
+        32.5,
+        25.0,
+        40.0,
+    )
 
 
 def test_small_host_ops_from_api_statistic() -> None:
@@ -221,7 +240,10 @@ def test_multidev_two_profiles_slices_and_newest_export() -> None:
         assert_contract(profile)
         assert len(profile.tables["steps"]) == 20
         assert profile.tables["device_ops"]["core_type"].value_counts().to_dict() == {
-            "AI_CORE": 2740, "AI_CPU": 60, "COMMUNICATION": 40}
+            "AI_CORE": 2740,
+            "AI_CPU": 60,
+            "COMMUNICATION": 40,
+        }
         assert profile.meta.extra["ai_core_num"] == 32
     # slices: 1500 + 1340 rows, read in slice order
     assert "device_1/summary/op_summary_1_1_1_slice_1.csv" in dev1.meta.files_read
@@ -262,7 +284,8 @@ def test_old_header_start_time_in_ns(tmp_path: Path) -> None:
         "Model Name,Model ID,Task ID,Stream ID,Infer ID,Op Name,OP Type,Task Type,"
         "Task Start Time,Task Duration(us),Task Wait Time(us),Block Dim,Mix Block Dim\n"
         "resnet,1,3,2,1,conv1,Conv2D,AI_CORE,5000000000,10.5,0,32,0\n"
-        "resnet,1,4,2,1,relu1,Relu,AI_CORE,5000012000,2,1.5,32,0\n")
+        "resnet,1,4,2,1,relu1,Relu,AI_CORE,5000012000,2,1.5,32,0\n"
+    )
     profile = read_one(tmp_path / "PROF_x")
     assert profile.meta.device_id == "2"
     ops = profile.tables["device_ops"]
@@ -303,8 +326,11 @@ def test_real_timeline_device_comm_and_host_ops() -> None:
     assert (cast["stream"].tolist(), cast["task_id"].tolist()) == ([2], [4])
     assert (ops["wait_us"] >= 0).all()
     (comm,) = profile.tables["comm_ops"].itertuples()
-    assert (comm.name, comm.op, comm.transport) == ("Default/AllReduce-op534_0", "allreduce",
-                                                   "SDMA")
+    assert (comm.name, comm.op, comm.transport) == (
+        "Default/AllReduce-op534_0",
+        "allreduce",
+        "SDMA",
+    )
     assert comm.duration_us == pytest.approx(41534.3)
     host = profile.tables["host_ops"]
     assert host[["name", "level", "kind"]].values.tolist() == [["Infer", "GE", "cann_api"]]
@@ -344,7 +370,7 @@ def test_truncated_task_time_json_falls_back_to_msprof_json(tmp_path: Path) -> N
     prof = copy_fixture(REAL, tmp_path)
     path = prof / "device_0" / "timeline" / "task_time_0_2_1.json"
     data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 2])
+    path.write_bytes(data[: len(data) // 2])
     profile = read_one(prof)
     (warning,) = profile.warnings
     assert relative(warning, profile) == "device_0/timeline/task_time_0_2_1.json"
@@ -362,11 +388,14 @@ def test_op_summary_without_task_duration(tmp_path: Path) -> None:
         rows = list(csv.reader(fh))
     drop = rows[0].index("Task Duration(us)")
     with open(path, "w", newline="") as fh:
-        csv.writer(fh).writerows([r[:drop] + r[drop + 1:] for r in rows])
+        csv.writer(fh).writerows([r[:drop] + r[drop + 1 :] for r in rows])
     profile = read_one(prof)
     (warning,) = profile.warnings
     assert (relative(warning, profile), warning.problem, warning.column) == (
-        SMALL_OP_SUMMARY, "missing column 'Task Duration(us)'", "Task Duration(us)")
+        SMALL_OP_SUMMARY,
+        "missing column 'Task Duration(us)'",
+        "Task Duration(us)",
+    )
     assert "device_ops" not in profile.tables
     assert {"steps", "op_stats", "host_ops"} <= set(profile.tables)
 
@@ -383,10 +412,15 @@ def test_text_in_numeric_column(tmp_path: Path) -> None:
     profile = read_one(prof)
     (warning,) = profile.warnings
     assert (relative(warning, profile), warning.line, warning.column) == (
-        SMALL_OP_SUMMARY, 4, "Task Duration(us)")
+        SMALL_OP_SUMMARY,
+        4,
+        "Task Duration(us)",
+    )
     assert warning.problem == "2 cells are not numbers (first: 'abc')"
-    assert str(warning) == (f"{prof / SMALL_OP_SUMMARY}:4: 2 cells are not numbers (first: 'abc') "
-                            "(column 'Task Duration(us)')")
+    assert str(warning) == (
+        f"{prof / SMALL_OP_SUMMARY}:4: 2 cells are not numbers (first: 'abc') "
+        "(column 'Task Duration(us)')"
+    )
     ops = profile.tables["device_ops"]
     assert ops["duration_us"].isna().sum() == 2 and len(ops) == 36
     assert len(profile.tables["steps"]) == 5
@@ -402,8 +436,10 @@ def test_unreadable_file(tmp_path: Path) -> None:
             assert profile.warnings == [] and "op_stats" in profile.tables
         else:
             (warning,) = profile.warnings
-            assert (relative(warning, profile)
-                    == "mindstudio_profiler_output/op_statistic_20260105093512.csv")
+            assert (
+                relative(warning, profile)
+                == "mindstudio_profiler_output/op_statistic_20260105093512.csv"
+            )
             assert warning.problem.startswith("cannot read file")
             assert "op_stats" not in profile.tables
         assert {"steps", "device_ops", "host_ops"} <= set(profile.tables)
@@ -445,14 +481,20 @@ def test_demo_shows_its_problems() -> None:
 
 def test_load_json_repairs_only_known_trailers(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
-    for text, expected in (('[{"a": 1}] [ true]', [{"a": 1}]), ('[1, 2]]', [1, 2]),
-                           ('[1, 2,]', [1, 2])):
+    for text, expected in (
+        ('[{"a": 1}] [ true]', [{"a": 1}]),
+        ("[1, 2]]", [1, 2]),
+        ("[1, 2,]", [1, 2]),
+    ):
         path.write_text(text)
         assert load_json(path) == expected
-    for text, message in (("", "empty file"), ("  \n", "empty file"),
-                          ('[{"a": 1}, {"b"', "truncated JSON (ends at byte 15)"),
-                          ('[1, 2] {"x": 1}', "invalid JSON at byte 7"),
-                          ("\xff\xfe", "invalid JSON at byte 0")):
+    for text, message in (
+        ("", "empty file"),
+        ("  \n", "empty file"),
+        ('[{"a": 1}, {"b"', "truncated JSON (ends at byte 15)"),
+        ('[1, 2] {"x": 1}', "invalid JSON at byte 7"),
+        ("\xff\xfe", "invalid JSON at byte 0"),
+    ):
         path.write_bytes(text.encode("latin-1"))
         with pytest.raises(UnreadableInput, match=message.replace("(", r"\(").replace(")", r"\)")):
             load_json(path)
@@ -462,20 +504,22 @@ def test_load_json_repairs_only_known_trailers(tmp_path: Path) -> None:
 
 def test_read_csv_strings_duplicates_bom_tabs(tmp_path: Path) -> None:
     path = tmp_path / "s.csv"
-    path.write_bytes("\ufeffID,Start(us),Dur,Start(us) ,Dur\t\n"
-                     '1,10.5\t,"1,5",20\t,N/A\n2, 11\t,3,,4\n'.encode())
+    path.write_bytes(
+        '\ufeffID,Start(us),Dur,Start(us) ,Dur\t\n1,10.5\t,"1,5",20\t,N/A\n2, 11\t,3,,4\n'.encode()
+    )
     names, frame = read_csv_strings(path)
     assert names == ["ID", "Start(us)", "Dur", "Start(us)", "Dur"]
     assert list(frame.columns) == ["ID", "Start(us)", "Dur", "Start(us)#2", "Dur#2"]
-    assert frame.values.tolist() == [["1", "10.5", "1,5", "20", "N/A"],
-                                     ["2", "11", "3", "", "4"]]
+    assert frame.values.tolist() == [["1", "10.5", "1,5", "20", "N/A"], ["2", "11", "3", "", "4"]]
     path.write_text("a,b\n")
     names, frame = read_csv_strings(path)
     assert names == ["a", "b"] and frame.empty and list(frame.columns) == ["a", "b"]
     path.write_text("a,b\n1,2,3\n4\n")  # ragged rows: the C engine fallback
     told = []
     assert read_csv_strings(path, lambda f, p, **_: told.append(p))[1].values.tolist() == [
-        ["1", "2"], ["4", ""]]
+        ["1", "2"],
+        ["4", ""],
+    ]
     assert len(told) == 1 and "extra cells ignored" in told[0]
 
 
@@ -498,24 +542,42 @@ def test_to_numbers_reports_bad_cells_once() -> None:
 def test_export_names_and_newest_selection(tmp_path: Path) -> None:
     name = parse_export_name("op_summary_1_1_1_slice_2_20250610120511.csv")
     assert (name.type, name.device, name.model, name.iteration, name.slice, name.timestamp) == (
-        "op_summary", 1, 1, 1, 2, "20250610120511")
+        "op_summary",
+        1,
+        1,
+        1,
+        2,
+        "20250610120511",
+    )
     merged = parse_export_name("step_trace_slice_1_20260105093512.csv")
     assert (merged.type, merged.device, merged.slice) == ("step_trace", None, 1)
     old = parse_export_name("l2_cache_0_3.csv")
     assert (old.type, old.device, old.model, old.iteration) == ("l2_cache", 0, None, 3)
     assert parse_export_name("op_summary.csv") is None
     assert parse_export_name("info.json.0") is None
-    files = [Path(n) for n in (
-        "op_summary_slice_1_20260105093512.csv", "op_summary_slice_0_20260105093512.csv",
-        "op_summary_20260101000000.csv", "op_summary_slice_0_20251231000000.csv",
-        "msprof_0_2_1.json", "msprof_0_2_2.json", "README.md")]
+    files = [
+        Path(n)
+        for n in (
+            "op_summary_slice_1_20260105093512.csv",
+            "op_summary_slice_0_20260105093512.csv",
+            "op_summary_20260101000000.csv",
+            "op_summary_slice_0_20251231000000.csv",
+            "msprof_0_2_1.json",
+            "msprof_0_2_2.json",
+            "README.md",
+        )
+    ]
     chosen, superseded = select_exports(files)
-    assert chosen["op_summary"] == [Path("op_summary_slice_0_20260105093512.csv"),
-                                    Path("op_summary_slice_1_20260105093512.csv")]
+    assert chosen["op_summary"] == [
+        Path("op_summary_slice_0_20260105093512.csv"),
+        Path("op_summary_slice_1_20260105093512.csv"),
+    ]
     assert chosen["msprof"] == [Path("msprof_0_2_1.json"), Path("msprof_0_2_2.json")]
     (old_export,) = superseded
-    assert old_export.ignored == (Path("op_summary_20260101000000.csv"),
-                                  Path("op_summary_slice_0_20251231000000.csv"))
+    assert old_export.ignored == (
+        Path("op_summary_20260101000000.csv"),
+        Path("op_summary_slice_0_20251231000000.csv"),
+    )
 
 
 def test_a_far_off_task_time_is_ignored_and_named(tmp_path: Path) -> None:
@@ -533,6 +595,9 @@ def test_a_far_off_task_time_is_ignored_and_named(tmp_path: Path) -> None:
     profile, full = read_one(folder), read_one(REAL)
     assert "broken_clock_task" not in set(profile.tables["device_ops"]["name"])
     assert profile.tables["steps"]["start_us"].tolist() == pytest.approx(
-        full.tables["steps"]["start_us"].tolist())
-    assert any("more than a day away" in w.problem and "broken_clock_task" in w.problem
-               for w in profile.warnings)
+        full.tables["steps"]["start_us"].tolist()
+    )
+    assert any(
+        "more than a day away" in w.problem and "broken_clock_task" in w.problem
+        for w in profile.warnings
+    )

@@ -31,17 +31,23 @@ def rank_copy(tmp_path: Path, rank: int, slow_by_us: float = 0.0) -> Path:
     if slow_by_us:
         csv = target / STEP_TRACE
         frame = pd.read_csv(csv, dtype=str)
-        frame["Iteration Time(us)"] = (frame["Iteration Time(us)"].astype(float)
-                                       + slow_by_us).map("{:.3f}".format)
+        frame["Iteration Time(us)"] = (frame["Iteration Time(us)"].astype(float) + slow_by_us).map(
+            "{:.3f}".format
+        )
         csv.write_text(frame.to_csv(index=False))
     return target
 
 
 def summary(result) -> list[tuple]:
-    return [(a.profile.meta.rank, a.profile.meta.source_format,
-             {k: len(v) for k, v in a.tables.items()},
-             [(f.rule.id, round(f.impact_us or 0, 3)) for f in a.findings])
-            for a in result.analyses]
+    return [
+        (
+            a.profile.meta.rank,
+            a.profile.meta.source_format,
+            {k: len(v) for k, v in a.tables.items()},
+            [(f.rule.id, round(f.impact_us or 0, 3)) for f in a.findings],
+        )
+        for a in result.analyses
+    ]
 
 
 @pytest.mark.integration
@@ -66,8 +72,11 @@ def test_parallel_reading_reports_a_corrupt_rank_and_keeps_the_others(tmp_path):
 
 
 def test_cluster_names_the_slow_rank(tmp_path):
-    paths = [rank_copy(tmp_path, 0), rank_copy(tmp_path, 1, slow_by_us=1_500),
-             rank_copy(tmp_path, 2)]
+    paths = [
+        rank_copy(tmp_path, 0),
+        rank_copy(tmp_path, 1, slow_by_us=1_500),
+        rank_copy(tmp_path, 2),
+    ]
     result = advisor.analyze(*paths)
     cluster = result.analyses[-1]
     assert cluster.profile.meta.source_format == "cluster"
@@ -78,8 +87,9 @@ def test_cluster_names_the_slow_rank(tmp_path):
     (finding,) = cluster.findings
     assert finding.rule.id == "CLUSTER-001" and finding.values["slow_rank"] == 1
     assert finding.impact_us == pytest.approx(1_500 * 5)
-    assert [f.rule.id for a in result.analyses[:-1] for f in a.findings
-            if f.rule.id == "CLUSTER-001"] == []
+    assert [
+        f.rule.id for a in result.analyses[:-1] for f in a.findings if f.rule.id == "CLUSTER-001"
+    ] == []
 
 
 def test_cluster_report_is_written(tmp_path):
@@ -96,20 +106,62 @@ def test_cluster_report_is_written(tmp_path):
 
 
 def test_compute_classes_follow_the_compare_tool():
-    ops = pd.DataFrame({
-        "name": ["FlashAttentionScore_1", "Conv2D_3", "MatMulV2_1", "Add_1", "Relu", "DropOut",
-                 "hcom_allReduce", "MemcpyAsync", "ampere_sgemm_128x64_nn", "elementwise_add"],
-        "op_type": ["FlashAttentionScore", "Conv2D", "MatMulV2", "Add", "Relu",
-                    "DropOutGenMask", "hcom_allReduce_", None, None, None],
-        "core_type": ["MIX_AIC", "AI_CORE", "AI_CORE", "AI_VECTOR_CORE", "AI_CORE", "AI_CPU",
-                      "COMMUNICATION", "SDMA", "GPU", "GPU"],
-        "category": ["compute"] * 6 + ["communication", "memcpy", "compute", "compute"],
-        "duration_us": 1.0})
+    ops = pd.DataFrame(
+        {
+            "name": [
+                "FlashAttentionScore_1",
+                "Conv2D_3",
+                "MatMulV2_1",
+                "Add_1",
+                "Relu",
+                "DropOut",
+                "hcom_allReduce",
+                "MemcpyAsync",
+                "ampere_sgemm_128x64_nn",
+                "elementwise_add",
+            ],
+            "op_type": [
+                "FlashAttentionScore",
+                "Conv2D",
+                "MatMulV2",
+                "Add",
+                "Relu",
+                "DropOutGenMask",
+                "hcom_allReduce_",
+                None,
+                None,
+                None,
+            ],
+            "core_type": [
+                "MIX_AIC",
+                "AI_CORE",
+                "AI_CORE",
+                "AI_VECTOR_CORE",
+                "AI_CORE",
+                "AI_CPU",
+                "COMMUNICATION",
+                "SDMA",
+                "GPU",
+                "GPU",
+            ],
+            "category": ["compute"] * 6 + ["communication", "memcpy", "compute", "compute"],
+            "duration_us": 1.0,
+        }
+    )
     profile = Profile(ProfileMeta("t", "mem"), {"device_ops": conform("device_ops", ops)})
     derive(profile, ["device_ops.compute_class"], PROVIDERS)
     assert profile.tables["device_ops"]["compute_class"].tolist() == [
-        "flash_attention", "conv", "matmul", "vector", "cube", "aicpu", "communication",
-        "memcpy", "matmul", "other_compute"]
+        "flash_attention",
+        "conv",
+        "matmul",
+        "vector",
+        "cube",
+        "aicpu",
+        "communication",
+        "memcpy",
+        "matmul",
+        "other_compute",
+    ]
 
 
 def test_progress_only_on_a_terminal(monkeypatch, capsys):
@@ -144,13 +196,21 @@ def test_cluster_communication_fallback_ignores_link_rows():
     from advisor.cluster import build_cluster
 
     def rank(number: int, op_us: float) -> Profile:
-        steps = pd.DataFrame({"step": [1, 2], "start_us": [0.0, 100.0], "end_us": [100.0, 200.0],
-                              "duration_us": [100.0, 100.0]})
-        comm = pd.DataFrame({"name": ["allreduce", "0->1"], "kind": ["op", "link"],
-                             "duration_us": [op_us, 1_000.0]})
+        steps = pd.DataFrame(
+            {
+                "step": [1, 2],
+                "start_us": [0.0, 100.0],
+                "end_us": [100.0, 200.0],
+                "duration_us": [100.0, 100.0],
+            }
+        )
+        comm = pd.DataFrame(
+            {"name": ["allreduce", "0->1"], "kind": ["op", "link"], "duration_us": [op_us, 1_000.0]}
+        )
         meta = ProfileMeta("t", f"/r{number}", rank=number)
-        return Profile(meta, {"steps": conform("steps", steps),
-                              "comm_ops": conform("comm_ops", comm)})
+        return Profile(
+            meta, {"steps": conform("steps", steps), "comm_ops": conform("comm_ops", comm)}
+        )
 
     cluster = build_cluster([rank(0, 60.0), rank(1, 20.0)])
     assert cluster.tables["ranks"]["communication_us"].tolist() == [30.0, 10.0]
@@ -170,11 +230,19 @@ def test_cluster_names_the_straggler_metric(tmp_path):
     from advisor.cluster import build_cluster
 
     def rank(number: int, computing: float) -> Profile:
-        steps = pd.DataFrame({"step": [1, 2], "start_us": [0.0, 1000.0],
-                              "end_us": [1000.0, 2000.0], "duration_us": [1000.0, 1000.0],
-                              "computing_us": computing, "free_us": 100.0})
-        return Profile(ProfileMeta("t", f"/r{number}", rank=number),
-                       {"steps": conform("steps", steps)})
+        steps = pd.DataFrame(
+            {
+                "step": [1, 2],
+                "start_us": [0.0, 1000.0],
+                "end_us": [1000.0, 2000.0],
+                "duration_us": [1000.0, 1000.0],
+                "computing_us": computing,
+                "free_us": 100.0,
+            }
+        )
+        return Profile(
+            ProfileMeta("t", f"/r{number}", rank=number), {"steps": conform("steps", steps)}
+        )
 
     cluster = build_cluster([rank(r, 800.0 + 400 * (r == 3) + r) for r in range(5)])
     ranks = cluster.tables["ranks"].set_index("rank")

@@ -42,8 +42,17 @@ from advisor.outputs import report_names as _report_names
 KINETO = FIXTURE_DIR / "kineto_own/healthy.pt.trace.json.gz"
 OWN = FIXTURE_DIR / "kineto_own"
 OUTPUTS = {"prof_rule_0.json", "report.html", "operator_tuning_file.cfg", MANIFEST}
-UNSAFE = ("../../escape", "/abs/path", "a/../../b", "nul\x00byte", "ctl\x01\x1b[31m\r\n\t",
-          "..", ".hidden", " ", "x" * 250)
+UNSAFE = (
+    "../../escape",
+    "/abs/path",
+    "a/../../b",
+    "nul\x00byte",
+    "ctl\x01\x1b[31m\r\n\t",
+    "..",
+    ".hidden",
+    " ",
+    "x" * 250,
+)
 
 
 def run(*args: object) -> int:
@@ -74,12 +83,14 @@ def interrupt_renaming_to(name: str, monkeypatch) -> None:
         if Path(dst).name == name:
             raise KeyboardInterrupt
         real_replace(src, dst)
+
     monkeypatch.setattr(os, "replace", interrupted)
 
 
 @pytest.mark.parametrize("where", ["render", "write", "rename"])
-def test_interrupted_run_leaves_the_earlier_report_intact(tmp_path: Path, monkeypatch,
-                                                          where: str) -> None:
+def test_interrupted_run_leaves_the_earlier_report_intact(
+    tmp_path: Path, monkeypatch, where: str
+) -> None:
     out = tmp_path / "out"
     assert run(DEMO, "-o", out) == 0
     before = snapshot(out)
@@ -90,8 +101,10 @@ def test_interrupted_run_leaves_the_earlier_report_intact(tmp_path: Path, monkey
     if where == "render":
         monkeypatch.setattr(advisor.render.html, "render_html", fail_render)
     elif where == "write":  # the disk fills up while the temp file is being written
+
         def disk_full(fd: int) -> None:
             raise OSError(errno.ENOSPC, "No space left on device")
+
         monkeypatch.setattr(os, "fsync", disk_full)
     else:  # Ctrl-C after the temp file is complete, before it takes the report's name
         interrupt_renaming_to("report.html", monkeypatch)
@@ -125,7 +138,8 @@ def test_reports_get_the_permissions_of_any_new_file(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == dict.fromkeys(
-        OUTPUTS, 0o644)
+        OUTPUTS, 0o644
+    )
 
 
 @pytest.mark.parametrize("key", ["device_id", "rank", "path"])
@@ -134,15 +148,20 @@ def test_report_names_never_leave_the_folder(key: str) -> None:
     meta may hold anything."""
     metas = []
     for text in UNSAFE:
-        meta = SimpleNamespace(device_id=None, rank=None, source_format="kineto",
-                               path=f"/data/{text.replace('/', '_').replace(chr(0), '_')}.json")
+        meta = SimpleNamespace(
+            device_id=None,
+            rank=None,
+            source_format="kineto",
+            path=f"/data/{text.replace('/', '_').replace(chr(0), '_')}.json",
+        )
         if key == "device_id":
             meta.device_id = text
         elif key == "rank":
             meta.rank = text  # a plugin's rank is meant to be an int; names must not rely on it
         metas.append(meta)
-    result = SimpleNamespace(analyses=[SimpleNamespace(profile=SimpleNamespace(meta=m))
-                                       for m in metas])
+    result = SimpleNamespace(
+        analyses=[SimpleNamespace(profile=SimpleNamespace(meta=m)) for m in metas]
+    )
     names = _report_names(result)
     assert len(set(names)) == len(UNSAFE)
     for name in names:
@@ -176,7 +195,8 @@ def manifest(folder: Path) -> dict:
 
 
 def test_fewer_ranks_remove_the_earlier_ranks_reports_and_keep_the_users_files(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     out = tmp_path / "out"
     assert run(ddp4_ranks(tmp_path / "four", range(4)), "-o", out, "--format", "json,html") == 0
     # CPU ranks have no device id: their reports are named by rank, and say so
@@ -185,12 +205,18 @@ def test_fewer_ranks_remove_the_earlier_ranks_reports_and_keep_the_users_files(
     (out / "prof_rule_7.json").write_text("{}", encoding="utf-8")  # not written by advisor
 
     assert run(ddp4_ranks(tmp_path / "two", range(2)), "-o", out, "--format", "json") == 0
-    assert set(snapshot(out)) == {"prof_rule_rank0.json", "prof_rule_rank1.json",
-                                  "prof_rule_cluster.json", "notes.txt", "prof_rule_7.json",
-                                  MANIFEST}
+    assert set(snapshot(out)) == {
+        "prof_rule_rank0.json",
+        "prof_rule_rank1.json",
+        "prof_rule_cluster.json",
+        "notes.txt",
+        "prof_rule_7.json",
+        MANIFEST,
+    }
     assert (out / "notes.txt").read_text(encoding="utf-8") == "my notes"
-    assert manifest(out)["outputs"] == {"run": ["prof_rule_rank0.json", "prof_rule_rank1.json",
-                                                "prof_rule_cluster.json"]}
+    assert manifest(out)["outputs"] == {
+        "run": ["prof_rule_rank0.json", "prof_rule_rank1.json", "prof_rule_cluster.json"]
+    }
 
 
 def test_tuning_file_removed_when_no_operator_is_advised_any_more(tmp_path: Path) -> None:
@@ -201,9 +227,24 @@ def test_tuning_file_removed_when_no_operator_is_advised_any_more(tmp_path: Path
     assert set(snapshot(out)) == {"prof_rule_0.json", "report.html", MANIFEST}
 
 
-HOSTILE_ENTRIES = ["../victim.txt", "../../etc/passwd", "{passwd}", "{victim}", "sub/x.json",
-                   "..", ".", "", ".hidden", "link.json", "folder.json", MANIFEST,
-                   "a\\..\\..\\victim.txt", 7, None, ["x"]]
+HOSTILE_ENTRIES = [
+    "../victim.txt",
+    "../../etc/passwd",
+    "{passwd}",
+    "{victim}",
+    "sub/x.json",
+    "..",
+    ".",
+    "",
+    ".hidden",
+    "link.json",
+    "folder.json",
+    MANIFEST,
+    "a\\..\\..\\victim.txt",
+    7,
+    None,
+    ["x"],
+]
 
 
 def test_hostile_manifest_entries_are_never_removed(tmp_path: Path) -> None:
@@ -219,12 +260,17 @@ def test_hostile_manifest_entries_are_never_removed(tmp_path: Path) -> None:
     (out / "sub/x.json").write_text("keep", encoding="utf-8")
     (out / ".hidden").write_text("keep", encoding="utf-8")
     (out / "link.json").symlink_to(victim)
-    entries = [str(victim) if e == "{victim}" else str(passwd) if e == "{passwd}" else e
-               for e in HOSTILE_ENTRIES]
-    (out / MANIFEST).write_text(json.dumps({"outputs": {"run": entries, "compare": entries}}),
-                                encoding="utf-8")
-    assert read_manifest(out) == {"run": ["link.json", "folder.json"],
-                                  "compare": ["link.json", "folder.json"]}
+    entries = [
+        str(victim) if e == "{victim}" else str(passwd) if e == "{passwd}" else e
+        for e in HOSTILE_ENTRIES
+    ]
+    (out / MANIFEST).write_text(
+        json.dumps({"outputs": {"run": entries, "compare": entries}}), encoding="utf-8"
+    )
+    assert read_manifest(out) == {
+        "run": ["link.json", "folder.json"],
+        "compare": ["link.json", "folder.json"],
+    }
 
     assert run(DEMO, "-o", out, "--format", "json") == 0
     assert victim.read_text(encoding="utf-8") == "keep me"
@@ -234,11 +280,20 @@ def test_hostile_manifest_entries_are_never_removed(tmp_path: Path) -> None:
     assert manifest(out)["outputs"]["run"] == ["prof_rule_0.json", "operator_tuning_file.cfg"]
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b"\xff\xfe", b"[1, 2]", b"null",
-                                     b'{"outputs": "prof_rule_0.json"}',
-                                     b'{"outputs": {"run": "report.html"}}',
-                                     b'{"outputs": {"run": {"report.html": 1}}}',
-                                     b"[" * 100_000])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"{not json",
+        b"\xff\xfe",
+        b"[1, 2]",
+        b"null",
+        b'{"outputs": "prof_rule_0.json"}',
+        b'{"outputs": {"run": "report.html"}}',
+        b'{"outputs": {"run": {"report.html": 1}}}',
+        b"[" * 100_000,
+    ],
+)
 def test_corrupt_manifest_is_ignored(tmp_path: Path, content: bytes) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -278,15 +333,22 @@ def test_run_and_compare_into_one_folder_keep_each_others_outputs(tmp_path: Path
     out = tmp_path / "out"
     assert run(DEMO, "-o", out, "--format", "json") == 0
     base, slow = OWN / "compare_base.pt.trace.json.gz", OWN / "compare_slow.pt.trace.json.gz"
-    compare = CliRunner().invoke(main, ["compare", str(base), str(slow), "-o", str(out), "-q",
-                                        "--format", "json,html"])
+    compare = CliRunner().invoke(
+        main, ["compare", str(base), str(slow), "-o", str(out), "-q", "--format", "json,html"]
+    )
     assert compare.exit_code == 0, compare.output
     assert {"prof_rule_0.json", "compare.json", "compare.html"} <= set(snapshot(out))
-    again = CliRunner().invoke(main, ["compare", str(base), str(slow), "-o", str(out), "-q",
-                                      "--format", "json"])
+    again = CliRunner().invoke(
+        main, ["compare", str(base), str(slow), "-o", str(out), "-q", "--format", "json"]
+    )
     assert again.exit_code == 0, again.output
-    assert set(snapshot(out)) == {"prof_rule_0.json", "operator_tuning_file.cfg",
-                                  "compare.json", "prof_rule_compare.json", MANIFEST}
+    assert set(snapshot(out)) == {
+        "prof_rule_0.json",
+        "operator_tuning_file.cfg",
+        "compare.json",
+        "prof_rule_compare.json",
+        MANIFEST,
+    }
 
 
 def test_write_outputs_api(tmp_path: Path) -> None:
@@ -316,11 +378,16 @@ def test_output_dir_api_refuses_a_folder_inside_an_input(tmp_path: Path) -> None
 def test_write_compare_outputs_api(tmp_path: Path) -> None:
     result = compare(OWN / "compare_base.pt.trace.json.gz", OWN / "compare_slow.pt.trace.json.gz")
     written = write_compare_outputs(result, tmp_path / "cmp")
-    assert [p.name for p in written] == ["compare.json", "prof_rule_compare.json",
-                                         "compare.html", "performance_comparison_result.xlsx"]
+    assert [p.name for p in written] == [
+        "compare.json",
+        "prof_rule_compare.json",
+        "compare.html",
+        "performance_comparison_result.xlsx",
+    ]
     assert read_manifest(tmp_path / "cmp") == {"compare": [p.name for p in written]}
     document = compare_stdout_document(result)
     assert json.loads((tmp_path / "cmp/compare.json").read_text("utf-8")) == document["compare"]
     assert write_compare_outputs(result, tmp_path / "cmp", ["xlsx"]) == [
-        tmp_path / "cmp/performance_comparison_result.xlsx"]
+        tmp_path / "cmp/performance_comparison_result.xlsx"
+    ]
     assert set(snapshot(tmp_path / "cmp")) == {"performance_comparison_result.xlsx", MANIFEST}

@@ -21,8 +21,22 @@ EXAMPLE = "advisor/examples/PROF_000001_20260105100000000_DEMO"
 def installed(tmp_path_factory) -> Path:
     """The wheel built from this checkout, installed into a folder of its own."""
     work = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
-                    "--no-build-isolation", "-q", "-w", str(work)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(work),
+        ],
+        check=True,
+        timeout=300,
+    )
     (wheel,) = work.glob("dl_perf_advisor-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "advisor_rules/step.yaml" in names and "advisor_plugins/msprof/__init__.py" in names
@@ -31,23 +45,50 @@ def installed(tmp_path_factory) -> Path:
     assert f"{EXAMPLE}/mindstudio_profiler_output/op_summary_20260105100731.csv" in names
     assert not any(n.startswith("tests/") for n in names)
     site = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
-                    str(site), str(wheel)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+    )
     return site
 
 
 def run_installed(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, "-m", "advisor", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "advisor", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_installed_wheel_runs_the_bundled_example(installed, tmp_path):
     where = subprocess.run(
-        [sys.executable, "-c", "import advisor, advisor_rules, advisor_plugins;"
-         "print(advisor.__file__, advisor_rules.__file__, advisor_plugins.__file__)"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(installed)}, capture_output=True,
-        text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import advisor, advisor_rules, advisor_plugins;"
+            "print(advisor.__file__, advisor_rules.__file__, advisor_plugins.__file__)",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(installed)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert all(path.startswith(str(installed)) for path in where.stdout.split())
     proc = run_installed(installed, tmp_path, "run", str(installed / EXAMPLE), "-o", "out")
     assert proc.returncode == 0, proc.stderr

@@ -24,8 +24,9 @@ def replacement_rule(tmp_path: Path, title: str, name: str) -> Path:
     folder = tmp_path / name
     folder.mkdir()
     text = (ROOT / "rules/step.yaml").read_text(encoding="utf-8")
-    (folder / "step.yaml").write_text(text.replace("Data augmentation bound is high", title),
-                                      encoding="utf-8")
+    (folder / "step.yaml").write_text(
+        text.replace("Data augmentation bound is high", title), encoding="utf-8"
+    )
     return folder
 
 
@@ -64,16 +65,19 @@ def test_hooks_are_called_in_pluggys_order_and_the_first_wins():
         @hookimpl
         def advisor_functions():
             return {"team_factor": lambda: value}
+
         return SimpleNamespace(advisor_functions=advisor_functions)
 
     def early_functions():
         @hookimpl(trylast=True)
         def advisor_functions():
             return {"team_factor": lambda: "last"}
+
         return SimpleNamespace(advisor_functions=advisor_functions)
 
-    host = PluginHost(extra=[("a", functions("a")), ("b", functions("b")),
-                             ("c", early_functions())])
+    host = PluginHost(
+        extra=[("a", functions("a")), ("b", functions("b")), ("c", early_functions())]
+    )
     # pluggy calls the last registered first, trylast ones after everything else
     called = [name for name, _ in host.call("advisor_functions")]
     assert called[:2] == ["b", "a"] and called[-1] == "c"

@@ -25,8 +25,9 @@ from advisor.formats.csv_text import read_csv_strings
 from advisor.formats.numbers import to_numbers
 from advisor.formats.stream import EventStream
 
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 # ---------------------------------------------------------------------------------------------
 # CSV normalisation
@@ -61,8 +62,13 @@ def test_numbers_round_trip(values: list[float]) -> None:
 
 
 @SETTINGS
-@given(st.lists(st.one_of(finite.map(repr), st.sampled_from(["abc", "inf", "1e999", "x1"])),
-                min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.one_of(finite.map(repr), st.sampled_from(["abc", "inf", "1e999", "x1"])),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_bad_cells_become_nan_with_one_warning(cells: list[str]) -> None:
     warn = Warnings()
     out = to_numbers(pd.Series(cells), file="f.csv", column="c", warn=warn)
@@ -74,10 +80,13 @@ def test_bad_cells_become_nan_with_one_warning(cells: list[str]) -> None:
 
 
 @SETTINGS
-@given(st.lists(st.lists(st.text(max_size=8), min_size=1, max_size=4), min_size=0, max_size=6),
-       st.binary(max_size=40))
-def test_read_csv_strings_only_unreadable(tmp_path: Path, rows: list[list[str]],
-                                          noise: bytes) -> None:
+@given(
+    st.lists(st.lists(st.text(max_size=8), min_size=1, max_size=4), min_size=0, max_size=6),
+    st.binary(max_size=40),
+)
+def test_read_csv_strings_only_unreadable(
+    tmp_path: Path, rows: list[list[str]], noise: bytes
+) -> None:
     path = tmp_path / "t.csv"
     path.write_bytes("\n".join(",".join(r) for r in rows).encode("utf-8", "replace") + noise)
     try:
@@ -91,11 +100,18 @@ def test_read_csv_strings_only_unreadable(tmp_path: Path, rows: list[list[str]],
 # ---------------------------------------------------------------------------------------------
 # trace decoding
 
-scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53), finite,
-                   st.text(alphabet=st.characters(codec="utf-8"), max_size=8))
-event = st.dictionaries(st.sampled_from(["ph", "name", "ts", "dur", "pid", "tid", "args"]),
-                        st.one_of(scalar, st.dictionaries(st.text(max_size=4), scalar,
-                                                          max_size=3)), max_size=7)
+scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**53), 2**53),
+    finite,
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=8),
+)
+event = st.dictionaries(
+    st.sampled_from(["ph", "name", "ts", "dur", "pid", "tid", "args"]),
+    st.one_of(scalar, st.dictionaries(st.text(max_size=4), scalar, max_size=3)),
+    max_size=7,
+)
 events = st.lists(event, max_size=40)
 
 
@@ -106,8 +122,9 @@ def decode_all(path: Path, chunk: int) -> list:
 
 @SETTINGS
 @given(events, st.booleans(), st.sampled_from([16, 64, 257, 1 << 20]))
-def test_batch_size_does_not_change_events(tmp_path: Path, items: list, wrapped: bool,
-                                           chunk: int) -> None:
+def test_batch_size_does_not_change_events(
+    tmp_path: Path, items: list, wrapped: bool, chunk: int
+) -> None:
     doc = {"traceEvents": items, "x": 1} if wrapped else items
     path = tmp_path / "t.json"
     path.write_bytes(orjson.dumps(doc))
@@ -116,17 +133,18 @@ def test_batch_size_does_not_change_events(tmp_path: Path, items: list, wrapped:
 
 @SETTINGS
 @given(events, st.booleans(), st.floats(0, 1), st.sampled_from([16, 64, 1 << 20]))
-def test_cut_anywhere_only_unreadable(tmp_path: Path, items: list, wrapped: bool,
-                                      where: float, chunk: int) -> None:
+def test_cut_anywhere_only_unreadable(
+    tmp_path: Path, items: list, wrapped: bool, where: float, chunk: int
+) -> None:
     data = orjson.dumps({"traceEvents": items} if wrapped else items)
     path = tmp_path / "t.json"
-    path.write_bytes(data[:int(len(data) * where)])
+    path.write_bytes(data[: int(len(data) * where)])
     try:
         got = decode_all(path, chunk)
     except UnreadableInput as exc:
         assert "t.json" in str(exc)
         return
-    assert got == items[:len(got)]  # a prefix of the events, never invented ones
+    assert got == items[: len(got)]  # a prefix of the events, never invented ones
 
 
 @SETTINGS
@@ -144,8 +162,14 @@ def test_random_bytes_only_unreadable(tmp_path: Path, data: bytes, chunk: int) -
 TABLE = pd.DataFrame({"a": [1.0, -2.5, 3.0, 0.0], "b": [4.0, 5.0, -6.0, 0.5]})
 SCOPE = Scope(tables={"t": TABLE}, values={"x": 3.0, "y": -1.5}, functions={})
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
-CMPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-        "==": operator.eq, "!=": operator.ne}
+CMPS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 
 
 def terms(depth: int) -> st.SearchStrategy[tuple[str, object]]:
@@ -153,12 +177,17 @@ def terms(depth: int) -> st.SearchStrategy[tuple[str, object]]:
     leaf = st.one_of(
         st.integers(-20, 20).map(lambda n: (f"({n})", float(n))),
         st.sampled_from(["x", "y"]).map(lambda n: (n, SCOPE.values[n])),
-        st.sampled_from(["a", "b"]).map(lambda c: (f"t.{c}", list(TABLE[c]))))
+        st.sampled_from(["a", "b"]).map(lambda c: (f"t.{c}", list(TABLE[c]))),
+    )
     if depth == 0:
         return leaf
     sub = terms(depth - 1)
-    return st.one_of(leaf, st.tuples(sub, st.sampled_from(sorted(OPS)), sub).map(
-        lambda t: (f"({t[0][0]} {t[1]} {t[2][0]})", _apply(OPS[t[1]], t[0][1], t[2][1]))))
+    return st.one_of(
+        leaf,
+        st.tuples(sub, st.sampled_from(sorted(OPS)), sub).map(
+            lambda t: (f"({t[0][0]} {t[1]} {t[2][0]})", _apply(OPS[t[1]], t[0][1], t[2][1]))
+        ),
+    )
 
 
 def _apply(op, left, right):  # noqa: ANN001, ANN202 (scalars or per-row lists)
@@ -191,8 +220,12 @@ def test_comparisons_match_python(left: tuple, cmp: str, right: tuple) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.one_of(st.text(max_size=60),
-                 st.text(alphabet="t.abxy()+-*/%<>=! 0123456789[]'\"_andortin", max_size=40)))
+@given(
+    st.one_of(
+        st.text(max_size=60),
+        st.text(alphabet="t.abxy()+-*/%<>=! 0123456789[]'\"_andortin", max_size=40),
+    )
+)
 def test_random_text_only_expr_error(text: str) -> None:
     with contextlib.suppress(ExprError):
         evaluate(text)

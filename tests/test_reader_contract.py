@@ -33,11 +33,25 @@ class SloppyReader:
         rank = int(path.stem.split("_")[1])
         starts = [0.0, 1000.0, 2100.0]
         ends = [str(s + d) for s, d in zip(starts, STEPS_US)] if rank == 0 else ["soon"] * 3
-        steps = pd.DataFrame({"step": [1, 2, 3], "start_us": starts, "end_us": ends,
-                              "duration_us": STEPS_US, "note": ["x"] * 3})
-        return [Profile(ProfileMeta("sloppy", str(path), rank=rank, world_size=2), {
-            "steps": steps, "mystery": pd.DataFrame({"a": [1]}),
-            "device_ops": pd.DataFrame({"name": ["MatMul"]})})]
+        steps = pd.DataFrame(
+            {
+                "step": [1, 2, 3],
+                "start_us": starts,
+                "end_us": ends,
+                "duration_us": STEPS_US,
+                "note": ["x"] * 3,
+            }
+        )
+        return [
+            Profile(
+                ProfileMeta("sloppy", str(path), rank=rank, world_size=2),
+                {
+                    "steps": steps,
+                    "mystery": pd.DataFrame({"a": [1]}),
+                    "device_ops": pd.DataFrame({"name": ["MatMul"]}),
+                },
+            )
+        ]
 
 
 @hookimpl
@@ -64,8 +78,10 @@ def test_bad_reader_output_is_warned_about_and_every_rank_reported(ranks, tmp_pa
     for analysis in by_rank.values():
         problems = [w.problem for w in analysis.profile.warnings if w.reader == source]
         assert "unknown table 'mystery'; the table is left out" in problems
-        assert "table 'device_ops' lacks its required column 'core_type'; the table is left " \
-               "out" in problems
+        assert (
+            "table 'device_ops' lacks its required column 'core_type'; the table is left "
+            "out" in problems
+        )
         assert "steps: undocumented column 'note' left out" in problems
         assert "mystery" not in analysis.tables and "device_ops" not in analysis.tables
         assert analysis.tables["steps"]["end_us"].dtype == "float64"
@@ -73,7 +89,8 @@ def test_bad_reader_output_is_warned_about_and_every_rank_reported(ranks, tmp_pa
     assert not any("end_us" in w.problem for w in by_rank[0].profile.warnings)
     assert by_rank[0].tables["steps"]["end_us"].tolist() == [1000.0, 2100.0, 3150.0]
     assert "steps.end_us: 3 of 3 values are not float64 and are left out" in [
-        w.problem for w in by_rank[1].profile.warnings]
+        w.problem for w in by_rank[1].profile.warnings
+    ]
     written = write_outputs(result, tmp_path / "out", ["json"], host)
     names = {p.name for p in written}
     assert {"prof_rule_rank0.json", "prof_rule_rank1.json"} <= names
@@ -95,13 +112,17 @@ def test_reader_returning_no_profiles_list_is_one_input_error(tmp_path):
     host = PluginHost(extra=[("wrong", SimpleNamespace(advisor_readers=advisor_readers))])
     result = advisor.analyze(path, host=host)
     (error,) = result.input_errors
-    assert "reader 'sloppy' (plugin 'wrong') returned dict, not a list of " \
-           "advisor.model.Profile" in str(error)
+    assert (
+        "reader 'sloppy' (plugin 'wrong') returned dict, not a list of "
+        "advisor.model.Profile" in str(error)
+    )
 
 
 def test_conformed_tables_pass_untouched():
-    steps = advisor.model.conform("steps", pd.DataFrame(
-        {"step": [1], "start_us": [0.0], "end_us": [5.0], "duration_us": [5.0]}))
+    steps = advisor.model.conform(
+        "steps",
+        pd.DataFrame({"step": [1], "start_us": [0.0], "end_us": [5.0], "duration_us": [5.0]}),
+    )
     profile = Profile(ProfileMeta("t", "mem"), {"steps": steps})
     hold_to_contract(profile, "reader 't'")
     assert profile.tables["steps"] is steps and profile.warnings == []
@@ -113,4 +134,5 @@ def test_plugin_tables_are_held_to_their_own_spec():
     hold_to_contract(profile, "reader 't'", {"team_costs": spec})
     assert profile.tables["team_costs"]["cost"].tolist()[0] == 1.0
     assert [w.problem for w in profile.warnings] == [
-        "team_costs.cost: 1 of 2 values are not float64 and are left out"]
+        "team_costs.cost: 1 of 2 values are not float64 and are left out"
+    ]

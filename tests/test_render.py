@@ -40,30 +40,46 @@ def valid(report: dict) -> dict:
 
 
 def minimal_report(path: str = "/data/prof_empty") -> dict:
-    return valid({
-        "status": 0,
-        "data": {},
-        "advisor": {"version": "0.1.0", "generated_at": "2024-05-01T12:00:00Z"},
-        "profile": {
-            "source_format": "msprof", "path": path, "framework": "pytorch",
-            "device_kind": "npu", "files_read": [],
-        },
-        "summary": {"findings": 0, "by_severity": {}, "total_time_us": None},
-        "metrics": {"steps": [], "core_types": []},
-        "not_applicable": [],
-        "warnings": [],
-        "rules": {},
-        "rule_errors": [],
-    })
+    return valid(
+        {
+            "status": 0,
+            "data": {},
+            "advisor": {"version": "0.1.0", "generated_at": "2024-05-01T12:00:00Z"},
+            "profile": {
+                "source_format": "msprof",
+                "path": path,
+                "framework": "pytorch",
+                "device_kind": "npu",
+                "files_read": [],
+            },
+            "summary": {"findings": 0, "by_severity": {}, "total_time_us": None},
+            "metrics": {"steps": [], "core_types": []},
+            "not_applicable": [],
+            "warnings": [],
+            "rules": {},
+            "rule_errors": [],
+        }
+    )
 
 
 def finding(rank: int, severity: str, title: str, impact_us: float, **extra: object) -> dict:
     f = {
-        "Rule Subtype": title, "Rule Suggestion": "try this", "Tuning Data": [],
-        "rule_id": f"R{rank:03d}", "rule_name": f"rule_{rank}", "title": title,
-        "severity": severity, "message": f"{title} costs time.", "values": {}, "params": {},
-        "impact_us": impact_us, "impact_ratio": impact_us / 100_000, "rank": rank,
-        "evidence": None, "suggestions": [f"fix {title.lower()}"], "source": "rules/x.yaml",
+        "Rule Subtype": title,
+        "Rule Suggestion": "try this",
+        "Tuning Data": [],
+        "rule_id": f"R{rank:03d}",
+        "rule_name": f"rule_{rank}",
+        "title": title,
+        "severity": severity,
+        "message": f"{title} costs time.",
+        "values": {},
+        "params": {},
+        "impact_us": impact_us,
+        "impact_ratio": impact_us / 100_000,
+        "rank": rank,
+        "evidence": None,
+        "suggestions": [f"fix {title.lower()}"],
+        "source": "rules/x.yaml",
     }
     f.update(extra)
     return f
@@ -72,16 +88,27 @@ def finding(rank: int, severity: str, title: str, impact_us: float, **extra: obj
 def full_report() -> dict:
     """Two findings stored out of rank order, with evidence, skipped rules and warnings."""
     report = copy.deepcopy(minimal_report("/data/prof_run"))
-    report["profile"].update(device_name="Ascend910B", device_id="3", rank=3, world_size=8,
-                             files_read=["op_summary_0.csv", "step_trace_0.csv"])
+    report["profile"].update(
+        device_name="Ascend910B",
+        device_id="3",
+        rank=3,
+        world_size=8,
+        files_read=["op_summary_0.csv", "step_trace_0.csv"],
+    )
     second = finding(
-        2, "medium", "Small operators dominate", 4_000.0,
+        2,
+        "medium",
+        "Small operators dominate",
+        4_000.0,
         message="Many tiny ops " + HOSTILE,
         values={"small_op_ratio": 0.42, HOSTILE: 1},
         params={"max_ratio": 0.3},
     )
     first = finding(
-        1, "high", "AI CPU operators on the critical path", 23_456.0,
+        1,
+        "high",
+        "AI CPU operators on the critical path",
+        23_456.0,
         message=(
             "AI CPU operators took a long share of every step; moving them to AI Core kernels "
             "or replacing them with equivalent supported operators would shorten each step."
@@ -102,12 +129,20 @@ def full_report() -> dict:
             {"Rule Type": "computation", "Rule Description": "compute rules", "result": [first]}
         ],
     }
-    report["summary"] = {"findings": 2, "by_severity": {"high": 1, "medium": 1, "low": 0},
-                         "total_time_us": 1_000_000.0}
+    report["summary"] = {
+        "findings": 2,
+        "by_severity": {"high": 1, "medium": 1, "low": 0},
+        "total_time_us": 1_000_000.0,
+    }
     report["metrics"] = {
         "steps": [
-            {"step": n, "duration_us": 100_000.0, "fp_bp_us": 70_000.0,
-             "grad_refresh_us": 20_000.0, "data_aug_bound_us": 5_000.0}
+            {
+                "step": n,
+                "duration_us": 100_000.0,
+                "fp_bp_us": 70_000.0,
+                "grad_refresh_us": 20_000.0,
+                "data_aug_bound_us": 5_000.0,
+            }
             for n in (1, 2, 3)
         ],
         "core_types": [
@@ -116,15 +151,31 @@ def full_report() -> dict:
         ],
     }
     report["not_applicable"] = [
-        {"rule_id": "R900", "rule_name": "comm_slow", "title": "Slow communication",
-         "missing": ["comm_ops.bandwidth_gbps"], "reason": "missing",
-         "collect": [f"profile with communication {HOSTILE}"]},
-        {"rule_id": "R901", "rule_name": "queue_empty", "title": "Empty queues",
-         "missing": [HOSTILE], "reason": "not_recorded", "collect": []},
+        {
+            "rule_id": "R900",
+            "rule_name": "comm_slow",
+            "title": "Slow communication",
+            "missing": ["comm_ops.bandwidth_gbps"],
+            "reason": "missing",
+            "collect": [f"profile with communication {HOSTILE}"],
+        },
+        {
+            "rule_id": "R901",
+            "rule_name": "queue_empty",
+            "title": "Empty queues",
+            "missing": [HOSTILE],
+            "reason": "not_recorded",
+            "collect": [],
+        },
     ]
     report["warnings"] = [
-        {"file": f"op_summary_{HOSTILE}.csv", "line": 12, "column": "Task Duration(us)",
-         "problem": f"not a number: {HOSTILE}", "reader": "msprof"},
+        {
+            "file": f"op_summary_{HOSTILE}.csv",
+            "line": 12,
+            "column": "Task Duration(us)",
+            "problem": f"not a number: {HOSTILE}",
+            "reader": "msprof",
+        },
     ]
     report["rules"] = {"R001": {"source": "rules/x.yaml", "params": {}, "outcome": "fired"}}
     return valid(report)
@@ -191,10 +242,29 @@ TINY_US, TINY_SHARE, LONG_US, SIZE = 3.14159, 0.0004, 12_345.0, 1.5 * 2**20
 
 def test_every_renderer_shows_a_value_the_same_way() -> None:
     report = full_report()
-    report["data"] = {"g": [{"Rule Type": "g", "Rule Description": "", "result": [
-        finding(1, "high", "Tiny", TINY_US, impact_ratio=TINY_SHARE, evidence={
-            "table": "device_ops", "columns": ["name", "duration_us", "bytes"],
-            "rows": [["op", TINY_US, SIZE]], "total_rows": 1})]}]}
+    report["data"] = {
+        "g": [
+            {
+                "Rule Type": "g",
+                "Rule Description": "",
+                "result": [
+                    finding(
+                        1,
+                        "high",
+                        "Tiny",
+                        TINY_US,
+                        impact_ratio=TINY_SHARE,
+                        evidence={
+                            "table": "device_ops",
+                            "columns": ["name", "duration_us", "bytes"],
+                            "rows": [["op", TINY_US, SIZE]],
+                            "total_rows": 1,
+                        },
+                    )
+                ],
+            }
+        ]
+    }
     text = render_text([valid(report)], width=120)
     page = render_html([report])
     assert "3.14 µs (<0.1%)" in text
@@ -202,14 +272,22 @@ def test_every_renderer_shows_a_value_the_same_way() -> None:
     assert ">Bytes (MiB)<" in page and ">1.50<" in page  # evidence: the unit in the header
 
     compare = render_compare_html(report, compare_document())
-    overall = compare[compare.index('id="overall-table"'):]
+    overall = compare[compare.index('id="overall-table"') :]
     cells = re.findall(r'<td class="num[^"]*">([^<]*)</td>', overall)
     assert cells[:4] == ["3.14 µs", "12.3 ms", "+12.3 ms", "&lt;0.1%"]
     assert cells[5:9] == ["1.50 MiB", "1.50 MiB", "0 B", "100.0%"]  # [4]: kernels per step
-    assert "<td class=\"\">3.14 µs</td>" in compare and "<td class=\"\">1.50 MiB</td>" in compare
+    assert '<td class="">3.14 µs</td>' in compare and '<td class="">1.50 MiB</td>' in compare
 
-    table = format_table(pd.DataFrame({"name": ["op", "big"], "time_us": [TINY_US, LONG_US],
-                                       "share": [TINY_SHARE, 0.5], "bytes": [SIZE, SIZE]}))
+    table = format_table(
+        pd.DataFrame(
+            {
+                "name": ["op", "big"],
+                "time_us": [TINY_US, LONG_US],
+                "share": [TINY_SHARE, 0.5],
+                "bytes": [SIZE, SIZE],
+            }
+        )
+    )
     head, _, *rows = table.splitlines()
     assert head.split() == ["name", "time", "(ms)", "share", "(%)", "memory", "(MiB)"]
     assert rows[0].split() == ["op", "<0.01", "<0.1", "1.50"]
@@ -221,25 +299,49 @@ def test_every_renderer_shows_a_value_the_same_way() -> None:
 def test_html_column_headings_come_from_the_catalog() -> None:
     report = full_report()
     first = report["data"]["computation"][0]["result"][0]
-    first["evidence"] = {"table": "aoe_ops", "columns": ["mode", "diff_us", "queue"],
-                         "rows": [["op", 1.0, "q"]], "total_rows": 1}
+    first["evidence"] = {
+        "table": "aoe_ops",
+        "columns": ["mode", "diff_us", "queue"],
+        "rows": [["op", 1.0, "q"]],
+        "total_rows": 1,
+    }
     report["advisor"]["lang"] = "zh"
     page = render_html([valid(report)])
     assert ">模式<" in page and ">差值 (µs)<" in page and ">Queue<" in page
 
 
 def compare_document() -> dict:
-    run = {"path": "/data/run", "source_format": "kineto", "framework": "pytorch",
-           "device_kind": "gpu", "steps": 1}
+    run = {
+        "path": "/data/run",
+        "source_format": "kineto",
+        "framework": "pytorch",
+        "device_kind": "gpu",
+        "steps": 1,
+    }
     return {
-        "advisor": {"version": "0.1.0"}, "baseline": run, "comparison": run,
+        "advisor": {"version": "0.1.0"},
+        "baseline": run,
+        "comparison": run,
         "options": {"use_input_shape": False, "max_kernel_num": None, "op_name_map": {}},
         "tables": {
             "compare_overall": [
-                {"metric": "e2e", "unit": "µs", "base": TINY_US, "comparison": LONG_US,
-                 "diff": LONG_US - TINY_US, "ratio": TINY_SHARE},
-                {"metric": "memory_peak", "unit": "bytes", "base": SIZE, "comparison": SIZE,
-                 "diff": 0.0, "ratio": 1.0}],
+                {
+                    "metric": "e2e",
+                    "unit": "µs",
+                    "base": TINY_US,
+                    "comparison": LONG_US,
+                    "diff": LONG_US - TINY_US,
+                    "ratio": TINY_SHARE,
+                },
+                {
+                    "metric": "memory_peak",
+                    "unit": "bytes",
+                    "base": SIZE,
+                    "comparison": SIZE,
+                    "diff": 0.0,
+                    "ratio": 1.0,
+                },
+            ],
             "compare_op_stats": [{"op": "op", "base_us": TINY_US, "diff_us": 1.0}],
             "compare_memory": [{"op": "op", "base_bytes": SIZE, "diff_bytes": 0.0}],
         },
@@ -258,8 +360,12 @@ def test_html_findings_in_rank_order_with_details() -> None:
     assert "showing 4 of 17 rows" in page
     assert "Replace the AI CPU ops listed in the evidence." in page
     assert "max_aicpu_ratio" in page and "5.0%" in page  # thresholds next to measured values
-    for heading in ("Data missing from this profile", "Reader warnings", "Step breakdown",
-                    "Time by core type"):
+    for heading in (
+        "Data missing from this profile",
+        "Reader warnings",
+        "Step breakdown",
+        "Time by core type",
+    ):
         assert heading in page
     assert "R900" in page and "comm_ops.bandwidth_gbps" in page
     assert "Rule errors" not in page  # only shown when there are some
@@ -269,8 +375,13 @@ def test_html_findings_in_rank_order_with_details() -> None:
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_html_escapes_profile_strings(payload: str) -> None:
     page = render_html([full_report()], title=payload)
-    escaped = (payload.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-               .replace('"', "&#34;").replace("'", "&#39;"))
+    escaped = (
+        payload.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&#34;")
+        .replace("'", "&#39;")
+    )
     assert escaped in page
     if escaped != payload:
         assert payload not in page.replace("</style>", "", 1)  # the page's own </style> aside
@@ -287,7 +398,7 @@ def own_script_only(page: str) -> bool:
     """The page's one script is the packaged report.js, byte for byte (the CSP hash admits
     nothing else)."""
     start = page.index("<script>") + len("<script>")
-    return page[start:page.index("</script>", start)] == _script()
+    return page[start : page.index("</script>", start)] == _script()
 
 
 def test_html_only_closes_style_once() -> None:
@@ -322,8 +433,14 @@ def test_html_charts_have_one_bar_per_step_and_core_type() -> None:
 def test_html_prefers_device_split_and_limits_long_runs() -> None:
     report = full_report()
     report["metrics"]["steps"] = [
-        {"step": n, "duration_us": 1000.0, "computing_us": 600.0,
-         "comm_not_overlapped_us": 300.0, "free_us": 100.0, "fp_bp_us": 900.0}
+        {
+            "step": n,
+            "duration_us": 1000.0,
+            "computing_us": 600.0,
+            "comm_not_overlapped_us": 300.0,
+            "free_us": 100.0,
+            "fp_bp_us": 900.0,
+        }
         for n in range(250)
     ]
     page = render_html([valid(report)])
@@ -342,9 +459,17 @@ def cluster_report(ranks: list[dict]) -> dict:
 
 
 def test_html_cluster_chart_has_one_bar_per_rank() -> None:
-    ranks = [{"rank": r, "steps": 10, "duration_us": 1000.0 + 500 * (r == 2),
-              "computing_us": 600.0 + 500 * (r == 2), "comm_not_overlapped_us": 300.0,
-              "free_us": 100.0} for r in range(4)]
+    ranks = [
+        {
+            "rank": r,
+            "steps": 10,
+            "duration_us": 1000.0 + 500 * (r == 2),
+            "computing_us": 600.0 + 500 * (r == 2),
+            "comm_not_overlapped_us": 300.0,
+            "free_us": 100.0,
+        }
+        for r in range(4)
+    ]
     page = render_html([cluster_report(ranks)])
     assert page.count('class="rank-bar"') == 4
     for r in range(4):
@@ -354,8 +479,10 @@ def test_html_cluster_chart_has_one_bar_per_rank() -> None:
 
 
 def test_html_cluster_chart_scrolls_for_a_thousand_ranks() -> None:
-    ranks = [{"rank": r, "steps": 1, "duration_us": 1000.0, "communication_us": 200.0}
-             for r in range(1000)]
+    ranks = [
+        {"rank": r, "steps": 1, "duration_us": 1000.0, "communication_us": 200.0}
+        for r in range(1000)
+    ]
     page = render_html([cluster_report(ranks)])
     assert page.count('class="rank-bar"') == 1000
     assert 'class="rank-scroll"' in page
@@ -381,11 +508,19 @@ def test_html_overview_lists_every_profile() -> None:
 
 def test_html_fifty_findings_get_a_ranking_table() -> None:
     report = full_report()
-    report["data"] = {"many": [{"Rule Type": "many", "Rule Description": "", "result": [
-        finding(n, "low", f"Finding number {n}", 1000.0 / n) for n in range(50, 0, -1)
-    ]}]}
+    report["data"] = {
+        "many": [
+            {
+                "Rule Type": "many",
+                "Rule Description": "",
+                "result": [
+                    finding(n, "low", f"Finding number {n}", 1000.0 / n) for n in range(50, 0, -1)
+                ],
+            }
+        ]
+    }
     page = render_html([valid(report)])
-    ranking = page[page.index('<table class="ranking sortable">'):]
+    ranking = page[page.index('<table class="ranking sortable">') :]
     positions = [ranking.index(f">Finding number {n}<") for n in range(1, 51)]
     assert positions == sorted(positions)
     assert page.count('<article class="finding') == 50
@@ -470,16 +605,19 @@ def test_html_many_ranks_lead_with_the_cluster_and_collapse_the_ranks() -> None:
     cluster = minimal_report("/run")
     cluster["profile"].update(source_format="cluster", world_size=len(ranks))
     page = render_html([*ranks, valid(cluster)])
-    sections = re.findall(r'<section class="profile" id="p\d+">\s*<h2><span class="mono">([^<]*)',
-                          page)
+    sections = re.findall(
+        r'<section class="profile" id="p\d+">\s*<h2><span class="mono">([^<]*)', page
+    )
     assert sections[0].endswith("/run") and len(sections) == 12
     assert page.count('<details class="profile-details">') == 11  # every rank, not the cluster
     assert page.index('<section class="profile" id="p1">') < page.index(
-        '<details class="profile-details">')
-    assert [int(re.search(r"rank(\d+)$", label).group(1)) for label in sections[1:]] == \
-        list(range(11))  # in numeric order, whatever order they came in
+        '<details class="profile-details">'
+    )
+    assert [int(re.search(r"rank(\d+)$", label).group(1)) for label in sections[1:]] == list(
+        range(11)
+    )  # in numeric order, whatever order they came in
     assert "11 rank sections below start collapsed" in page
-    overview = page[page.index('<table class="overview sortable">'):page.index("</table>")]
+    overview = page[page.index('<table class="overview sortable">') : page.index("</table>")]
     assert overview.count('data-sort="10"') >= 1  # ranks sort as numbers in the table
     few = render_html([*ranks[:3], valid(cluster)])
     assert '<details class="profile-details">' not in few  # a handful of ranks stays open

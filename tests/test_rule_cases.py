@@ -65,7 +65,8 @@ def test_every_builtin_rule_has_a_firing_and_a_silent_case():
     assert set(ruleset.rules) == firing == silent == measured
     # one case file per rule file, holding the cases of that file's rules
     assert {p.name.removesuffix(".case.yaml") for p in files} == {
-        p.stem for p in RULES_DIR.glob("*.yaml") if not p.name.endswith(".case.yaml")}
+        p.stem for p in RULES_DIR.glob("*.yaml") if not p.name.endswith(".case.yaml")
+    }
 
 
 def test_failing_case_reports_the_differing_value(tmp_path):
@@ -83,8 +84,10 @@ def test_failing_case_reports_the_differing_value(tmp_path):
 
 
 def test_invalid_case_file_is_one_line_and_exit_2(tmp_path):
-    path = write(tmp_path / "bad.case.yaml",
-                 {"rule": "STEP-001", "cases": [steps_case("typo", 2000, fire=True)]})
+    path = write(
+        tmp_path / "bad.case.yaml",
+        {"rule": "STEP-001", "cases": [steps_case("typo", 2000, fire=True)]},
+    )
     result = invoke(path)
     assert result.exit_code == 2
     (line,) = [ln for ln in result.output.splitlines() if str(path) in ln]
@@ -93,8 +96,9 @@ def test_invalid_case_file_is_one_line_and_exit_2(tmp_path):
 
 
 def test_unknown_rule_table_and_column_are_one_line_errors(tmp_path):
-    unknown_rule = write(tmp_path / "a.case.yaml",
-                         {"rule": "STEP-999", "cases": [steps_case("x", 1, fires=False)]})
+    unknown_rule = write(
+        tmp_path / "a.case.yaml", {"rule": "STEP-999", "cases": [steps_case("x", 1, fires=False)]}
+    )
     bad_table = steps_case("t", 1, fires=False)
     bad_table["tables"] = {"stepz": [{"step": 1}]}
     bad_column = steps_case("c", 1, fires=False)
@@ -105,14 +109,18 @@ def test_unknown_rule_table_and_column_are_one_line_errors(tmp_path):
     assert result.exit_code == 2
     assert f"{unknown_rule}: [STEP-999]: no rule 'STEP-999' in effect" in result.output
     assert "unknown table 'stepz' (did you mean 'steps'?)" in result.output
-    assert ("unknown column of table 'steps': 'durations_us' (did you mean 'duration_us'?)"
-            in result.output)
+    assert (
+        "unknown column of table 'steps': 'durations_us' (did you mean 'duration_us'?)"
+        in result.output
+    )
     assert "Traceback" not in result.output
 
 
 def test_silent_case_may_not_check_finding_values(tmp_path):
-    path = write(tmp_path / "s.case.yaml", {"rule": "STEP-001", "cases": [
-        steps_case("s", 1, fires=False, values={"ratio": 0})]})
+    path = write(
+        tmp_path / "s.case.yaml",
+        {"rule": "STEP-001", "cases": [steps_case("s", 1, fires=False, values={"ratio": 0})]},
+    )
     result = invoke(path)
     assert result.exit_code == 2
     assert "expect.values needs fires: true" in result.output
@@ -120,22 +128,48 @@ def test_silent_case_may_not_check_finding_values(tmp_path):
 
 def test_user_rule_with_its_case_file_passes(tmp_path):
     rule = {
-        "id": "TEAM-001", "name": "many-casts", "title": "Many Cast tasks", "type": "Computation",
+        "id": "TEAM-001",
+        "name": "many-casts",
+        "title": "Many Cast tasks",
+        "type": "Computation",
         "params": {"max_count": 2},
         "let": {"casts": 'count(device_ops.op_type == "Cast")'},
         "when": "casts > max_count",
-        "message": "{{ casts }} casts", "suggestions": ["Cast less."],
+        "message": "{{ casts }} casts",
+        "suggestions": ["Cast less."],
         "docs": "Counts Cast tasks; fires above max_count.",
     }
     write(tmp_path / "team.yaml", [rule])
-    cast = {"name": "c", "op_type": "Cast", "core_type": "AI_CORE", "category": "compute",
-            "duration_us": 5}
-    write(tmp_path / "team.case.yaml", {"rule": "TEAM-001", "cases": [
-        {"name": "three casts", "tables": {"device_ops": [cast] * 3},
-         "expect": {"fires": True, "values": {"casts": 3}, "message_contains": "3 casts"}},
-        {"name": "three casts allowed", "params": {"max_count": 3},
-         "tables": {"device_ops": [cast] * 3}, "expect": {"fires": False}},
-    ]})
+    cast = {
+        "name": "c",
+        "op_type": "Cast",
+        "core_type": "AI_CORE",
+        "category": "compute",
+        "duration_us": 5,
+    }
+    write(
+        tmp_path / "team.case.yaml",
+        {
+            "rule": "TEAM-001",
+            "cases": [
+                {
+                    "name": "three casts",
+                    "tables": {"device_ops": [cast] * 3},
+                    "expect": {
+                        "fires": True,
+                        "values": {"casts": 3},
+                        "message_contains": "3 casts",
+                    },
+                },
+                {
+                    "name": "three casts allowed",
+                    "params": {"max_count": 3},
+                    "tables": {"device_ops": [cast] * 3},
+                    "expect": {"fires": False},
+                },
+            ],
+        },
+    )
     result = invoke(tmp_path, "--rules", tmp_path)
     assert result.exit_code == 0, result.output
     assert "PASS TEAM-001 three casts " in result.output
@@ -145,8 +179,13 @@ def test_user_rule_with_its_case_file_passes(tmp_path):
 
 
 def test_no_path_also_runs_the_cases_of_rules_given_with_rules(tmp_path):
-    write(tmp_path / "x.case.yaml", {"rule": "STEP-001", "cases": [
-        steps_case("mine", 2000, fires=True, values={"wait_us": 4000})]})
+    write(
+        tmp_path / "x.case.yaml",
+        {
+            "rule": "STEP-001",
+            "cases": [steps_case("mine", 2000, fires=True, values={"wait_us": 4000})],
+        },
+    )
     result = invoke("--rules", tmp_path)
     assert result.exit_code == 0, result.output
     assert "PASS STEP-001 mine " in result.output and "PASS AOE-001 " in result.output
@@ -154,16 +193,35 @@ def test_no_path_also_runs_the_cases_of_rules_given_with_rules(tmp_path):
 
 def test_fixture_case_reads_a_profile(tmp_path):
     shutil.copy(FIXTURES / "kineto_own" / "dataloader_bound.pt.trace.json.gz", tmp_path)
-    write(tmp_path / "loader.case.yaml", {"rule": "HOST-001", "cases": [
-        {"name": "dataloader bound trace", "fixture": "dataloader_bound.pt.trace.json.gz",
-         "expect": {"fires": True, "message_contains": "Data loading takes"}},
-        {"name": "missing fixture", "fixture": "nope.json", "expect": {"fires": False}},
-    ]})
+    write(
+        tmp_path / "loader.case.yaml",
+        {
+            "rule": "HOST-001",
+            "cases": [
+                {
+                    "name": "dataloader bound trace",
+                    "fixture": "dataloader_bound.pt.trace.json.gz",
+                    "expect": {"fires": True, "message_contains": "Data loading takes"},
+                },
+                {"name": "missing fixture", "fixture": "nope.json", "expect": {"fires": False}},
+            ],
+        },
+    )
     result = invoke(tmp_path / "loader.case.yaml")
     assert "fixture: no such file or folder" in result.output and result.exit_code == 2
-    write(tmp_path / "loader.case.yaml", {"rule": "HOST-001", "cases": [
-        {"name": "dataloader bound trace", "fixture": "dataloader_bound.pt.trace.json.gz",
-         "expect": {"fires": True, "message_contains": "Data loading takes"}}]})
+    write(
+        tmp_path / "loader.case.yaml",
+        {
+            "rule": "HOST-001",
+            "cases": [
+                {
+                    "name": "dataloader bound trace",
+                    "fixture": "dataloader_bound.pt.trace.json.gz",
+                    "expect": {"fires": True, "message_contains": "Data loading takes"},
+                }
+            ],
+        },
+    )
     result = invoke(tmp_path / "loader.case.yaml")
     assert result.exit_code == 0, result.output
 

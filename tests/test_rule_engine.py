@@ -49,8 +49,14 @@ def load_one(path: Path):
 
 def steps_profile(durations: list[float]) -> Profile:
     start = pd.Series(range(len(durations)), dtype="float64") * 1000.0
-    df = pd.DataFrame({"step": range(1, len(durations) + 1), "start_us": start,
-                       "end_us": start + durations, "duration_us": durations})
+    df = pd.DataFrame(
+        {
+            "step": range(1, len(durations) + 1),
+            "start_us": start,
+            "end_us": start + durations,
+            "duration_us": durations,
+        }
+    )
     return Profile(ProfileMeta("test", "mem"), {"steps": conform("steps", df)})
 
 
@@ -76,8 +82,12 @@ def test_rule_does_not_fire_below_threshold(tmp_path):
 
 def test_param_override_changes_outcome(tmp_path):
     rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
-    result = evaluate(steps_profile([50, 400, 300]), rules, functions=BUILTIN_FUNCTIONS,
-                      overrides={"TEAM-001": {"max_us": 1000}})
+    result = evaluate(
+        steps_profile([50, 400, 300]),
+        rules,
+        functions=BUILTIN_FUNCTIONS,
+        overrides={"TEAM-001": {"max_us": 1000}},
+    )
     assert result.findings == []
     assert result.params["TEAM-001"] == {"max_us": 1000}
 
@@ -126,17 +136,20 @@ def test_runtime_error_is_isolated_to_its_rule(tmp_path):
     assert "any()" in result.errors[0][1]
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    (("docs:", "colour: red\ndocs:"), "Additional properties are not allowed ('colour'"),
-    (("type: Model", "severity: critical\ntype: Model"), "severity: 'critical' is not one of"),
-    (("when: mean_us > max_us", "when: steps.__class__"), "when:"),
-    (("when: mean_us > max_us", "when: mean_us.real > 0"), "attribute access"),
-    (("when: mean_us > max_us", "when: undefined_thing > 1"), "undefined_thing"),
-    (("when: mean_us > max_us", "when: __import__('os')"), "when:"),
-    (("columns: [step, duration_us]", "columns: [step, no_such]"), "no column 'no_such'"),
-    (("requires: [steps.duration_us]", "requires: [steps.bogus]"), "steps.bogus"),
-    (("message: \"Mean", "message: \"{{ broken"), "message: invalid template"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("docs:", "colour: red\ndocs:"), "Additional properties are not allowed ('colour'"),
+        (("type: Model", "severity: critical\ntype: Model"), "severity: 'critical' is not one of"),
+        (("when: mean_us > max_us", "when: steps.__class__"), "when:"),
+        (("when: mean_us > max_us", "when: mean_us.real > 0"), "attribute access"),
+        (("when: mean_us > max_us", "when: undefined_thing > 1"), "undefined_thing"),
+        (("when: mean_us > max_us", "when: __import__('os')"), "when:"),
+        (("columns: [step, duration_us]", "columns: [step, no_such]"), "no column 'no_such'"),
+        (("requires: [steps.duration_us]", "requires: [steps.bogus]"), "steps.bogus"),
+        (('message: "Mean', 'message: "{{ broken'), "message: invalid template"),
+    ],
+)
 def test_invalid_rules_are_rejected_with_file_and_id(tmp_path, change, expected):
     path = write_rule(tmp_path, GOOD_RULE.replace(*change))
     rules, errors = load_one(path)
@@ -161,8 +174,11 @@ def test_yaml_python_tags_never_construct_objects(tmp_path):
 
 
 def test_one_bad_rule_does_not_hide_good_neighbours(tmp_path):
-    bad = GOOD_RULE.replace("TEAM-001", "TEAM-002").replace("severity", "x") \
+    bad = (
+        GOOD_RULE.replace("TEAM-001", "TEAM-002")
+        .replace("severity", "x")
         .replace("type: Model", "severity: nope\ntype: Model")
+    )
     rules, errors = load_one(write_rule(tmp_path, GOOD_RULE + "\n---\n" + bad))
     assert [r.id for r in rules] == ["TEAM-001"] and len(errors) == 1
 
@@ -183,16 +199,23 @@ def test_message_template_cannot_reach_python_internals(tmp_path):
 
 
 def test_evidence_where_may_not_use_a_name_that_is_also_a_column(tmp_path):
-    text = GOOD_RULE.replace("  mean_us: mean(steps.duration_us)",
-                             "  mean_us: mean(steps.duration_us)\n  step: 3")
+    text = GOOD_RULE.replace(
+        "  mean_us: mean(steps.duration_us)", "  mean_us: mean(steps.duration_us)\n  step: 3"
+    )
     text = text.replace("where: duration_us > max_us", "where: step > 1")
     _, (error,) = load_one(write_rule(tmp_path, text))
     assert "'step' is both a param/let and a column of steps" in str(error)
 
 
 def test_conform_aligns_rows_whatever_the_index():
-    df = pd.DataFrame({"step": [1, 2, 3], "start_us": [0.0, 10.0, 20.0],
-                       "end_us": [5.0, 15.0, 25.0], "duration_us": [5.0, 5.0, 5.0]})
+    df = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "start_us": [0.0, 10.0, 20.0],
+            "end_us": [5.0, 15.0, 25.0],
+            "duration_us": [5.0, 5.0, 5.0],
+        }
+    )
     filtered = df[df["step"] > 1]  # index 1, 2
     out = conform("steps", filtered)
     assert out["step"].tolist() == [2, 3] and out["start_us"].tolist() == [10.0, 20.0]

@@ -34,8 +34,9 @@ def test_rules_on_the_fixture_folder_match_an_independent_count():
                 improved += before - after
                 count += 1
     (profile,) = AoeReader().read(GOOD)
-    result = evaluate(profile, [RULES.rules["AOE-001"], RULES.rules["AOE-005"]],
-                      functions=BUILTIN_FUNCTIONS)
+    result = evaluate(
+        profile, [RULES.rules["AOE-001"], RULES.rules["AOE-005"]], functions=BUILTIN_FUNCTIONS
+    )
     by_id = {f.rule.id: f for f in result.findings}
     assert by_id["AOE-001"].impact_us == pytest.approx(regressed_us)
     assert by_id["AOE-005"].values["saved_us"] == pytest.approx(improved)
@@ -50,9 +51,14 @@ def _times(node) -> list[tuple[float, float]]:
         keys = dict(pairs) if len(pairs) == len(node) and pairs else {}
         for unit, scale in (("(us)", 1), ("(ms)", 1000)):
             if f"performance_before_tune{unit}" in keys and (
-                    "op_name" in keys or "repo_key" in keys or "update_mode" in keys):
-                found.append((keys[f"performance_before_tune{unit}"] * scale,
-                              keys[f"performance_after_tune{unit}"] * scale))
+                "op_name" in keys or "repo_key" in keys or "update_mode" in keys
+            ):
+                found.append(
+                    (
+                        keys[f"performance_before_tune{unit}"] * scale,
+                        keys[f"performance_after_tune{unit}"] * scale,
+                    )
+                )
         for item in node:
             found += _times(item)
     elif isinstance(node, tuple):

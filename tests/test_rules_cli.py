@@ -67,16 +67,18 @@ def test_user_rule_replacing_builtin_reaches_json_html_and_terminal(tmp_path):
     assert f"note: rule STEP-001 from {team} replaces the built-in one" in result.output
     report = json.loads((tmp_path / "out/prof_rule_0.json").read_text("utf-8"))
     assert report["rules"]["STEP-001"]["source"] == str(team)
-    sources = {r["rule_id"]: r["source"] for g in report["data"].values() for i in g
-               for r in i["result"]}
+    sources = {
+        r["rule_id"]: r["source"] for g in report["data"].values() for i in g for r in i["result"]
+    }
     assert sources["STEP-001"] == str(team)
     assert str(team) in (tmp_path / "out/report.html").read_text("utf-8")
 
 
 def test_rules_show_params_default_and_in_effect(tmp_path):
     (tmp_path / "advisor.yaml").write_text(
-        "params: {STEP-001: {max_ratio: 0.2, min_mean_us: 100}}\n"
-        "severity: {STEP-001: medium}\n", "utf-8")
+        "params: {STEP-001: {max_ratio: 0.2, min_mean_us: 100}}\nseverity: {STEP-001: medium}\n",
+        "utf-8",
+    )
     result = invoke("rules", "show", "STEP-001", "--set", "STEP-001.max_ratio=0.3")
     assert result.exit_code == 0, result.output
     assert "param max_ratio = 0.3 (default 0.1)" in result.output
@@ -116,8 +118,12 @@ def test_rules_new_scaffolds_a_valid_rule_and_its_cases(tmp_path):
     cases = yaml.safe_load(case_file.read_text("utf-8"))
     assert cases["rule"] == "TEAM-001"
     assert [c["expect"]["fires"] for c in cases["cases"]] == [True, False]
-    assert set(cases["cases"][0]["tables"]["steps"][0]) == {"step", "start_us", "end_us",
-                                                             "duration_us"}
+    assert set(cases["cases"][0]["tables"]["steps"][0]) == {
+        "step",
+        "start_us",
+        "end_us",
+        "duration_us",
+    }
     validated = invoke("rules", "validate", rule_file)
     assert validated.exit_code == 0 and "1 valid rule(s), 0 error(s)" in validated.output
     shown = invoke("rules", "show", "slow-steps", "--rules", rule_file)
@@ -151,7 +157,10 @@ def test_rules_new_refuses_a_bad_name_or_table(tmp_path):
 def test_new_rule_api_writes_a_rule_that_passes_its_cases(tmp_path):
     first = new_rule("first-rule", tmp_path / "team", table="steps")
     assert (first.rule_file, first.case_file, first.rule_id) == (
-        tmp_path / "team/first-rule.yaml", tmp_path / "team/first-rule.case.yaml", "TEAM-001")
+        tmp_path / "team/first-rule.yaml",
+        tmp_path / "team/first-rule.case.yaml",
+        "TEAM-001",
+    )
     assert new_rule("second-rule", tmp_path / "team").rule_id == "TEAM-002"
     tested = invoke("rules", "test", tmp_path / "team", "--rules", tmp_path / "team")
     assert tested.exit_code == 0, tested.output

@@ -46,8 +46,9 @@ def test_dispatch_bound_on_the_megengine_timeline():
     events = json.loads(timeline.read_text(encoding="utf-8"))["traceEvents"]
     worker = [e["ts"] for e in events if e.get("tid") == 101 and e["ph"] in ("B", "E")]
     launch = sum(end - begin for begin, end in zip_strict(worker[::2], worker[1::2]))
-    (analysis,) = advisor.analyze(timeline, select=["EFF-002"],
-                                  params={"EFF-002": {"min_launch_ratio": 0.1}}).analyses
+    (analysis,) = advisor.analyze(
+        timeline, select=["EFF-002"], params={"EFF-002": {"min_launch_ratio": 0.1}}
+    ).analyses
     (finding,) = analysis.findings
     assert finding.values["launch_us"] == pytest.approx(launch)
     (quiet,) = advisor.analyze(timeline, select=["EFF-002"]).analyses

@@ -53,14 +53,22 @@ def test_small_fixture_report_metrics(small):
 
 
 def test_overlapped_communication_is_hidden():
-    ops = pd.DataFrame({
-        "name": ["mm", "ar", "add"], "core_type": ["AI_CORE", "COMMUNICATION", "AI_VECTOR_CORE"],
-        "category": ["compute", "communication", "compute"],
-        "start_us": [0.0, 50.0, 200.0], "duration_us": [100.0, 100.0, 50.0]})
-    steps = pd.DataFrame({"step": [1], "start_us": [0.0], "end_us": [300.0],
-                          "duration_us": [300.0]})
-    profile = Profile(ProfileMeta("t", "mem"), {"device_ops": conform("device_ops", ops),
-                                                "steps": conform("steps", steps)})
+    ops = pd.DataFrame(
+        {
+            "name": ["mm", "ar", "add"],
+            "core_type": ["AI_CORE", "COMMUNICATION", "AI_VECTOR_CORE"],
+            "category": ["compute", "communication", "compute"],
+            "start_us": [0.0, 50.0, 200.0],
+            "duration_us": [100.0, 100.0, 50.0],
+        }
+    )
+    steps = pd.DataFrame(
+        {"step": [1], "start_us": [0.0], "end_us": [300.0], "duration_us": [300.0]}
+    )
+    profile = Profile(
+        ProfileMeta("t", "mem"),
+        {"device_ops": conform("device_ops", ops), "steps": conform("steps", steps)},
+    )
     derive(profile, ["steps.computing_us"], PROVIDERS)
     row = profile.tables["steps"].iloc[0]
     assert row["computing_us"] == 150 and row["communication_us"] == 100
@@ -83,22 +91,53 @@ def test_steps_without_task_data_get_no_breakdown():
 def test_report_host_and_compute_class_metrics():
     from advisor.metrics import compute_class_time, host_counts
 
-    host = pd.DataFrame({"name": ["DataLoader", "DataLoader", "cudaStreamSynchronize",
-                                  "cudaLaunchKernel", "cudaLaunchKernel"],
-                         "kind": ["dataloader", "dataloader", "sync", "launch", "launch"],
-                         "start_us": [0.0, 100.0, 50.0, 10.0, 110.0],
-                         "duration_us": [30.0, 50.0, 5.0, 2.0, 2.0]})
-    ops = pd.DataFrame({"name": ["gemm", "add", "nccl"], "core_type": "GPU",
-                        "category": ["compute", "compute", "communication"],
-                        "start_us": [0.0, 20.0, 40.0], "duration_us": [100.0, 4.0, 50.0]})
-    steps = pd.DataFrame({"step": [1, 2], "start_us": [0.0, 100.0], "end_us": [100.0, 200.0],
-                          "duration_us": [100.0, 100.0]})
-    profile = Profile(ProfileMeta("t", "mem"), {"host_ops": conform("host_ops", host),
-                                                "device_ops": conform("device_ops", ops),
-                                                "steps": conform("steps", steps)})
+    host = pd.DataFrame(
+        {
+            "name": [
+                "DataLoader",
+                "DataLoader",
+                "cudaStreamSynchronize",
+                "cudaLaunchKernel",
+                "cudaLaunchKernel",
+            ],
+            "kind": ["dataloader", "dataloader", "sync", "launch", "launch"],
+            "start_us": [0.0, 100.0, 50.0, 10.0, 110.0],
+            "duration_us": [30.0, 50.0, 5.0, 2.0, 2.0],
+        }
+    )
+    ops = pd.DataFrame(
+        {
+            "name": ["gemm", "add", "nccl"],
+            "core_type": "GPU",
+            "category": ["compute", "compute", "communication"],
+            "start_us": [0.0, 20.0, 40.0],
+            "duration_us": [100.0, 4.0, 50.0],
+        }
+    )
+    steps = pd.DataFrame(
+        {
+            "step": [1, 2],
+            "start_us": [0.0, 100.0],
+            "end_us": [100.0, 200.0],
+            "duration_us": [100.0, 100.0],
+        }
+    )
+    profile = Profile(
+        ProfileMeta("t", "mem"),
+        {
+            "host_ops": conform("host_ops", host),
+            "device_ops": conform("device_ops", ops),
+            "steps": conform("steps", steps),
+        },
+    )
     derive(profile, ["device_ops.compute_class"], PROVIDERS)
-    assert host_counts(profile) == {"sync_calls": 1, "compile_calls": 0, "launch_calls": 2,
-                                     "dataloader_us_per_step": 40.0,
-                                     "small_kernel_share": 0.5, "kernels": 2}
+    assert host_counts(profile) == {
+        "sync_calls": 1,
+        "compile_calls": 0,
+        "launch_calls": 2,
+        "dataloader_us_per_step": 40.0,
+        "small_kernel_share": 0.5,
+        "kernels": 2,
+    }
     classes = dict(compute_class_time(profile)[["compute_class", "total_us"]].to_numpy())
     assert classes == {"matmul": 100.0, "other_compute": 4.0, "communication": 50.0}

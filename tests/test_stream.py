@@ -22,11 +22,17 @@ text = st.text(alphabet=st.sampled_from(list('ab},{[]":\\ \n\tµ')), max_size=12
 # orjson decodes integers outside int64/uint64 as floats (its documented limit, not the
 # stream's), which no trace writer emits: generated integers stay within 64 bits.
 within_64_bits = st.integers(-(2**63), 2**64 - 1)
-event = st.fixed_dictionaries({
-    "ph": st.sampled_from(["X", "M", "i"]), "name": text,
-    "ts": st.floats(0, 1e12, allow_nan=False), "dur": st.integers(0, 10**6),
-    "args": st.dictionaries(st.sampled_from(["a", "b c", "x"]), text | within_64_bits, max_size=3),
-})
+event = st.fixed_dictionaries(
+    {
+        "ph": st.sampled_from(["X", "M", "i"]),
+        "name": text,
+        "ts": st.floats(0, 1e12, allow_nan=False),
+        "dur": st.integers(0, 10**6),
+        "args": st.dictionaries(
+            st.sampled_from(["a", "b c", "x"]), text | within_64_bits, max_size=3
+        ),
+    }
+)
 
 
 def decode_all(stream: EventStream) -> list:
@@ -34,8 +40,12 @@ def decode_all(stream: EventStream) -> list:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(event, max_size=40), st.sampled_from(["bare", "object", "object-tail"]),
-       st.sampled_from([None, 1, 2]), st.integers(1, 300))
+@given(
+    st.lists(event, max_size=40),
+    st.sampled_from(["bare", "object", "object-tail"]),
+    st.sampled_from([None, 1, 2]),
+    st.integers(1, 300),
+)
 def test_batches_equal_whole_decode(tmp_path_factory, events, shape, indent, chunk):
     path = tmp_path_factory.mktemp("s") / "t.json"
     if shape == "bare":
@@ -43,20 +53,28 @@ def test_batches_equal_whole_decode(tmp_path_factory, events, shape, indent, chu
     elif shape == "object":
         doc = {"schemaVersion": 1, "traceEvents": events}
     else:
-        doc = {"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 3},
-               "traceName": "x},{y"}
+        doc = {
+            "schemaVersion": 1,
+            "traceEvents": events,
+            "distributedInfo": {"rank": 3},
+            "traceName": "x},{y",
+        }
     path.write_text(json.dumps(doc, indent=indent), encoding="utf-8")
     stream = EventStream(path, chunk_bytes=chunk)
     assert decode_all(stream) == events
-    expected_header = {} if shape == "bare" else {k: v for k, v in doc.items()
-                                                  if k != "traceEvents"}
+    expected_header = (
+        {} if shape == "bare" else {k: v for k, v in doc.items() if k != "traceEvents"}
+    )
     assert stream.header == expected_header
     assert stream.truncated is None and stream.events == len(events)
 
 
-@pytest.mark.parametrize("fixture", sorted((SHARED / "kineto").glob("*.json.gz"))
-                         + [SHARED / "ascend_pt/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/"
-                                     "trace_view.json"], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "fixture",
+    sorted((SHARED / "kineto").glob("*.json.gz"))
+    + [SHARED / "ascend_pt/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"],
+    ids=lambda p: p.name,
+)
 def test_real_traces_stream_like_a_whole_decode(fixture):
     raw = fixture.read_bytes()
     whole = orjson.loads(gzip.decompress(raw) if fixture.suffix == ".gz" else raw)
@@ -87,10 +105,15 @@ def test_nan_and_infinity_are_accepted_and_noted(tmp_path):
     assert len(events) == 2 and stream.non_finite
 
 
-@pytest.mark.parametrize("content, problem", [
-    (b"", "empty file"), (b"   \n ", "empty file"), (b"hello", "not a JSON trace"),
-    (b'{"a": 1}', "no traceEvents array"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"", "empty file"),
+        (b"   \n ", "empty file"),
+        (b"hello", "not a JSON trace"),
+        (b'{"a": 1}', "no traceEvents array"),
+    ],
+)
 def test_unreadable_inputs(tmp_path, content, problem):
     path = tmp_path / "bad.json"
     path.write_bytes(content)
@@ -105,7 +128,7 @@ def test_gz_that_is_not_gzip(tmp_path):
         decode_all(EventStream(path))
 
 
-@pytest.mark.parametrize("tail", [b',]', b', ]\n', b']\n[ true]'])
+@pytest.mark.parametrize("tail", [b",]", b", ]\n", b"]\n[ true]"])
 def test_known_writer_trailers_are_repaired_not_truncated(tmp_path, tail):
     path = tmp_path / "t.json"
     path.write_bytes(b'[{"ph": "X", "ts": 1, "dur": 2}, {"ph": "X", "ts": 3, "dur": 4}' + tail)
@@ -139,7 +162,8 @@ def test_header_before_the_array_survives_a_cut(tmp_path):
 @settings(max_examples=100, deadline=None)
 @given(st.lists(event, max_size=40), st.integers(1, 300))
 def test_own_decoder_is_used_for_batches_and_a_cut_in_a_string_is_skipped(
-        tmp_path_factory, events, chunk):
+    tmp_path_factory, events, chunk
+):
     # msgspec's error at a cut inside a string is not the stdlib's "Unterminated string": the
     # stream must still move on to the next boundary rather than report corrupt JSON.
     path = tmp_path_factory.mktemp("s") / "t.json"

@@ -17,21 +17,54 @@ from clirunner import separate_runner
 from advisor.cli import main
 from advisor.render.format import terminal_json, terminal_safe
 
-HOSTILE = ["\x1b]52;c;cm0gLXJmIH4=\x07clip", "\x1b]0;pwned\x07title", "\x1b[2Jclear",
-           "\x1b]8;;http://evil.invalid/\x07link\x1b]8;;\x07", "\x9b31mcsi", "\u202eoverride"]
+HOSTILE = [
+    "\x1b]52;c;cm0gLXJmIH4=\x07clip",
+    "\x1b]0;pwned\x07title",
+    "\x1b[2Jclear",
+    "\x1b]8;;http://evil.invalid/\x07link\x1b]8;;\x07",
+    "\x9b31mcsi",
+    "\u202eoverride",
+]
 RAW = ("\x1b", "\x07", "\x9b", "\u202e")
 
 
 def hostile_trace(folder: Path) -> Path:
     """A Kineto trace whose kernels and operators are named with escape sequences."""
-    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
-               "tid": 1, "ts": 0, "dur": 10_000}]
+    events = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10_000,
+        }
+    ]
     for i, name in enumerate(HOSTILE):
-        events.append({"ph": "X", "cat": "cpu_op", "name": f"aten::{name}", "pid": 1,
-                       "tid": 1, "ts": 100 + i * 1000, "dur": 500})
-        events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7,
-                       "ts": 200 + i * 1000, "dur": 800 - i,
-                       "args": {"stream": 7, "device": 0, "correlation": i + 1}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"aten::{name}",
+                "pid": 1,
+                "tid": 1,
+                "ts": 100 + i * 1000,
+                "dur": 500,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": name,
+                "pid": 0,
+                "tid": 7,
+                "ts": 200 + i * 1000,
+                "dur": 800 - i,
+                "args": {"stream": 7, "device": 0, "correlation": i + 1},
+            }
+        )
     path = folder / "hostile.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
     return path
@@ -41,14 +74,18 @@ def no_raw_controls(text: str) -> bool:
     return not any(c in text for c in RAW)
 
 
-@pytest.mark.parametrize("args", [
-    ["run", "{trace}", "-o", "{out}", "--format", "text"],
-    ["run", "{trace}", "-o", "-"],
-    ["top", "{trace}", "-k", "10"],
-    ["top", "{trace}", "-k", "10", "--format", "csv"],
-    ["top", "{trace}", "-k", "10", "--format", "json"],
-    ["inspect", "{trace}"],
-], ids=["run-text", "run-json", "top", "top-csv", "top-json", "inspect"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{trace}", "-o", "{out}", "--format", "text"],
+        ["run", "{trace}", "-o", "-"],
+        ["top", "{trace}", "-k", "10"],
+        ["top", "{trace}", "-k", "10", "--format", "csv"],
+        ["top", "{trace}", "-k", "10", "--format", "json"],
+        ["inspect", "{trace}"],
+    ],
+    ids=["run-text", "run-json", "top", "top-csv", "top-json", "inspect"],
+)
 def test_commands_never_print_escape_sequences(tmp_path: Path, args: list[str]) -> None:
     trace = hostile_trace(tmp_path)
     argv = [a.format(trace=trace, out=tmp_path / "out") for a in args]
@@ -77,5 +114,6 @@ def test_terminal_json_is_the_same_json() -> None:
     assert json.loads(text) == document
     assert terminal_safe("a\tb\nc\x1b[2J") == "a\tb\nc\N{REPLACEMENT CHARACTER}[2J"
     # text about to be wrapped: whitespace controls become spaces, the others still U+FFFD
-    assert terminal_safe("a\tb\r\nc\x1b[2J\x85", flatten=True) == \
-        "a b  c\N{REPLACEMENT CHARACTER}[2J "
+    assert (
+        terminal_safe("a\tb\r\nc\x1b[2J\x85", flatten=True) == "a b  c\N{REPLACEMENT CHARACTER}[2J "
+    )

@@ -30,30 +30,59 @@ def cells(line: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
 
 
-def finding(rank: int, severity: str, title: str, impact_us: float,
-            suggestions: list[str] | None = None) -> dict:
+def finding(
+    rank: int, severity: str, title: str, impact_us: float, suggestions: list[str] | None = None
+) -> dict:
     return {
-        "Rule Subtype": title, "Rule Suggestion": "", "Tuning Data": [],
-        "rule_id": f"R{rank:03d}", "rule_name": f"rule_{rank}", "title": title,
-        "severity": severity, "message": f"{title} costs time.", "values": {}, "params": {},
-        "impact_us": impact_us, "impact_ratio": min(impact_us / 200_000, 1.0), "rank": rank,
-        "evidence": None, "suggestions": suggestions or [f"fix {title.lower()}"],
+        "Rule Subtype": title,
+        "Rule Suggestion": "",
+        "Tuning Data": [],
+        "rule_id": f"R{rank:03d}",
+        "rule_name": f"rule_{rank}",
+        "title": title,
+        "severity": severity,
+        "message": f"{title} costs time.",
+        "values": {},
+        "params": {},
+        "impact_us": impact_us,
+        "impact_ratio": min(impact_us / 200_000, 1.0),
+        "rank": rank,
+        "evidence": None,
+        "suggestions": suggestions or [f"fix {title.lower()}"],
         "source": "rules/x.yaml",
     }
 
 
-def report(findings: list[dict] = (), *, rank: int | None = None, fmt: str = "msprof",
-           lang: str = "en", step_us: float = 10_000.0, path: str = "/data/prof") -> dict:
+def report(
+    findings: list[dict] = (),
+    *,
+    rank: int | None = None,
+    fmt: str = "msprof",
+    lang: str = "en",
+    step_us: float = 10_000.0,
+    path: str = "/data/prof",
+) -> dict:
     out = {
         "status": 0,
-        "data": {"g": [{"Rule Type": "t", "Rule Description": f["title"], "result": [f]}
-                       for f in findings]},
+        "data": {
+            "g": [
+                {"Rule Type": "t", "Rule Description": f["title"], "result": [f]} for f in findings
+            ]
+        },
         "advisor": {"version": "0.1.0", "generated_at": "2024-05-01T12:00:00Z", "lang": lang},
-        "profile": {"source_format": fmt, "path": path, "framework": "pytorch",
-                    "device_kind": "npu", "files_read": []},
+        "profile": {
+            "source_format": fmt,
+            "path": path,
+            "framework": "pytorch",
+            "device_kind": "npu",
+            "files_read": [],
+        },
         "summary": {"findings": len(findings), "by_severity": {}, "total_time_us": None},
         "metrics": {"steps": [{"step": 1, "duration_us": step_us}], "core_types": []},
-        "not_applicable": [], "warnings": [], "rules": {}, "rule_errors": [],
+        "not_applicable": [],
+        "warnings": [],
+        "rules": {},
+        "rule_errors": [],
     }
     if rank is not None:
         out["profile"].update(rank=rank, device_id="0")
@@ -67,12 +96,18 @@ def cluster_run(n: int, serious: set[int], lang: str = "en") -> list[dict]:
     ranks = sorted(range(n), key=lambda r: f"rank{r}")
     reports = []
     for r in ranks:
-        found = [finding(1, "high", f"Rank {r} problem", 5_000.0 + r)] if r in serious else \
-            [finding(1, "low", "Small thing", 10.0)]
-        reports.append(report(found, rank=r, lang=lang, path=f"/run/rank{r}",
-                              step_us=30_000.0 + r))
-    verdict = report([finding(1, "high", "One rank is slower than the others", 90_000.0)],
-                     fmt="cluster", lang=lang, path="/run")
+        found = (
+            [finding(1, "high", f"Rank {r} problem", 5_000.0 + r)]
+            if r in serious
+            else [finding(1, "low", "Small thing", 10.0)]
+        )
+        reports.append(report(found, rank=r, lang=lang, path=f"/run/rank{r}", step_us=30_000.0 + r))
+    verdict = report(
+        [finding(1, "high", "One rank is slower than the others", 90_000.0)],
+        fmt="cluster",
+        lang=lang,
+        path="/run",
+    )
     verdict["profile"]["world_size"] = n
     return [*reports, verdict]
 
@@ -114,8 +149,11 @@ def test_column_unit_and_fmt_us_as() -> None:
 
 
 def test_impact_column_uses_one_unit() -> None:
-    found = [finding(1, "high", "Big", 11_600.0), finding(2, "high", "Medium", 9_157.0),
-             finding(3, "low", "Small", 12.0)]
+    found = [
+        finding(1, "high", "Big", 11_600.0),
+        finding(2, "high", "Medium", 9_157.0),
+        finding(3, "low", "Small", 12.0),
+    ]
     out = render_text([report(found)])
     impacts = re.findall(r"([\d,.<]+) (µs|ms) \(", out)
     assert [unit for _, unit in impacts] == ["ms", "ms", "ms"], out
@@ -126,8 +164,9 @@ def test_impact_column_uses_one_unit() -> None:
 
 
 @pytest.mark.parametrize("columns, expected", [("70", 70), ("20", 60), ("500", 160)])
-def test_terminal_width_follows_columns_within_bounds(monkeypatch, columns: str,
-                                                      expected: int) -> None:
+def test_terminal_width_follows_columns_within_bounds(
+    monkeypatch, columns: str, expected: int
+) -> None:
     monkeypatch.setenv("COLUMNS", columns)
     assert terminal_width() == expected
 
@@ -135,11 +174,20 @@ def test_terminal_width_follows_columns_within_bounds(monkeypatch, columns: str,
 @pytest.mark.parametrize("width", [60, 70, 90])
 def test_every_line_fits_the_width(width: int) -> None:
     tips = ["A long suggestion " * 8, "Another long one " * 6, "third", "fourth"]
-    reports = [report([finding(1, "high", "A long title that " * 5, 123_456.0, tips),
-                       finding(2, "medium", "Short", 99.0)], lang=lang)
-               for lang in ("en", "zh")]
-    for text in (render_text(reports, width=width), render_text(cluster_run(12, {3, 10}),
-                                                                width=width)):
+    reports = [
+        report(
+            [
+                finding(1, "high", "A long title that " * 5, 123_456.0, tips),
+                finding(2, "medium", "Short", 99.0),
+            ],
+            lang=lang,
+        )
+        for lang in ("en", "zh")
+    ]
+    for text in (
+        render_text(reports, width=width),
+        render_text(cluster_run(12, {3, 10}), width=width),
+    ):
         assert max(cells(line) for line in text.splitlines()) <= width, text
 
 
@@ -152,15 +200,18 @@ class _Stream(io.StringIO):
         return self._tty
 
 
-@pytest.mark.parametrize("env, tty, expected", [
-    ({}, True, True),
-    ({}, False, False),
-    ({"NO_COLOR": "1"}, True, False),
-    ({"FORCE_COLOR": "1"}, False, True),
-    ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, True, False),
-    ({"FORCE_COLOR": "0"}, False, False),
-    ({"NO_COLOR": ""}, True, True),  # only a non-empty NO_COLOR counts
-])
+@pytest.mark.parametrize(
+    "env, tty, expected",
+    [
+        ({}, True, True),
+        ({}, False, False),
+        ({"NO_COLOR": "1"}, True, False),
+        ({"FORCE_COLOR": "1"}, False, True),
+        ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, True, False),
+        ({"FORCE_COLOR": "0"}, False, False),
+        ({"NO_COLOR": ""}, True, True),  # only a non-empty NO_COLOR counts
+    ],
+)
 def test_color_enabled(monkeypatch, env: dict[str, str], tty: bool, expected: bool) -> None:
     for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
         monkeypatch.delenv(name, raising=False)
@@ -171,8 +222,16 @@ def test_color_enabled(monkeypatch, env: dict[str, str], tty: bool, expected: bo
 
 def test_notes_point_at_the_files_written() -> None:
     one = report([finding(1, "high", "Slow", 5_000.0)])
-    one["not_applicable"] = [{"rule_id": "R9", "rule_name": "r9", "title": "t",
-                              "missing": ["x"], "reason": "missing", "collect": []}]
+    one["not_applicable"] = [
+        {
+            "rule_id": "R9",
+            "rule_name": "r9",
+            "title": "t",
+            "missing": ["x"],
+            "reason": "missing",
+            "collect": [],
+        }
+    ]
     assert "(use --format html or json for details)" in render_text([one])
     pointed = render_text([one], details=["report.html"])
     assert "1 rule skipped: data missing from this profile (details in report.html)" in pointed
@@ -180,18 +239,34 @@ def test_notes_point_at_the_files_written() -> None:
     silent = render_text([one], details=[None])
     assert "1 rule skipped: data missing from this profile\n" in silent
     assert "details" not in silent
-    assert "（详见 report.html）" in render_text([{**one, "advisor": {
-        **one["advisor"], "lang": "zh"}}], details=["report.html"])
+    assert "（详见 report.html）" in render_text(
+        [{**one, "advisor": {**one["advisor"], "lang": "zh"}}], details=["report.html"]
+    )
 
 
 def test_missing_data_is_told_with_how_to_collect_it_once() -> None:
     one = report([finding(1, "high", "Slow", 5_000.0)])
     shapes = "record_shapes=True in torch.profiler.profile"
     one["not_applicable"] = [
-        {"rule_id": f"R{i}", "rule_name": f"r{i}", "title": "t", "missing": ["x"],
-         "reason": "missing", "collect": [shapes]} for i in range(3)
-    ] + [{"rule_id": "AOE-001", "rule_name": "aoe", "title": "t", "missing": ["aoe_ops"],
-          "reason": "not_recorded", "collect": []}]
+        {
+            "rule_id": f"R{i}",
+            "rule_name": f"r{i}",
+            "title": "t",
+            "missing": ["x"],
+            "reason": "missing",
+            "collect": [shapes],
+        }
+        for i in range(3)
+    ] + [
+        {
+            "rule_id": "AOE-001",
+            "rule_name": "aoe",
+            "title": "t",
+            "missing": ["aoe_ops"],
+            "reason": "not_recorded",
+            "collect": [],
+        }
+    ]
     jsonschema.validate(one, SCHEMA)
     out = render_text([one], details=[None], width=100)
     assert "3 rules skipped: data missing from this profile" in out
@@ -203,8 +278,10 @@ def test_missing_data_is_told_with_how_to_collect_it_once() -> None:
 
 
 def test_overlapping_findings_say_what_they_stand_for_together() -> None:
-    findings = [finding(1, "high", "Idle device", 60_000.0), finding(2, "high", "Task wait",
-                                                                      50_000.0)]
+    findings = [
+        finding(1, "high", "Idle device", 60_000.0),
+        finding(2, "high", "Task wait", 50_000.0),
+    ]
     one = report(findings)
     one["summary"].update(total_time_us=100_000.0, combined_impact_us=60_000.0)
     jsonschema.validate(one, SCHEMA)
@@ -225,11 +302,15 @@ def test_config_in_effect_is_named_first() -> None:
 
 
 def test_written_line_names_the_files() -> None:
-    assert written_line(["prof_rule_0.json", "report.html"], "out") == \
-        "Wrote report.html, prof_rule_0.json in out"
+    assert (
+        written_line(["prof_rule_0.json", "report.html"], "out")
+        == "Wrote report.html, prof_rule_0.json in out"
+    )
     many = written_line([f"prof_rule_{r}.json" for r in range(300)] + ["report.html"], "out")
-    assert many == ("Wrote report.html, prof_rule_0.json, prof_rule_1.json, prof_rule_2.json "
-                    "and 297 more in out")
+    assert many == (
+        "Wrote report.html, prof_rule_0.json, prof_rule_1.json, prof_rule_2.json "
+        "and 297 more in out"
+    )
     assert "已写入 out" in written_line(["report.html"], "out", lang="zh")
 
 
@@ -242,10 +323,10 @@ def test_cluster_verdict_first_then_ranks_in_numeric_order() -> None:
     assert lines[0].endswith("(cluster of 12 ranks)")
     assert "One rank is slower than the others" in lines[1]
     table = lines.index("12 ranks, in rank order")
-    rows = [line.split()[0] for line in lines[table + 2:table + 14]]
+    rows = [line.split()[0] for line in lines[table + 2 : table + 14]]
     assert rows == [str(r) for r in range(12)]
     assert out.index("One rank is slower") < out.index("Rank 3 problem")
-    details = out[out.index("worst first"):]
+    details = out[out.index("worst first") :]
     assert details.index("rank 10 ·") < details.index("rank 3 ·")  # worst first
     assert "rank 0 ·" not in details  # low findings only: the table is enough
 
@@ -266,8 +347,10 @@ def test_three_hundred_ranks_keep_the_verdict_on_top() -> None:
     shown = [line for line in lines if re.search(r"· rank \d+ ·", line)]
     assert len(shown) == MAX_RANK_DETAILS
     serious = len(range(0, 300, 7))
-    assert f"{serious - MAX_RANK_DETAILS} more ranks with findings at or above medium " \
-           "(details in report.html)" in lines
+    assert (
+        f"{serious - MAX_RANK_DETAILS} more ranks with findings at or above medium "
+        "(details in report.html)" in lines
+    )
     assert len(lines) < 300 + 120  # one table row per rank, not a block each
 
 
@@ -289,8 +372,9 @@ def test_the_impact_column_is_explained_when_capped_or_unmeasured() -> None:
     capped = finding(1, "high", "Vector time", 14_092.0)
     capped.update(measured_us=14_092.0, uncapped_impact_us=18_100.0, impact_ratio=1.0)
     unmeasured = finding(2, "high", "Queue empty", 0.0)
-    unmeasured.update(impact_us=None, impact_ratio=None,
-                      impact_note="queue samples tell how often, not how long")
+    unmeasured.update(
+        impact_us=None, impact_ratio=None, impact_note="queue samples tell how often, not how long"
+    )
     one = report([capped, unmeasured])
     jsonschema.validate(one, SCHEMA)
     out = render_text([one], width=120)

@@ -18,8 +18,12 @@ from advisor.compat import zip_strict
 FIXTURES = FIXTURE_DIR / "megengine"
 STATIC = FIXTURES / "static" / "profiling.json"
 TIMELINE = FIXTURES / "dynamic" / "4242.chrome_timeline.json"
-ALEXNET = (FIXTURE_DIR / "real" / "kineto"
-           / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
+ALEXNET = (
+    FIXTURE_DIR
+    / "real"
+    / "kineto"
+    / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+)
 
 
 def static_ops() -> list[dict]:
@@ -29,9 +33,15 @@ def static_ops() -> list[dict]:
     for oid, opr in doc["graph_exec"]["operator"].items():
         (t,) = doc["profiler"]["device"][oid].values()
         fp = doc["profiler"]["opr_footprint"][oid]
-        out.append({"name": opr["name"], "type": opr["type"],
-                    "time": (t["end"] - t["start"]) * 1e6,
-                    "flo": fp["computation"], "bytes": fp["memory"]})
+        out.append(
+            {
+                "name": opr["name"],
+                "type": opr["type"],
+                "time": (t["end"] - t["start"]) * 1e6,
+                "flo": fp["computation"],
+                "bytes": fp["memory"],
+            }
+        )
     return out
 
 
@@ -69,8 +79,9 @@ def test_default_ranking_is_slowest_first_with_rates():
 def test_top_k_ascending_and_order_by_any_column():
     ops = static_ops()
     rows = top_json(str(STATIC), "-k", "2", "--ascending")
-    assert [r["name"] for r in rows] == [o["name"] for o in sorted(ops, key=lambda o: o["time"])
-                                         ][:2]
+    assert [r["name"] for r in rows] == [o["name"] for o in sorted(ops, key=lambda o: o["time"])][
+        :2
+    ]
     by_bw = sorted(ops, key=lambda o: -o["bytes"] / o["time"])
     rows = top_json(str(STATIC), "--order-by", "gbps")
     assert [r["name"] for r in rows] == [o["name"] for o in by_bw]
@@ -82,8 +93,7 @@ def test_aggregate_by_type(how):
     groups: dict[str, list[float]] = {}
     for op in static_ops():
         groups.setdefault(op["type"], []).append(op["time"])
-    expected = sorted(((t, funcs[how](v), len(v)) for t, v in groups.items()),
-                      key=lambda x: -x[1])
+    expected = sorted(((t, funcs[how](v), len(v)) for t, v in groups.items()), key=lambda x: -x[1])
     rows = top_json(str(STATIC), "--aggregate", how)
     assert [(r["op_type"], r["count"]) for r in rows] == [(t, n) for t, _, n in expected]
     assert [r["time_us"] for r in rows] == pytest.approx([v for _, v, _ in expected])
@@ -95,10 +105,12 @@ def test_time_type_and_name_filters():
     ops = static_ops()
     rows = top_json(str(STATIC), "--min-time", "60", "--max-time", "300")
     assert sorted(r["name"] for r in rows) == sorted(
-        o["name"] for o in ops if 60 <= o["time"] <= 300)
+        o["name"] for o in ops if 60 <= o["time"] <= 300
+    )
     rows = top_json(str(STATIC), "--type", "^Elem", "--type", "Matrix")
     assert sorted(r["name"] for r in rows) == sorted(
-        o["name"] for o in ops if o["type"] in ("Elemwise", "MatrixMul"))
+        o["name"] for o in ops if o["type"] in ("Elemwise", "MatrixMul")
+    )
     rows = top_json(str(STATIC), "--name", "relu")  # a plain word: substring
     assert sorted(r["name"] for r in rows) == ["relu1", "relu2"]
 
@@ -114,7 +126,8 @@ def test_text_and_csv_output():
     assert code == 0
     table = list(csv.DictReader(io.StringIO(out)))
     assert [r["name"] for r in table] == [
-        o["name"] for o in sorted(static_ops(), key=lambda o: -o["time"])]
+        o["name"] for o in sorted(static_ops(), key=lambda o: -o["time"])
+    ]
     assert {r["profile"] for r in table} == {"profiling.json"}
 
 
@@ -125,11 +138,25 @@ def test_errors_are_one_line_with_exit_2(tmp_path):
     code, out = top(str(STATIC), "--type", "(")
     assert code == 2 and "not a valid regular expression" in out
     path = tmp_path / "9.chrome_timeline.json"  # host events and a step, no device kernels
-    path.write_text(json.dumps({"traceEvents": [
-        {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "channel"}},
-        {"name": "OpDispatch", "ph": "B", "ts": 0, "pid": 1, "tid": 1},
-        {"name": "OpDispatch", "ph": "E", "ts": 3, "pid": 1, "tid": 1},
-        {"name": "StopStep", "ph": "i", "ts": 10, "pid": 1, "tid": 1}]}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": 1,
+                        "tid": 1,
+                        "args": {"name": "channel"},
+                    },
+                    {"name": "OpDispatch", "ph": "B", "ts": 0, "pid": 1, "tid": 1},
+                    {"name": "OpDispatch", "ph": "E", "ts": 3, "pid": 1, "tid": 1},
+                    {"name": "StopStep", "ph": "i", "ts": 10, "pid": 1, "tid": 1},
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     code, out = top(str(path))
     assert code == 2 and "no operator times in this profile" in out
     assert str(path) in out and "Traceback" not in out
@@ -138,8 +165,11 @@ def test_errors_are_one_line_with_exit_2(tmp_path):
 def test_ranks_a_real_kineto_trace():
     with gzip.open(ALEXNET, "rt", encoding="utf-8") as fh:
         events = json.load(fh)["traceEvents"]
-    device = [e for e in events if e.get("ph") == "X"
-              and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    device = [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    ]
     expected = sorted((e["dur"] for e in device), reverse=True)[:5]
     rows = top_json(str(ALEXNET), "-k", "5")
     assert [r["time_us"] for r in rows] == pytest.approx(expected)

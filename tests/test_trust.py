@@ -21,8 +21,18 @@ CPU_ONLY = SHARED / "kineto" / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.
 ASCEND_PT = SHARED / "ascend_pt" / "rank0_ascend_pt"
 CANN_TIMELINE = SHARED / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 KINETO_OWN = FIXTURE_DIR / "kineto_own"
-ASCEND_ADVICE = ("AOE", "aoe ", "torch_npu", "MindSpore", "all_reduce_fusion_config", "HCCL_",
-                 "TASK_QUEUE", "operator_tuning_file", "MegEngine", "@trace")
+ASCEND_ADVICE = (
+    "AOE",
+    "aoe ",
+    "torch_npu",
+    "MindSpore",
+    "all_reduce_fusion_config",
+    "HCCL_",
+    "TASK_QUEUE",
+    "operator_tuning_file",
+    "MegEngine",
+    "@trace",
+)
 
 
 def run_cli(*args: object) -> tuple[int, str]:
@@ -37,6 +47,7 @@ def report_of(out: Path) -> dict:
 
 # --- silent passes ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("selector", ["op-005", "Op-005", "OP-TYPE-DOMINATES"])
 def test_select_matches_ids_and_names_in_any_case(tmp_path, selector):
     result = advisor.analyze(DEMO, select=[selector])
@@ -45,8 +56,7 @@ def test_select_matches_ids_and_names_in_any_case(tmp_path, selector):
 
 @pytest.mark.parametrize("option", ["--select", "--ignore"])
 def test_a_selector_matching_no_rule_is_a_usage_error(tmp_path, option):
-    code, output = run_cli("run", DEMO, "-o", tmp_path / "out", option, "OP-05",
-                           "--fail-on", "low")
+    code, output = run_cli("run", DEMO, "-o", tmp_path / "out", option, "OP-05", "--fail-on", "low")
     assert code == 2
     assert "'OP-05' matches no rule" in output and "OP-005" in output  # names it, suggests
     assert not (tmp_path / "out").exists()
@@ -62,8 +72,9 @@ def test_a_config_selector_matching_no_rule_names_the_config(tmp_path, monkeypat
 
 @pytest.mark.parametrize("value", ["abc", "true", "1e400", "nan"])
 def test_set_checks_the_value_against_the_param_type(tmp_path, value):
-    code, output = run_cli("run", DEMO, "-o", tmp_path / "out",
-                           "--set", f"OP-002.min_duration_us={value}")
+    code, output = run_cli(
+        "run", DEMO, "-o", tmp_path / "out", "--set", f"OP-002.min_duration_us={value}"
+    )
     assert code == 2
     assert "OP-002.min_duration_us expects a finite number (default 20)" in output
 
@@ -89,6 +100,7 @@ def test_reports_say_no_config_when_there_is_none(tmp_path, monkeypatch):
 
 
 # --- advice for the device and framework ------------------------------------------------------
+
 
 def test_a_rocm_trace_gets_no_ascend_advice_and_no_tune_ops_file(tmp_path):
     code, _ = run_cli("run", ROCM, "-o", tmp_path / "out", "--format", "json")
@@ -126,8 +138,14 @@ def test_not_applicable_rules_say_why():
 
 # --- numbers that agree -----------------------------------------------------------------------
 
-FIXTURES = [ROCM, CPU_ONLY, ASCEND_PT, CANN_TIMELINE, DEMO,
-            *sorted((SHARED / "kineto").glob("*.json.gz"))]
+FIXTURES = [
+    ROCM,
+    CPU_ONLY,
+    ASCEND_PT,
+    CANN_TIMELINE,
+    DEMO,
+    *sorted((SHARED / "kineto").glob("*.json.gz")),
+]
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name[:40])
@@ -184,7 +202,8 @@ def test_every_finding_without_an_impact_says_why():
 
 def test_a_high_rule_without_impact_or_note_is_refused(tmp_path):
     rule = tmp_path / "r.yaml"
-    rule.write_text("""
+    rule.write_text(
+        """
 id: TEAM-001
 name: team-rule
 title: A rule that cannot say how much it costs
@@ -194,7 +213,9 @@ when: 1 > 0
 message: always
 suggestions: [do something]
 docs: a rule whose finding would be HIGH without a figure.
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     code, output = run_cli("rules", "validate", rule)
     assert code == 2
     assert "needs an impact_note" in output
@@ -202,11 +223,15 @@ docs: a rule whose finding would be HIGH without a figure.
 
 # --- many ranks -------------------------------------------------------------------------------
 
+
 def test_profiles_are_analysed_in_numeric_order(tmp_path):
     trace = (KINETO_OWN / "healthy.pt.trace.json.gz").read_bytes()
     for n in (10, 2, 1, 11, 0):
         (tmp_path / f"run_{n}.pt.trace.json.gz").write_bytes(trace)
     result = advisor.analyze(tmp_path)
-    names = [Path(a.profile.meta.path).name for a in result.analyses
-             if a.profile.meta.source_format != "cluster"]
+    names = [
+        Path(a.profile.meta.path).name
+        for a in result.analyses
+        if a.profile.meta.source_format != "cluster"
+    ]
     assert names == [f"run_{n}.pt.trace.json.gz" for n in (0, 1, 2, 10, 11)]

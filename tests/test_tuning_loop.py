@@ -25,8 +25,11 @@ def invoke(*args: object):
 
 
 def digest(path: Path) -> dict[str, str]:
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
 
 
 def expected_loop(advised: list[str]) -> dict:
@@ -41,7 +44,8 @@ def expected_loop(advised: list[str]) -> dict:
                 before = perf["performance_before_tune(us)"]
                 after = perf["performance_after_tune(us)"]
                 outcome.setdefault(op["op_name"], []).append(
-                    (mode, before, after, "regressed" if after > before else "improved", key))
+                    (mode, before, after, "regressed" if after > before else "improved", key)
+                )
         for name in opat.get("tuning_failed_operators", []):
             outcome.setdefault(name, []).append((None, None, None, "failed", key))
     tuned = [(name, *row) for name in outcome if name in advised for row in outcome[name]]
@@ -62,15 +66,21 @@ def check(report: dict, advised: list[str]) -> None:
     loop = report["tuning_loop"]
     want = expected_loop(advised)
     assert loop["advised"] == advised
-    assert [(r["name"], r["mode"], r["before_us"], r["after_us"], r["status"], r["task"])
-            for r in loop["tuned"]] == want["tuned"]
+    assert [
+        (r["name"], r["mode"], r["before_us"], r["after_us"], r["status"], r["task"])
+        for r in loop["tuned"]
+    ] == want["tuned"]
     assert loop["not_tuned"] == want["not_tuned"]
     statuses = [row[4] for row in want["tuned"]]
     assert loop["summary"] == {
-        "advised": len(advised), "tuned": len(advised) - len(want["not_tuned"]),
-        "not_tuned": len(want["not_tuned"]), "improved": statuses.count("improved"),
-        "regressed": statuses.count("regressed"), "failed": statuses.count("failed"),
-        "incomplete": 0}
+        "advised": len(advised),
+        "tuned": len(advised) - len(want["not_tuned"]),
+        "not_tuned": len(want["not_tuned"]),
+        "improved": statuses.count("improved"),
+        "regressed": statuses.count("regressed"),
+        "failed": statuses.count("failed"),
+        "incomplete": 0,
+    }
 
 
 @pytest.fixture
@@ -131,8 +141,11 @@ def test_broken_results_next_to_the_profile_warn_in_one_line(tmp_path, workdir):
     assert "Traceback" not in result.output
     assert f"{workdir / 'aoe_result_opat_empty.json'}: empty file" in result.output
     assert result.exit_code == 0  # files found beside the profile warn; they never fail the run
-    comma = [line for line in result.output.splitlines()
-             if "warning:" in line and "aoe_result_opat_missing_comma.json" in line]
+    comma = [
+        line
+        for line in result.output.splitlines()
+        if "warning:" in line and "aoe_result_opat_missing_comma.json" in line
+    ]
     assert len(comma) == 1 and "missing comma" in comma[0]
     report = json.loads((out / "prof_rule_0.json").read_text(encoding="utf-8"))
     assert report["tuning_loop"]["summary"]["tuned"] == 3
@@ -141,14 +154,17 @@ def test_broken_results_next_to_the_profile_warn_in_one_line(tmp_path, workdir):
 def test_terminal_summary_has_one_loop_line(tmp_path, workdir):
     result = invoke("run", workdir / SMALL.name, "-o", tmp_path / "out", "--format", "json,text")
     assert result.exit_code == 0, result.output
-    advised = json.loads((tmp_path / "out" / "operator_tuning_file.cfg").read_text(
-        encoding="utf-8"))["tune_ops_name"]
+    advised = json.loads(
+        (tmp_path / "out" / "operator_tuning_file.cfg").read_text(encoding="utf-8")
+    )["tune_ops_name"]
     want = expected_loop(advised)
     statuses = [row[4] for row in want["tuned"]]
     tuned = len(advised) - len(want["not_tuned"])
-    line = (f"AOE: {tuned} of {len(advised)} advised operators tuned "
-            f"({statuses.count('improved')} improved, {statuses.count('regressed')} regressed, "
-            f"{statuses.count('failed')} failed), {len(want['not_tuned'])} not tuned")
+    line = (
+        f"AOE: {tuned} of {len(advised)} advised operators tuned "
+        f"({statuses.count('improved')} improved, {statuses.count('regressed')} regressed, "
+        f"{statuses.count('failed')} failed), {len(want['not_tuned'])} not tuned"
+    )
     assert line in result.output
 
 
@@ -157,4 +173,5 @@ def test_report_of_a_single_file_is_named_after_its_stem(tmp_path):
     result = invoke("run", AOE, "-o", out, "--format", "json", "-q")
     assert result.exit_code == 0, result.output
     assert [p.name for p in out.glob("prof_rule_*.json")] == [
-        "prof_rule_aoe_result_opat_20260105103000123_pid4242.json"]
+        "prof_rule_aoe_result_opat_20260105103000123_pid4242.json"
+    ]

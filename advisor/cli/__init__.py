@@ -32,6 +32,12 @@ def main() -> None:
     """
 
 
-for command in (run_command, compare_command, top_command, inspect_command, rules_group,
-                plugins_group):
+for command in (
+    run_command,
+    compare_command,
+    top_command,
+    inspect_command,
+    rules_group,
+    plugins_group,
+):
     main.add_command(command)

@@ -76,8 +76,12 @@ def guard(debug: bool, body: Callable[[], int | None]) -> NoReturn:
     sys.exit(code or EXIT_OK)
 
 
-def exit_code(unreadable: bool, findings: Sequence[Finding], fail_on: str | None,
-              places: Sequence[str | None] | None = None) -> int:
+def exit_code(
+    unreadable: bool,
+    findings: Sequence[Finding],
+    fail_on: str | None,
+    places: Sequence[str | None] | None = None,
+) -> int:
     """3 when an input could not be read, 1 for a finding at or above --fail-on, else 0.
 
     When --fail-on trips, one line on stderr names the findings that tripped it (`places`,
@@ -87,16 +91,23 @@ def exit_code(unreadable: bool, findings: Sequence[Finding], fail_on: str | None
         return EXIT_UNREADABLE
     if not fail_on:
         return EXIT_OK
-    tripped = [(f, places[i] if places else None) for i, f in enumerate(findings)
-               if at_least(f.severity, fail_on)]
+    tripped = [
+        (f, places[i] if places else None)
+        for i, f in enumerate(findings)
+        if at_least(f.severity, fail_on)
+    ]
     if not tripped:
         return EXIT_OK
     tripped.sort(key=lambda fp: SEVERITIES.index(fp[0].severity))  # stable: ranked order kept
-    named = [f"{f.rule.id} ({', '.join(x for x in (f.severity, place) if x)})"
-             for f, place in tripped[:MAX_FAIL_LISTED]]
+    named = [
+        f"{f.rule.id} ({', '.join(x for x in (f.severity, place) if x)})"
+        for f, place in tripped[:MAX_FAIL_LISTED]
+    ]
     more = len(tripped) - len(named)
-    error(f"--fail-on {fail_on}: {len(tripped)} finding{'' if len(tripped) == 1 else 's'} at "
-          f"or above {fail_on}: {', '.join(named)}" + (f" and {more} more" if more else ""))
+    error(
+        f"--fail-on {fail_on}: {len(tripped)} finding{'' if len(tripped) == 1 else 's'} at "
+        f"or above {fail_on}: {', '.join(named)}" + (f" and {more} more" if more else "")
+    )
     return EXIT_FINDINGS
 
 
@@ -104,17 +115,20 @@ def stop_on_user_rule_errors(errors: Sequence[RuleError], user_paths: Sequence[P
     """A broken rule the user gave (not a plugin's) stops the command with exit 2: its checks
     would silently be missing from the result."""
     if any(is_inside(Path(e.source), p) for e in errors for p in user_paths):
-        raise Failure("fix the rule files above (check them with `advisor rules validate`)",
-                      EXIT_USAGE)
+        raise Failure(
+            "fix the rule files above (check them with `advisor rules validate`)", EXIT_USAGE
+        )
 
 
-def parse_formats(value: str, allowed: Sequence[str], param_hint: str | None = None
-                  ) -> tuple[str, ...]:
+def parse_formats(
+    value: str, allowed: Sequence[str], param_hint: str | None = None
+) -> tuple[str, ...]:
     """--format's comma-separated list, each one of `allowed`."""
     chosen = tuple(f.strip() for f in value.split(",") if f.strip())
     if not chosen or any(f not in allowed for f in chosen):
-        raise click.BadParameter(f"choose from {', '.join(allowed)} (comma-separated)",
-                                 param_hint=param_hint)
+        raise click.BadParameter(
+            f"choose from {', '.join(allowed)} (comma-separated)", param_hint=param_hint
+        )
     return chosen
 
 
@@ -164,8 +178,13 @@ class ReportOptions:
         """`-o -`: the JSON goes to stdout and the summary to stderr, no file is written."""
         return self.out == STDOUT
 
-    def folder(self, inputs: Sequence[Path], default: Callable[[], str | Path],
-               folder_formats: Sequence[str], refusal: str) -> Path | None:
+    def folder(
+        self,
+        inputs: Sequence[Path],
+        default: Callable[[], str | Path],
+        folder_formats: Sequence[str],
+        refusal: str,
+    ) -> Path | None:
         """The output folder (`default()` when -o is not given), None for `-o -`. Stops with
         exit 2 when it lies inside an input, or with `refusal` when -o - comes with a
         --format of `folder_formats`, which only a folder can hold."""
@@ -181,20 +200,30 @@ class ReportOptions:
     def with_config(self, config: Config) -> ReportOptions:
         """The options with what the command line left open filled from the project config:
         the config's language beats the locale's, its --fail-on applies when none is given."""
-        return replace(self, lang=self.lang or config.lang or locale_language(),
-                       fail_on=self.fail_on or config.fail_on)
+        return replace(
+            self,
+            lang=self.lang or config.lang or locale_language(),
+            fail_on=self.fail_on or config.fail_on,
+        )
 
 
-def report_options(out: str | None, formats: tuple[str, ...], fail_on: str | None,
-                   quiet: bool, lang: str) -> ReportOptions:
+def report_options(
+    out: str | None, formats: tuple[str, ...], fail_on: str | None, quiet: bool, lang: str
+) -> ReportOptions:
     """ReportOptions from the running command's options, remembering which were given."""
-    return ReportOptions(out=out, formats=formats, formats_given=not defaulted("formats"),
-                         fail_on=fail_on, quiet=quiet,
-                         lang=None if defaulted("lang") else lang)
+    return ReportOptions(
+        out=out,
+        formats=formats,
+        formats_given=not defaulted("formats"),
+        fail_on=fail_on,
+        quiet=quiet,
+        lang=None if defaulted("lang") else lang,
+    )
 
 
-def echo_summary(reports: list[dict], details: list[str | None], err: bool = False,
-                 before: Sequence[str] = ()) -> None:
+def echo_summary(
+    reports: list[dict], details: list[str | None], err: bool = False, before: Sequence[str] = ()
+) -> None:
     """The terminal summary (after the lines `before`), wrapped to the terminal's width,
     coloured on a terminal unless NO_COLOR is set; `details` names, per report, the written
     file its details are in (None: none was written)."""
@@ -202,19 +231,18 @@ def echo_summary(reports: list[dict], details: list[str | None], err: bool = Fal
 
     color = color_enabled(sys.stderr if err else sys.stdout)
     text = render_text(reports, width=terminal_width(), color=color, details=details)
-    click.echo("".join(f"{terminal_safe(line)}\n" for line in before) + text, err=err,
-               color=color)
+    click.echo("".join(f"{terminal_safe(line)}\n" for line in before) + text, err=err, color=color)
 
 
 def detail_files(names: Sequence[str], json_names: Sequence[str], html: str) -> list[str | None]:
     """Per report, the written file its details are in: the HTML page, else its JSON; None
     when neither was written (the summary then points at nothing)."""
-    return [html if html in names else name if name in names else None
-            for name in json_names]
+    return [html if html in names else name if name in names else None for name in json_names]
 
 
-def echo_closing(report: ReportOptions, warnings: Iterable[str], out_dir: Path | None,
-                 names: Sequence[str]) -> None:
+def echo_closing(
+    report: ReportOptions, warnings: Iterable[str], out_dir: Path | None, names: Sequence[str]
+) -> None:
     """After the summary, unless --quiet: the profiles' warnings, then the closing line
     "Wrote report.html, prof_rule_0.json in DIR" when something was written."""
     from advisor.render.text import terminal_width, written_line
@@ -237,20 +265,32 @@ def echo_problems(plugin_problems: Sequence[str], rule_errors: Sequence[RuleErro
 
 debug_option = click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
 fail_on_option = click.option(
-    "--fail-on", type=click.Choice(SEVERITIES), default=None,
-    help="Exit with 1 when a finding of this severity or higher exists.")
+    "--fail-on",
+    type=click.Choice(SEVERITIES),
+    default=None,
+    help="Exit with 1 when a finding of this severity or higher exists.",
+)
 lang_option = click.option(
-    "--lang", type=click.Choice(LANGUAGES), default=locale_language,
+    "--lang",
+    type=click.Choice(LANGUAGES),
+    default=locale_language,
     show_default="zh when LC_ALL, LC_MESSAGES or LANG starts with zh, else en",
-    help="Language of findings and reports.")
+    help="Language of findings and reports.",
+)
 severity_option = click.option(
-    "--severity", "severities", multiple=True, metavar="ID=high|medium|low",
-    help="Fix a rule's severity (repeatable), e.g. --severity STEP-001=high.")
+    "--severity",
+    "severities",
+    multiple=True,
+    metavar="ID=high|medium|low",
+    help="Fix a rule's severity (repeatable), e.g. --severity STEP-001=high.",
+)
 
 
 def select_options(command: F) -> F:
     """--select and --ignore, which pick rules for every command that evaluates them."""
-    command = click.option("--ignore", multiple=True,
-                           help="Skip rules with this id, name or tag.")(command)
-    return click.option("--select", multiple=True,
-                        help="Only run rules with this id, name or tag.")(command)
+    command = click.option("--ignore", multiple=True, help="Skip rules with this id, name or tag.")(
+        command
+    )
+    return click.option(
+        "--select", multiple=True, help="Only run rules with this id, name or tag."
+    )(command)

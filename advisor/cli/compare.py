@@ -70,10 +70,12 @@ def parse_op_name_map(value: str | None) -> dict[str, str]:
     except yaml.YAMLError as exc:
         raise click.BadParameter(f"not a JSON/YAML mapping: {exc}".splitlines()[0]) from exc
     if not isinstance(mapping, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
+    ):
         raise click.BadParameter(
             "expects a mapping of operator names to operator names, e.g. "
-            "'{\"Optimizer.step#SGD.step\": \"Optimizer.step#NpuFusedSGD.step\"}'")
+            '\'{"Optimizer.step#SGD.step": "Optimizer.step#NpuFusedSGD.step"}\''
+        )
     return mapping
 
 
@@ -81,33 +83,71 @@ def parse_op_name_map(value: str | None) -> dict[str, str]:
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("comparison", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", help="Output folder (default: ./advisor-compare-<time>).")
-@click.option("--format", "formats", default="json,html,xlsx,text", show_default=True,
-              help="Comma-separated outputs: json, html, xlsx, text.")
-@click.option("--use-input-shape", is_flag=True,
-              help="Match operators by name and input shapes (default: by name).")
-@click.option("--op-name-map", default=None, metavar="MAPPING|FILE",
-              help="Equivalent operator names of the two runs, as a JSON/YAML object or a file "
-                   "holding one, e.g. '{\"Optimizer.step#SGD.step\": "
-                   "\"Optimizer.step#NpuFusedSGD.step\"}'.")
-@click.option("--max-kernel-num", type=click.IntRange(min=4), default=None,
-              help="Compare the children of an operator that launches more kernels than this "
-                   "(at least 4; default: top-level operators only).")
-@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
-              help="Extra rule file or folder (repeatable).")
+@click.option(
+    "--format",
+    "formats",
+    default="json,html,xlsx,text",
+    show_default=True,
+    help="Comma-separated outputs: json, html, xlsx, text.",
+)
+@click.option(
+    "--use-input-shape",
+    is_flag=True,
+    help="Match operators by name and input shapes (default: by name).",
+)
+@click.option(
+    "--op-name-map",
+    default=None,
+    metavar="MAPPING|FILE",
+    help="Equivalent operator names of the two runs, as a JSON/YAML object or a file "
+    'holding one, e.g. \'{"Optimizer.step#SGD.step": '
+    '"Optimizer.step#NpuFusedSGD.step"}\'.',
+)
+@click.option(
+    "--max-kernel-num",
+    type=click.IntRange(min=4),
+    default=None,
+    help="Compare the children of an operator that launches more kernels than this "
+    "(at least 4; default: top-level operators only).",
+)
+@click.option(
+    "--rules",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Extra rule file or folder (repeatable).",
+)
 @select_options
-@click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
-              help="Override a rule parameter, e.g. --set CMP-002.min_op_growth=0.2.")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="ID.PARAM=VALUE",
+    help="Override a rule parameter, e.g. --set CMP-002.min_op_growth=0.2.",
+)
 @severity_option
 @fail_on_option
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @lang_option
 @debug_option
-def compare_command(baseline: Path, comparison: Path, out: str | None, formats: str,
-                    use_input_shape: bool, op_name_map: str | None,
-                    max_kernel_num: int | None, rule_paths: tuple[Path, ...],
-                    select: tuple[str, ...], ignore: tuple[str, ...],
-                    assignments: tuple[str, ...], severities: tuple[str, ...],
-                    fail_on: str | None, quiet: bool, lang: str, debug: bool) -> None:
+def compare_command(
+    baseline: Path,
+    comparison: Path,
+    out: str | None,
+    formats: str,
+    use_input_shape: bool,
+    op_name_map: str | None,
+    max_kernel_num: int | None,
+    rule_paths: tuple[Path, ...],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    assignments: tuple[str, ...],
+    severities: tuple[str, ...],
+    fail_on: str | None,
+    quiet: bool,
+    lang: str,
+    debug: bool,
+) -> None:
     """Compare two runs: what got slower in COMPARISON against BASELINE, and where.
 
     Each side is one profile (one rank's or device's file or folder) of any format advisor
@@ -121,12 +161,16 @@ def compare_command(baseline: Path, comparison: Path, out: str | None, formats: 
     """
     chosen = parse_formats(formats, COMPARE_FORMATS, param_hint="--format")
     options = CompareCommandOptions(
-        baseline=baseline, comparison=comparison,
-        compare=CompareOptions(use_input_shape=use_input_shape,
-                               op_name_map=parse_op_name_map(op_name_map),
-                               max_kernel_num=max_kernel_num),
+        baseline=baseline,
+        comparison=comparison,
+        compare=CompareOptions(
+            use_input_shape=use_input_shape,
+            op_name_map=parse_op_name_map(op_name_map),
+            max_kernel_num=max_kernel_num,
+        ),
         report=report_options(out, chosen, fail_on, quiet, lang),
-        rules=RuleOptions(rule_paths, select, ignore, assignments, severities))
+        rules=RuleOptions(rule_paths, select, ignore, assignments, severities),
+    )
     guard(debug, lambda: run_compare(options))
 
 
@@ -139,15 +183,25 @@ def run_compare(options: CompareCommandOptions) -> int:
     config = discover()
     report = options.report.with_config(config)
     rules = options.rules
-    out_dir = report.folder([options.baseline, options.comparison],
-                            lambda: timestamped("advisor-compare"), ["html", "xlsx"],
-                            "-o - writes the JSON to stdout; --format html and xlsx need a "
-                            "folder (-o DIR)")
+    out_dir = report.folder(
+        [options.baseline, options.comparison],
+        lambda: timestamped("advisor-compare"),
+        ["html", "xlsx"],
+        "-o - writes the JSON to stdout; --format html and xlsx need a folder (-o DIR)",
+    )
     try:
-        result = compare(options.baseline, options.comparison, options=options.compare,
-                         rules=rules.rule_paths, select=rules.select, ignore=rules.ignore,
-                         params=parse_overrides(rules.assignments), lang=report.lang,
-                         severity=parse_severities(rules.severities), config=config)
+        result = compare(
+            options.baseline,
+            options.comparison,
+            options=options.compare,
+            rules=rules.rule_paths,
+            select=rules.select,
+            ignore=rules.ignore,
+            params=parse_overrides(rules.assignments),
+            lang=report.lang,
+            severity=parse_severities(rules.severities),
+            config=config,
+        )
     except CompareError as exc:
         raise Failure(str(exc), EXIT_UNREADABLE) from exc
     echo_problems(result.plugin_problems, result.rule_errors)
@@ -158,8 +212,12 @@ def run_compare(options: CompareCommandOptions) -> int:
     if not report.quiet and "text" in report.formats:
         labels = {**LABELS["en"], **LABELS.get(report.lang, {})}
         overall = overall_lines(result.tables["compare_overall"], labels)
-        echo_summary([result.report], detail_files(names, [COMPARE_REPORT], COMPARE_HTML),
-                     err=report.to_stdout, before=[*overall, ""])
+        echo_summary(
+            [result.report],
+            detail_files(names, [COMPARE_REPORT], COMPARE_HTML),
+            err=report.to_stdout,
+            before=[*overall, ""],
+        )
     echo_closing(report, result.profile.warnings, out_dir, names)
     if report.to_stdout:
         click.echo(terminal_json(compare_stdout_document(result), indent=2))

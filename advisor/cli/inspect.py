@@ -21,13 +21,16 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
     Example:
       advisor inspect PROF_000001
     """
+
     def body() -> int:
         result = read_inputs(list(paths), PluginHost())
         profiles = result.profiles
         for profile in profiles:
             meta = profile.meta
-            echo(f"{profile.label}: {meta.source_format} ({meta.framework}, "
-                 f"{meta.device_kind}) at {meta.path}")
+            echo(
+                f"{profile.label}: {meta.source_format} ({meta.framework}, "
+                f"{meta.device_kind}) at {meta.path}"
+            )
             for name, df in profile.tables.items():
                 echo(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
             echo(f"    files read: {len(meta.files_read)}")
@@ -40,4 +43,5 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
         if result.input_errors or not profiles:
             return EXIT_UNREADABLE
         return EXIT_OK
+
     guard(debug, body)

@@ -22,6 +22,7 @@ def plugins_list(debug: bool) -> None:
     Example:
       ADVISOR_BLOCK_PLUGINS=msprof advisor plugins list
     """
+
     def body() -> int:
         host = PluginHost()
         readers = host.readers()
@@ -31,4 +32,5 @@ def plugins_list(debug: bool) -> None:
                 if plugin == info.name:
                     echo(f"    reader {reader.name}: {', '.join(reader.formats)}")
         return EXIT_OK
+
     guard(debug, body)

@@ -34,8 +34,12 @@ from advisor.ruleset import (
 from advisor.scaffold import ScaffoldError, new_rule
 
 rule_paths_option = click.option(
-    "--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
-    help="Also load these rule files or folders.")
+    "--rules",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Also load these rule files or folders.",
+)
 
 
 def source_label(ruleset: RuleSet, rule: Rule) -> str:
@@ -59,6 +63,7 @@ def rules_list(rule_paths: tuple[Path, ...], debug: bool) -> None:
     Example:
       advisor rules list --rules team_rules/
     """
+
     def body() -> int:
         ruleset, errors, _ = prepare_rules(PluginHost(), discover(), rule_paths)
         rules = sorted(ruleset.rules.values(), key=lambda r: r.id)
@@ -66,25 +71,38 @@ def rules_list(rule_paths: tuple[Path, ...], debug: bool) -> None:
         width = max(map(len, ["SOURCE", *labels.values()]))
         echo(f"{'ID':<10} {'NAME':<32} {'SEVERITY':<10} {'SOURCE':<{width}} TITLE")
         for rule in rules:
-            echo(f"{rule.id:<10} {rule.name:<32} {rule.severity or 'by impact':<10} "
-                 f"{labels[rule.id]:<{width}} {rule.title}")
+            echo(
+                f"{rule.id:<10} {rule.name:<32} {rule.severity or 'by impact':<10} "
+                f"{labels[rule.id]:<{width}} {rule.title}"
+            )
         for note in ruleset.overrides:
             error(f"note: rule {note}")
         for rule_error in errors:
             error(str(rule_error))
         return EXIT_USAGE if errors else EXIT_OK
+
     guard(debug, body)
 
 
 @rules_group.command("show")
 @click.argument("rule_id")
 @rule_paths_option
-@click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
-              help="Show params in effect with this override, as `run --set` would use them.")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="ID.PARAM=VALUE",
+    help="Show params in effect with this override, as `run --set` would use them.",
+)
 @severity_option
 @debug_option
-def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[str, ...],
-               severities: tuple[str, ...], debug: bool) -> None:
+def rules_show(
+    rule_id: str,
+    rule_paths: tuple[Path, ...],
+    assignments: tuple[str, ...],
+    severities: tuple[str, ...],
+    debug: bool,
+) -> None:
     """Show a rule's documentation, parameters (default and in effect), expressions and an
     example finding.
 
@@ -95,30 +113,36 @@ def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[st
       advisor rules show STEP-001
       advisor rules show TEAM-001 --rules team_rules/ --set TEAM-001.max_ratio=0.1
     """
+
     def body() -> int:
         from advisor.cases import example_finding
 
         host = PluginHost()
-        ruleset, _, overrides = prepare_rules(host, discover(), rule_paths,
-                                              parse_overrides(assignments),
-                                              parse_severities(severities))
+        ruleset, _, overrides = prepare_rules(
+            host, discover(), rule_paths, parse_overrides(assignments), parse_severities(severities)
+        )
         rule = find_rule(ruleset, rule_id)
         if rule is None:
             raise Failure(f"no rule {rule_id!r} (see `advisor rules list`)", EXIT_USAGE)
         echo(f"{rule.id} {rule.name}: {rule.title}")
-        echo(f"type: {rule.group} / {rule.type}" + (f" / {rule.subtype}"
-                                                    if rule.subtype else ""))
-        echo(f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}"
-             + ("" if rule.severity == rule.raw.get("severity")
-                else " (fixed by config or --severity)"))
+        echo(f"type: {rule.group} / {rule.type}" + (f" / {rule.subtype}" if rule.subtype else ""))
+        echo(
+            f"severity: {rule.severity or 'from impact (>=5% high, >=3% medium)'}"
+            + (
+                ""
+                if rule.severity == rule.raw.get("severity")
+                else " (fixed by config or --severity)"
+            )
+        )
         origin = source_label(ruleset, rule)
-        echo(f"source: {origin}" + ("" if origin.startswith("user") else
-                                    f" ({rule.source})"))
+        echo(f"source: {origin}" + ("" if origin.startswith("user") else f" ({rule.source})"))
         echo(f"needs: {', '.join(rule.needs())}")
         for name, default in rule.params.items():
             value = overrides.get(rule.id, {}).get(name, default)
-            echo(f"param {name} = {value!r}"
-                 + ("" if value == default else f" (default {default!r})"))
+            echo(
+                f"param {name} = {value!r}"
+                + ("" if value == default else f" (default {default!r})")
+            )
         for name, expr in rule.let.items():
             echo(f"let {name} = {expr.source}")
         echo(f"when: {rule.when.source}")
@@ -128,20 +152,34 @@ def rules_show(rule_id: str, rule_paths: tuple[Path, ...], assignments: tuple[st
         if example:
             echo(f"example finding ({example[0]}):\n  {example[1]}")
         else:
-            echo(f"message template (no firing case in a .case.yaml beside the rule):\n"
-                 f"  {rule.message.strip()}")
+            echo(
+                f"message template (no firing case in a .case.yaml beside the rule):\n"
+                f"  {rule.message.strip()}"
+            )
         echo("")
         echo(rule.docs.strip())
         return EXIT_OK
+
     guard(debug, body)
 
 
 @rules_group.command("new")
 @click.argument("name")
-@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("."), show_default=True, help="Folder to write the files into.")
-@click.option("--table", type=click.Choice(sorted(TABLES)), default="device_ops",
-              show_default=True, help="The table the new rule reads.")
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Folder to write the files into.",
+)
+@click.option(
+    "--table",
+    type=click.Choice(sorted(TABLES)),
+    default="device_ops",
+    show_default=True,
+    help="The table the new rule reads.",
+)
 @debug_option
 def rules_new(name: str, folder: Path, table: str, debug: bool) -> None:
     """Write NAME.yaml, a valid rule with TODOs to edit, and NAME.case.yaml, its test cases.
@@ -152,14 +190,18 @@ def rules_new(name: str, folder: Path, table: str, debug: bool) -> None:
     Example:
       advisor rules new slow-casts --dir team_rules --table device_ops
     """
+
     def body() -> int:
         try:
             new = new_rule(name, folder, table, rule_paths=discover().rules)
         except ScaffoldError as exc:
             raise Failure(str(exc), EXIT_USAGE) from exc
-        echo(f"Wrote {new.rule_file} ({new.rule_id}) and {new.case_file}; edit the TODOs, "
-             f"then run `advisor rules test {new.case_file} --rules {new.rule_file}`")
+        echo(
+            f"Wrote {new.rule_file} ({new.rule_id}) and {new.case_file}; edit the TODOs, "
+            f"then run `advisor rules test {new.case_file} --rules {new.rule_file}`"
+        )
         return EXIT_OK
+
     guard(debug, body)
 
 
@@ -173,21 +215,27 @@ def rules_validate(paths: tuple[Path, ...], debug: bool) -> None:
     Example:
       advisor rules validate team_rules/ my_rule.yaml
     """
+
     def body() -> int:
         host = PluginHost()
-        ruleset, errors = load_rules(list(paths), expression_functions(host),
-                                     tables=host.tables())
+        ruleset, errors = load_rules(list(paths), expression_functions(host), tables=host.tables())
         for rule_error in errors:
             error(str(rule_error))
         echo(f"{len(ruleset.rules)} valid rule(s), {len(errors)} error(s)")
         return EXIT_USAGE if errors else EXIT_OK
+
     guard(debug, body)
 
 
 @rules_group.command("test")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
-              help="Also load these rule files or folders (and test their cases by default).")
+@click.option(
+    "--rules",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Also load these rule files or folders (and test their cases by default).",
+)
 @debug_option
 def rules_test(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], debug: bool) -> None:
     """Run the test cases (*.case.yaml) of rules; exit 1 when a case fails.
@@ -199,6 +247,7 @@ def rules_test(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], debug: boo
       advisor rules test
       advisor rules test team_rules/ --rules team_rules/
     """
+
     def body() -> int:
         from advisor.cases import run_cases
 
@@ -217,11 +266,15 @@ def rules_test(paths: tuple[Path, ...], rule_paths: tuple[Path, ...], debug: boo
         for case_error in run.errors:
             error(str(case_error))
         if not run.files:
-            raise Failure(f"no case files (*.case.yaml) in {', '.join(map(str, roots))}",
-                          EXIT_USAGE)
+            raise Failure(
+                f"no case files (*.case.yaml) in {', '.join(map(str, roots))}", EXIT_USAGE
+            )
         failed = sum(not r.passed for r in run.results)
-        echo(f"{len(run.results)} case(s) in {run.files} file(s): "
-             f"{len(run.results) - failed} passed, {failed} failed, "
-             f"{len(run.errors)} invalid")
+        echo(
+            f"{len(run.results)} case(s) in {run.files} file(s): "
+            f"{len(run.results) - failed} passed, {failed} failed, "
+            f"{len(run.errors)} invalid"
+        )
         return EXIT_USAGE if run.errors else EXIT_FINDINGS if failed else EXIT_OK
+
     guard(debug, body)

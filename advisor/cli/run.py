@@ -60,31 +60,69 @@ class RunOptions:
 
 @click.command("run")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", "out",
-              help="Output folder (default: ./advisor-report-<time>); - writes the JSON "
-                   "report to stdout.")
-@click.option("--format", "formats", default="json,html,text", show_default=True,
-              help="Comma-separated outputs: json, html, text.")
-@click.option("--rules", "rule_paths", multiple=True, type=click.Path(path_type=Path),
-              help="Extra rule file or folder (repeatable); same id replaces a built-in rule.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    help="Output folder (default: ./advisor-report-<time>); - writes the JSON report to stdout.",
+)
+@click.option(
+    "--format",
+    "formats",
+    default="json,html,text",
+    show_default=True,
+    help="Comma-separated outputs: json, html, text.",
+)
+@click.option(
+    "--rules",
+    "rule_paths",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Extra rule file or folder (repeatable); same id replaces a built-in rule.",
+)
 @select_options
-@click.option("--set", "assignments", multiple=True, metavar="ID.PARAM=VALUE",
-              help="Override a rule parameter, e.g. --set STEP-001.max_ratio=0.2.")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="ID.PARAM=VALUE",
+    help="Override a rule parameter, e.g. --set STEP-001.max_ratio=0.2.",
+)
 @severity_option
 @fail_on_option
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Processes to read several ranks with (default: automatic).")
-@click.option("--scheduler", metavar="ADDRESS", default=None,
-              help="Read the ranks on a Dask cluster: its scheduler's address, e.g. "
-                   "tcp://10.0.0.1:8786 (needs: pip install 'dl-perf-advisor[dask]').")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes to read several ranks with (default: automatic).",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Read the ranks on a Dask cluster: its scheduler's address, e.g. "
+    "tcp://10.0.0.1:8786 (needs: pip install 'dl-perf-advisor[dask]').",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (no progress).")
 @lang_option
 @debug_option
-def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
-                rule_paths: tuple[Path, ...], select: tuple[str, ...], ignore: tuple[str, ...],
-                assignments: tuple[str, ...], severities: tuple[str, ...], fail_on: str | None,
-                jobs: int | None, scheduler: str | None, quiet: bool, lang: str,
-                debug: bool) -> None:
+def run_command(
+    paths: tuple[Path, ...],
+    out: str | None,
+    formats: str,
+    rule_paths: tuple[Path, ...],
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    assignments: tuple[str, ...],
+    severities: tuple[str, ...],
+    fail_on: str | None,
+    jobs: int | None,
+    scheduler: str | None,
+    quiet: bool,
+    lang: str,
+    debug: bool,
+) -> None:
     """Analyse profiles and write prof_rule JSON, an HTML report and a summary.
 
     \b
@@ -97,7 +135,9 @@ def run_command(paths: tuple[Path, ...], out: str | None, formats: str,
         paths=paths,
         report=report_options(out, parse_formats(formats, FORMATS), fail_on, quiet, lang),
         rules=RuleOptions(rule_paths, select, ignore, assignments, severities),
-        jobs=jobs, scheduler=scheduler)
+        jobs=jobs,
+        scheduler=scheduler,
+    )
     guard(debug, lambda: run(options))
 
 
@@ -106,16 +146,27 @@ def run(options: RunOptions) -> int:
     config = discover()
     report = options.report.with_config(config)
     rules = options.rules
-    out_dir = report.folder(options.paths, lambda: Path.cwd() / timestamped("advisor-report"),
-                            ["html"], "-o - writes the JSON report to stdout; --format html "
-                            "needs a folder (-o DIR)")
+    out_dir = report.folder(
+        options.paths,
+        lambda: Path.cwd() / timestamped("advisor-report"),
+        ["html"],
+        "-o - writes the JSON report to stdout; --format html needs a folder (-o DIR)",
+    )
     progress.set_quiet(report.quiet)
     host = PluginHost()
-    result = analyze(*options.paths, rules=rules.rule_paths, select=rules.select,
-                     ignore=rules.ignore, params=parse_overrides(rules.assignments), host=host,
-                     jobs=options.jobs, lang=report.lang,
-                     severity=parse_severities(rules.severities), config=config,
-                     scheduler=options.scheduler)
+    result = analyze(
+        *options.paths,
+        rules=rules.rule_paths,
+        select=rules.select,
+        ignore=rules.ignore,
+        params=parse_overrides(rules.assignments),
+        host=host,
+        jobs=options.jobs,
+        lang=report.lang,
+        severity=parse_severities(rules.severities),
+        config=config,
+        scheduler=options.scheduler,
+    )
     for info in host.failed():  # failed at import, validation or in a hook
         error(f"plugin {info.describe()}")
     echo_problems(result.plugin_problems, result.rule_errors)
@@ -130,10 +181,12 @@ def run(options: RunOptions) -> int:
     written = [] if out_dir is None else write_outputs(result, out_dir, report.formats, host)
     names = [p.name for p in written]
     if not report.quiet and "text" in report.formats:  # beside stdout's JSON: on stderr
-        echo_summary(result.reports, detail_files(names, report_names(result), HTML_REPORT),
-                     err=report.to_stdout)
-    echo_closing(report, (w for a in result.analyses for w in a.profile.warnings), out_dir,
-                 names)
+        echo_summary(
+            result.reports,
+            detail_files(names, report_names(result), HTML_REPORT),
+            err=report.to_stdout,
+        )
+    echo_closing(report, (w for a in result.analyses for w in a.profile.warnings), out_dir, names)
     if report.to_stdout:
         click.echo(terminal_json(stdout_document(result), indent=2))
     places = [place(a.profile.meta) for a in result.analyses for _ in a.findings]

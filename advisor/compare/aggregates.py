@@ -13,9 +13,15 @@ from advisor.compare.tree import OperatorTree, innermost
 from advisor.model import Profile
 
 
-def side_by_side(base: pd.DataFrame, comp: pd.DataFrame, key: str, value: str,
-                 base_steps: int, comp_steps: int, extra: tuple[str, ...] = ()
-                 ) -> pd.DataFrame:
+def side_by_side(
+    base: pd.DataFrame,
+    comp: pd.DataFrame,
+    key: str,
+    value: str,
+    base_steps: int,
+    comp_steps: int,
+    extra: tuple[str, ...] = (),
+) -> pd.DataFrame:
     """Outer join of per-key `count`, `value` (and `extra`) sums, per step, with diff/ratio.
 
     `base` and `comp` hold one row per event with the key and the summed columns.
@@ -23,7 +29,8 @@ def side_by_side(base: pd.DataFrame, comp: pd.DataFrame, key: str, value: str,
     sums = []
     for frame, prefix, steps in ((base, "base_", base_steps), (comp, "comp_", comp_steps)):
         grouped = frame.groupby(key, sort=False).agg(
-            count=(value, "size"), **{c: (c, "sum") for c in (value, *extra)})
+            count=(value, "size"), **{c: (c, "sum") for c in (value, *extra)}
+        )
         sums.append((grouped / steps).add_prefix(prefix))
     table = sums[0].join(sums[1], how="outer").reset_index()
     base_value = table[f"base_{value}"].fillna(0.0)
@@ -38,19 +45,30 @@ def collective_events(profile: Profile) -> pd.DataFrame:
     """Communication operations (links of a matrix excluded) keyed by collective type."""
     comm = profile.tables.get("comm_ops")
     if comm is None or comm.empty:
-        return pd.DataFrame({"op": pd.Series(dtype=str), "duration_us": pd.Series(dtype=float),
-                             "bytes": pd.Series(dtype=float), "wait_us": pd.Series(dtype=float)})
+        return pd.DataFrame(
+            {
+                "op": pd.Series(dtype=str),
+                "duration_us": pd.Series(dtype=float),
+                "bytes": pd.Series(dtype=float),
+                "wait_us": pd.Series(dtype=float),
+            }
+        )
     if "kind" in comm:
         comm = comm[(comm["kind"] != "link").fillna(True)]
     op = comm["op"].fillna(comm["name"]) if "op" in comm else comm["name"]
-    return pd.DataFrame({
-        "op": op.astype(str).to_numpy(), "duration_us": comm["duration_us"].to_numpy(),
-        "bytes": comm["bytes"].to_numpy() if "bytes" in comm else np.nan,
-        "wait_us": comm["wait_us"].to_numpy() if "wait_us" in comm else np.nan})
+    return pd.DataFrame(
+        {
+            "op": op.astype(str).to_numpy(),
+            "duration_us": comm["duration_us"].to_numpy(),
+            "bytes": comm["bytes"].to_numpy() if "bytes" in comm else np.nan,
+            "wait_us": comm["wait_us"].to_numpy() if "wait_us" in comm else np.nan,
+        }
+    )
 
 
-def allocations(profile: Profile, tree: OperatorTree, nodes: np.ndarray,
-                names: list[str]) -> pd.DataFrame:
+def allocations(
+    profile: Profile, tree: OperatorTree, nodes: np.ndarray, names: list[str]
+) -> pd.DataFrame:
     """Memory allocated inside each compared operator: rises of the allocated total between
     consecutive samples of a device, charged to the innermost operator open at that moment
     (any thread: samples carry no thread), then to the compared operator above it."""
@@ -69,14 +87,24 @@ def allocations(profile: Profile, tree: OperatorTree, nodes: np.ndarray,
     best = np.full(len(at), -1, dtype=np.int64)
     starts = ops["start_us"].to_numpy()
     for thread in np.unique(ops["thread"].to_numpy()).tolist():
-        found = innermost(ops["thread"].to_numpy(), starts, ops["end_us"].to_numpy(),
-                          ops["parent"].to_numpy(), np.full(len(at), thread), at)
+        found = innermost(
+            ops["thread"].to_numpy(),
+            starts,
+            ops["end_us"].to_numpy(),
+            ops["parent"].to_numpy(),
+            np.full(len(at), thread),
+            at,
+        )
         later = (found >= 0) & ((best < 0) | (starts[np.maximum(found, 0)] > starts[best]))
         best[later] = found[later]
     node = tree.climb(best, nodes)
     keep = node >= 0
-    return pd.DataFrame({"name": np.asarray(names, dtype=object)[node[keep]],
-                         "bytes": samples["bytes"].to_numpy()[keep]})
+    return pd.DataFrame(
+        {
+            "name": np.asarray(names, dtype=object)[node[keep]],
+            "bytes": samples["bytes"].to_numpy()[keep],
+        }
+    )
 
 
 def module_events(tree: OperatorTree) -> pd.DataFrame:
@@ -87,5 +115,6 @@ def module_events(tree: OperatorTree) -> pd.DataFrame:
     paths: list[str] = []
     for i, name in enumerate(names):  # parents come first
         paths.append(f"{paths[parent[i]]}/{name}" if parent[i] >= 0 else name)
-    return pd.DataFrame({"module": paths, "time_us": ops["time_us"].to_numpy(),
-                         "depth": ops["depth"].to_numpy()})
+    return pd.DataFrame(
+        {"module": paths, "time_us": ops["time_us"].to_numpy(), "depth": ops["depth"].to_numpy()}
+    )

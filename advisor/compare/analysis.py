@@ -76,8 +76,10 @@ def _read_side(which: str, path: Path, session: Session) -> tuple[Profile, Readi
         raise CompareError(f"{which} {path}: {problem}")
     if len(profiles) > 1:
         labels = ", ".join(p.label for p in profiles[:5])
-        raise CompareError(f"{which} {path} holds {len(profiles)} profiles ({labels}); name "
-                           "one rank's or device's folder or file")
+        raise CompareError(
+            f"{which} {path} holds {len(profiles)} profiles ({labels}); name "
+            "one rank's or device's folder or file"
+        )
     return profiles[0], reading
 
 
@@ -87,76 +89,119 @@ def _steps_of(profile: Profile) -> pd.DataFrame:
     steps = profile.tables.get("steps")
     if steps is not None and not steps.empty:
         return steps[["step", "start_us", "end_us", "duration_us"]]
-    ends = [frame["start_us"] + frame["duration_us"] for name, frame in profile.tables.items()
-            if name in ("device_ops", "host_ops") and "start_us" in frame]
+    ends = [
+        frame["start_us"] + frame["duration_us"]
+        for name, frame in profile.tables.items()
+        if name in ("device_ops", "host_ops") and "start_us" in frame
+    ]
     end = float(max((e.max() for e in ends if e.notna().any()), default=0.0))
     return pd.DataFrame({"step": [0], "start_us": [0.0], "end_us": [end], "duration_us": [end]})
 
 
-def compare_tables(base: Profile, comp: Profile, options: CompareOptions
-                   ) -> dict[str, pd.DataFrame]:
+def compare_tables(
+    base: Profile, comp: Profile, options: CompareOptions
+) -> dict[str, pd.DataFrame]:
     """The compare_* tables of two derived profiles (only those both runs give data for)."""
     trees = [operator_tree(p) for p in (base, comp)]
     nodes = [compare_nodes(t, options.max_kernel_num) for t in trees]
     steps = [step_count(p) for p in (base, comp)]
     detail = compare_operators(trees, nodes, options)
     tables: dict[str, pd.DataFrame] = {}
-    overall = compare_breakdown(*(
-        breakdown(p, float(t.ops["time_us"].to_numpy()[t.roots()].sum()))
-        for p, t in zip_strict((base, comp), trees)))
+    overall = compare_breakdown(
+        *(
+            breakdown(p, float(t.ops["time_us"].to_numpy()[t.roots()].sum()))
+            for p, t in zip_strict((base, comp), trees)
+        )
+    )
     tables["compare_overall"] = overall
     if not detail.empty:
         tables["compare_ops"] = detail
         tables["compare_op_stats"] = operator_statistic(detail, *steps)
     events = [collective_events(p) for p in (base, comp)]
     if any(not e.empty for e in events):
-        comm = side_by_side(*events, key="op", value="duration_us", base_steps=steps[0],
-                            comp_steps=steps[1], extra=("bytes", "wait_us"))
-        tables["compare_comm"] = comm.rename(columns={
-            "base_duration_us": "base_us", "comp_duration_us": "comp_us", "diff": "diff_us"})
+        comm = side_by_side(
+            *events,
+            key="op",
+            value="duration_us",
+            base_steps=steps[0],
+            comp_steps=steps[1],
+            extra=("bytes", "wait_us"),
+        )
+        tables["compare_comm"] = comm.rename(
+            columns={
+                "base_duration_us": "base_us",
+                "comp_duration_us": "comp_us",
+                "diff": "diff_us",
+            }
+        )
     canonical = canonical_names(options.op_name_map)
-    names = [[canonical.get(name, name) for name in t.ops["name"].astype(str).to_numpy()[n]]
-             for t, n in zip_strict(trees, nodes)]
-    memory = [allocations(p, t, n, k)
-              for p, t, n, k in zip_strict((base, comp), trees, nodes, names)]
+    names = [
+        [canonical.get(name, name) for name in t.ops["name"].astype(str).to_numpy()[n]]
+        for t, n in zip_strict(trees, nodes)
+    ]
+    memory = [
+        allocations(p, t, n, k) for p, t, n, k in zip_strict((base, comp), trees, nodes, names)
+    ]
     if any(not m.empty for m in memory):
         tables["compare_memory"] = side_by_side(
             *memory, key="name", value="bytes", base_steps=steps[0], comp_steps=steps[1]
         ).rename(columns={"diff": "diff_bytes"})
     calls = [module_events(operator_tree(p, modules)) for p in (base, comp)]
     if all(not c.empty for c in calls):
-        table = side_by_side(*(c.drop(columns="depth") for c in calls), key="module",
-                             value="time_us", base_steps=steps[0], comp_steps=steps[1])
+        table = side_by_side(
+            *(c.drop(columns="depth") for c in calls),
+            key="module",
+            value="time_us",
+            base_steps=steps[0],
+            comp_steps=steps[1],
+        )
         depth = pd.concat(calls).groupby("module")["depth"].min()
-        tables["compare_modules"] = table.rename(columns={
-            "base_time_us": "base_us", "comp_time_us": "comp_us", "diff": "diff_us"}
+        tables["compare_modules"] = table.rename(
+            columns={"base_time_us": "base_us", "comp_time_us": "comp_us", "diff": "diff_us"}
         ).assign(depth=lambda t: t["module"].map(depth))
     return {name: conform(name, frame) for name, frame in tables.items()}
 
 
 def _meta(base: Profile, comp: Profile, options: CompareOptions) -> ProfileMeta:
     def describe(p: Profile) -> dict[str, Any]:
-        return {"path": p.meta.path, "source_format": p.meta.source_format,
-                "framework": p.meta.framework, "device_kind": p.meta.device_kind,
-                "device_name": p.meta.device_name, "rank": p.meta.rank,
-                "steps": step_count(p)}
+        return {
+            "path": p.meta.path,
+            "source_format": p.meta.source_format,
+            "framework": p.meta.framework,
+            "device_kind": p.meta.device_kind,
+            "device_name": p.meta.device_name,
+            "rank": p.meta.rank,
+            "steps": step_count(p),
+        }
 
     return ProfileMeta(
-        source_format="compare", path=comp.meta.path,
+        source_format="compare",
+        path=comp.meta.path,
         framework=" vs ".join(dict.fromkeys((base.meta.framework, comp.meta.framework))),
         device_kind=" vs ".join(dict.fromkeys((base.meta.device_kind, comp.meta.device_kind))),
         files_read=[*base.meta.files_read, *comp.meta.files_read],
-        extra={"baseline": describe(base), "comparison": describe(comp),
-               "options": {**asdict(options), "op_name_map": dict(options.op_name_map)}})
+        extra={
+            "baseline": describe(base),
+            "comparison": describe(comp),
+            "options": {**asdict(options), "op_name_map": dict(options.op_name_map)},
+        },
+    )
 
 
-def compare(baseline: str | Path, comparison: str | Path, *,
-            options: CompareOptions | None = None, rules: Sequence[str | Path] = (),
-            select: Sequence[str] = (), ignore: Sequence[str] = (),
-            params: Mapping[str, Mapping[str, Any]] | None = None,
-            host: PluginHost | None = None, lang: str | None = None,
-            severity: Mapping[str, str] | None = None,
-            config: Config | None = None) -> CompareResult:
+def compare(
+    baseline: str | Path,
+    comparison: str | Path,
+    *,
+    options: CompareOptions | None = None,
+    rules: Sequence[str | Path] = (),
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    host: PluginHost | None = None,
+    lang: str | None = None,
+    severity: Mapping[str, str] | None = None,
+    config: Config | None = None,
+) -> CompareResult:
     """Compare two runs: what got slower (or bigger) in `comparison` against `baseline`.
 
     Each path must hold one profile (one rank or device) of any format advisor reads.
@@ -168,22 +213,38 @@ def compare(baseline: str | Path, comparison: str | Path, *,
         >>> [f.message for f in result.findings]
     """
     options = options or CompareOptions()
-    session = Session.open(host=host, config=config, rules=rules, select=select,
-                           ignore=ignore, params=params, severity=severity, lang=lang)
-    sides = [_read_side(which, Path(path), session)
-             for which, path in zip_strict(SIDES, (baseline, comparison))]
+    session = Session.open(
+        host=host,
+        config=config,
+        rules=rules,
+        select=select,
+        ignore=ignore,
+        params=params,
+        severity=severity,
+        lang=lang,
+    )
+    sides = [
+        _read_side(which, Path(path), session)
+        for which, path in zip_strict(SIDES, (baseline, comparison))
+    ]
     for profile, _ in sides:
         session.derive(profile, COMPARE_NEEDS)
     (base, base_read), (comp, comp_read) = sides
     tables = compare_tables(base, comp, options)
     tables["steps"] = _steps_of(comp)
-    profile = Profile(_meta(base, comp, options), tables,
-                      warnings=[*base.warnings, *comp.warnings])
+    profile = Profile(_meta(base, comp, options), tables, warnings=[*base.warnings, *comp.warnings])
     selected = session.rules_for(COMPARE)
     evaluation = session.evaluate(profile, selected)
     report = build_report(profile, evaluation, selected, session.run)
-    return CompareResult(base, comp, profile, evaluation, report, options,
-                         input_errors=[*base_read.input_errors, *comp_read.input_errors],
-                         rule_errors=session.rule_errors,
-                         plugin_problems=[*base_read.plugin_problems,
-                                          *comp_read.plugin_problems], rules=selected)
+    return CompareResult(
+        base,
+        comp,
+        profile,
+        evaluation,
+        report,
+        options,
+        input_errors=[*base_read.input_errors, *comp_read.input_errors],
+        rule_errors=session.rule_errors,
+        plugin_problems=[*base_read.plugin_problems, *comp_read.plugin_problems],
+        rules=selected,
+    )

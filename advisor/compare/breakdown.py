@@ -17,18 +17,38 @@ import pandas as pd
 from advisor.model import Profile
 
 METRICS: tuple[tuple[str, str], ...] = (
-    ("cube", "µs"), ("vector", "µs"), ("conv_forward", "µs"), ("conv_backward", "µs"),
-    ("flash_attention_forward", "µs"), ("flash_attention_backward", "µs"),
-    ("paged_attention", "µs"), ("other_compute", "µs"), ("computing", "µs"),
-    ("comm_not_overlapped", "µs"), ("wait", "µs"), ("sdma", "µs"), ("free", "µs"),
-    ("e2e", "µs"), ("operators", "µs"), ("dataloader", "µs"), ("memory_peak", "bytes"),
+    ("cube", "µs"),
+    ("vector", "µs"),
+    ("conv_forward", "µs"),
+    ("conv_backward", "µs"),
+    ("flash_attention_forward", "µs"),
+    ("flash_attention_backward", "µs"),
+    ("paged_attention", "µs"),
+    ("other_compute", "µs"),
+    ("computing", "µs"),
+    ("comm_not_overlapped", "µs"),
+    ("wait", "µs"),
+    ("sdma", "µs"),
+    ("free", "µs"),
+    ("e2e", "µs"),
+    ("operators", "µs"),
+    ("dataloader", "µs"),
+    ("memory_peak", "bytes"),
 )
 """Breakdown rows, in display order. `operators` is the time of the top-level framework
 operators per step (host time in a CPU-only run: the figure a CPU trace has); `dataloader`
 the host time spent fetching batches."""
 
-KERNEL_METRICS = ("cube", "vector", "conv_forward", "conv_backward", "flash_attention_forward",
-                  "flash_attention_backward", "paged_attention", "other_compute")
+KERNEL_METRICS = (
+    "cube",
+    "vector",
+    "conv_forward",
+    "conv_backward",
+    "flash_attention_forward",
+    "flash_attention_backward",
+    "paged_attention",
+    "other_compute",
+)
 
 _BACKWARD = re.compile(r"grad|backward|backprop|bwd|dgrad|wgrad", re.I)
 _PAGED = re.compile(r"paged_?attention", re.I)
@@ -43,18 +63,37 @@ def step_count(profile: Profile) -> int:
 def _kernel_times(ops: pd.DataFrame) -> dict[str, tuple[float, int]]:
     """Total time and count of compute kernels per breakdown category."""
     compute = ops[(ops["category"] == "compute").fillna(False)]
-    text = (compute["op_type"].fillna("") + " " if "op_type" in compute else "") + \
-        compute["name"].fillna("")
-    klass = compute["compute_class"].fillna("other_compute") if "compute_class" in compute \
+    text = (compute["op_type"].fillna("") + " " if "op_type" in compute else "") + compute[
+        "name"
+    ].fillna("")
+    klass = (
+        compute["compute_class"].fillna("other_compute")
+        if "compute_class" in compute
         else pd.Series("other_compute", index=compute.index)
+    )
     backward = text.str.contains(_BACKWARD)
     paged = text.str.contains(_PAGED)
     category = np.select(
-        [paged, klass.eq("flash_attention") & backward, klass.eq("flash_attention"),
-         klass.eq("conv") & backward, klass.eq("conv"), klass.isin(_KERNEL_CLASSES["cube"]),
-         klass.isin(_KERNEL_CLASSES["vector"])],
-        ["paged_attention", "flash_attention_backward", "flash_attention_forward",
-         "conv_backward", "conv_forward", "cube", "vector"], "other_compute")
+        [
+            paged,
+            klass.eq("flash_attention") & backward,
+            klass.eq("flash_attention"),
+            klass.eq("conv") & backward,
+            klass.eq("conv"),
+            klass.isin(_KERNEL_CLASSES["cube"]),
+            klass.isin(_KERNEL_CLASSES["vector"]),
+        ],
+        [
+            "paged_attention",
+            "flash_attention_backward",
+            "flash_attention_forward",
+            "conv_backward",
+            "conv_forward",
+            "cube",
+            "vector",
+        ],
+        "other_compute",
+    )
     grouped = compute["duration_us"].groupby(category).agg(["sum", "count"])
     return {str(k): (float(v["sum"]), int(v["count"])) for k, v in grouped.iterrows()}
 
@@ -72,9 +111,12 @@ def breakdown(profile: Profile, operators_us: float) -> dict[str, tuple[float, f
         out["sdma"] = (float(copies["duration_us"].sum()) / steps, len(copies) / steps)
     table = profile.tables.get("steps")
     if table is not None and not table.empty:
-        for metric, column in (("computing", "computing_us"),
-                               ("comm_not_overlapped", "comm_not_overlapped_us"),
-                               ("free", "free_us"), ("e2e", "duration_us")):
+        for metric, column in (
+            ("computing", "computing_us"),
+            ("comm_not_overlapped", "comm_not_overlapped_us"),
+            ("free", "free_us"),
+            ("e2e", "duration_us"),
+        ):
             if profile.has("steps", column):
                 out[metric] = (float(table[column].mean()), np.nan)
     comm = profile.tables.get("comm_ops")
@@ -97,8 +139,9 @@ def breakdown(profile: Profile, operators_us: float) -> dict[str, tuple[float, f
     return out
 
 
-def compare_breakdown(base: dict[str, tuple[float, float]],
-                      comp: dict[str, tuple[float, float]]) -> pd.DataFrame:
+def compare_breakdown(
+    base: dict[str, tuple[float, float]], comp: dict[str, tuple[float, float]]
+) -> pd.DataFrame:
     """The compare_overall table: one row per metric either run has."""
     rows = []
     for metric, unit in METRICS:
@@ -108,10 +151,19 @@ def compare_breakdown(base: dict[str, tuple[float, float]],
         absent = (0.0, 0.0) if metric == "dataloader" else (np.nan, np.nan)
         b_value, b_count = base.get(metric, absent)
         c_value, c_count = comp.get(metric, absent)
-        rows.append({"metric": metric, "unit": unit, "base": b_value, "comparison": c_value,
-                     "base_count": b_count, "comp_count": c_count})
-    frame = pd.DataFrame(rows, columns=["metric", "unit", "base", "comparison", "base_count",
-                                        "comp_count"])
+        rows.append(
+            {
+                "metric": metric,
+                "unit": unit,
+                "base": b_value,
+                "comparison": c_value,
+                "base_count": b_count,
+                "comp_count": c_count,
+            }
+        )
+    frame = pd.DataFrame(
+        rows, columns=["metric", "unit", "base", "comparison", "base_count", "comp_count"]
+    )
     frame["diff"] = frame["comparison"] - frame["base"]
     frame["ratio"] = frame["comparison"] / frame["base"].where(frame["base"] > 0)
     return frame

@@ -63,29 +63,40 @@ def _top_kernels(tree: OperatorTree, rows: np.ndarray) -> list[str | None]:
     """'kernel (µs); ...' of the longest kernels under each operator."""
     if not tree.uses_device_time:
         return [None] * len(rows)
-    frame = pd.DataFrame({
-        "node": tree.climb(tree.kernel_owner, rows), "name": tree.kernels["name"].astype(str),
-        "us": tree.kernels["duration_us"].to_numpy("float64", na_value=0.0)})
+    frame = pd.DataFrame(
+        {
+            "node": tree.climb(tree.kernel_owner, rows),
+            "name": tree.kernels["name"].astype(str),
+            "us": tree.kernels["duration_us"].to_numpy("float64", na_value=0.0),
+        }
+    )
     frame = frame[frame["node"] >= 0].sort_values("us", ascending=False, kind="stable")
     texts: list[str | None] = [None] * len(rows)
     for node, group in frame.groupby("node", sort=False):
         top = group.head(TOP_KERNELS)
-        texts[int(node)] = "; ".join(f"{n} ({u:,.1f} µs)"
-                                     for n, u in zip_strict(top["name"], top["us"]))
+        texts[int(node)] = "; ".join(
+            f"{n} ({u:,.1f} µs)" for n, u in zip_strict(top["name"], top["us"])
+        )
     return texts
 
 
-def _side(tree: OperatorTree, rows: np.ndarray, names: dict[str, str], use_device: bool
-          ) -> pd.DataFrame:
+def _side(
+    tree: OperatorTree, rows: np.ndarray, names: dict[str, str], use_device: bool
+) -> pd.DataFrame:
     ops = tree.ops.iloc[rows]
     name = ops["name"].astype(str)
-    return pd.DataFrame({
-        "name": name.to_numpy(), "key": name.map(lambda n: names.get(n, n)).to_numpy(),
-        "input_shapes": ops["input_shapes"].to_numpy(),
-        "time_us": ops["device_us" if use_device else "host_us"].to_numpy(),
-        "device_us": ops["device_us"].to_numpy() if tree.uses_device_time else np.nan,
-        "host_us": ops["host_us"].to_numpy(), "kernels": ops["kernels"].to_numpy(),
-        "top_kernels": _top_kernels(tree, rows)})
+    return pd.DataFrame(
+        {
+            "name": name.to_numpy(),
+            "key": name.map(lambda n: names.get(n, n)).to_numpy(),
+            "input_shapes": ops["input_shapes"].to_numpy(),
+            "time_us": ops["device_us" if use_device else "host_us"].to_numpy(),
+            "device_us": ops["device_us"].to_numpy() if tree.uses_device_time else np.nan,
+            "host_us": ops["host_us"].to_numpy(),
+            "kernels": ops["kernels"].to_numpy(),
+            "top_kernels": _top_kernels(tree, rows),
+        }
+    )
 
 
 DIFFLIB_CELLS = 1_000_000
@@ -147,8 +158,7 @@ def _difflib_pairs(base: list, comp: list, b0: int, b1: int, c0: int, c1: int) -
         if tag == "equal":
             out += zip_strict(range(b0 + i0, b0 + i1), range(c0 + j0, c0 + j1))
         else:
-            out += ([(b0 + b, None) for b in range(i0, i1)]
-                    + [(None, c0 + c) for c in range(j0, j1)])
+            out += [(b0 + b, None) for b in range(i0, i1)] + [(None, c0 + c) for c in range(j0, j1)]
     return out
 
 
@@ -202,56 +212,72 @@ def _increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return run[::-1]
 
 
-def compare_operators(trees: Sequence[OperatorTree], nodes: Sequence[np.ndarray],
-                      options: CompareOptions) -> pd.DataFrame:
+def compare_operators(
+    trees: Sequence[OperatorTree], nodes: Sequence[np.ndarray], options: CompareOptions
+) -> pd.DataFrame:
     """One row per aligned operator (the compare_ops table) from the baseline's and the
     comparison's trees and their `compare_nodes`. Times are device times when both runs have
     kernels attached to operators, else host times (one measure for both)."""
     names = canonical_names(options.op_name_map)
     use_device = all(tree.uses_device_time for tree in trees)
-    sides = [_side(tree, rows, names, use_device)
-             for tree, rows in zip_strict(trees, nodes)]
+    sides = [_side(tree, rows, names, use_device) for tree, rows in zip_strict(trees, nodes)]
     keys = [side["key"].tolist() for side in sides]
     if options.use_input_shape:
-        keys = [list(zip_strict(k, side["input_shapes"].fillna("").tolist()))
-                for k, side in zip_strict(keys, sides)]
+        keys = [
+            list(zip_strict(k, side["input_shapes"].fillna("").tolist()))
+            for k, side in zip_strict(keys, sides)
+        ]
     pairs = _pairs(*keys)
-    columns = ["name", "input_shapes", "time_us", "device_us", "host_us", "kernels",
-               "top_kernels"]
+    columns = ["name", "input_shapes", "time_us", "device_us", "host_us", "kernels", "top_kernels"]
     halves = []
-    for prefix, side, index in (("base_", sides[0], [b for b, _ in pairs]),
-                                ("comp_", sides[1], [c for _, c in pairs])):
+    for prefix, side, index in (
+        ("base_", sides[0], [b for b, _ in pairs]),
+        ("comp_", sides[1], [c for _, c in pairs]),
+    ):
         taken = side.reindex([-1 if i is None else i for i in index])[columns]
         halves.append(taken.add_prefix(prefix).reset_index(drop=True))
     frame = pd.concat(halves, axis=1)
     matched = frame["base_name"].notna() & frame["comp_name"].notna()
     frame.insert(0, "order", np.arange(len(frame)))
-    key = [sides[0]["key"].iloc[b] if b is not None else sides[1]["key"].iloc[c]
-           for b, c in pairs]
+    key = [sides[0]["key"].iloc[b] if b is not None else sides[1]["key"].iloc[c] for b, c in pairs]
     frame.insert(1, "name", key)
-    frame["status"] = np.select([matched, frame["base_name"].notna()],
-                                ["matched", "baseline_only"], "comparison_only")
+    frame["status"] = np.select(
+        [matched, frame["base_name"].notna()], ["matched", "baseline_only"], "comparison_only"
+    )
     base_us, comp_us = frame["base_time_us"].fillna(0.0), frame["comp_time_us"].fillna(0.0)
     frame["diff_us"] = comp_us - base_us
     frame["ratio"] = np.where(base_us > 0, comp_us / base_us.where(base_us > 0), np.nan)
     return frame
 
 
-def operator_statistic(detail: pd.DataFrame, base_steps: int, comp_steps: int
-                       ) -> pd.DataFrame:
+def operator_statistic(detail: pd.DataFrame, base_steps: int, comp_steps: int) -> pd.DataFrame:
     """Per operator name: calls and time per step in each run, the diff and the ratio
     (the compare_op_stats table), largest regression first."""
-    grouped = detail.groupby("name", sort=False).agg(
-        base_count=("base_name", "count"), comp_count=("comp_name", "count"),
-        base_us=("base_time_us", "sum"), comp_us=("comp_time_us", "sum"),
-        base_kernels=("base_kernels", "sum"), comp_kernels=("comp_kernels", "sum"),
-    ).reset_index()
-    for column, steps in (("base_count", base_steps), ("base_us", base_steps),
-                          ("base_kernels", base_steps), ("comp_count", comp_steps),
-                          ("comp_us", comp_steps), ("comp_kernels", comp_steps)):
+    grouped = (
+        detail.groupby("name", sort=False)
+        .agg(
+            base_count=("base_name", "count"),
+            comp_count=("comp_name", "count"),
+            base_us=("base_time_us", "sum"),
+            comp_us=("comp_time_us", "sum"),
+            base_kernels=("base_kernels", "sum"),
+            comp_kernels=("comp_kernels", "sum"),
+        )
+        .reset_index()
+    )
+    for column, steps in (
+        ("base_count", base_steps),
+        ("base_us", base_steps),
+        ("base_kernels", base_steps),
+        ("comp_count", comp_steps),
+        ("comp_us", comp_steps),
+        ("comp_kernels", comp_steps),
+    ):
         grouped[column] = grouped[column] / steps
     grouped["diff_us"] = grouped["comp_us"] - grouped["base_us"]
-    grouped["ratio"] = np.where(grouped["base_us"] > 0,
-                                grouped["comp_us"] / grouped["base_us"].where(
-                                    grouped["base_us"] > 0), np.nan)
+    grouped["ratio"] = np.where(
+        grouped["base_us"] > 0,
+        grouped["comp_us"] / grouped["base_us"].where(grouped["base_us"] > 0),
+        np.nan,
+    )
     return grouped.sort_values("diff_us", ascending=False, kind="stable", ignore_index=True)

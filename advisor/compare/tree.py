@@ -46,8 +46,14 @@ def nest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return parent
 
 
-def innermost(thread: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
-              at_thread: np.ndarray, at: np.ndarray) -> np.ndarray:
+def innermost(
+    thread: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    parent: np.ndarray,
+    at_thread: np.ndarray,
+    at: np.ndarray,
+) -> np.ndarray:
     """Position of the innermost interval on `at_thread` containing each time `at` (-1: none).
 
     Intervals are sorted as for `nest`. The latest interval starting at or before a point
@@ -117,11 +123,15 @@ def sorted_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     """Rows with a start and a thread, sorted for `nest` (thread, start, longest first)."""
     frame = frame[frame["start_us"].notna() & frame["duration_us"].notna()]
     thread = frame["thread"].fillna(-1) if "thread" in frame else pd.Series(-1, frame.index)
-    frame = frame.assign(thread=pd.array(thread, dtype="int64"),
-                         end_us=frame["start_us"] + frame["duration_us"])
-    return frame.sort_values(["thread", "start_us", "duration_us"],
-                             ascending=[True, True, False], kind="stable",
-                             ignore_index=True)
+    frame = frame.assign(
+        thread=pd.array(thread, dtype="int64"), end_us=frame["start_us"] + frame["duration_us"]
+    )
+    return frame.sort_values(
+        ["thread", "start_us", "duration_us"],
+        ascending=[True, True, False],
+        kind="stable",
+        ignore_index=True,
+    )
 
 
 def framework_operators(host: pd.DataFrame) -> pd.Series:
@@ -132,17 +142,21 @@ def modules(host: pd.DataFrame) -> pd.Series:
     return (host["kind"].eq("python") & host["name"].str.startswith(MODULE_PREFIX)).fillna(False)
 
 
-def operator_tree(profile: Profile,
-                  select: Callable[[pd.DataFrame], pd.Series] = framework_operators
-                  ) -> OperatorTree:
+def operator_tree(
+    profile: Profile, select: Callable[[pd.DataFrame], pd.Series] = framework_operators
+) -> OperatorTree:
     """The tree of the host_ops rows `select` picks (framework operators, or nn.Module calls),
     with the kernels launched under each; empty when the profile records none."""
     host = profile.tables.get("host_ops")
     if host is None or "start_us" not in host:
-        host = pd.DataFrame({"name": pd.Series(dtype="string"),
-                             "kind": pd.Series(dtype="string"),
-                             "start_us": pd.Series(dtype="float64"),
-                             "duration_us": pd.Series(dtype="float64")})
+        host = pd.DataFrame(
+            {
+                "name": pd.Series(dtype="string"),
+                "kind": pd.Series(dtype="string"),
+                "start_us": pd.Series(dtype="float64"),
+                "duration_us": pd.Series(dtype="float64"),
+            }
+        )
     host = host[select(host)]
     ops = sorted_intervals(host)
     thread = ops["thread"].to_numpy("int64")
@@ -155,14 +169,21 @@ def operator_tree(profile: Profile,
         linked = (kernels["launch_us"].notna() & kernels["launch_thread"].notna()).to_numpy()
         rows = np.flatnonzero(linked)
         owner[rows] = innermost(
-            thread, start, end, parent,
+            thread,
+            start,
+            end,
+            parent,
             kernels["launch_thread"].to_numpy("float64", na_value=np.nan)[rows].astype("int64"),
-            kernels["launch_us"].to_numpy("float64", na_value=np.nan)[rows])
+            kernels["launch_us"].to_numpy("float64", na_value=np.nan)[rows],
+        )
     attached = owner >= 0
     device_us = np.zeros(len(ops))
     count = np.zeros(len(ops), dtype=np.int64)
-    np.add.at(device_us, owner[attached],
-              kernels["duration_us"].to_numpy("float64", na_value=0.0)[attached])
+    np.add.at(
+        device_us,
+        owner[attached],
+        kernels["duration_us"].to_numpy("float64", na_value=0.0)[attached],
+    )
     np.add.at(count, owner[attached], 1)
     depth = np.zeros(len(ops), dtype=np.int64)
     for i, p in enumerate(parent.tolist()):  # parents come before their children
@@ -176,10 +197,19 @@ def operator_tree(profile: Profile,
     uses_device = bool(attached.any())
     host_us = ops["duration_us"].to_numpy("float64")
     shapes = ops["input_shapes"] if "input_shapes" in ops else pd.Series(pd.NA, index=ops.index)
-    frame = pd.DataFrame({
-        "name": ops["name"].astype("string"), "input_shapes": shapes.astype("string"),
-        "thread": thread, "start_us": start, "end_us": end, "host_us": host_us,
-        "parent": parent, "depth": depth, "device_us": device_us, "kernels": count,
-        "time_us": device_us if uses_device else host_us,
-    })
+    frame = pd.DataFrame(
+        {
+            "name": ops["name"].astype("string"),
+            "input_shapes": shapes.astype("string"),
+            "thread": thread,
+            "start_us": start,
+            "end_us": end,
+            "host_us": host_us,
+            "parent": parent,
+            "depth": depth,
+            "device_us": device_us,
+            "kernels": count,
+            "time_us": device_us if uses_device else host_us,
+        }
+    )
     return OperatorTree(frame, kernels, owner, uses_device)

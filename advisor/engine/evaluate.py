@@ -100,8 +100,12 @@ def profile_time_us(profile: Profile) -> float | None:
     if ranks is not None and not ranks.empty:
         return float(ranks["duration_us"].max() * ranks["steps"].max())
     steps = profile.tables.get("steps")
-    if (steps is not None and not steps.empty and {"start_us", "end_us"} <= set(steps)
-            and steps["end_us"].notna().any()):
+    if (
+        steps is not None
+        and not steps.empty
+        and {"start_us", "end_us"} <= set(steps)
+        and steps["end_us"].notna().any()
+    ):
         return float(steps["end_us"].max() - steps["start_us"].min())
     if steps is not None and "duration_us" in steps and steps["duration_us"].gt(0).any():
         return float(steps["duration_us"].sum())
@@ -131,8 +135,12 @@ def _is_scalar(value: Any) -> bool:
     return not isinstance(value, (pd.Series, pd.DataFrame, np.ndarray, list, tuple))
 
 
-def _evidence(ev: Evidence, profile: Profile, values: Mapping[str, Any],
-              functions: Mapping[str, Callable[..., Any]]) -> tuple[dict[str, Any], pd.DataFrame]:
+def _evidence(
+    ev: Evidence,
+    profile: Profile,
+    values: Mapping[str, Any],
+    functions: Mapping[str, Callable[..., Any]],
+) -> tuple[dict[str, Any], pd.DataFrame]:
     df = profile.tables[ev.table]
     if ev.where is not None:
         scope = Scope(profile.tables, {**values, **{c: df[c] for c in df.columns}}, functions)
@@ -160,8 +168,9 @@ def _eval(expr: Expression, scope: Scope) -> Any:
     return value
 
 
-def _impact(rule: Rule, scope: Scope, total_us: float | None
-            ) -> tuple[float | None, float | None, float | None]:
+def _impact(
+    rule: Rule, scope: Scope, total_us: float | None
+) -> tuple[float | None, float | None, float | None]:
     """(impact, the time it was measured over, the uncapped impact when capped)."""
     if rule.impact_us is None:
         return None, None, None
@@ -179,9 +188,14 @@ def _impact(rule: Rule, scope: Scope, total_us: float | None
     return impact, base, None
 
 
-def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
-                  functions: Mapping[str, Callable[..., Any]],
-                  total_us: float | None, lang: str = "en") -> Finding | None:
+def evaluate_rule(
+    rule: Rule,
+    profile: Profile,
+    params: dict[str, Any],
+    functions: Mapping[str, Callable[..., Any]],
+    total_us: float | None,
+    lang: str = "en",
+) -> Finding | None:
     """Evaluate one applicable rule; raise ExprError on a runtime problem."""
     values: dict[str, Any] = {"total_us": math.nan if total_us is None else total_us, **params}
     for name, expr in rule.let.items():
@@ -199,11 +213,15 @@ def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
         evidence, evidence_df = _evidence(rule.evidence, profile, values, functions)
     measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
     context = {
-        **{k: to_plain(v) for k, v in params.items()}, **measured,
-        "impact_us": impact, "impact_ratio": ratio, "total_us": total_us,
+        **{k: to_plain(v) for k, v in params.items()},
+        **measured,
+        "impact_us": impact,
+        "impact_ratio": ratio,
+        "total_us": total_us,
         "measured_us": measured_us,
         "evidence": [dict(zip_strict(evidence["columns"], r)) for r in evidence["rows"]]
-        if evidence else [],
+        if evidence
+        else [],
         "evidence_total": evidence["total_rows"] if evidence else 0,
     }
     tune_ops: list[str] = []
@@ -218,9 +236,15 @@ def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
         severity=rule.severity or severity_from_share(ratio),
         message=templates.render(text.message, context),
         suggestions=[templates.render(s, context) for s in suggestions],
-        values=measured, params={k: to_plain(v) for k, v in params.items()},
-        impact_us=impact, impact_ratio=ratio, evidence=evidence, tune_ops=tune_ops, lang=lang,
-        measured_us=measured_us, uncapped_impact_us=uncapped,
+        values=measured,
+        params={k: to_plain(v) for k, v in params.items()},
+        impact_us=impact,
+        impact_ratio=ratio,
+        evidence=evidence,
+        tune_ops=tune_ops,
+        lang=lang,
+        measured_us=measured_us,
+        uncapped_impact_us=uncapped,
         impact_note=templates.render(text.impact_note, context) if text.impact_note else None,
     )
 
@@ -228,16 +252,27 @@ def evaluate_rule(rule: Rule, profile: Profile, params: dict[str, Any],
 def rank_findings(findings: list[Finding]) -> None:
     """Order by severity, then time at stake; within a severity, findings without an impact
     come last."""
-    findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.impact_us is None,
-                                 -(f.impact_us or 0.0), f.rule.id))
+    findings.sort(
+        key=lambda f: (
+            SEVERITIES.index(f.severity),
+            f.impact_us is None,
+            -(f.impact_us or 0.0),
+            f.rule.id,
+        )
+    )
     for i, finding in enumerate(findings, start=1):
         finding.rank = i
 
 
-def evaluate(profile: Profile, rules: Sequence[Rule], *,
-             functions: Mapping[str, Callable[..., Any]],
-             overrides: Mapping[str, Mapping[str, Any]] | None = None,
-             lang: str = "en", providers: Sequence[MetricProvider] = ()) -> Evaluation:
+def evaluate(
+    profile: Profile,
+    rules: Sequence[Rule],
+    *,
+    functions: Mapping[str, Callable[..., Any]],
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    lang: str = "en",
+    providers: Sequence[MetricProvider] = (),
+) -> Evaluation:
     """Evaluate every rule over a profile whose derived metrics are already in place; messages
     are written in `lang` (English for rules without that translation). `providers` (those
     derived metrics came from) tell missing data from data the format never records."""
@@ -249,8 +284,9 @@ def evaluate(profile: Profile, rules: Sequence[Rule], *,
         result.params[rule.id] = {k: to_plain(v) for k, v in params.items()}
         missing = [n for n in rule.needs() if not present(profile, n)]
         try:
-            finding = None if missing else evaluate_rule(rule, profile, params, functions,
-                                                         total_us, lang)
+            finding = (
+                None if missing else evaluate_rule(rule, profile, params, functions, total_us, lang)
+            )
         except MissingData as exc:
             missing = [exc.ref]
         except ExprError as exc:

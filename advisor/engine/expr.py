@@ -85,12 +85,17 @@ class Expression:
             raise ExprError(f"cannot evaluate {self.source!r}: {exc}") from exc
         except Exception as exc:  # a bug in a value or function must not reach the user raw
             raise ExprError(
-                f"cannot evaluate {self.source!r}: {type(exc).__name__}: {exc}") from exc
+                f"cannot evaluate {self.source!r}: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
-def compile_expression(text: str, *, functions: Collection[str],
-                       tables: Mapping[str, Collection[str]],
-                       names: Collection[str]) -> Expression:
+def compile_expression(
+    text: str,
+    *,
+    functions: Collection[str],
+    tables: Mapping[str, Collection[str]],
+    names: Collection[str],
+) -> Expression:
     """Validate `text` and return an Expression, or raise ExprError.
 
     `tables` maps each known table to its allowed column names; `names` are the allowed bare
@@ -105,11 +110,17 @@ def compile_expression(text: str, *, functions: Collection[str],
     compiler = _Compiler(text, functions, tables, names)
     compiler.check_private_names(tree)
     run = compiler.build(tree.body)
-    return Expression(text, frozenset(compiler.used_names), frozenset(compiler.used_columns),
-                      frozenset(compiler.used_tables), run)
+    return Expression(
+        text,
+        frozenset(compiler.used_names),
+        frozenset(compiler.used_columns),
+        frozenset(compiler.used_tables),
+        run,
+    )
 
 
 # --- values ------------------------------------------------------------------------------------
+
 
 def is_missing(value: Any) -> bool:
     """True for None, NaN, pd.NA and NaT: the scalars a rule treats as "no value"."""
@@ -146,7 +157,8 @@ def plain(value: Any) -> Any:
 
 def _is_text(value: Any) -> bool:
     return isinstance(value, str) or (
-        isinstance(value, pd.Series) and pd.api.types.is_string_dtype(value))
+        isinstance(value, pd.Series) and pd.api.types.is_string_dtype(value)
+    )
 
 
 def _check_operand(value: Any) -> None:
@@ -155,23 +167,28 @@ def _check_operand(value: Any) -> None:
         if _is_text(value):
             raise ExprError("arithmetic on text columns is not allowed")
         return
-    if not (isinstance(value, (bool, int, float, str, np.number, np.bool_))
-            or value is None or value is pd.NA):
+    if not (
+        isinstance(value, (bool, int, float, str, np.number, np.bool_))
+        or value is None
+        or value is pd.NA
+    ):
         raise ExprError(f"arithmetic on a {type(value).__name__} is not allowed")
 
 
 def _check_int(value: Any, what: str = "result") -> None:
     """Refuse Python integers beyond MAX_INT_BITS: a chain of lets squaring each other would
     otherwise grow without bound (each step doubles the digits) and reach the writers."""
-    if isinstance(value, int) and not isinstance(value, bool) \
-            and value.bit_length() > MAX_INT_BITS:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
         raise ExprError(f"integer {what} exceeds {MAX_INT_BITS} bits")
 
 
 def _check_product(left: Any, right: Any) -> None:
     """Refuse an integer product that would exceed MAX_INT_BITS, before computing it."""
-    if isinstance(left, int) and isinstance(right, int) \
-            and left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
+    if (
+        isinstance(left, int)
+        and isinstance(right, int)
+        and left.bit_length() + right.bit_length() > MAX_INT_BITS + 1
+    ):
         raise ExprError(f"integer result of * would exceed {MAX_INT_BITS} bits")
 
 
@@ -197,14 +214,21 @@ def _check_power(base: Any, exponent: Any) -> None:
         return
     if not is_missing(largest) and largest > MAX_EXPONENT:
         raise ExprError(f"exponent {largest!r} is too large (at most {MAX_EXPONENT})")
-    if (isinstance(base, (int, np.integer)) and isinstance(exponent, (int, np.integer))
-            and abs(int(base)).bit_length() * int(exponent) > MAX_INT_BITS):
+    if (
+        isinstance(base, (int, np.integer))
+        and isinstance(exponent, (int, np.integer))
+        and abs(int(base)).bit_length() * int(exponent) > MAX_INT_BITS
+    ):
         raise ExprError(f"result of ** would exceed {MAX_INT_BITS} bits")
 
 
 _ARITHMETIC: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
 
@@ -237,8 +261,12 @@ def _arithmetic(op: type[ast.operator], left: Any, right: Any) -> Any:
 
 
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
-    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-    ast.Eq: operator.eq, ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
 }
 
 
@@ -255,8 +283,9 @@ def _member(left: Any, right: Any) -> bool | pd.Series:
         if isinstance(left, str):
             return left in right
         raise ExprError("'in' text needs text on the left; use contains(column, text) for columns")
-    raise ExprError(f"the right side of 'in' must be a tuple, list, column or text, "
-                    f"not {type(right).__name__}")
+    raise ExprError(
+        f"the right side of 'in' must be a tuple, list, column or text, not {type(right).__name__}"
+    )
 
 
 def _compare(op: type[ast.cmpop], left: Any, right: Any) -> bool | pd.Series:
@@ -292,6 +321,7 @@ def _negate(value: Any) -> bool | pd.Series:
 
 # --- validation and compilation -----------------------------------------------------------------
 
+
 def _parse(text: str) -> ast.Expression:
     try:
         with warnings.catch_warnings():  # e.g. "invalid escape sequence" in regex literals
@@ -301,7 +331,7 @@ def _parse(text: str) -> ast.Expression:
         line, col = exc.lineno or 1, max(exc.offset or 1, 1)
         where = f"col {col}" if line == 1 else f"line {line} col {col}"
         lines = text.splitlines() or [""]
-        near = lines[min(line, len(lines)) - 1][col - 1:col + 19]
+        near = lines[min(line, len(lines)) - 1][col - 1 : col + 19]
         quoted = f" near {near!r}" if near else ""
         raise ExprError(f"syntax error at {where}: {exc.msg}{quoted}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
@@ -333,8 +363,9 @@ def _ast_depth(tree: ast.Expression) -> int:
     while stack and deepest <= MAX_DEPTH:
         node, depth = stack.pop()
         deepest = max(deepest, depth)
-        stack.extend((child, depth + isinstance(child, ast.expr))
-                     for child in ast.iter_child_nodes(node))
+        stack.extend(
+            (child, depth + isinstance(child, ast.expr)) for child in ast.iter_child_nodes(node)
+        )
     return deepest
 
 
@@ -386,8 +417,13 @@ def _hint(word: str, options: Collection[str]) -> str:
 class _Compiler:
     """Checks each node against the allowlist while building its closure."""
 
-    def __init__(self, text: str, functions: Collection[str],
-                 tables: Mapping[str, Collection[str]], names: Collection[str]) -> None:
+    def __init__(
+        self,
+        text: str,
+        functions: Collection[str],
+        tables: Mapping[str, Collection[str]],
+        names: Collection[str],
+    ) -> None:
         self.text = text
         self.functions = set(functions)
         self.tables = {t: set(cols) for t, cols in tables.items()}
@@ -400,7 +436,7 @@ class _Compiler:
 
     def fragment(self, node: ast.AST) -> str:
         text = ast.get_source_segment(self.text, node) or ast.unparse(node)
-        return text if len(text) <= _FRAGMENT else text[:_FRAGMENT - 1] + "…"
+        return text if len(text) <= _FRAGMENT else text[: _FRAGMENT - 1] + "…"
 
     def fail(self, node: ast.AST, problem: str, detail: str = "") -> NoReturn:
         raise ExprError(f"{problem}: {self.fragment(node)!r}{detail}")
@@ -417,6 +453,7 @@ class _Compiler:
                 raise
             except Exception as exc:
                 raise ExprError(f"{type(exc).__name__}{where}: {exc}") from exc
+
         return guarded
 
     # checks over the whole tree
@@ -436,9 +473,14 @@ class _Compiler:
 
     def build(self, node: ast.expr) -> Run:
         builders: dict[type[ast.AST], Callable[[Any], Run]] = {
-            ast.Constant: self.constant, ast.Name: self.name, ast.Attribute: self.column,
-            ast.BinOp: self.binop, ast.UnaryOp: self.unaryop, ast.BoolOp: self.boolop,
-            ast.Compare: self.compare, ast.Call: self.call,
+            ast.Constant: self.constant,
+            ast.Name: self.name,
+            ast.Attribute: self.column,
+            ast.BinOp: self.binop,
+            ast.UnaryOp: self.unaryop,
+            ast.BoolOp: self.boolop,
+            ast.Compare: self.compare,
+            ast.Call: self.call,
         }
         builder = builders.get(type(node))
         if builder is None:
@@ -453,8 +495,11 @@ class _Compiler:
             self.fail(node, "complex numbers are not allowed")
         if not isinstance(value, _CONSTANT_TYPES):
             self.fail(node, f"constant {value!r} is not allowed")
-        if isinstance(value, int) and not isinstance(value, bool) \
-                and value.bit_length() > MAX_INT_BITS:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and value.bit_length() > MAX_INT_BITS
+        ):
             self.fail(node, f"integer constant exceeds {MAX_INT_BITS} bits")
         return value
 
@@ -472,10 +517,14 @@ class _Compiler:
                     return scope.values[name]
                 except KeyError:
                     raise MissingData(name) from None
+
             return run
         if name in self.tables:
-            self.fail(node, "a table can only be a function argument",
-                      f"; use rows({name}) or {name}.<column>")
+            self.fail(
+                node,
+                "a table can only be a function argument",
+                f"; use rows({name}) or {name}.<column>",
+            )
         if name in self.functions:
             self.fail(node, "a function must be called", f"; write {name}(...)")
         self.fail(node, "unknown name", _hint(name, self.names | set(self.tables)))
@@ -489,6 +538,7 @@ class _Compiler:
                 return scope.tables[name]
             except KeyError:
                 raise MissingData(name) from None
+
         return run
 
     def column(self, node: ast.Attribute) -> Run:
@@ -499,8 +549,7 @@ class _Compiler:
         if table not in self.tables:
             self.fail(node, "attribute access is not allowed", f" ({table!r} is not a table)")
         if column not in self.tables[table]:
-            self.fail(node, f"unknown column of table {table!r}",
-                      _hint(column, self.tables[table]))
+            self.fail(node, f"unknown column of table {table!r}", _hint(column, self.tables[table]))
         self.used_columns.add((table, column))
 
         def run(scope: Scope) -> pd.Series:
@@ -508,6 +557,7 @@ class _Compiler:
             if frame is None or column not in frame.columns:
                 raise MissingData(f"{table}.{column}")
             return frame[column]
+
         return run
 
     def check_operator(self, node: ast.AST, op: ast.AST) -> None:
@@ -536,8 +586,11 @@ class _Compiler:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             sign = -1 if isinstance(node.op, ast.USub) else 1
             node = node.operand
-        if (isinstance(node, ast.Constant) and isinstance(node.value, (int, float))
-                and not isinstance(node.value, bool)):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool)
+        ):
             return sign * node.value
         return None
 
@@ -552,6 +605,7 @@ class _Compiler:
             value = operand(scope)
             _check_operand(value)
             return fn(value)
+
         return self.guard(node, run)
 
     def boolop(self, node: ast.BoolOp) -> Run:
@@ -566,17 +620,19 @@ class _Compiler:
                 if acc is (not conjunction):  # a scalar decides it: short-circuit
                     return acc
             return acc
+
         return self.guard(node, run)
 
     def compare(self, node: ast.Compare) -> Run:
         for op in node.ops:
             self.check_operator(node, op)
         first = self.build(node.left)
-        rights = [self.literal_sequence(right)
-                  if isinstance(op, (ast.In, ast.NotIn))
-                  and isinstance(right, (ast.Tuple, ast.List))
-                  else self.build(right)
-                  for op, right in zip_strict(node.ops, node.comparators)]
+        rights = [
+            self.literal_sequence(right)
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List))
+            else self.build(right)
+            for op, right in zip_strict(node.ops, node.comparators)
+        ]
         ops = [type(op) for op in node.ops]
 
         def run(scope: Scope) -> bool | pd.Series:
@@ -589,6 +645,7 @@ class _Compiler:
                     return False
                 left = right
             return acc
+
         return self.guard(node, run)
 
     def literal_sequence(self, node: ast.Tuple | ast.List) -> Run:
@@ -637,4 +694,5 @@ class _Compiler:
             if isinstance(result, str) and len(result) > MAX_STRING:
                 raise ExprError(f"text result has {len(result)} characters (at most {MAX_STRING})")
             return result
+
         return self.guard(node, run)

@@ -66,8 +66,11 @@ def _number(value: Any) -> int | float:
 
 
 def _whole(value: Any, fname: str, what: str) -> int:
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not float(value).is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not float(value).is_integer()
+    ):
         raise TypeError(f"{fname}() needs a whole number for {what}, got {value!r}")
     return int(value)
 
@@ -83,6 +86,7 @@ def _strings(series: pd.Series) -> pd.Series:
 
 
 # --- aggregations --------------------------------------------------------------------------------
+
 
 def sum_(x: Any) -> float:
     """Sum of the values, missing ones skipped; 0.0 when there are none.
@@ -137,8 +141,11 @@ def _extreme(values: tuple[Any, ...], how: str) -> Any:
         pick = builtins.min if how == "min" else builtins.max
         return plain(pick(present)) if present else math.nan
     index = series[0].index
-    frame = pd.concat([v if isinstance(v, pd.Series) else pd.Series(v, index=index)
-                       for v in values], axis=1, ignore_index=True)
+    frame = pd.concat(
+        [v if isinstance(v, pd.Series) else pd.Series(v, index=index) for v in values],
+        axis=1,
+        ignore_index=True,
+    )
     return getattr(frame, how)(axis=1)
 
 
@@ -241,6 +248,7 @@ def argmin(labels: Any, values: Any) -> Any:
 
 # --- elementwise -------------------------------------------------------------------------------
 
+
 def abs_(x: Any) -> Any:
     """Absolute value, elementwise for a column.
 
@@ -307,8 +315,11 @@ def isin(x: Any, *values: Any) -> Any:
 
     Example: count(isin(device_ops.op_type, 'Cast', 'TransData')) > 100
     """
-    given = values[0] if len(values) == 1 and isinstance(values[0], (*_SEQUENCES, pd.Series)) \
+    given = (
+        values[0]
+        if len(values) == 1 and isinstance(values[0], (*_SEQUENCES, pd.Series))
         else values
+    )
     options = list(given)
     if isinstance(x, pd.Series):
         return as_mask(x.isin(options))
@@ -377,6 +388,7 @@ def notna(x: Any) -> Any:
 
 # --- text ----------------------------------------------------------------------------------------
 
+
 def contains(x: Any, substring: str, case: bool = False) -> Any:
     """True where x contains substring (literal text, not a regex); case-insensitive by default.
 
@@ -432,8 +444,10 @@ def _regex_risk(pattern: str) -> str | None:
         if char == ")":
             inner = risky.pop() if len(risky) > 1 else False
             if inner and i < len(pattern) and pattern[i] in "*+{":
-                return ("nested quantifiers: a repeated group holds a quantifier or '|' "
-                        "(like '(a+)+'), which can take exponential time")
+                return (
+                    "nested quantifiers: a repeated group holds a quantifier or '|' "
+                    "(like '(a+)+'), which can take exponential time"
+                )
             risky[-1] = risky[-1] or inner
         elif char in "*+?{|":
             risky[-1] = True
@@ -442,15 +456,19 @@ def _regex_risk(pattern: str) -> str | None:
                 unbounded += 1
             elif repeat:
                 branches *= int(repeat[1]) - int(pattern[i:].partition(",")[0] or 0) + 1
-            elif char == "?" and pattern[i - 2:i - 1] not in ("*", "+", "?", "}"):
+            elif char == "?" and pattern[i - 2 : i - 1] not in ("*", "+", "?", "}"):
                 branches *= 2  # a '?' after a quantifier only makes it lazy
     if unbounded > MAX_UNBOUNDED:
-        return (f"more than {MAX_UNBOUNDED} unbounded repeats ('*', '+', '{{n,}}', "
-                f"'{{m,n}}' with n > {MAX_BOUNDED}) can take very long; use several matches() "
-                "joined with 'and'")
-    if branches * 8 ** unbounded > MAX_BRANCHES:
-        return (f"optional parts ('?', '{{m,n}}') combine in {branches} ways, besides "
-                f"{unbounded} unbounded repeats: can take exponential time")
+        return (
+            f"more than {MAX_UNBOUNDED} unbounded repeats ('*', '+', '{{n,}}', "
+            f"'{{m,n}}' with n > {MAX_BOUNDED}) can take very long; use several matches() "
+            "joined with 'and'"
+        )
+    if branches * 8**unbounded > MAX_BRANCHES:
+        return (
+            f"optional parts ('?', '{{m,n}}') combine in {branches} ways, besides "
+            f"{unbounded} unbounded repeats: can take exponential time"
+        )
     return None
 
 
@@ -505,13 +523,34 @@ def matches(x: Any, pattern: str) -> Any:
 
 
 BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "sum": sum_, "mean": mean, "median": median, "min": min_, "max": max_, "std": std,
-    "quantile": quantile, "count": count, "rows": rows, "nunique": nunique, "any": any_,
-    "all": all_, "top": top, "argmax": argmax, "argmin": argmin, "abs": abs_, "round": round_,
+    "sum": sum_,
+    "mean": mean,
+    "median": median,
+    "min": min_,
+    "max": max_,
+    "std": std,
+    "quantile": quantile,
+    "count": count,
+    "rows": rows,
+    "nunique": nunique,
+    "any": any_,
+    "all": all_,
+    "top": top,
+    "argmax": argmax,
+    "argmin": argmin,
+    "abs": abs_,
+    "round": round_,
     "share": share,
     "where": where,
-    "filter": filter_, "isin": isin, "coalesce": coalesce, "clip": clip, "log10": log10,
-    "isna": isna, "notna": notna, "contains": contains, "startswith": startswith,
+    "filter": filter_,
+    "isin": isin,
+    "coalesce": coalesce,
+    "clip": clip,
+    "log10": log10,
+    "isna": isna,
+    "notna": notna,
+    "contains": contains,
+    "startswith": startswith,
     "matches": matches,
 }
 

@@ -27,7 +27,8 @@ from advisor.model import PROFILE, TABLES, TableSpec
 from advisor.small_files import read_small_text
 
 RULE_SCHEMA: dict[str, Any] = json.loads(
-    files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8"))
+    files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8")
+)
 _VALIDATOR = jsonschema.Draft202012Validator(RULE_SCHEMA)
 MAX_RULE_FILE_BYTES = 1_000_000
 MAX_VALUES = 100_000  # values in one YAML document, an alias counted each time it is used
@@ -37,8 +38,9 @@ BUILTIN_NAMES = frozenset({"total_us"})
 """Names every expression can read: `total_us` is the profiled time impact shares refer to."""
 LANGUAGES = ("en", "zh")
 """Languages reports can be written in; English is the default and every rule has it."""
-TEMPLATE_NAMES = frozenset({"impact_us", "impact_ratio", "total_us", "evidence",
-                            "evidence_total", "measured_us"})
+TEMPLATE_NAMES = frozenset(
+    {"impact_us", "impact_ratio", "total_us", "evidence", "evidence_total", "measured_us"}
+)
 """Variables every message template gets besides the rule's params and lets."""
 
 
@@ -83,9 +85,9 @@ class Applies:
     def fits(self, framework: str, device: str) -> bool:
         """True unless the profile's framework or device is known and not listed (a CANN export
         does not say which framework ran on it, so framework advice is kept there)."""
-        return ((not self.frameworks or framework not in FRAMEWORKS
-                 or framework in self.frameworks)
-                and (not self.devices or device not in DEVICES or device in self.devices))
+        return (
+            not self.frameworks or framework not in FRAMEWORKS or framework in self.frameworks
+        ) and (not self.devices or device not in DEVICES or device in self.devices)
 
     def specificity(self, framework: str, device: str) -> int:
         """How many of the profile's known traits this suggestion was written for."""
@@ -143,8 +145,9 @@ class Rule:
 
     def text(self, lang: str = "en") -> RuleText:
         """The rule's texts in `lang`; English when the rule has no such translation."""
-        return self.translations.get(lang) or RuleText(self.title, self.message,
-                                                       self.suggestions, self.impact_note)
+        return self.translations.get(lang) or RuleText(
+            self.title, self.message, self.suggestions, self.impact_note
+        )
 
     def scopes(self) -> tuple[Applies, ...]:
         """Where each suggestion applies (everywhere for a rule built without scopes)."""
@@ -163,7 +166,8 @@ class Rule:
         select nothing."""
         key = selector.casefold()
         return key in (self.id.casefold(), self.name.casefold()) or any(
-            key == tag.casefold() for tag in self.tags)
+            key == tag.casefold() for tag in self.tags
+        )
 
 
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -174,24 +178,26 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: 
     """
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode,
-                       deep: bool = False) -> dict[Any, Any]:
+def _construct_mapping(
+    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, (list, dict)):  # `? [a, b]`: a TypeError in `key in seen`
             raise yaml.constructor.ConstructorError(
-                None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark)
+                None, None, f"a {type(key).__name__} cannot be a key", key_node.start_mark
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
         seen.add(key)
     mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
     return mapping
 
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                                 _construct_mapping)
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def read_rule_documents(path: Path) -> list[dict[str, Any]]:
@@ -260,8 +266,11 @@ def _structure_problem(doc: Any) -> str | None:
 def _check_patterns(expr: Expression) -> None:
     """Refuse a risky or invalid literal regex of matches() now rather than at each run."""
     for node in ast.walk(ast.parse(expr.source, mode="eval")):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "matches"):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "matches"
+        ):
             continue
         args = [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "pattern")]
         for arg in args:
@@ -290,13 +299,21 @@ def _scope(rule: Rule, tables: Mapping[str, TableSpec]) -> str:
     cluster and compare tables is a RuleError: no profile holds both."""
     scopes = {tables[n.split(".")[0]].scope for n in rule.needs()} - {PROFILE}
     if len(scopes) > 1:
-        raise RuleError(rule.source, rule.id, "reads tables of different scopes ("
-                        f"{', '.join(sorted(scopes))}): a rule runs on one kind of profile")
+        raise RuleError(
+            rule.source,
+            rule.id,
+            "reads tables of different scopes ("
+            f"{', '.join(sorted(scopes))}): a rule runs on one kind of profile",
+        )
     return scopes.pop() if scopes else PROFILE
 
 
-def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
-               tables: Mapping[str, TableSpec] = TABLES) -> Rule:
+def build_rule(
+    raw: dict[str, Any],
+    source: str,
+    functions: Collection[str],
+    tables: Mapping[str, TableSpec] = TABLES,
+) -> Rule:
     """Validate one raw rule mapping and compile its expressions against `tables` (the
     built-in ones, or with the tables plugins register)."""
     rule_id = raw.get("id") if isinstance(raw.get("id"), str) else None
@@ -307,8 +324,9 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
     params = dict(raw.get("params", {}))
     long_text = [k for k, v in params.items() if isinstance(v, str) and len(v) > MAX_STRING]
     if long_text:
-        raise RuleError(source, rule_id, f"params.{long_text[0]}: text longer than "
-                                         f"{MAX_STRING} characters")
+        raise RuleError(
+            source, rule_id, f"params.{long_text[0]}: text longer than {MAX_STRING} characters"
+        )
     if len(raw.get("let", {})) > MAX_LETS:
         raise RuleError(source, rule_id, f"let: more than {MAX_LETS} lets")
     reserved = sorted(BUILTIN_NAMES & (set(params) | set(raw.get("let", {}))))
@@ -318,8 +336,9 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
 
     def expr(text: Any, what: str, names: Collection[str]) -> Expression:
         try:
-            compiled = compile_expression(str(text), functions=functions, tables=columns,
-                                          names=names)
+            compiled = compile_expression(
+                str(text), functions=functions, tables=columns, names=names
+            )
             _check_patterns(compiled)
             return compiled
         except ExprError as exc:
@@ -350,24 +369,38 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
             sort.append((col, not key.startswith("-")))
         for col in [*ev["columns"], *(c for c, _ in sort)]:
             if col not in cols:
-                raise RuleError(source, rule_id,
-                                f"evidence: {table} has no column {col!r}")
+                raise RuleError(source, rule_id, f"evidence: {table} has no column {col!r}")
         where = expr(ev["where"], "evidence.where", known | cols) if "where" in ev else None
         shadowed = sorted(where.names & known & cols) if where else []
         if shadowed:
-            raise RuleError(source, rule_id, f"evidence.where: {shadowed[0]!r} is both a "
-                                             f"param/let and a column of {table}; rename it")
-        evidence = Evidence(table, tuple(ev["columns"]), where, tuple(sort), ev.get("limit", 10),
-                            tuple(sorted(where.names & cols)) if where else ())
+            raise RuleError(
+                source,
+                rule_id,
+                f"evidence.where: {shadowed[0]!r} is both a "
+                f"param/let and a column of {table}; rename it",
+            )
+        evidence = Evidence(
+            table,
+            tuple(ev["columns"]),
+            where,
+            tuple(sort),
+            ev.get("limit", 10),
+            tuple(sorted(where.names & cols)) if where else (),
+        )
     tune_ops = raw.get("tune_ops")
     if tune_ops and (evidence is None or tune_ops not in evidence.columns):
         raise RuleError(source, rule_id, f"tune_ops: {tune_ops!r} is not an evidence column")
     suggestions = [s if isinstance(s, str) else s["text"] for s in raw["suggestions"]]
-    applies = tuple(Applies() if isinstance(s, str) else
-                    Applies(tuple(s.get("frameworks", ())), tuple(s.get("devices", ())))
-                    for s in raw["suggestions"])
-    texts = [("message", raw["message"]),
-             *((f"suggestions[{i}]", s) for i, s in enumerate(suggestions))]
+    applies = tuple(
+        Applies()
+        if isinstance(s, str)
+        else Applies(tuple(s.get("frameworks", ())), tuple(s.get("devices", ())))
+        for s in raw["suggestions"]
+    )
+    texts = [
+        ("message", raw["message"]),
+        *((f"suggestions[{i}]", s) for i, s in enumerate(suggestions)),
+    ]
     if "impact_note" in raw:
         texts.append(("impact_note", raw["impact_note"]))
     for key, text in texts:
@@ -375,41 +408,71 @@ def build_rule(raw: dict[str, Any], source: str, functions: Collection[str],
         if problem:
             raise RuleError(source, rule_id, f"{key}: {problem}")
     if raw.get("severity") == "high" and impact is None and "impact_note" not in raw:
-        raise RuleError(source, rule_id, "a high-severity rule without impact_us needs an "
-                                         "impact_note saying why no time is measured")
+        raise RuleError(
+            source,
+            rule_id,
+            "a high-severity rule without impact_us needs an "
+            "impact_note saying why no time is measured",
+        )
     measured = expr(raw["measured_us"], "measured_us", known) if "measured_us" in raw else None
     translations = {}
     if "zh" in raw:
         translations["zh"] = _translation(raw, "zh", set(params) | set(let), source, rule_id)
     rule = Rule(
-        id=raw["id"], name=raw["name"], title=raw["title"], type=raw["type"], when=when,
-        message=raw["message"], suggestions=tuple(suggestions), docs=raw["docs"],
-        source=source, applies=applies, group=raw.get("group", "Model Summary"),
-        subtype=raw.get("subtype", ""), severity=raw.get("severity"),
-        tags=tuple(raw.get("tags", ())), requires=tuple(raw.get("requires", ())),
-        params=params, let=let, impact_us=impact, measured_us=measured,
-        impact_note=raw.get("impact_note"), time_pool=raw.get("time_pool"),
-        evidence=evidence, tune_ops=tune_ops,
-        translations=translations, raw=raw,
+        id=raw["id"],
+        name=raw["name"],
+        title=raw["title"],
+        type=raw["type"],
+        when=when,
+        message=raw["message"],
+        suggestions=tuple(suggestions),
+        docs=raw["docs"],
+        source=source,
+        applies=applies,
+        group=raw.get("group", "Model Summary"),
+        subtype=raw.get("subtype", ""),
+        severity=raw.get("severity"),
+        tags=tuple(raw.get("tags", ())),
+        requires=tuple(raw.get("requires", ())),
+        params=params,
+        let=let,
+        impact_us=impact,
+        measured_us=measured,
+        impact_note=raw.get("impact_note"),
+        time_pool=raw.get("time_pool"),
+        evidence=evidence,
+        tune_ops=tune_ops,
+        translations=translations,
+        raw=raw,
     )
     return replace(rule, scope=_scope(rule, specs))
 
 
-def _translation(raw: dict[str, Any], lang: str, names: set[str], source: str,
-                 rule_id: str | None) -> RuleText:
+def _translation(
+    raw: dict[str, Any], lang: str, names: set[str], source: str, rule_id: str | None
+) -> RuleText:
     """Check a translated block like the English texts, and that it promises the same advice
     with the same data: as many suggestions, and no variable the English texts cannot use."""
     block = raw[lang]
     if len(block["suggestions"]) != len(raw["suggestions"]):
-        raise RuleError(source, rule_id, f"{lang}.suggestions: {len(block['suggestions'])} "
-                                         f"given, the English texts have "
-                                         f"{len(raw['suggestions'])}")
+        raise RuleError(
+            source,
+            rule_id,
+            f"{lang}.suggestions: {len(block['suggestions'])} "
+            f"given, the English texts have "
+            f"{len(raw['suggestions'])}",
+        )
     if ("impact_note" in block) != ("impact_note" in raw):
-        raise RuleError(source, rule_id, f"{lang}.impact_note: give it exactly when the "
-                                         "English impact_note is given")
+        raise RuleError(
+            source,
+            rule_id,
+            f"{lang}.impact_note: give it exactly when the English impact_note is given",
+        )
     known = names | TEMPLATE_NAMES
-    texts = [("message", block["message"]),
-             *((f"suggestions[{i}]", s) for i, s in enumerate(block["suggestions"]))]
+    texts = [
+        ("message", block["message"]),
+        *((f"suggestions[{i}]", s) for i, s in enumerate(block["suggestions"])),
+    ]
     if "impact_note" in block:
         texts.append(("impact_note", block["impact_note"]))
     for key, text in texts:
@@ -418,22 +481,31 @@ def _translation(raw: dict[str, Any], lang: str, names: set[str], source: str,
             raise RuleError(source, rule_id, f"{lang}.{key}: {problem}")
         unknown = sorted(meta.find_undeclared_variables(ENV.parse(text)) - known)
         if unknown:
-            raise RuleError(source, rule_id, f"{lang}.{key}: unknown variable {unknown[0]!r} "
-                                             "(use the params and lets of the rule)")
-    return RuleText(block["title"], block["message"], tuple(block["suggestions"]),
-                    block.get("impact_note"))
+            raise RuleError(
+                source,
+                rule_id,
+                f"{lang}.{key}: unknown variable {unknown[0]!r} "
+                "(use the params and lets of the rule)",
+            )
+    return RuleText(
+        block["title"], block["message"], tuple(block["suggestions"]), block.get("impact_note")
+    )
 
 
 def rule_files(path: Path) -> list[Path]:
     """The rule files a path stands for: the file itself, or *.yaml/*.yml under a folder."""
     if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")
-                      and not p.name.endswith((".case.yaml", ".case.yml")))
+        return sorted(
+            p
+            for p in path.rglob("*")
+            if p.suffix in (".yaml", ".yml") and not p.name.endswith((".case.yaml", ".case.yml"))
+        )
     return [path]
 
 
-def load_rule_file(path: Path, functions: Collection[str],
-                   tables: Mapping[str, TableSpec] = TABLES) -> tuple[list[Rule], list[RuleError]]:
+def load_rule_file(
+    path: Path, functions: Collection[str], tables: Mapping[str, TableSpec] = TABLES
+) -> tuple[list[Rule], list[RuleError]]:
     """Build every rule of a file; one bad rule does not hide the good ones beside it."""
     rules: list[Rule] = []
     errors: list[RuleError] = []
@@ -461,15 +533,20 @@ class RuleSet:
     def add(self, rule: Rule, origin: str = "user") -> None:
         old = self.rules.get(rule.id)
         if old is not None and old.source != rule.source:
-            self.overrides.append(f"{rule.id} from {rule.source} replaces the "
-                                  f"{self.origins[old.id]} one in {old.source}")
+            self.overrides.append(
+                f"{rule.id} from {rule.source} replaces the "
+                f"{self.origins[old.id]} one in {old.source}"
+            )
         self.rules[rule.id] = rule
         self.origins[rule.id] = origin
 
 
-def load_rules(paths: Iterable[Path], functions: Collection[str],
-               origins: Mapping[Path, str] | None = None,
-               tables: Mapping[str, TableSpec] = TABLES) -> tuple[RuleSet, list[RuleError]]:
+def load_rules(
+    paths: Iterable[Path],
+    functions: Collection[str],
+    origins: Mapping[Path, str] | None = None,
+    tables: Mapping[str, TableSpec] = TABLES,
+) -> tuple[RuleSet, list[RuleError]]:
     """Load rules in order (later ids replace earlier); bad files are returned, not raised.
 
     `origins` labels the rules under a path (default "user"), e.g. {rules_dir: "built-in"}.

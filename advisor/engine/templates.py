@@ -27,15 +27,41 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from advisor import units
 
 MAX_MESSAGE_CHARS = 4000
-SAFE_FILTERS = ("abs", "capitalize", "count", "d", "default", "first", "float", "int", "join",
-                "last", "length", "lower", "round", "string", "title", "trim", "upper")
+SAFE_FILTERS = (
+    "abs",
+    "capitalize",
+    "count",
+    "d",
+    "default",
+    "first",
+    "float",
+    "int",
+    "join",
+    "last",
+    "length",
+    "lower",
+    "round",
+    "string",
+    "title",
+    "trim",
+    "upper",
+)
 """Jinja's filters that take time and memory in proportion to their input: `center(10**9)`,
 `format('%1000000000s')`, chained `replace('', ...)` or `attr` are not available."""
 _REFUSED: dict[type[nodes.Node], str] = {
-    nodes.Call: "calls", nodes.Macro: "macros", nodes.CallBlock: "call blocks",
-    nodes.Import: "imports", nodes.FromImport: "imports", nodes.Include: "includes",
-    nodes.Extends: "extends", nodes.Block: "blocks", nodes.FilterBlock: "filter blocks",
-    nodes.Mul: "'*'", nodes.Pow: "'**'", nodes.Mod: "'%'", nodes.Concat: "'~'",
+    nodes.Call: "calls",
+    nodes.Macro: "macros",
+    nodes.CallBlock: "call blocks",
+    nodes.Import: "imports",
+    nodes.FromImport: "imports",
+    nodes.Include: "includes",
+    nodes.Extends: "extends",
+    nodes.Block: "blocks",
+    nodes.FilterBlock: "filter blocks",
+    nodes.Mul: "'*'",
+    nodes.Pow: "'**'",
+    nodes.Mod: "'%'",
+    nodes.Concat: "'~'",
 }
 _LITERALS = (nodes.List, nodes.Tuple, nodes.Dict)
 
@@ -102,11 +128,11 @@ def _fair_precision(precision: Any) -> bool:
     return isinstance(precision, int) and abs(precision) <= MAX_ROUND_DIGITS
 
 
-def _round(value: Any, precision: Any = 0,
-           method: Literal["common", "ceil", "floor"] = "common") -> Any:
+def _round(
+    value: Any, precision: Any = 0, method: Literal["common", "ceil", "floor"] = "common"
+) -> Any:
     if not _fair_precision(precision):
-        raise TemplateError(f"round precision must be a whole number within "
-                            f"±{MAX_ROUND_DIGITS}")
+        raise TemplateError(f"round precision must be a whole number within ±{MAX_ROUND_DIGITS}")
     return do_round(value, precision, method)
 
 
@@ -123,8 +149,11 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"+"})
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        if (isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple))
-                and len(left) + len(right) > MAX_MESSAGE_CHARS):
+        if (
+            isinstance(left, (str, list, tuple))
+            and isinstance(right, (str, list, tuple))
+            and len(left) + len(right) > MAX_MESSAGE_CHARS
+        ):
             raise TemplateError(f"'+' result longer than {MAX_MESSAGE_CHARS}")
         return super().call_binop(context, operator, left, right)
 
@@ -141,6 +170,7 @@ def _env() -> ImmutableSandboxedEnvironment:
 
 def _checked_first(fn: Any) -> Any:
     """A filter that first checks its input with `_bounded` (keeping Jinja's pass_* marks)."""
+
     def checked(*args: Any, **kwargs: Any) -> Any:
         # the value is the first argument after an optional eval context / environment
         for arg in args[:2]:
@@ -148,6 +178,7 @@ def _checked_first(fn: Any) -> Any:
                 _bounded(arg)
                 break
         return fn(*args, **kwargs)
+
     for mark in ("jinja_pass_arg",):
         if hasattr(fn, mark):
             setattr(checked, mark, getattr(fn, mark))
@@ -180,21 +211,33 @@ def _unsafe(tree: nodes.Template) -> str | None:
     for node in tree.find_all(nodes.Node):
         if type(node) in _REFUSED:
             return f"template may not use {_REFUSED[type(node)]}"
-        name = (node.attr if isinstance(node, nodes.Getattr) else
-                node.arg.value if isinstance(node, nodes.Getitem)
-                and isinstance(node.arg, nodes.Const) else None)
+        name = (
+            node.attr
+            if isinstance(node, nodes.Getattr)
+            else node.arg.value
+            if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const)
+            else None
+        )
         if isinstance(name, str) and name.startswith("_"):
             return f"template may not use {name!r} (names starting with '_' are never allowed)"
         if isinstance(node, nodes.Name) and node.name == "self":
             return "template may not use 'self'"
-        if isinstance(node, nodes.Filter) and node.name == "round" and not all(
-                _fair_precision(v) for v in _constants(
-                    [*node.args[:1], *(k.value for k in node.kwargs if k.key == "precision")])):
+        if (
+            isinstance(node, nodes.Filter)
+            and node.name == "round"
+            and not all(
+                _fair_precision(v)
+                for v in _constants(
+                    [*node.args[:1], *(k.value for k in node.kwargs if k.key == "precision")]
+                )
+            )
+        ):
             return f"template may not round to more than {MAX_ROUND_DIGITS} digits"
         if isinstance(node, _LITERALS) and any(True for _ in node.find_all(nodes.Name)):
             return "template may not use list or dict literals holding variables"
-        if isinstance(node, nodes.For) and (node.recursive or any(
-                True for _ in node.find_all(nodes.For))):
+        if isinstance(node, nodes.For) and (
+            node.recursive or any(True for _ in node.find_all(nodes.For))
+        ):
             return "template may not use nested or recursive loops"
     return None
 

@@ -20,8 +20,9 @@ from advisor.formats.numbers import int_or_none, trace_number
 _GROUP_THREAD = re.compile(r"Group (\S+) Communication")
 
 
-def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
-                      ) -> tuple[pd.DataFrame | None, set[int]]:
+def comm_from_columns(
+    ops: pd.DataFrame, tasks: pd.DataFrame
+) -> tuple[pd.DataFrame | None, set[int]]:
     """comm_ops, and the device streams the collectives ran on, from columns of the events
     (trace numbers as written or already floats).
 
@@ -33,9 +34,13 @@ def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
     streams = {s for value in tasks["stream"].tolist() if (s := int_or_none(value)) is not None}
     if ops.empty:
         return None, streams
-    moving = sorted((trace_number(ts), str(transport)) for ts, transport, size in zip_strict(
-        tasks["start_us"].tolist(), tasks["transport"].tolist(), tasks["bytes"].tolist())
-        if trace_number(size) > 0)
+    moving = sorted(
+        (trace_number(ts), str(transport))
+        for ts, transport, size in zip_strict(
+            tasks["start_us"].tolist(), tasks["transport"].tolist(), tasks["bytes"].tolist()
+        )
+        if trace_number(size) > 0
+    )
     starts = np.array([ts for ts, _ in moving], dtype="float64")
     transports = [t for _, t in moving]
     names = [str(name) for name in ops["name"].tolist()]
@@ -43,13 +48,22 @@ def comm_from_columns(ops: pd.DataFrame, tasks: pd.DataFrame
     duration = np.array([trace_number(v) for v in ops["duration_us"].tolist()], dtype="float64")
     lo = np.searchsorted(starts, start, side="left")
     hi = np.searchsorted(starts, start + duration, side="left")
-    groups = [m.group(1) if (m := _GROUP_THREAD.search(str(thread))) else None
-              for thread in ops["thread"].tolist()]
-    return pd.DataFrame({
-        "name": names, "op": [collective(name) for name in names], "group": groups,
-        "start_us": start, "duration_us": duration,
-        "transport": [_commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(),
-                                                                        hi.tolist())]}), streams
+    groups = [
+        m.group(1) if (m := _GROUP_THREAD.search(str(thread))) else None
+        for thread in ops["thread"].tolist()
+    ]
+    return pd.DataFrame(
+        {
+            "name": names,
+            "op": [collective(name) for name in names],
+            "group": groups,
+            "start_us": start,
+            "duration_us": duration,
+            "transport": [
+                _commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(), hi.tolist())
+            ],
+        }
+    ), streams
 
 
 def _commonest(values: list[str]) -> str | None:
@@ -64,6 +78,13 @@ def _commonest(values: list[str]) -> str | None:
 def comm_as_device_ops(comm: pd.DataFrame) -> pd.DataFrame:
     """Communication ops as device_ops rows: they stand for the collectives' tasks, as in
     op_summary and kernel_details."""
-    return pd.DataFrame({"name": comm["name"], "op_type": comm["name"].map(op_type),
-                         "core_type": "COMMUNICATION", "category": "communication",
-                         "start_us": comm["start_us"], "duration_us": comm["duration_us"]})
+    return pd.DataFrame(
+        {
+            "name": comm["name"],
+            "op_type": comm["name"].map(op_type),
+            "core_type": "COMMUNICATION",
+            "category": "communication",
+            "start_us": comm["start_us"],
+            "duration_us": comm["duration_us"],
+        }
+    )

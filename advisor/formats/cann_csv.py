@@ -51,8 +51,9 @@ class SummaryCsv:
     def number(self, column: str | None) -> pd.Series | None:
         if column is None or not self.has(column):
             return None
-        return to_numbers(self.df[column], file=self.rel, column=self.written[column],
-                          warn=self.warn)
+        return to_numbers(
+            self.df[column], file=self.rel, column=self.written[column], warn=self.warn
+        )
 
     def coalesce(self, *columns: str) -> pd.Series | None:
         """Row-wise first value among the columns present (aic_/aiv_/unprefixed PMU names)."""
@@ -65,8 +66,9 @@ class SummaryCsv:
         return out
 
 
-def open_csv(path: Path, rel: str, warn: WarnFn, required: Sequence[str],
-             any_of: Sequence[str] = ()) -> SummaryCsv | None:
+def open_csv(
+    path: Path, rel: str, warn: WarnFn, required: Sequence[str], any_of: Sequence[str] = ()
+) -> SummaryCsv | None:
     """A CSV with its required columns (and one of `any_of`) and at least one row; otherwise
     warn with the problem and return None."""
     try:
@@ -100,8 +102,7 @@ class CsvKind:
     build: Callable[[SummaryCsv], pd.DataFrame]
 
 
-def read_summary_table(kind: CsvKind, path: Path, rel: str, warn: WarnFn
-                       ) -> pd.DataFrame | None:
+def read_summary_table(kind: CsvKind, path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
     """Read one summary CSV of a known kind, each row's `Device_id` in DEVICE_COLUMN when the
     file has one; warn and return None when it is unusable."""
     csv = open_csv(path, rel, warn, kind.required)

@@ -56,8 +56,15 @@ def parse_export_name(path: str | Path) -> ExportName | None:
     def num(group: str) -> int | None:
         return int(match[group]) if match[group] is not None else None
 
-    return ExportName(path, match["type"], num("device"), num("model"), num("iteration"),
-                      int(match["slice"] or 0), match["timestamp"] or "")
+    return ExportName(
+        path,
+        match["type"],
+        num("device"),
+        num("model"),
+        num("iteration"),
+        int(match["slice"] or 0),
+        match["timestamp"] or "",
+    )
 
 
 @dataclass(frozen=True)
@@ -69,8 +76,7 @@ class Superseded:
     ignored: tuple[Path, ...]
 
 
-def select_exports(paths: Iterable[str | Path]) -> tuple[dict[str, list[Path]],
-                                                         list[Superseded]]:
+def select_exports(paths: Iterable[str | Path]) -> tuple[dict[str, list[Path]], list[Superseded]]:
     """Group export files by type, newest export only, slices in order.
 
     msprof re-exports into the same folder with a new timestamp, so one folder can hold

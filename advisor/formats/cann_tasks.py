@@ -48,8 +48,21 @@ def device_category(task_type: str) -> str:
     return task_category(upper)
 
 
-_COLLECTIVES = ("reducescatter", "allreduce", "allgather", "alltoallv", "alltoall", "broadcast",
-                "batchsendrecv", "send", "receive", "recv", "reduce", "scatter", "gather")
+_COLLECTIVES = (
+    "reducescatter",
+    "allreduce",
+    "allgather",
+    "alltoallv",
+    "alltoall",
+    "broadcast",
+    "batchsendrecv",
+    "send",
+    "receive",
+    "recv",
+    "reduce",
+    "scatter",
+    "gather",
+)
 
 
 def collective(name: str) -> str | None:

@@ -92,9 +92,19 @@ class EventDecoder(Generic[A]):
                 ts = None
             if dur.__class__ is float and not math.isfinite(dur):
                 dur = None
-            append(TraceEvent(ph=e.get("ph"), name=e.get("name", ""), cat=e.get("cat", ""),
-                              pid=e.get("pid"), tid=e.get("tid"), ts=ts, dur=dur, args=args,
-                              id=e.get("id")))
+            append(
+                TraceEvent(
+                    ph=e.get("ph"),
+                    name=e.get("name", ""),
+                    cat=e.get("cat", ""),
+                    pid=e.get("pid"),
+                    tid=e.get("tid"),
+                    ts=ts,
+                    dur=dur,
+                    args=args,
+                    id=e.get("id"),
+                )
+            )
         return converted
 
 
@@ -159,6 +169,8 @@ class Trace:
 
     def complete(self, thread: re.Pattern[str] | None = None) -> list[dict[str, Any]]:
         """Duration (`X`) events, optionally only on threads whose name matches."""
-        return [e for e in self.events if e.get("ph") == "X"
-                and (thread is None or thread.search(self.thread_name(e)))]
-
+        return [
+            e
+            for e in self.events
+            if e.get("ph") == "X" and (thread is None or thread.search(self.thread_name(e)))
+        ]

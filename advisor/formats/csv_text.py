@@ -23,8 +23,9 @@ from advisor.formats.files import TOO_LARGE
 from advisor.formats.warn import WarnFn
 
 
-def read_csv_strings(path: str | Path, warn: WarnFn | None = None
-                     ) -> tuple[list[str], pd.DataFrame]:
+def read_csv_strings(
+    path: str | Path, warn: WarnFn | None = None
+) -> tuple[list[str], pd.DataFrame]:
     """Read a CSV as strings: the header as written, cells stripped of whitespace and tabs.
 
     Returns the header names exactly as written (duplicates kept) and a frame whose columns
@@ -35,20 +36,32 @@ def read_csv_strings(path: str | Path, warn: WarnFn | None = None
     """
     names = _read_header(path)
     columns = unique_names(names)
-    options: dict[str, Any] = dict(header=None, skiprows=1, names=columns, dtype=str,
-                                   keep_default_na=False, na_values=[], encoding="utf-8")
+    options: dict[str, Any] = dict(
+        header=None,
+        skiprows=1,
+        names=columns,
+        dtype=str,
+        keep_default_na=False,
+        na_values=[],
+        encoding="utf-8",
+    )
     try:
-        df = (_read_arrow_text(path, columns) if _ARROW_INFERS_TYPES
-              else pd.read_csv(path, engine="pyarrow", **options))
+        df = (
+            _read_arrow_text(path, columns)
+            if _ARROW_INFERS_TYPES
+            else pd.read_csv(path, engine="pyarrow", **options)
+        )
     except (pd.errors.ParserError, ValueError):
         try:
             with warnings.catch_warnings():  # ragged rows: extra cells dropped, missing ones empty
                 warnings.simplefilter("ignore", pd.errors.ParserWarning)
-                df = pd.read_csv(path, engine="c", index_col=False, on_bad_lines="skip",
-                                 **options)
+                df = pd.read_csv(path, engine="c", index_col=False, on_bad_lines="skip", **options)
             if warn is not None:
-                warn(path, "rows with more or fewer cells than the header: extra cells "
-                           "ignored, missing cells left empty")
+                warn(
+                    path,
+                    "rows with more or fewer cells than the header: extra cells "
+                    "ignored, missing cells left empty",
+                )
         except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
             raise UnreadableInput(path, f"cannot parse CSV: {exc}") from None
     except OSError as exc:
@@ -73,10 +86,15 @@ def _read_arrow_text(path: str | Path, columns: list[str]) -> pd.DataFrame:
     import pyarrow.csv as pa_csv
 
     table = pa_csv.read_csv(
-        path, read_options=pa_csv.ReadOptions(column_names=columns, skip_rows=1),
+        path,
+        read_options=pa_csv.ReadOptions(column_names=columns, skip_rows=1),
         convert_options=pa_csv.ConvertOptions(
-            column_types=dict.fromkeys(columns, pa.string()), null_values=[],
-            strings_can_be_null=False, quoted_strings_can_be_null=False))
+            column_types=dict.fromkeys(columns, pa.string()),
+            null_values=[],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
     return table.to_pandas()
 
 
@@ -92,8 +110,7 @@ def _needs_strip(cells: pd.Series) -> bool:
     if not pc.all(pc.string_is_ascii(array)).as_py():
         return True
     trimmed = pc.ascii_trim_whitespace(array)
-    return bool(pc.any(pc.not_equal(pc.binary_length(array),
-                                    pc.binary_length(trimmed))).as_py())
+    return bool(pc.any(pc.not_equal(pc.binary_length(array), pc.binary_length(trimmed))).as_py())
 
 
 def _read_header(path: str | Path) -> list[str]:
@@ -119,4 +136,3 @@ def unique_names(names: Iterable[str]) -> list[str]:
         seen[name] = seen.get(name, 0) + 1
         out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
     return out
-

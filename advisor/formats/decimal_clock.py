@@ -31,8 +31,13 @@ def _texts(values: Iterable[Any]) -> pa.Array:
         return pa.array(values, type=pa.string())
     except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):
         pass
-    return pa.array([utf8(v) if isinstance(v, str) else None if v is None or isinstance(v, bool)
-                     else repr(v) for v in values], type=pa.string())
+    return pa.array(
+        [
+            utf8(v) if isinstance(v, str) else None if v is None or isinstance(v, bool) else repr(v)
+            for v in values
+        ],
+        type=pa.string(),
+    )
 
 
 def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -51,8 +56,10 @@ def exact_parts(values: Iterable[Any]) -> tuple[np.ndarray, np.ndarray]:
     whole = pc.cast(pc.struct_field(parts, "whole"), pa.float64())
     digits = pc.struct_field(parts, "frac")
     length = pc.utf8_length(digits)
-    frac = pc.divide(pc.cast(pc.if_else(pc.equal(length, 0), "0", digits), pa.float64()),
-                     pc.power(10.0, pc.cast(length, pa.float64())))
+    frac = pc.divide(
+        pc.cast(pc.if_else(pc.equal(length, 0), "0", digits), pa.float64()),
+        pc.power(10.0, pc.cast(length, pa.float64())),
+    )
     negative = pc.fill_null(pc.equal(pc.struct_field(parts, "sign"), "-"), False)
     negative = negative.to_numpy(zero_copy_only=False)
     whole = whole.to_numpy(zero_copy_only=False).astype("float64")
@@ -94,7 +101,7 @@ def _same_layout_parts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     frac_text = pc.utf8_slice_codeunits(texts, dot + 1, length)
     if not pc.all(pc.ascii_is_decimal(frac_text)).as_py():
         return None
-    frac = pc.cast(frac_text, pa.float64()).to_numpy(zero_copy_only=False) / 10.0 ** digits
+    frac = pc.cast(frac_text, pa.float64()).to_numpy(zero_copy_only=False) / 10.0**digits
     return whole, frac
 
 
@@ -107,8 +114,9 @@ class Clock:
     def us(self, values: Iterable[Any]) -> np.ndarray:
         return self.from_parts(*exact_parts(values))
 
-    def from_parts(self, whole: np.ndarray, frac: np.ndarray,
-                   among: np.ndarray | None = None) -> np.ndarray:
+    def from_parts(
+        self, whole: np.ndarray, frac: np.ndarray, among: np.ndarray | None = None
+    ) -> np.ndarray:
         """Times from `exact_parts`; the first call fixes the origin at its earliest whole µs
         (of the rows `among` selects, when given) within a day of their median: a broken
         timestamp must not become the origin of every other time."""

@@ -58,11 +58,11 @@ def load_json(path: str | Path, progress: FileProgress | None = None) -> Any:
 def repair_json(data: bytes, exc: orjson.JSONDecodeError) -> Any | None:
     """Return the document when the error is a known writer artefact, else None."""
     if exc.msg.startswith("unexpected content after document"):
-        if _JSON_TRAILER.fullmatch(data[exc.pos:]):
-            return _loads_or_none(data[:exc.pos])
+        if _JSON_TRAILER.fullmatch(data[exc.pos :]):
+            return _loads_or_none(data[: exc.pos])
         return None
     if exc.msg.startswith("trailing comma"):
-        return _loads_or_none(data[:exc.pos] + data[exc.pos + 1:])
+        return _loads_or_none(data[: exc.pos] + data[exc.pos + 1 :])
     return None
 
 

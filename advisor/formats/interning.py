@@ -62,15 +62,18 @@ def arrow_strings(values: list[Any]) -> pa.Array:
             return array
     except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):
         pass
-    return pa.array([utf8(v if isinstance(v, str) else str(v)) for v in values],
-                    type=pa.large_string())
+    return pa.array(
+        [utf8(v if isinstance(v, str) else str(v)) for v in values], type=pa.large_string()
+    )
 
 
 def unique(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
     """(code of each row, the distinct texts) of an arrow string array without nulls."""
     encoded = pc.dictionary_encode(texts)
-    return (encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp),
-            encoded.dictionary.to_pylist())
+    return (
+        encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp),
+        encoded.dictionary.to_pylist(),
+    )
 
 
 def expand(codes: np.ndarray, values: list[Any]) -> np.ndarray:
@@ -86,7 +89,8 @@ def per_row(texts: pa.Array, fn: Callable[[str], Any]) -> np.ndarray:
     return expand(codes, [fn(text) for text in uniques])
 
 
-def string_column(values: tuple[str | None, ...] | list[str | None], codes: np.ndarray
-                  ) -> pd.api.extensions.ExtensionArray:
+def string_column(
+    values: tuple[str | None, ...] | list[str | None], codes: np.ndarray
+) -> pd.api.extensions.ExtensionArray:
     """A string column from its distinct values and each row's code into them."""
     return pd.array(list(values), dtype="string").take(codes)

@@ -32,19 +32,29 @@ def read_pipeline_raw(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None
         sizes = _int_list(row["output_queue_size"])
         children = _int_list(row.get("children_id", ""))
         if op_id is None or sizes is None or children is None:
-            warn(rel, f"row {row['op_id']!r} {row['op_type']!r} has unreadable "
-                 "ids or queue sizes; skipped", line=int(index) + 2)
+            warn(
+                rel,
+                f"row {row['op_id']!r} {row['op_type']!r} has unreadable "
+                "ids or queue sizes; skipped",
+                line=int(index) + 2,
+            )
             continue
         capacity = finite_float(row.get("output_queue_length", ""))
-        usage = (float(np.mean(sizes)) / capacity if sizes and capacity else np.nan)
-        ops.append({"op_id": op_id, "op_type": row["op_type"],
-                    "workers": int_from_text(row.get("num_workers", "")),
-                    "queue_usage": usage, "parent": int_from_text(row["parent_id"]),
-                    "children": len(children), "child_ids": children,
-                    "queue_capacity": capacity,
-                    "queue_empty_ratio": (float(np.mean([s == 0 for s in sizes]))
-                                          if sizes else np.nan),
-                    "queue_samples": len(sizes)})
+        usage = float(np.mean(sizes)) / capacity if sizes and capacity else np.nan
+        ops.append(
+            {
+                "op_id": op_id,
+                "op_type": row["op_type"],
+                "workers": int_from_text(row.get("num_workers", "")),
+                "queue_usage": usage,
+                "parent": int_from_text(row["parent_id"]),
+                "children": len(children),
+                "child_ids": children,
+                "queue_capacity": capacity,
+                "queue_empty_ratio": (float(np.mean([s == 0 for s in sizes])) if sizes else np.nan),
+                "queue_samples": len(sizes),
+            }
+        )
     if not ops:
         return None
     usage_of = {op["op_id"]: op["queue_usage"] for op in ops}

@@ -44,8 +44,12 @@ def to_numbers(series: pd.Series, *, file: str | Path, column: str, warn: WarnFn
         first = int(np.argmax(bad))
         count = int(bad.sum())
         cells = "cell is" if count == 1 else "cells are"
-        warn(file, f"{count} {cells} not numbers (first: {text.iloc[first]!r})",
-             line=first + 2, column=column)
+        warn(
+            file,
+            f"{count} {cells} not numbers (first: {text.iloc[first]!r})",
+            line=first + 2,
+            column=column,
+        )
         numbers = np.where(bad, np.nan, numbers)
     return pd.Series(numbers, index=series.index, dtype="float64")
 
@@ -56,16 +60,15 @@ def _plain_numbers(series: pd.Series) -> np.ndarray | None:
     else, which `to_numbers` then finds and reports."""
     try:
         array = pa.array(series, type=pa.string(), from_pandas=True)
-        missing = pc.is_in(pc.utf8_lower(array),
-                           value_set=_MISSING_ARRAY)
+        missing = pc.is_in(pc.utf8_lower(array), value_set=_MISSING_ARRAY)
         numbers = pc.cast(pc.if_else(missing, None, array), pa.float64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
     values = numbers.to_numpy(zero_copy_only=False)
     finite_or_missing = np.isfinite(values) | pc.fill_null(missing, True).to_numpy(
-        zero_copy_only=False)
+        zero_copy_only=False
+    )
     return values if finite_or_missing.all() else None
-
 
 
 def trace_number(value: Any) -> float:

@@ -86,17 +86,16 @@ class EventStream:
         gc.disable()  # millions of small objects would trigger collections over and over
         try:
             with open(self.path, "rb") as raw:
-                source: BinaryIO = (gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz"
-                                    else raw)
+                source: BinaryIO = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
                 yield from self._batches(source, raw)
         except gzip.BadGzipFile:
-            raise UnreadableInput(self.path, "not gzip data although the name ends in .gz") \
-                from None
+            raise UnreadableInput(
+                self.path, "not gzip data although the name ends in .gz"
+            ) from None
         except (EOFError, OSError) as exc:
             if isinstance(exc, EOFError) or "gzip" in str(exc).lower() or "CRC" in str(exc):
                 raise UnreadableInput(self.path, "truncated or corrupt gzip data") from None
-            raise UnreadableInput(self.path, f"cannot read file: {exc.strerror or exc}") \
-                from None
+            raise UnreadableInput(self.path, f"cannot read file: {exc.strerror or exc}") from None
         finally:
             if gc_was_on:
                 gc.enable()
@@ -109,15 +108,19 @@ class EventStream:
             self.progress.read(raw.tell() - self.progress.done_bytes)
         return chunk
 
-    def _decode(self, data: bytes, *, repair: bool = False,
-                decode: Callable[[bytes], Any] = orjson.loads) -> Any:
+    def _decode(
+        self, data: bytes, *, repair: bool = False, decode: Callable[[bytes], Any] = orjson.loads
+    ) -> Any:
         """`decode` (orjson), then (for the end of a file) msprof's known trailer artefacts,
         then the NaN-tolerant stdlib parser; ValueError when the bytes are really invalid."""
         try:
             return decode(data)
         except (ValueError, msgspec.DecodeError) as exc:  # not a ValueError in msgspec 0.20
-            repaired = (repair_json(data, exc)
-                        if repair and isinstance(exc, orjson.JSONDecodeError) else None)
+            repaired = (
+                repair_json(data, exc)
+                if repair and isinstance(exc, orjson.JSONDecodeError)
+                else None
+            )
             if repaired is not None:
                 return repaired
             value = _loads_lenient(data)
@@ -137,11 +140,12 @@ class EventStream:
             buf = bytearray(more)
             start = len(buf) - len(buf.lstrip())
             if self.offset > MAX_SLICE_BYTES:
-                raise UnreadableInput(self.path, f"more than {MAX_SLICE_BYTES:,} bytes of "
-                                                 "whitespace before any JSON")
-        if buf[start:start + 1] == b"[":
+                raise UnreadableInput(
+                    self.path, f"more than {MAX_SLICE_BYTES:,} bytes of whitespace before any JSON"
+                )
+        if buf[start : start + 1] == b"[":
             prefix, pos = b"", start + 1
-        elif buf[start:start + 1] == b"{":
+        elif buf[start : start + 1] == b"{":
             match = _EVENTS_KEY.search(buf)
             while match is None and len(buf) < MAX_HEADER_BYTES:
                 more = self._read(source, raw)
@@ -151,7 +155,7 @@ class EventStream:
                 match = _EVENTS_KEY.search(buf)
             if match is None:
                 raise UnreadableInput(self.path, "no traceEvents array in this JSON object")
-            prefix, pos = bytes(buf[start:match.start()]), match.end()
+            prefix, pos = bytes(buf[start : match.start()]), match.end()
             self.header = self._header_only(prefix)  # kept even if the file is cut later
         else:
             raise UnreadableInput(self.path, "not a JSON trace (expected '[' or '{')")
@@ -168,10 +172,13 @@ class EventStream:
             batch, cut = self._leading_batch(buf, pos, target)
             if batch is None:  # no decodable cut yet: read on
                 if len(buf) - pos > MAX_SLICE_BYTES:
-                    raise UnreadableInput(self.path, f"no event boundary within "
-                                                     f"{MAX_SLICE_BYTES:,} bytes at byte "
-                                                     f"{self.offset + pos}: an event that "
-                                                     "large or a run of whitespace")
+                    raise UnreadableInput(
+                        self.path,
+                        f"no event boundary within "
+                        f"{MAX_SLICE_BYTES:,} bytes at byte "
+                        f"{self.offset + pos}: an event that "
+                        "large or a run of whitespace",
+                    )
                 more = self._read(source, raw)
                 eof = not more
                 buf += more
@@ -182,15 +189,14 @@ class EventStream:
             yield batch
             del batch  # free it before the next slice is decoded
             self.offset += cut - 1
-            del buf[:cut - 1]  # cheap: a bytearray drops its head without moving the rest
+            del buf[: cut - 1]  # cheap: a bytearray drops its head without moving the rest
             pos = 1
         with memoryview(buf) as view:
             rest = bytes(view[pos:])
         del buf
         yield self._last_batch(prefix, rest)
 
-    def _leading_batch(self, buf: bytearray, pos: int, target: int
-                       ) -> tuple[list[Any] | None, int]:
+    def _leading_batch(self, buf: bytearray, pos: int, target: int) -> tuple[list[Any] | None, int]:
         """Decode buf[pos:cut] at the first accepted boundary after `target`.
 
         The slice is decoded as `[` + events + `]` by writing the brackets over the bytes
@@ -207,13 +213,14 @@ class EventStream:
             buf[end] = 0x5D  # `]`
             try:
                 with memoryview(buf) as view:
-                    data = bytes(view[pos - 1:end + 1])
+                    data = bytes(view[pos - 1 : end + 1])
                 batch = self._decode(data, decode=self.decode)
             except json.JSONDecodeError as exc:
                 if not exc.msg.startswith("Unterminated string"):
                     at = self.offset + pos + max(exc.pos - 1, 0)
-                    raise UnreadableInput(self.path, f"invalid JSON at byte {at}: {exc.msg}") \
-                        from None
+                    raise UnreadableInput(
+                        self.path, f"invalid JSON at byte {at}: {exc.msg}"
+                    ) from None
                 match = _boundary_after_string(buf, pos - 1 + exc.pos)
                 continue
             finally:
@@ -268,7 +275,7 @@ class EventStream:
         try:
             json.loads(text)
         except json.JSONDecodeError as exc:  # exc.pos counts characters: back to bytes
-            limit = min(limit, len(text[:exc.pos].encode("utf-8", "surrogateescape")) - 1)
+            limit = min(limit, len(text[: exc.pos].encode("utf-8", "surrogateescape")) - 1)
         except RecursionError:
             pass
         ends = [m.start() + 1 for m in _BOUNDARY.finditer(rest)]
@@ -297,4 +304,3 @@ def _boundary_after_string(buf: bytearray, quote: int) -> re.Match[bytes] | None
         if not token.group().startswith(b'"'):
             return token
     return None
-

@@ -24,8 +24,9 @@ def robust_origin(times: np.ndarray) -> tuple[float, float]:
     return float(times[np.abs(times - centre) <= OUTLIER_US].min()), centre
 
 
-def drop_far_times(tables: dict[str, pd.DataFrame], columns: Mapping[str, Sequence[str]],
-                   centre: float) -> tuple[int, str, float] | None:
+def drop_far_times(
+    tables: dict[str, pd.DataFrame], columns: Mapping[str, Sequence[str]], centre: float
+) -> tuple[int, str, float] | None:
     """Remove the rows whose times (`columns` per table) lie more than OUTLIER_US from
     `centre`, all relative to one origin; (how many, the first one's name, its time) when
     any were removed."""
@@ -42,8 +43,11 @@ def drop_far_times(tables: dict[str, pd.DataFrame], columns: Mapping[str, Sequen
         if far.any():
             first = frame[far].iloc[0]
             if example is None:
-                label = first["name"] if "name" in frame else (
-                    f"step {first['step']}" if "step" in frame else name)
+                label = (
+                    first["name"]
+                    if "name" in frame
+                    else (f"step {first['step']}" if "step" in frame else name)
+                )
                 example = (str(label), float(first[present[0]]))
             dropped += int(far.sum())
             tables[name] = frame[~far].reset_index(drop=True)
@@ -53,6 +57,8 @@ def drop_far_times(tables: dict[str, pd.DataFrame], columns: Mapping[str, Sequen
 def far_warning(found: tuple[int, str, float], origin: float) -> str:
     """The reader warning naming what drop_far_times removed."""
     count, name, time = found
-    return (f"{count} event{'s' if count != 1 else ''} more than a day away from the rest of "
-            f"the profile ignored (e.g. {name!r} at {time + origin:.17g} µs): a broken "
-            "timestamp would otherwise become the time origin")
+    return (
+        f"{count} event{'s' if count != 1 else ''} more than a day away from the rest of "
+        f"the profile ignored (e.g. {name!r} at {time + origin:.17g} µs): a broken "
+        "timestamp would otherwise become the time origin"
+    )

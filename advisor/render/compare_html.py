@@ -21,13 +21,22 @@ SECTIONS = (
     ("compare_modules", "modules", "modules_per_step", "diff_us"),
 )
 """The tables of top diffs: compare table, anchor, title's message key, column to rank by."""
-OVERALL_HEADINGS = {"Metric": "column.metric", "Baseline": "baseline",
-                    "Comparison": "column.comparison", "Diff": "column.diff",
-                    "Ratio": "column.ratio"}
+OVERALL_HEADINGS = {
+    "Metric": "column.metric",
+    "Baseline": "baseline",
+    "Comparison": "column.comparison",
+    "Diff": "column.diff",
+    "Ratio": "column.ratio",
+}
 LABELS: dict[str, dict[str, str]] = {
-    lang: {**{name: message(lang, key) for name, key in OVERALL_HEADINGS.items()},
-           **{key.removeprefix("metric."): message(lang, key) for key in CATALOG
-              if key.startswith("metric.")}}
+    lang: {
+        **{name: message(lang, key) for name, key in OVERALL_HEADINGS.items()},
+        **{
+            key.removeprefix("metric."): message(lang, key)
+            for key in CATALOG
+            if key.startswith("metric.")
+        },
+    }
     for lang in LANGS
 }
 """The words of the terminal's breakdown table (compare_outputs.overall_lines) per language:
@@ -40,8 +49,9 @@ def _cell(unit: str, value: Any) -> str:
 
 
 def _overall_rows(rows: list[dict[str, Any]], tr: Translate) -> list[dict[str, Any]]:
-    times = [v for r in rows if r["unit"] == "µs" for v in (r["base"], r["comparison"])
-             if v is not None]
+    times = [
+        v for r in rows if r["unit"] == "µs" for v in (r["base"], r["comparison"]) if v is not None
+    ]
     top = max(times, default=0.0) or 1.0
 
     def width(r: dict[str, Any], key: str) -> float:
@@ -54,28 +64,52 @@ def _overall_rows(rows: list[dict[str, Any]], tr: Translate) -> list[dict[str, A
     for r in rows:
         diff = r["diff"]
         trend = "" if diff is None or diff == 0 else ("worse" if diff > 0 else "better")
-        counts = " → ".join(fmt_num(r[k]) for k in ("base_count", "comp_count")
-                            if r.get(k) is not None)
-        out.append({
-            "metric": r["metric"], "label": tr(f"metric.{r['metric']}"),
-            "base": _cell(r["unit"], r["base"]), "comparison": _cell(r["unit"], r["comparison"]),
-            "diff": ("+" if trend == "worse" else "") + _cell(r["unit"], diff),
-            "ratio": fmt_pct(r["ratio"]), "trend": trend,
-            "counts": counts, "base_width": width(r, "base"), "comp_width": width(r, "comparison"),
-        })
+        counts = " → ".join(
+            fmt_num(r[k]) for k in ("base_count", "comp_count") if r.get(k) is not None
+        )
+        out.append(
+            {
+                "metric": r["metric"],
+                "label": tr(f"metric.{r['metric']}"),
+                "base": _cell(r["unit"], r["base"]),
+                "comparison": _cell(r["unit"], r["comparison"]),
+                "diff": ("+" if trend == "worse" else "") + _cell(r["unit"], diff),
+                "ratio": fmt_pct(r["ratio"]),
+                "trend": trend,
+                "counts": counts,
+                "base_width": width(r, "base"),
+                "comp_width": width(r, "comparison"),
+            }
+        )
     return out
 
 
-def _table_view(rows: list[dict[str, Any]], table: str, anchor: str, title: str,
-                diff: str) -> dict[str, Any]:
+def _table_view(
+    rows: list[dict[str, Any]], table: str, anchor: str, title: str, diff: str
+) -> dict[str, Any]:
     """The rows that changed most, worse first then better, with the diff column marked."""
     ordered = sorted(rows, key=lambda r: -abs(r.get(diff) or 0.0))[:TOP_ROWS]
     columns = list(ordered[0]) if ordered else []
-    body = [[(fmt_value(c, r[c]), ("worse" if (r[c] or 0) > 0 else "better" if (r[c] or 0) < 0
-                                   else "") if c == diff else "") for c in columns]
-            for r in ordered]
-    return {"anchor": anchor, "title": title, "table": table, "columns": columns,
-            "rows": body, "total": len(rows)}
+    body = [
+        [
+            (
+                fmt_value(c, r[c]),
+                ("worse" if (r[c] or 0) > 0 else "better" if (r[c] or 0) < 0 else "")
+                if c == diff
+                else "",
+            )
+            for c in columns
+        ]
+        for r in ordered
+    ]
+    return {
+        "anchor": anchor,
+        "title": title,
+        "table": table,
+        "columns": columns,
+        "rows": body,
+        "total": len(rows),
+    }
 
 
 def render_compare_html(report: dict[str, Any], document: dict[str, Any]) -> str:
@@ -84,17 +118,30 @@ def render_compare_html(report: dict[str, Any], document: dict[str, Any]) -> str
     tr = translator(lang)
     tables = document["tables"]
     options = document["options"]
-    return _environment().get_template("compare.html.j2").render(
-        lang=lang, tr=tr, title=tr("advisor_compare"),
-        version=document["advisor"].get("version", ""),
-        generated_at=document["advisor"].get("generated_at", ""),
-        runs=[(tr("baseline"), document["baseline"]),
-              (tr("column.comparison"), document["comparison"])],
-        options=[("use_input_shape", options["use_input_shape"]),
-                 ("max_kernel_num", options["max_kernel_num"]),
-                 ("op_name_map", len(options["op_name_map"]))],
-        overall=_overall_rows(tables["compare_overall"], tr),
-        profile=_profile_view(1, report, tr),
-        tables=[_table_view(tables[name], name, anchor, tr(title), diff)
-                for name, anchor, title, diff in SECTIONS if tables.get(name)],
+    return (
+        _environment()
+        .get_template("compare.html.j2")
+        .render(
+            lang=lang,
+            tr=tr,
+            title=tr("advisor_compare"),
+            version=document["advisor"].get("version", ""),
+            generated_at=document["advisor"].get("generated_at", ""),
+            runs=[
+                (tr("baseline"), document["baseline"]),
+                (tr("column.comparison"), document["comparison"]),
+            ],
+            options=[
+                ("use_input_shape", options["use_input_shape"]),
+                ("max_kernel_num", options["max_kernel_num"]),
+                ("op_name_map", len(options["op_name_map"])),
+            ],
+            overall=_overall_rows(tables["compare_overall"], tr),
+            profile=_profile_view(1, report, tr),
+            tables=[
+                _table_view(tables[name], name, anchor, tr(title), diff)
+                for name, anchor, title, diff in SECTIONS
+                if tables.get(name)
+            ],
+        )
     )

@@ -21,7 +21,8 @@ from advisor.engine.evaluate import to_plain
 from advisor.units import fmt_num, fmt_pct, fmt_us
 
 COMPARE_SCHEMA: dict[str, Any] = json.loads(
-    files("advisor").joinpath("schemas/compare.schema.json").read_text(encoding="utf-8"))
+    files("advisor").joinpath("schemas/compare.schema.json").read_text(encoding="utf-8")
+)
 
 SHEETS = {
     "compare_overall": "OverallMetrics",
@@ -38,16 +39,21 @@ EXCEL_MAX_ROWS = 1_048_575  # rows below the header
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     columns = list(frame.columns)
-    return [{c: to_plain(v) for c, v in zip_strict(columns, row)}
-            for row in frame.itertuples(index=False)]
+    return [
+        {c: to_plain(v) for c, v in zip_strict(columns, row)}
+        for row in frame.itertuples(index=False)
+    ]
 
 
-def compare_document(tables: dict[str, pd.DataFrame], meta: dict[str, Any],
-                     advisor: dict[str, Any]) -> dict[str, Any]:
+def compare_document(
+    tables: dict[str, pd.DataFrame], meta: dict[str, Any], advisor: dict[str, Any]
+) -> dict[str, Any]:
     """compare.json: who was compared with what, how, and every compare table's rows."""
     extra = meta["extra"]
     document = {
-        "advisor": advisor, "baseline": extra["baseline"], "comparison": extra["comparison"],
+        "advisor": advisor,
+        "baseline": extra["baseline"],
+        "comparison": extra["comparison"],
         "options": extra["options"],
         "tables": {name: records(tables[name]) for name in SHEETS if name in tables},
     }
@@ -72,8 +78,7 @@ def spreadsheet(tables: dict[str, pd.DataFrame]) -> bytes:
 
     buffer = io.BytesIO()
     book = xlsxwriter.Workbook(buffer, {"in_memory": True, "nan_inf_to_errors": True})
-    bold = book.add_format({"bold": True, "bg_color": "#DDEBF7", "border": 1,
-                            "text_wrap": True})
+    bold = book.add_format({"bold": True, "bg_color": "#DDEBF7", "border": 1, "text_wrap": True})
     number = book.add_format({"num_format": "#,##0.000"})
     worse = book.add_format({"font_color": "#C00000"})
     for table, sheet_name in SHEETS.items():
@@ -103,8 +108,13 @@ def spreadsheet(tables: dict[str, pd.DataFrame]) -> bytes:
             diff = next((i for i, c in enumerate(columns) if c.startswith("diff")), None)
             if diff is not None:
                 letter = xlsxwriter.utility.xl_col_to_name(diff)
-                sheet.conditional_format(1, 0, len(rows), len(columns) - 1, {
-                    "type": "formula", "criteria": f"=${letter}2>0", "format": worse})
+                sheet.conditional_format(
+                    1,
+                    0,
+                    len(rows),
+                    len(columns) - 1,
+                    {"type": "formula", "criteria": f"=${letter}2>0", "format": worse},
+                )
     book.close()
     return buffer.getvalue()
 
@@ -112,6 +122,7 @@ def spreadsheet(tables: dict[str, pd.DataFrame]) -> bytes:
 def overall_lines(overall: pd.DataFrame, labels: dict[str, str] | None = None) -> list[str]:
     """The breakdown side by side, as the compare tool prints it."""
     labels = labels or {}
+
     def cell(unit: str, value: Any) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             return "-"
@@ -119,15 +130,23 @@ def overall_lines(overall: pd.DataFrame, labels: dict[str, str] | None = None) -
             return f"{fmt_num(value / 2**20)} MiB"
         return fmt_us(value)
 
-    rows = [tuple(labels.get(h, h) for h in ("Metric", "Baseline", "Comparison", "Diff",
-                                              "Ratio"))]
+    rows = [tuple(labels.get(h, h) for h in ("Metric", "Baseline", "Comparison", "Diff", "Ratio"))]
     for r in overall.itertuples(index=False):
         ratio = "-" if pd.isna(r.ratio) else fmt_pct(r.ratio)
         diff = cell(r.unit, r.diff)
-        rows.append((labels.get(r.metric, r.metric), cell(r.unit, r.base),
-                     cell(r.unit, r.comparison), diff if diff.startswith("-") or diff == "-"
-                     else f"+{diff}", ratio))
+        rows.append(
+            (
+                labels.get(r.metric, r.metric),
+                cell(r.unit, r.base),
+                cell(r.unit, r.comparison),
+                diff if diff.startswith("-") or diff == "-" else f"+{diff}",
+                ratio,
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    return ["  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                      for i, (v, w) in enumerate(zip_strict(row, widths)))
-            for row in rows]
+    return [
+        "  ".join(
+            v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip_strict(row, widths))
+        )
+        for row in rows
+    ]

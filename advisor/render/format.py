@@ -70,7 +70,7 @@ def column_format(name: str, values: Sequence[Any]) -> Column:
         return Column(name[:-4], "%", _percent(100))
     for suffix, unit in (("_gbps", "GB/s"), ("_mb", "MB")):
         if name.endswith(suffix):
-            return Column(name[:-len(suffix)], unit, fmt_num)
+            return Column(name[: -len(suffix)], unit, fmt_num)
     return Column(name, None, fmt_num)
 
 
@@ -157,8 +157,11 @@ def terminal_safe(text: str, *, flatten: bool = False) -> str:
     with `flatten`, for text about to be wrapped, every whitespace control (line breaks, tabs,
     carriage returns ...) becomes a space instead."""
     return "".join(
-        c if c.isprintable() or (not flatten and c in "\n\t")
-        else " " if flatten and c.isspace() else "\N{REPLACEMENT CHARACTER}"
+        c
+        if c.isprintable() or (not flatten and c in "\n\t")
+        else " "
+        if flatten and c.isspace()
+        else "\N{REPLACEMENT CHARACTER}"
         for c in text
     )
 
@@ -177,4 +180,3 @@ def _json_escape(char: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000  # outside the BMP: a surrogate pair, as JSON spells it
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-

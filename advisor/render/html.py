@@ -65,8 +65,17 @@ HOST_RANK_SPLIT = (
 )
 
 STEP_CHART = {"width": 1000, "height": 280, "left": 70, "right": 12, "top": 12, "bottom": 44}
-RANK_CHART = {"width": 1000, "label": 70, "right": 12, "top": 6, "axis": 24,
-              "row": 22, "dense_row": 6, "dense_from": 64, "scroll_from": 64}
+RANK_CHART = {
+    "width": 1000,
+    "label": 70,
+    "right": 12,
+    "top": 6,
+    "axis": 24,
+    "row": 22,
+    "dense_row": 6,
+    "dense_from": 64,
+    "scroll_from": 64,
+}
 """Horizontal bars, one row per rank; from `dense_from` ranks rows shrink to `dense_row` px
 and only every few carry a label, and the chart scrolls (1000 ranks: a 6000 px tall SVG in a
 box of the normal chart height)."""
@@ -75,6 +84,7 @@ LABEL_CHARS = 22  # longer core type names are shortened in the chart, kept whol
 COLLAPSE_FROM = 8
 """From this many rank profiles beside a cluster report, each rank's section starts collapsed:
 the cluster's verdict and the sortable table of ranks are what a reader of 300 ranks needs."""
+
 
 @cache
 def _environment() -> Environment:
@@ -100,36 +110,43 @@ def render_html(
     lang = report_lang(reports)
     tr = translator(lang)
     # the cluster's verdict first: with hundreds of ranks it must not come last
-    ordered = sorted(reports, key=lambda r: (r["profile"]["source_format"] != "cluster",
-                                             rank_order(r)))
-    collapse = len(ordered) > COLLAPSE_FROM and ordered[0]["profile"]["source_format"] == \
-        "cluster"
+    ordered = sorted(
+        reports, key=lambda r: (r["profile"]["source_format"] != "cluster", rank_order(r))
+    )
+    collapse = len(ordered) > COLLAPSE_FROM and ordered[0]["profile"]["source_format"] == "cluster"
     profiles = [_profile_view(i, report, tr) for i, report in enumerate(ordered, start=1)]
     for view in profiles[1:] if collapse else ():
         view["collapsed"] = True
     meta = reports[0].get("advisor", {}) if reports else {}
     script = _script()
-    return _environment().get_template("report.html.j2").render(
-        lang=lang,
-        tr=tr,
-        title=tr("advisor_report") if title is None else title,
-        profiles=profiles,
-        collapsed=sum(1 for v in profiles if v["collapsed"]),
-        version=meta.get("version", ""),
-        generated_at=meta.get("generated_at", ""),
-        config=meta.get("config"),
-        script=Markup(script),
-        script_hash=Markup(_hash(script)),  # base64 and quotes only, from our own file
-        # Plugin HTML is trusted code output: the only markup not escaped on this page.
-        sections=[{"title": s.title, "html": Markup(s.html)} for s in sections],
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            lang=lang,
+            tr=tr,
+            title=tr("advisor_report") if title is None else title,
+            profiles=profiles,
+            collapsed=sum(1 for v in profiles if v["collapsed"]),
+            version=meta.get("version", ""),
+            generated_at=meta.get("generated_at", ""),
+            config=meta.get("config"),
+            script=Markup(script),
+            script_hash=Markup(_hash(script)),  # base64 and quotes only, from our own file
+            # Plugin HTML is trusted code output: the only markup not escaped on this page.
+            sections=[{"title": s.title, "html": Markup(s.html)} for s in sections],
+        )
     )
 
 
 @cache
 def _script() -> str:
     """The page's one script, as packaged (its hash in the CSP must match it byte for byte)."""
-    return resources.files("advisor").joinpath("render/templates/report.js").read_text(
-        encoding="utf-8")
+    return (
+        resources.files("advisor")
+        .joinpath("render/templates/report.js")
+        .read_text(encoding="utf-8")
+    )
 
 
 def _hash(script: str) -> str:
@@ -152,10 +169,15 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
     combined = summary.get("combined_impact_us")
     added = sum(f.get("impact_us") or 0.0 for _, f in findings)
     return {
-        "combined": None if combined is None or not added > combined * 1.0001 else {
-            "combined": fmt_us(combined), "added": fmt_us(added),
+        "combined": None
+        if combined is None or not added > combined * 1.0001
+        else {
+            "combined": fmt_us(combined),
+            "added": fmt_us(added),
             "share": fmt_pct(combined / summary["total_time_us"])
-            if summary.get("total_time_us") else None},
+            if summary.get("total_time_us")
+            else None,
+        },
         "anchor": anchor,
         "collapsed": False,
         "impact_unit": unit,
@@ -163,9 +185,12 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "format": profile["source_format"],
         "framework": profile["framework"],
         "device": device or MISSING,
-        "rank": MISSING if rank is None else (
+        "rank": MISSING
+        if rank is None
+        else (
             tr("rank_of_world", rank=rank, world=profile["world_size"])
-            if profile.get("world_size") else str(rank)
+            if profile.get("world_size")
+            else str(rank)
         ),
         "path": profile["path"],
         "files_read": profile["files_read"],
@@ -173,25 +198,28 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "total_time_us": summary["total_time_us"],
         "severity_counts": [(s, summary["by_severity"].get(s, 0)) for s in SEVERITIES],
         # sorts most high findings first, then most medium, then most low
-        "severity_sort": sum(summary["by_severity"].get(s, 0) * 10_000 ** (2 - i)
-                             for i, s in enumerate(SEVERITIES)),
+        "severity_sort": sum(
+            summary["by_severity"].get(s, 0) * 10_000 ** (2 - i) for i, s in enumerate(SEVERITIES)
+        ),
         "rank_sort": rank if isinstance(rank, (int, float)) else "",
         "finding_count": len(findings),
         "top_title": findings[0][1]["title"] if findings else None,
         "steps": _step_chart(report["metrics"]["steps"], tr),
         "ranks": _rank_chart(report["metrics"].get("ranks", []), tr),
         "cores": _core_chart(report["metrics"]["core_types"], tr),
-        "classes": _core_chart(report["metrics"].get("compute_classes", []), tr,
-                               "compute_class"),
+        "classes": _core_chart(report["metrics"].get("compute_classes", []), tr, "compute_class"),
         "findings": [
             _finding_view(f"{anchor}-f{n}", group, f, unit, tr)
             for n, (group, f) in enumerate(findings, start=1)
         ],
-        "lacking": sorted((r for r in report["not_applicable"]
-                           if r.get("reason") != NOT_RECORDED), key=lambda r: r["rule_id"]),
-        "never_recorded": sorted((r for r in report["not_applicable"]
-                                  if r.get("reason") == NOT_RECORDED),
-                                 key=lambda r: r["rule_id"]),
+        "lacking": sorted(
+            (r for r in report["not_applicable"] if r.get("reason") != NOT_RECORDED),
+            key=lambda r: r["rule_id"],
+        ),
+        "never_recorded": sorted(
+            (r for r in report["not_applicable"] if r.get("reason") == NOT_RECORDED),
+            key=lambda r: r["rule_id"],
+        ),
         "warnings": [_warning_view(w) for w in report["warnings"]],
         "rule_errors": report["rule_errors"],
         "rule_overrides": report["advisor"].get("rule_overrides", []),
@@ -206,15 +234,20 @@ def _tuning_loop_view(loop: dict | None) -> dict[str, Any] | None:
     return {
         "summary": loop["summary"],
         "sources": loop["sources"],
-        "tuned": [{**r, "before": fmt_us(r["before_us"]), "after": fmt_us(r["after_us"]),
-                   "improvement": fmt_value("improvement_pct", r["improvement_pct"])}
-                  for r in loop["tuned"]],
+        "tuned": [
+            {
+                **r,
+                "before": fmt_us(r["before_us"]),
+                "after": fmt_us(r["after_us"]),
+                "improvement": fmt_value("improvement_pct", r["improvement_pct"]),
+            }
+            for r in loop["tuned"]
+        ],
         "not_tuned": loop["not_tuned"],
     }
 
 
-def _finding_view(anchor: str, group: str, f: dict, unit: str,
-                  tr: Translate) -> dict[str, Any]:
+def _finding_view(anchor: str, group: str, f: dict, unit: str, tr: Translate) -> dict[str, Any]:
     raw = f.get("uncapped_impact_us")
     return {
         "anchor": anchor,
@@ -229,8 +262,9 @@ def _finding_view(anchor: str, group: str, f: dict, unit: str,
         "impact_ratio": f["impact_ratio"],
         "impact_note": f.get("impact_note"),
         "shares_time_with": f.get("shares_time_with") or [],
-        "capped_note": None if raw is None else tr(
-            "impact_capped", raw=fmt_us(raw), measured=fmt_us(f.get("measured_us"))),
+        "capped_note": None
+        if raw is None
+        else tr("impact_capped", raw=fmt_us(raw), measured=fmt_us(f.get("measured_us"))),
         "measured": [(k, fmt_value(k, v)) for k, v in f["values"].items()],
         "thresholds": [(k, fmt_value(k, v)) for k, v in f["params"].items()],
         "suggestions": f["suggestions"],
@@ -254,12 +288,21 @@ def _evidence_view(evidence: dict, tr: Translate) -> dict[str, Any]:
         column = column_format(name, values)
         heads.append(_heading(column.stem, tr) + (f" ({column.unit})" if column.unit else ""))
         for r, value in enumerate(values):
-            number = isinstance(value, (int, float)) and not isinstance(value, bool) and \
-                math.isfinite(value)
-            cells[r].append({"text": column.show(value), "sort": value if number else None,
-                             "num": number})
-    return {"table": evidence["table"], "columns": heads, "rows": cells,
-            "shown": len(rows), "total": evidence["total_rows"]}
+            number = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            )
+            cells[r].append(
+                {"text": column.show(value), "sort": value if number else None, "num": number}
+            )
+    return {
+        "table": evidence["table"],
+        "columns": heads,
+        "rows": cells,
+        "shown": len(rows),
+        "total": evidence["total_rows"],
+    }
 
 
 def _heading(stem: str, tr: Translate) -> str:
@@ -298,8 +341,13 @@ def _nice_ticks(top: float, count: int = 4) -> list[float]:
     return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
 
 
-def _stack(row: dict, total: float, components: Sequence[tuple[str, str, str]],
-           rest_label: str, rest_colour: str) -> list[tuple[str, str, float]]:
+def _stack(
+    row: dict,
+    total: float,
+    components: Sequence[tuple[str, str, str]],
+    rest_label: str,
+    rest_colour: str,
+) -> list[tuple[str, str, float]]:
     """(label, colour, µs) of one stacked bar: each component capped so the stack never
     exceeds `total`, and what they leave of it as a last `rest` segment."""
     segments, acc = [], 0.0
@@ -349,23 +397,42 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
             h = value * scale
             if h > 0:
                 y -= h
-                rects.append({"x": round(x, 2), "y": round(y, 2), "w": round(bar_w, 2),
-                              "h": round(h, 2), "fill": colour})
+                rects.append(
+                    {
+                        "x": round(x, 2),
+                        "y": round(y, 2),
+                        "w": round(bar_w, 2),
+                        "h": round(h, 2),
+                        "fill": colour,
+                    }
+                )
         tooltip = "; ".join(f"{label} {fmt_us(v)}" for label, _, v in segments)
-        bars.append({
-            "step": fmt_num(s["step"]),
-            "tooltip": f"{tr('step_n', n=fmt_num(s['step']))}: {fmt_us(total)}" + (
-                f" ({tooltip})" if tooltip else ""),
-            "rects": rects,
-            "label_x": round(x + bar_w / 2, 2) if i % label_every == 0 else None,
-        })
+        bars.append(
+            {
+                "step": fmt_num(s["step"]),
+                "tooltip": f"{tr('step_n', n=fmt_num(s['step']))}: {fmt_us(total)}"
+                + (f" ({tooltip})" if tooltip else ""),
+                "rects": rects,
+                "label_x": round(x + bar_w / 2, 2) if i % label_every == 0 else None,
+            }
+        )
 
-    legend = [{"label": label, "colour": colour,
-               "mean": fmt_us(sum(_number(s.get(k)) for s in steps) / len(steps))}
-              for k, label, colour in components] if steps else []
+    legend = (
+        [
+            {
+                "label": label,
+                "colour": colour,
+                "mean": fmt_us(sum(_number(s.get(k)) for s in steps) / len(steps)),
+            }
+            for k, label, colour in components
+        ]
+        if steps
+        else []
+    )
     if rest_sum:
-        legend.append({"label": rest_label, "colour": rest_colour,
-                       "mean": fmt_us(rest_sum / len(steps))})
+        legend.append(
+            {"label": rest_label, "colour": rest_colour, "mean": fmt_us(rest_sum / len(steps))}
+        )
     return {
         "count": total_steps,
         "shown": len(steps),
@@ -374,11 +441,18 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
         "mean": fmt_us(sum(totals) / len(totals)) if totals else MISSING,
         "min": fmt_us(min(totals, default=None)),
         "max": fmt_us(max(totals, default=None)),
-        "ticks": [{"y": round(baseline - t * scale, 2), "label": fmt_tick(t, tick_unit)}
-                  for t in ticks],
-        "axis": {"x1": c["left"], "x2": c["width"] - c["right"], "y": baseline,
-                 "label_y": baseline + 16, "title_y": c["height"] - 6,
-                 "title_x": c["left"] + plot_w / 2, "tick_x": c["left"] - 6},
+        "ticks": [
+            {"y": round(baseline - t * scale, 2), "label": fmt_tick(t, tick_unit)} for t in ticks
+        ],
+        "axis": {
+            "x1": c["left"],
+            "x2": c["width"] - c["right"],
+            "y": baseline,
+            "label_y": baseline + 16,
+            "title_y": c["height"] - 6,
+            "title_x": c["left"] + plot_w / 2,
+            "tick_x": c["left"] - 6,
+        },
         "width": c["width"],
         "height": c["height"],
     }
@@ -402,8 +476,10 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
     row = c["dense_row"] if dense else c["row"]
     label_every = max(1, math.ceil(12 / row))  # a label needs about 12 px
     plot_w = c["width"] - c["label"] - c["right"]
-    totals = [_number(r.get("duration_us")) or sum(_number(r.get(k)) for k, _, _ in components)
-              for r in ranks]
+    totals = [
+        _number(r.get("duration_us")) or sum(_number(r.get(k)) for k, _, _ in components)
+        for r in ranks
+    ]
     ticks = _nice_ticks(max(totals, default=0))
     tick_unit = column_unit(ticks)
     scale = plot_w / ticks[-1]
@@ -416,18 +492,27 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
         for _, colour, value in segments:
             w = value * scale
             if w > 0:
-                rects.append({"x": round(x, 2), "y": round(y + row * 0.15, 2), "w": round(w, 2),
-                              "h": round(row * 0.7, 2), "fill": colour})
+                rects.append(
+                    {
+                        "x": round(x, 2),
+                        "y": round(y + row * 0.15, 2),
+                        "w": round(w, 2),
+                        "h": round(row * 0.7, 2),
+                        "fill": colour,
+                    }
+                )
                 x += w
         parts = "; ".join(f"{label} {fmt_us(v)}" for label, _, v in segments)
         rank = fmt_num(r["rank"])
-        bars.append({
-            "rank": rank,
-            "tooltip": f"{tr('rank_n', n=rank)}: {fmt_us(total)}" + (
-                f" ({parts})" if parts else ""),
-            "rects": rects,
-            "label_y": round(y + row / 2 + 4, 2) if i % label_every == 0 else None,
-        })
+        bars.append(
+            {
+                "rank": rank,
+                "tooltip": f"{tr('rank_n', n=rank)}: {fmt_us(total)}"
+                + (f" ({parts})" if parts else ""),
+                "rects": rects,
+                "label_y": round(y + row / 2 + 4, 2) if i % label_every == 0 else None,
+            }
+        )
     legend = [{"label": label, "colour": colour} for _, label, colour in components]
     if rest_used:
         legend.append({"label": rest_label, "colour": rest_colour})
@@ -437,10 +522,16 @@ def _rank_chart(ranks: list[dict], tr: Translate) -> dict[str, Any]:
         "bars": bars,
         "legend": legend,
         "scroll": len(ranks) >= c["scroll_from"],
-        "ticks": [{"x": round(c["label"] + t * scale, 2), "label": fmt_tick(t, tick_unit)}
-                  for t in ticks],
-        "axis": {"x1": c["label"], "x2": c["width"] - c["right"], "y": axis_y,
-                 "label_x": c["label"] - 8, "tick_y": axis_y + 16},
+        "ticks": [
+            {"x": round(c["label"] + t * scale, 2), "label": fmt_tick(t, tick_unit)} for t in ticks
+        ],
+        "axis": {
+            "x1": c["label"],
+            "x2": c["width"] - c["right"],
+            "y": axis_y,
+            "label_x": c["label"] - 8,
+            "tick_y": axis_y + 16,
+        },
         "width": c["width"],
         "height": axis_y + c["axis"],
     }
@@ -460,17 +551,19 @@ def _core_chart(rows: list[dict], tr: Translate, key: str = "core_type") -> dict
     for i, r in enumerate(rows):
         y = c["top"] + i * c["row"]
         w = max(_number(r["total_us"]) / longest * bar_area, 1.0)
-        bars.append({
-            "name": r[key],
-            "short": _shorten(r[key], LABEL_CHARS),
-            "y": y + 4,
-            "h": c["row"] - 8,
-            "w": round(w, 2),
-            "text_y": y + c["row"] / 2 + 4,
-            "value_x": round(c["label"] + w + 8, 2),
-            "value": f"{fmt_us(r['total_us'])} · {fmt_pct(r['ratio'])} · "
-                     + tr("tasks_count", n=fmt_num(r["count"])),
-        })
+        bars.append(
+            {
+                "name": r[key],
+                "short": _shorten(r[key], LABEL_CHARS),
+                "y": y + 4,
+                "h": c["row"] - 8,
+                "w": round(w, 2),
+                "text_y": y + c["row"] / 2 + 4,
+                "value_x": round(c["label"] + w + 8, 2),
+                "value": f"{fmt_us(r['total_us'])} · {fmt_pct(r['ratio'])} · "
+                + tr("tasks_count", n=fmt_num(r["count"])),
+            }
+        )
     return {
         "bars": bars,
         "x": c["label"],

@@ -23,7 +23,8 @@ from advisor.model import Profile, RunInfo
 from advisor.version import __version__
 
 REPORT_SCHEMA: dict[str, Any] = json.loads(
-    files("advisor").joinpath("schemas/report.schema.json").read_text(encoding="utf-8"))
+    files("advisor").joinpath("schemas/report.schema.json").read_text(encoding="utf-8")
+)
 
 
 def validate_report(report: dict[str, Any]) -> None:
@@ -38,12 +39,23 @@ def _finding(f: Finding) -> dict[str, Any]:
         "Rule Subtype": rule.subtype or f.title,
         "Rule Suggestion": " ".join(f"{i}. {s}" for i, s in enumerate(f.suggestions, 1)),
         "Tuning Data": tuning_data,
-        "rule_id": rule.id, "rule_name": rule.name, "title": f.title,
-        "severity": f.severity, "message": f.message, "values": f.values, "params": f.params,
-        "impact_us": f.impact_us, "impact_ratio": f.impact_ratio, "rank": f.rank,
-        "measured_us": f.measured_us, "impact_note": f.impact_note,
-        "uncapped_impact_us": f.uncapped_impact_us, "shares_time_with": f.shares_time_with,
-        "evidence": f.evidence, "suggestions": f.suggestions, "source": rule.source,
+        "rule_id": rule.id,
+        "rule_name": rule.name,
+        "title": f.title,
+        "severity": f.severity,
+        "message": f.message,
+        "values": f.values,
+        "params": f.params,
+        "impact_us": f.impact_us,
+        "impact_ratio": f.impact_ratio,
+        "rank": f.rank,
+        "measured_us": f.measured_us,
+        "impact_note": f.impact_note,
+        "uncapped_impact_us": f.uncapped_impact_us,
+        "shares_time_with": f.shares_time_with,
+        "evidence": f.evidence,
+        "suggestions": f.suggestions,
+        "source": rule.source,
     }
 
 
@@ -53,45 +65,71 @@ def _not_applicable(evaluation: Evaluation) -> list[dict[str, Any]]:
     out = []
     for rule, missing in evaluation.not_applicable:
         why = evaluation.inapplicable.get(rule.id, Inapplicable(MISSING))
-        out.append({"rule_id": rule.id, "rule_name": rule.name,
-                    "title": rule.text(evaluation.lang).title, "missing": missing,
-                    "reason": why.reason, "collect": list(why.collect)})
+        out.append(
+            {
+                "rule_id": rule.id,
+                "rule_name": rule.name,
+                "title": rule.text(evaluation.lang).title,
+                "missing": missing,
+                "reason": why.reason,
+                "collect": list(why.collect),
+            }
+        )
     return out
 
 
-def build_report(profile: Profile, evaluation: Evaluation, rules: list[Rule],
-                 run: RunInfo | None = None, metrics: ProfileMetrics | None = None,
-                 tuning: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_report(
+    profile: Profile,
+    evaluation: Evaluation,
+    rules: list[Rule],
+    run: RunInfo | None = None,
+    metrics: ProfileMetrics | None = None,
+    tuning: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The prof_rule dict of one evaluated profile, built once from the typed results (the
     metrics derived for it and, where AOE results were found, the tuning loop)."""
     run = run or RunInfo()
     metrics = metrics or profile_metrics(profile)
     data: dict[str, list[dict[str, Any]]] = {}
     for finding in sorted(evaluation.findings, key=lambda f: f.rank):
-        data.setdefault(finding.rule.group, []).append({
-            "Rule Type": finding.rule.type, "Rule Description": finding.title,
-            "result": [_finding(finding)]})
+        data.setdefault(finding.rule.group, []).append(
+            {
+                "Rule Type": finding.rule.type,
+                "Rule Description": finding.title,
+                "result": [_finding(finding)],
+            }
+        )
     by_severity = {s: sum(f.severity == s for f in evaluation.findings) for s in SEVERITIES}
     meta = profile.meta.to_dict()
     meta["tables"] = {name: len(df) for name, df in profile.tables.items()}
     return {
         "status": 0,
         "data": data,
-        "advisor": {"version": __version__,
-                    "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    "lang": evaluation.lang, "config": run.config,
-                    **({"rule_overrides": list(run.rule_overrides)}
-                       if run.rule_overrides else {})},
+        "advisor": {
+            "version": __version__,
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "lang": evaluation.lang,
+            "config": run.config,
+            **({"rule_overrides": list(run.rule_overrides)} if run.rule_overrides else {}),
+        },
         "profile": meta,
-        "summary": {"findings": len(evaluation.findings), "by_severity": by_severity,
-                    "total_time_us": profile_time_us(profile),
-                    "combined_impact_us": evaluation.combined_impact_us},
+        "summary": {
+            "findings": len(evaluation.findings),
+            "by_severity": by_severity,
+            "total_time_us": profile_time_us(profile),
+            "combined_impact_us": evaluation.combined_impact_us,
+        },
         "metrics": metrics.to_json(),
         "not_applicable": _not_applicable(evaluation),
         "warnings": [w.to_dict() for w in profile.warnings],
-        "rules": {r.id: {"source": r.source, "params": evaluation.params.get(r.id, {}),
-                         "outcome": evaluation.outcomes.get(r.id, "not_applicable")}
-                  for r in rules},
+        "rules": {
+            r.id: {
+                "source": r.source,
+                "params": evaluation.params.get(r.id, {}),
+                "outcome": evaluation.outcomes.get(r.id, "not_applicable"),
+            }
+            for r in rules
+        },
         "rule_errors": [{"rule_id": r.id, "problem": p} for r, p in evaluation.errors],
         **({"tuning_loop": tuning} if tuning is not None else {}),
     }

@@ -54,29 +54,38 @@ CATALOG: dict[str, Text] = {
     # --- terminal summary -----------------------------------------------------------------
     "config_line": Text("Config: {path}", "配置文件：{path}"),
     "more_findings": Text("{n} more finding{s}", "另有 {n} 项发现未列出"),
-    "skipped_missing": Text("{n} rule{s} skipped: data missing from this profile",
-                            "{n} 条规则未执行：本次性能数据缺少所需数据"),
-    "skipped_never_recorded": Text("{n} rule{s} skipped: data this format never records",
-                                   "{n} 条规则未执行：该格式不记录所需数据"),
+    "skipped_missing": Text(
+        "{n} rule{s} skipped: data missing from this profile",
+        "{n} 条规则未执行：本次性能数据缺少所需数据",
+    ),
+    "skipped_never_recorded": Text(
+        "{n} rule{s} skipped: data this format never records",
+        "{n} 条规则未执行：该格式不记录所需数据",
+    ),
     "to_collect": Text("to collect it: {hint}", "采集方法：{hint}"),
     "impact_capped_line": Text(
         "(impact capped at the {measured} measured; the rule computed {raw})",
-        "（影响已按所度量的 {measured} 封顶；规则计算得到 {raw}）"),
+        "（影响已按所度量的 {measured} 封顶；规则计算得到 {raw}）",
+    ),
     "no_estimate_line": Text("(no time estimate: {note})", "（未估算时间：{note}）"),
     "together_line": Text(
         "Together at most {combined}{share}: findings that measure the same time (e.g. idle "
         "device) are counted once, not {added}",
         "合计至多 {combined}{share}：度量同一段时间（如设备空闲）的发现只计一次，"
-        "而不是相加得到的 {added}"),
+        "而不是相加得到的 {added}",
+    ),
     "reader_warnings_count": Text("{n} reader warning{s}", "读取数据时有 {n} 条告警"),
     "rule_errors_count": Text("{n} rule error{s}", "{n} 条规则执行出错"),
-    "details_hint": Text(" (use --format html or json for details)",
-                         "（详见 --format html 或 json 输出）"),
+    "details_hint": Text(
+        " (use --format html or json for details)", "（详见 --format html 或 json 输出）"
+    ),
     "details_in": Text(" (details in {files})", "（详见 {files}）"),
     "list_sep": Text(", ", "，"),
     "more_suggestions": Text("+{n} more suggestion{s}", "另有 {n} 条建议"),
-    "aoe_line": Text("AOE: {tuned} of {advised} advised operator{s} tuned",
-                     "AOE：建议调优的 {advised} 个算子中已调优 {tuned} 个"),
+    "aoe_line": Text(
+        "AOE: {tuned} of {advised} advised operator{s} tuned",
+        "AOE：建议调优的 {advised} 个算子中已调优 {tuned} 个",
+    ),
     "aoe_results": Text(" ({results})", "（{results}）"),
     "aoe_improved": Text("{n} improved", "{n} 个性能提升"),
     "aoe_regressed": Text("{n} regressed", "{n} 个性能劣化"),
@@ -90,9 +99,11 @@ CATALOG: dict[str, Text] = {
     "top_finding_heading": Text("TOP FINDING", "首要问题"),
     "worst_ranks": Text(
         "Ranks with findings at or above medium, worst first ({shown} of {n}):",
-        "存在中级及以上问题的 rank，最严重的在前（列出 {shown} 个，共 {n} 个）："),
-    "more_ranks": Text("{n} more rank{s} with findings at or above medium",
-                       "另有 {n} 个 rank 存在中级及以上问题"),
+        "存在中级及以上问题的 rank，最严重的在前（列出 {shown} 个，共 {n} 个）：",
+    ),
+    "more_ranks": Text(
+        "{n} more rank{s} with findings at or above medium", "另有 {n} 个 rank 存在中级及以上问题"
+    ),
     "wrote": Text("Wrote {files} in {folder}", "已写入 {folder}：{files}"),
     "names_and_more": Text("{names} and {n} more", "{names} 等 {total} 个文件"),
     # --- HTML report ----------------------------------------------------------------------
@@ -102,7 +113,8 @@ CATALOG: dict[str, Text] = {
     "no_config": Text("no config file (built-in defaults)", "无配置文件（使用内置默认值）"),
     "ranks_collapsed": Text(
         "{n} rank section{s} below start collapsed; sort the table by any column.",
-        "下方 {n} 个 rank 的详情默认折叠；点击表头可按任一列排序。"),
+        "下方 {n} 个 rank 的详情默认折叠；点击表头可按任一列排序。",
+    ),
     "profile": Text("Profile", "性能数据"),
     "rank": Text("Rank", "Rank"),
     "findings": Text("Findings", "发现"),
@@ -125,8 +137,9 @@ CATALOG: dict[str, Text] = {
     "mean": Text("mean", "平均"),
     "min": Text("min", "最短"),
     "max": Text("max", "最长"),
-    "first_steps": Text("Showing the first {shown} of {n} steps.",
-                        "仅显示 {n} 个迭代中的前 {shown} 个。"),
+    "first_steps": Text(
+        "Showing the first {shown} of {n} steps.", "仅显示 {n} 个迭代中的前 {shown} 个。"
+    ),
     "no_step_data": Text("no step data", "无迭代数据"),
     "step_chart": Text("Step time breakdown per step", "每个迭代的耗时拆解"),
     "step_axis": Text("step", "迭代"),
@@ -150,7 +163,8 @@ CATALOG: dict[str, Text] = {
         "the same time (an idle device, communication ...) are counted once, not added up to "
         "{added}.",
         "这些发现合计至多 {combined}{share}：度量同一段时间（设备空闲、通信等）的发现只计一次，"
-        "而不是相加得到的 {added}。"),
+        "而不是相加得到的 {added}。",
+    ),
     "severity": Text("Severity", "优先级"),
     "finding": Text("Finding", "发现"),
     "impact_in": Text("Impact ({unit})", "影响（{unit}）"),
@@ -161,7 +175,8 @@ CATALOG: dict[str, Text] = {
     "no_estimate": Text("No time estimate:", "未估算时间："),
     "impact_capped": Text(
         "The rule computed {raw}; shown capped at the {measured} it was measured over.",
-        "规则计算得到 {raw}；已按其度量范围 {measured} 封顶显示。"),
+        "规则计算得到 {raw}；已按其度量范围 {measured} 封顶显示。",
+    ),
     "shares_time_with": Text("Shares time with", "与以下发现度量同一段时间"),
     "what_to_try": Text("What to try", "调优建议"),
     "measured_vs_thresholds": Text("Measured values vs thresholds", "实测值与阈值"),
@@ -176,7 +191,8 @@ CATALOG: dict[str, Text] = {
         "{not_tuned} not tuned. AOE results:",
         "建议调优 {advised} 个算子（operator_tuning_file.cfg）· 已调优 {tuned} 个：性能提升 "
         "{improved} 个，劣化 {regressed} 个，失败 {failed} 个，未完成 {incomplete} 个 · "
-        "未调优 {not_tuned} 个。AOE 结果文件："),
+        "未调优 {not_tuned} 个。AOE 结果文件：",
+    ),
     "operator": Text("Operator", "算子"),
     "op_type": Text("Type", "类型"),
     "before": Text("Before", "调优前"),
@@ -187,21 +203,27 @@ CATALOG: dict[str, Text] = {
     "rule_errors": Text("Rule errors", "规则执行错误"),
     "rule_errors_note": Text(
         "These rules failed while evaluating; their problems may be missing from the findings "
-        "above.", "以下规则执行失败，上面的发现中可能缺少它们检查的问题。"),
+        "above.",
+        "以下规则执行失败，上面的发现中可能缺少它们检查的问题。",
+    ),
     "rule": Text("Rule", "规则"),
     "problem": Text("Problem", "问题"),
     "data_missing": Text("Data missing from this profile", "本次性能数据缺少的数据"),
     "lacking_rules": Text(
         "{n} rule{s} could not run because this profile lacks data the profiler can record.",
-        "性能数据缺少采集工具可以记录的数据，{n} 条规则未能执行。"),
+        "性能数据缺少采集工具可以记录的数据，{n} 条规则未能执行。",
+    ),
     "title": Text("Title", "标题"),
     "missing_inputs": Text("Missing inputs", "缺少的数据"),
     "how_to_collect": Text("How to collect it", "采集方法"),
     "every_rule_evaluated": Text("Every rule could be evaluated.", "所有规则均已执行。"),
-    "all_format_rules_evaluated": Text("None: every rule this format can feed was evaluated.",
-                                       "无：该格式能提供数据的规则均已执行。"),
-    "never_recorded_rules": Text("{n} rule{s} need data this format never records",
-                                 "{n} 条规则所需的数据该格式不记录"),
+    "all_format_rules_evaluated": Text(
+        "None: every rule this format can feed was evaluated.",
+        "无：该格式能提供数据的规则均已执行。",
+    ),
+    "never_recorded_rules": Text(
+        "{n} rule{s} need data this format never records", "{n} 条规则所需的数据该格式不记录"
+    ),
     "reader_warnings": Text("Reader warnings", "读取告警"),
     "file": Text("File", "文件"),
     "column": Text("Column", "列"),
@@ -215,12 +237,15 @@ CATALOG: dict[str, Text] = {
     "kernels_per_step": Text("Kernels per step", "每个迭代的 kernel 数"),
     "compare_findings": Text("Findings", "结论"),
     "no_regression": Text("No regression found", "未发现劣化"),
-    "changed_operators": Text("Operators that changed most (per step)",
-                              "变化最大的算子（每个迭代）"),
-    "comm_per_collective": Text("Communication per collective type (per step)",
-                                "各类集合通信（每个迭代）"),
-    "memory_per_operator": Text("Memory allocated per operator (per step)",
-                                "各算子申请的内存（每个迭代）"),
+    "changed_operators": Text(
+        "Operators that changed most (per step)", "变化最大的算子（每个迭代）"
+    ),
+    "comm_per_collective": Text(
+        "Communication per collective type (per step)", "各类集合通信（每个迭代）"
+    ),
+    "memory_per_operator": Text(
+        "Memory allocated per operator (per step)", "各算子申请的内存（每个迭代）"
+    ),
     "modules_per_step": Text("Modules (per step)", "各模块（每个迭代）"),
     "metric.cube": Text("Cube", "Cube"),
     "metric.vector": Text("Vector", "Vector"),

@@ -54,8 +54,12 @@ MAX_WRITTEN_NAMES = 4
 MAX_COLLECT_HINTS = 3
 """Ways to collect missing data shown under the note; the reports list every one per rule."""
 SERIOUS = (Severity.HIGH.value, Severity.MEDIUM.value)
-AOE_RESULTS = (("improved", "aoe_improved"), ("regressed", "aoe_regressed"),
-               ("failed", "aoe_failed"), ("incomplete", "aoe_incomplete"))
+AOE_RESULTS = (
+    ("improved", "aoe_improved"),
+    ("regressed", "aoe_regressed"),
+    ("failed", "aoe_failed"),
+    ("incomplete", "aoe_incomplete"),
+)
 """The AOE outcomes counted in the summary's AOE line, with their message keys."""
 
 
@@ -84,8 +88,12 @@ def color_enabled(stream: TextIO | None = None) -> bool:
 
 
 def render_text(
-    reports: list[dict], *, width: int = DEFAULT_WIDTH, color: bool = False,
-    max_findings: int = 10, details: Sequence[str | None] | None = None,
+    reports: list[dict],
+    *,
+    width: int = DEFAULT_WIDTH,
+    color: bool = False,
+    max_findings: int = 10,
+    details: Sequence[str | None] | None = None,
     max_rank_details: int = MAX_RANK_DETAILS,
 ) -> str:
     """Short ranked terminal summary, wrapped to `width` columns.
@@ -98,38 +106,65 @@ def render_text(
     ranks in rank order, then the findings of the `max_rank_details` worst ranks with findings
     at or above medium.
     """
-    hints = [_hint(r, details[i] if details is not None and i < len(details) else None,
-                   details is None) for i, r in enumerate(reports)]
+    hints = [
+        _hint(r, details[i] if details is not None and i < len(details) else None, details is None)
+        for i, r in enumerate(reports)
+    ]
     if any(_is_cluster(r) for r in reports):
-        blocks = _cluster_blocks(reports, hints, details, width, color, max_findings,
-                                 max_rank_details)
+        blocks = _cluster_blocks(
+            reports, hints, details, width, color, max_findings, max_rank_details
+        )
     else:
-        blocks = [_profile_lines(r, width, color, max_findings, hint)
-                  for r, hint in zip_strict(reports, hints)]
+        blocks = [
+            _profile_lines(r, width, color, max_findings, hint)
+            for r, hint in zip_strict(reports, hints)
+        ]
     config = reports[0].get("advisor", {}).get("config") if reports else None
     if config:  # which thresholds and selections are in effect is part of the verdict
-        blocks.insert(0, _wrap(message(report_lang(reports[0]), "config_line", path=config),
-                               width, INDENT, first=""))
+        blocks.insert(
+            0,
+            _wrap(
+                message(report_lang(reports[0]), "config_line", path=config),
+                width,
+                INDENT,
+                first="",
+            ),
+        )
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
 
 
-def written_line(names: Sequence[str], folder: str, *, width: int = DEFAULT_WIDTH,
-                 lang: str = "en") -> str:
+def written_line(
+    names: Sequence[str], folder: str, *, width: int = DEFAULT_WIDTH, lang: str = "en"
+) -> str:
     """The closing line naming the files written, the HTML report first:
     "Wrote report.html, prof_rule_0.json in out"; many files are counted, not listed."""
     ordered = sorted(names, key=lambda n: not n.endswith(".html"))  # stable otherwise
     if len(ordered) > MAX_WRITTEN_NAMES + 1:
-        listed = message(lang, "names_and_more", names=", ".join(
-            ordered[:MAX_WRITTEN_NAMES]), n=len(ordered) - MAX_WRITTEN_NAMES,
-            total=len(ordered))
+        listed = message(
+            lang,
+            "names_and_more",
+            names=", ".join(ordered[:MAX_WRITTEN_NAMES]),
+            n=len(ordered) - MAX_WRITTEN_NAMES,
+            total=len(ordered),
+        )
     else:
         listed = ", ".join(ordered)
     text = terminal_safe(message(lang, "wrote", files=listed, folder=folder), flatten=True)
     # A path is not broken inside: it is copied from the terminal.
     if _cells(text) != len(text):
         return "\n".join(_wrap_wide(text, width, INDENT, "")) or text
-    return "\n".join(textwrap.wrap(text, width=width, subsequent_indent=INDENT,
-                                   break_long_words=False, break_on_hyphens=False)) or text
+    return (
+        "\n".join(
+            textwrap.wrap(
+                text,
+                width=width,
+                subsequent_indent=INDENT,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+        or text
+    )
 
 
 def _is_cluster(report: dict) -> bool:
@@ -162,8 +197,13 @@ def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[
     first = indent if first is None else first
     text = terminal_safe(text, flatten=True)
     if _cells(text) == len(text):
-        return textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=indent,
-                             break_on_hyphens=False)
+        return textwrap.wrap(
+            text,
+            width=width,
+            initial_indent=first,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
     return _wrap_wide(text, width, indent, first)
 
 
@@ -176,8 +216,13 @@ def _wrap_wide(text: str, width: int, indent: str, first: str) -> list[str]:
     characters, while runs of Latin letters and digits (op names, numbers) stay whole."""
     tokens: list[str] = []
     for c in " ".join(text.split()):
-        if tokens and c != " " and not _wide(c) and tokens[-1][-1] != " " \
-                and not _wide(tokens[-1][-1]):
+        if (
+            tokens
+            and c != " "
+            and not _wide(c)
+            and tokens[-1][-1] != " "
+            and not _wide(tokens[-1][-1])
+        ):
             tokens[-1] += c
         else:
             tokens.append(c)
@@ -216,14 +261,15 @@ def _header(report: dict, width: int, color: bool) -> list[str]:
     return [_style(line, color, bold=True) for line in _wrap(header, width, INDENT, first="")]
 
 
-def _profile_lines(report: dict, width: int, color: bool, max_findings: int,
-                   hint: str) -> list[str]:
+def _profile_lines(
+    report: dict, width: int, color: bool, max_findings: int, hint: str
+) -> list[str]:
     lines = _header(report, width, color)
     lang = report_lang(report)
     findings = findings_by_rank(report)
     if not findings:
         lines.append(INDENT + _style(message(lang, "no_problems"), color, fg="green"))
-    shown = [f for _, f in findings[:max(max_findings, 0)]]
+    shown = [f for _, f in findings[: max(max_findings, 0)]]
     unit = column_unit(f.get("impact_us") for f in shown)  # one unit for the whole list
     for f in shown:
         lines.extend(_finding_lines(f, width, color, unit, lang))
@@ -246,8 +292,14 @@ def _profile_lines(report: dict, width: int, color: bool, max_findings: int,
             lines.extend(_wrap(message(lang, key, count, n=count) + hint, width, INDENT))
         if count and key == "skipped_missing":
             for how in _collect_hints(lacking):
-                lines.extend(_wrap(message(lang, "to_collect", hint=how), width,
-                                   INDENT * 3, first=INDENT * 2 + "→ "))
+                lines.extend(
+                    _wrap(
+                        message(lang, "to_collect", hint=how),
+                        width,
+                        INDENT * 3,
+                        first=INDENT * 2 + "→ ",
+                    )
+                )
     return lines
 
 
@@ -262,7 +314,7 @@ def _collect_hints(rows: list[dict]) -> list[str]:
 
 
 def _together_line(report: dict, findings: list[tuple[str, dict]], lang: str) -> str:
-    """"Together at most X (Y%)" when findings share time: their impacts do not add up."""
+    """ "Together at most X (Y%)" when findings share time: their impacts do not add up."""
     summary = report["summary"]
     combined = summary.get("combined_impact_us")
     added = sum(f.get("impact_us") or 0.0 for _, f in findings)
@@ -270,8 +322,9 @@ def _together_line(report: dict, findings: list[tuple[str, dict]], lang: str) ->
         return ""
     total = summary.get("total_time_us")
     share = f" ({fmt_pct(combined / total)})" if total else ""
-    return message(lang, "together_line", combined=fmt_us(combined), share=share,
-                   added=fmt_us(added))
+    return message(
+        lang, "together_line", combined=fmt_us(combined), share=share, added=fmt_us(added)
+    )
 
 
 def _impact_notes(f: dict, lang: str) -> list[str]:
@@ -279,10 +332,15 @@ def _impact_notes(f: dict, lang: str) -> list[str]:
     finding) not measured at all."""
     notes = []
     if f.get("uncapped_impact_us") is not None:
-        notes.append(message(lang, "impact_capped_line", measured=fmt_us(f.get("measured_us")),
-                             raw=fmt_us(f["uncapped_impact_us"])))
-    if f.get("impact_us") is None and f.get("impact_note") and \
-            f["severity"] == Severity.HIGH.value:
+        notes.append(
+            message(
+                lang,
+                "impact_capped_line",
+                measured=fmt_us(f.get("measured_us")),
+                raw=fmt_us(f["uncapped_impact_us"]),
+            )
+        )
+    if f.get("impact_us") is None and f.get("impact_note") and f["severity"] == Severity.HIGH.value:
         notes.append(message(lang, "no_estimate_line", note=f["impact_note"]))
     return notes
 
@@ -290,15 +348,20 @@ def _impact_notes(f: dict, lang: str) -> list[str]:
 def _tuning_line(summary: dict, lang: str = "en") -> str:
     """One line closing the AOE loop; the per-operator table is in the HTML/JSON reports."""
     results = message(lang, "list_sep").join(
-        message(lang, key, n=summary[field]) for field, key in AOE_RESULTS if summary[field])
-    return (message(lang, "aoe_line", summary["advised"], tuned=summary["tuned"],
-                    advised=summary["advised"])
-            + (message(lang, "aoe_results", results=results) if results else "")
-            + message(lang, "aoe_not_tuned", n=summary["not_tuned"]))
+        message(lang, key, n=summary[field]) for field, key in AOE_RESULTS if summary[field]
+    )
+    return (
+        message(
+            lang, "aoe_line", summary["advised"], tuned=summary["tuned"], advised=summary["advised"]
+        )
+        + (message(lang, "aoe_results", results=results) if results else "")
+        + message(lang, "aoe_not_tuned", n=summary["not_tuned"])
+    )
 
 
-def _finding_lines(f: dict, width: int, color: bool, unit: str | None = None,
-                   lang: str = "en") -> list[str]:
+def _finding_lines(
+    f: dict, width: int, color: bool, unit: str | None = None, lang: str = "en"
+) -> list[str]:
     """Rank, severity, title and impact on top; message and suggestions indented below:
     all of them, or the first MAX_SUGGESTIONS and how many more there are."""
     lead = f"{INDENT}{f['rank']:>2}. "
@@ -324,14 +387,14 @@ def _finding_lines(f: dict, width: int, color: bool, unit: str | None = None,
     for note in _impact_notes(f, lang):
         lines.extend(_wrap(note, width, indent))
     suggestions = list(f.get("suggestions") or [])
-    shown = suggestions if len(suggestions) <= MAX_SUGGESTIONS + 1 else \
-        suggestions[:MAX_SUGGESTIONS]
+    shown = (
+        suggestions if len(suggestions) <= MAX_SUGGESTIONS + 1 else suggestions[:MAX_SUGGESTIONS]
+    )
     for suggestion in shown:
         lines.extend(_wrap(suggestion, width, indent + "  ", first=indent + "→ "))
     more = len(suggestions) - len(shown)
     if more:
-        lines.extend(_wrap(message(lang, "more_suggestions", more, n=more), width,
-                           indent + "  "))
+        lines.extend(_wrap(message(lang, "more_suggestions", more, n=more), width, indent + "  "))
     return lines
 
 
@@ -364,8 +427,11 @@ def _worst_key(report: dict) -> tuple:
 
 def _step_time(report: dict, cluster_times: dict[float, float]) -> float | None:
     """Mean step time of a rank: its own steps, else the cluster's figure for it."""
-    durations = [d for s in report.get("metrics", {}).get("steps", [])
-                 if (d := as_number(s.get("duration_us"))) is not None]
+    durations = [
+        d
+        for s in report.get("metrics", {}).get("steps", [])
+        if (d := as_number(s.get("duration_us"))) is not None
+    ]
     if durations:
         return sum(durations) / len(durations)
     rank = as_number(report["profile"].get("rank"))
@@ -390,28 +456,34 @@ def _clip(text: str, width: int) -> str:
     return out.rstrip() + "…"
 
 
-def _rank_table(members: list[dict], cluster: dict | None, width: int,
-                color: bool) -> list[str]:
+def _rank_table(members: list[dict], cluster: dict | None, width: int, color: bool) -> list[str]:
     """One line per rank, in rank order: step time, findings per severity, the top finding."""
     lang = report_lang(members[0])
     cluster_times = {}
     for row in (cluster or {}).get("metrics", {}).get("ranks", []):
-        if (rank := as_number(row.get("rank"))) is not None and \
-                (duration := as_number(row.get("duration_us"))) is not None:
+        if (rank := as_number(row.get("rank"))) is not None and (
+            duration := as_number(row.get("duration_us"))
+        ) is not None:
             cluster_times[rank] = duration
     times = [_step_time(r, cluster_times) for r in members]
     unit = column_unit(times)
-    heads = [message(lang, "rank_heading"), message(lang, "step_time_heading"),
-             *(message(lang, f"severity.{s}").upper() for s in SEVERITIES)]
-    cells = [[_rank_label(r), fmt_us_as(t, unit), *map(fmt_num, _counts(r).values())]
-             for r, t in zip_strict(members, times)]
+    heads = [
+        message(lang, "rank_heading"),
+        message(lang, "step_time_heading"),
+        *(message(lang, f"severity.{s}").upper() for s in SEVERITIES),
+    ]
+    cells = [
+        [_rank_label(r), fmt_us_as(t, unit), *map(fmt_num, _counts(r).values())]
+        for r, t in zip_strict(members, times)
+    ]
     widths = [max(_cells(c) for c in column) for column in zip_strict(heads, *cells)]
     used = len(INDENT) + sum(widths) + 2 * len(widths)
     top_width = max(width - used, 0)
     title = message(lang, "ranks_in_order", len(members), n=len(members))
     lines = [_style(line, color, bold=True) for line in _wrap(title, width, INDENT, first="")]
-    head = INDENT + "  ".join(_pad(h, w, right=i > 0) for i, (h, w) in
-                              enumerate(zip_strict(heads, widths)))
+    head = INDENT + "  ".join(
+        _pad(h, w, right=i > 0) for i, (h, w) in enumerate(zip_strict(heads, widths))
+    )
     if top_width >= 8:
         head += "  " + _clip(message(lang, "top_finding_heading"), top_width)
     lines.append(_style(head.rstrip(), color, bold=True))
@@ -419,8 +491,7 @@ def _rank_table(members: list[dict], cluster: dict | None, width: int,
         parts = [_pad(row[0], widths[0], right=True), _pad(row[1], widths[1], right=True)]
         for severity, count, w in zip_strict(SEVERITIES, row[2:], widths[2:]):
             text = _pad(count, w, right=True)
-            parts.append(_style(text, color, **SEVERITY_STYLE[severity]) if count != "0"
-                         else text)
+            parts.append(_style(text, color, **SEVERITY_STYLE[severity]) if count != "0" else text)
         line = INDENT + "  ".join(parts)
         findings = findings_by_rank(report)
         if top_width >= 8:
@@ -429,28 +500,34 @@ def _rank_table(members: list[dict], cluster: dict | None, width: int,
     return lines
 
 
-def _cluster_blocks(reports: list[dict], hints: list[str],
-                    details: Sequence[str | None] | None, width: int, color: bool,
-                    max_findings: int, max_rank_details: int) -> list[list[str]]:
+def _cluster_blocks(
+    reports: list[dict],
+    hints: list[str],
+    details: Sequence[str | None] | None,
+    width: int,
+    color: bool,
+    max_findings: int,
+    max_rank_details: int,
+) -> list[list[str]]:
     """The clusters' verdict, one table of the ranks, then the worst ranks' findings."""
     clusters = [i for i, r in enumerate(reports) if _is_cluster(r)]
-    members = sorted((i for i, r in enumerate(reports) if not _is_cluster(r)),
-                     key=lambda i: rank_order(reports[i]))
-    blocks = [_profile_lines(reports[i], width, color, max_findings, hints[i])
-              for i in clusters]
+    members = sorted(
+        (i for i, r in enumerate(reports) if not _is_cluster(r)),
+        key=lambda i: rank_order(reports[i]),
+    )
+    blocks = [_profile_lines(reports[i], width, color, max_findings, hints[i]) for i in clusters]
     if not members:
         return blocks
-    blocks.append(_rank_table([reports[i] for i in members], reports[clusters[0]], width,
-                              color))
-    serious = [i for i in members if any(f["severity"] in SERIOUS
-                                         for _, f in findings_by_rank(reports[i]))]
-    worst = sorted(serious, key=lambda i: _worst_key(reports[i]))[:max(max_rank_details, 0)]
+    blocks.append(_rank_table([reports[i] for i in members], reports[clusters[0]], width, color))
+    serious = [
+        i for i in members if any(f["severity"] in SERIOUS for _, f in findings_by_rank(reports[i]))
+    ]
+    worst = sorted(serious, key=lambda i: _worst_key(reports[i]))[: max(max_rank_details, 0)]
     lang = report_lang(reports[members[0]])
     if worst:
         intro = message(lang, "worst_ranks", shown=len(worst), n=len(serious))
         shown = min(max_findings, MAX_RANK_FINDINGS)
-        first, *rest = [_profile_lines(reports[i], width, color, shown, hints[i])
-                        for i in worst]
+        first, *rest = [_profile_lines(reports[i], width, color, shown, hints[i]) for i in worst]
         blocks.append(_wrap(intro, width, INDENT, first="") + first)
         blocks.extend(rest)
     hidden = [i for i in serious if i not in worst]
@@ -459,10 +536,10 @@ def _cluster_blocks(reports: list[dict], hints: list[str],
         if details is None:
             hint = hints[hidden[0]]
         else:  # one report.html for all, or a prof_rule file per rank: a few named
-            files = list(dict.fromkeys(terminal_safe(d, flatten=True)
-                                       for i in hidden if (d := details[i])))
+            files = list(
+                dict.fromkeys(terminal_safe(d, flatten=True) for i in hidden if (d := details[i]))
+            )
             listed = ", ".join(files[:3]) + (", …" if len(files) > 3 else "")
             hint = message(lang, "details_in", files=listed) if files else ""
         blocks.append(_wrap(more + hint, width, INDENT, first=""))
     return blocks
-

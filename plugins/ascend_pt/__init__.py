@@ -55,18 +55,22 @@ class AscendPtReader:
     """Reads one `*_ascend_pt` / `*_ascend_ms` folder (or its ASCEND_PROFILER_OUTPUT)."""
 
     name = "ascend_pt"
-    formats = ("Ascend PyTorch / MindSpore profiler output (*_ascend_pt, *_ascend_ms, "
-               "ASCEND_PROFILER_OUTPUT)",)
+    formats = (
+        "Ascend PyTorch / MindSpore profiler output (*_ascend_pt, *_ascend_ms, "
+        "ASCEND_PROFILER_OUTPUT)",
+    )
     collect = {
         "steps": "call prof.step() once per iteration (step_trace_time.csv)",
         "device_ops": "export the text results (export_type Text), which write "
-                      "kernel_details.csv and trace_view.json",
+        "kernel_details.csv and trace_view.json",
         "device_ops.start_us": "kernel_details.csv and trace_view.json of the same run "
-                               "(export_type Text): task start times come from them, and a "
-                               "file of another run loses its times (see the reader warning)",
-        **{f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
-                              "experimental config (PMU columns of kernel_details.csv)"
-           for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")},
+        "(export_type Text): task start times come from them, and a "
+        "file of another run loses its times (see the reader warning)",
+        **{
+            f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
+            "experimental config (PMU columns of kernel_details.csv)"
+            for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")
+        },
         "memory": "profile_memory=True (memory_record.csv)",
         "host_ops.input_shapes": "record_shapes=True",
         "comm_ops": "profile a distributed run (communication.json)",
@@ -78,8 +82,11 @@ class AscendPtReader:
         path = Path(path)
         if not path.is_dir():
             return False
-        return (path.name == OUTPUT_DIR or path.name.endswith(tuple(FOLDER_SUFFIXES))
-                or (path / OUTPUT_DIR).is_dir())
+        return (
+            path.name == OUTPUT_DIR
+            or path.name.endswith(tuple(FOLDER_SUFFIXES))
+            or (path / OUTPUT_DIR).is_dir()
+        )
 
     def read(self, path: Path) -> list[Profile]:
         return FolderReader(Path(path)).read()

@@ -52,15 +52,17 @@ bytes twice. LOCAL copies stay on one device and move nothing between ranks."""
 def _moved(transports: dict[str, dict[str, Any]]) -> dict[str, float]:
     """MB each transport moved between ranks, every byte once: RDMA and the SDMA parts
     (HCCS, PCIE, SIO); SDMA itself only where the file gives no parts."""
-    sizes = {t: _number(v, "Transit Size(MB)") for t, v in transports.items()
-             if t.upper() != "LOCAL"}
+    sizes = {
+        t: _number(v, "Transit Size(MB)") for t, v in transports.items() if t.upper() != "LOCAL"
+    }
     if any(t in sizes for t in SDMA_PARTS):
         sizes.pop("SDMA", None)
     return {t: size for t, size in sizes.items() if size > 0}
 
 
-def parse_communication(data: Any, clock: Clock
-                        ) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
+def parse_communication(
+    data: Any, clock: Clock
+) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
     """comm_ops from communication.json, and bandwidth per transport from its totals."""
     rows, starts = [], []
     totals: dict[str, dict[str, float]] = {}
@@ -81,18 +83,24 @@ def parse_communication(data: Any, clock: Clock
         moved = _moved(transports)
         main = max(moved, key=moved.__getitem__) if moved else None
         starts.append(time_info.get("Start Timestamp(us)"))
-        rows.append({
-            "name": name, "kind": "op", "op": collective(name), "group": group,
-            "duration_us": _number(time_info, "Elapse Time(ms)") * 1e3,
-            "wait_us": _number(time_info, "Wait Time(ms)") * 1e3,
-            "transit_us": _number(time_info, "Transit Time(ms)") * 1e3,
-            "bytes": sum(moved.values()) * MB if moved else np.nan,
-            "transport": main,
-            "bandwidth_gbps": _number(transports[main], "Bandwidth(GB/s)") if main else np.nan,
-        })
+        rows.append(
+            {
+                "name": name,
+                "kind": "op",
+                "op": collective(name),
+                "group": group,
+                "duration_us": _number(time_info, "Elapse Time(ms)") * 1e3,
+                "wait_us": _number(time_info, "Wait Time(ms)") * 1e3,
+                "transit_us": _number(time_info, "Transit Time(ms)") * 1e3,
+                "bytes": sum(moved.values()) * MB if moved else np.nan,
+                "transport": main,
+                "bandwidth_gbps": _number(transports[main], "Bandwidth(GB/s)") if main else np.nan,
+            }
+        )
     for total in totals.values():
-        total["bandwidth_gbps"] = (total["bytes"] / total["transit_us"] / 1e3
-                                   if total["transit_us"] else float("nan"))
+        total["bandwidth_gbps"] = (
+            total["bytes"] / total["transit_us"] / 1e3 if total["transit_us"] else float("nan")
+        )
     if not rows:
         return None, totals
     return pd.DataFrame(rows).assign(start_us=clock.us(starts)), totals
@@ -110,12 +118,17 @@ def parse_communication_matrix(data: Any) -> pd.DataFrame | None:
             if not isinstance(info, dict) or not (src.isdigit() and dst.isdigit()):
                 continue  # "0-top1", "0-total", ...: summaries of a rank's links, not links
             transit_us = _number(info, "Transit Time(ms)") * 1e3
-            rows.append({
-                "name": f"{src}->{dst}", "kind": "link",
-                "op": collective(str(info.get("Op Name") or name)), "group": group,
-                "duration_us": transit_us, "transit_us": transit_us,
-                "bytes": _number(info, "Transit Size(MB)") * MB,
-                "transport": info.get("Transport Type"),
-                "bandwidth_gbps": _number(info, "Bandwidth(GB/s)"),
-            })
+            rows.append(
+                {
+                    "name": f"{src}->{dst}",
+                    "kind": "link",
+                    "op": collective(str(info.get("Op Name") or name)),
+                    "group": group,
+                    "duration_us": transit_us,
+                    "transit_us": transit_us,
+                    "bytes": _number(info, "Transit Size(MB)") * MB,
+                    "transport": info.get("Transport Type"),
+                    "bandwidth_gbps": _number(info, "Bandwidth(GB/s)"),
+                }
+            )
     return pd.DataFrame(rows) if rows else None

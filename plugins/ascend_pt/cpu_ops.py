@@ -16,8 +16,7 @@ CPU_OP_FILE = re.compile(r"^cpu_op_execute_timestamp_(\d+)\.txt$")
 _NS_PER_US, _US_PER_MS = 1000, 1000.0
 
 
-def read_cpu_op_timestamps(path: Path, rel: str, clock: Clock, warn: WarnFn
-                           ) -> pd.DataFrame | None:
+def read_cpu_op_timestamps(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.DataFrame | None:
     """host_ops (kind cpu_kernel) from MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt`.
 
     Each line is `full op name;op type;start,duration,thread [start,duration,thread ...]`, one
@@ -61,12 +60,21 @@ def read_cpu_op_timestamps(path: Path, rel: str, clock: Clock, warn: WarnFn
         warn(rel, f"cannot read file: {exc.strerror or exc}")
         return None
     if bad:
-        warn(rel, f"{bad} CPU operator executions not in the form start_ns,duration_ms,thread "
-                  f"ignored (first on line {first_bad})")
+        warn(
+            rel,
+            f"{bad} CPU operator executions not in the form start_ns,duration_ms,thread "
+            f"ignored (first on line {first_bad})",
+        )
     if not names:
         if not bad:
             warn(rel, "no CPU operator executions")
         return None
-    return pd.DataFrame({"name": names, "kind": CPU_KERNEL,
-                         "start_us": clock.from_parts(np.array(whole), np.array(frac)),
-                         "duration_us": durations, "thread": threads})
+    return pd.DataFrame(
+        {
+            "name": names,
+            "kind": CPU_KERNEL,
+            "start_us": clock.from_parts(np.array(whole), np.array(frac)),
+            "duration_us": durations,
+            "thread": threads,
+        }
+    )

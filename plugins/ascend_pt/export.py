@@ -29,8 +29,9 @@ def exports_beside(path: Path, root: Path, what: str, folder: Profile) -> list[P
     for export in exports:
         reader = next((r for r in readers if _claims(r, export)), None)
         if reader is None:
-            errors.append(f"{export.name}: no installed reader claims it (is the msprof "
-                          "plugin blocked?)")
+            errors.append(
+                f"{export.name}: no installed reader claims it (is the msprof plugin blocked?)"
+            )
             continue
         try:
             profiles += reader.read(export)
@@ -46,8 +47,11 @@ def exports_beside(path: Path, root: Path, what: str, folder: Profile) -> list[P
         profile.meta.versions = {**meta.versions, **profile.meta.versions}
         profile.meta.extra = {**meta.extra, **profile.meta.extra}
         profile.warnings[:0] = folder.warnings
-        profile.warn(path, f"{what}; read the CANN export "
-                           f"{Path(profile.meta.path).name} instead", reader=READER)
+        profile.warn(
+            path,
+            f"{what}; read the CANN export {Path(profile.meta.path).name} instead",
+            reader=READER,
+        )
     return profiles
 
 
@@ -55,8 +59,9 @@ def _export_readers() -> list[Reader]:
     """The other installed readers, one of which reads a CANN export (msprof's, unless
     ADVISOR_BLOCK_PLUGINS blocks it): their code runs through the plugin host, never imported
     from here."""
-    return [reader for _, reader in PluginHost().readers()
-            if getattr(reader, "name", None) != READER]
+    return [
+        reader for _, reader in PluginHost().readers() if getattr(reader, "name", None) != READER
+    ]
 
 
 def _claims(reader: Reader, path: Path) -> bool:

@@ -41,8 +41,13 @@ from .steps import (
 from .trace_columns import DECODER
 from .trace_view import TraceTables, parse_trace
 
-TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us", "launch_us"),
-                "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
+TIME_COLUMNS = {
+    "steps": ("start_us", "end_us"),
+    "device_ops": ("start_us", "launch_us"),
+    "host_ops": ("start_us",),
+    "comm_ops": ("start_us",),
+    "memory": ("time_us",),
+}
 CLOCK_TOLERANCE_US = 60e6  # how far outside the trace's span another file's times may lie
 
 
@@ -54,19 +59,25 @@ class FolderReader:
         inside_output = path.name == OUTPUT_DIR
         self.output = path if inside_output else path / OUTPUT_DIR
         self.root = path.parent if inside_output else path
-        framework = next((fw for suffix, fw in FOLDER_SUFFIXES.items()
-                          if self.root.name.endswith(suffix)), None)
+        framework = next(
+            (fw for suffix, fw in FOLDER_SUFFIXES.items() if self.root.name.endswith(suffix)), None
+        )
         self.framework_known = framework is not None
-        meta = ProfileMeta(source_format="ascend-pt", path=str(path),
-                           framework=framework or "PyTorch", device_kind="NPU")
+        meta = ProfileMeta(
+            source_format="ascend-pt",
+            path=str(path),
+            framework=framework or "PyTorch",
+            device_kind="NPU",
+        )
         set_framework(meta, meta.framework)
         self.profile = Profile(meta)
         self.clock = Clock()
         self.tables: dict[str, pd.DataFrame] = {}
         self.trace_span: tuple[float, float] | None = None
 
-    def warn(self, file: str | Path, problem: str, *, line: int | None = None,
-             column: str | None = None) -> None:
+    def warn(
+        self, file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+    ) -> None:
         self.profile.warn(file, problem, line=line, column=column, reader=READER)
 
     def rel(self, path: Path) -> str:
@@ -93,7 +104,8 @@ class FolderReader:
         trace = self._read_trace()
         kernels = self._read_kernels()
         step_table = self._read_csv_file(
-            "step_trace_time.csv", lambda path, rel: read_step_trace_time(path, rel, self.warn))
+            "step_trace_time.csv", lambda path, rel: read_step_trace_time(path, rel, self.warn)
+        )
         self._build_steps(trace, step_table, kernels)
         self._build_device_ops(trace, kernels)
         self._build_host_ops(trace)
@@ -102,7 +114,8 @@ class FolderReader:
         self._read_pipeline()
         memory = self._read_csv_file(
             "memory_record.csv",
-            lambda path, rel: read_memory_record(path, rel, self.clock, self.warn))
+            lambda path, rel: read_memory_record(path, rel, self.clock, self.warn),
+        )
         if memory is not None and not memory.empty:
             self.tables["memory"] = self._same_clock(memory, "time_us", "memory_record.csv")
         if not self.tables:
@@ -112,8 +125,7 @@ class FolderReader:
 
     def _without_output(self) -> list[Profile]:
         """No table from ASCEND_PROFILER_OUTPUT: read the CANN export beside it, if any."""
-        problems = "; ".join(f"{Path(w.file).name}: {w.problem}"
-                             for w in self.profile.warnings[:3])
+        problems = "; ".join(f"{Path(w.file).name}: {w.problem}" for w in self.profile.warnings[:3])
         looked = f"{OUTPUT_DIR}/{{{', '.join(OUTPUT_FILES)}}}"
         if not self.output.is_dir():
             what = f"no {OUTPUT_DIR} folder"
@@ -126,8 +138,9 @@ class FolderReader:
     # -- metadata -----------------------------------------------------------------------------
 
     def _read_metadata(self) -> None:
-        read_metadata(self.root, self.output, self.profile.meta, self.framework_known,
-                      self._load, self._read)
+        read_metadata(
+            self.root, self.output, self.profile.meta, self.framework_known, self._load, self._read
+        )
 
     def _load(self, path: Path) -> Any:
         try:
@@ -154,8 +167,11 @@ class FolderReader:
             progress.close()
         self.trace_span = trace.span
         if trace.span is None:
-            self.warn(rel, "no timed events of a known process (Python, CANN, Ascend Hardware, "
-                           "HCCL, Overlap Analysis)")
+            self.warn(
+                rel,
+                "no timed events of a known process (Python, CANN, Ascend Hardware, "
+                "HCCL, Overlap Analysis)",
+            )
         else:
             self._read(path)
         return trace
@@ -173,11 +189,21 @@ class FolderReader:
     def _read_cpu_kernels(self) -> list[pd.DataFrame]:
         """MindSpore's host CPU operators from FRAMEWORK/, when the trace does not have them."""
         framework = self.root / "FRAMEWORK"
-        paths = sorted(p for p in framework.glob("cpu_op_execute_timestamp_*.txt")
-                       if CPU_OP_FILE.match(p.name) and p.is_file()) if framework.is_dir() else []
+        paths = (
+            sorted(
+                p
+                for p in framework.glob("cpu_op_execute_timestamp_*.txt")
+                if CPU_OP_FILE.match(p.name) and p.is_file()
+            )
+            if framework.is_dir()
+            else []
+        )
         if self.profile.meta.rank is not None:
-            own = [p for p in paths if CPU_OP_FILE.match(p.name).group(1)
-                   == str(self.profile.meta.rank)]
+            own = [
+                p
+                for p in paths
+                if CPU_OP_FILE.match(p.name).group(1) == str(self.profile.meta.rank)
+            ]
             paths = own or paths
         frames = []
         for path in paths[:1]:
@@ -189,8 +215,9 @@ class FolderReader:
 
     # -- CSV files ----------------------------------------------------------------------------
 
-    def _read_csv_file(self, name: str, parse: Callable[[Path, str], pd.DataFrame | None]
-                       ) -> pd.DataFrame | None:
+    def _read_csv_file(
+        self, name: str, parse: Callable[[Path, str], pd.DataFrame | None]
+    ) -> pd.DataFrame | None:
         path = self._file(name)
         if path is None:
             return None
@@ -202,7 +229,8 @@ class FolderReader:
     def _read_kernels(self) -> pd.DataFrame | None:
         kernels = self._read_csv_file(
             "kernel_details.csv",
-            lambda path, rel: read_kernel_details(path, rel, self.clock, self.warn))
+            lambda path, rel: read_kernel_details(path, rel, self.clock, self.warn),
+        )
         if kernels is None or kernels.empty:
             return None
         device = kernels.attrs.get("device_id")
@@ -219,9 +247,11 @@ class FolderReader:
         if hi >= first - CLOCK_TOLERANCE_US and lo <= last + CLOCK_TOLERANCE_US:
             return frame
         gap = max(first - hi, lo - last) / 1e6
-        self.warn(self.rel(self.output / name),
-                  f"times are {gap:,.0f} s away from trace_view.json's, so the files come "
-                  f"from different runs or clocks; its {column} values are left out")
+        self.warn(
+            self.rel(self.output / name),
+            f"times are {gap:,.0f} s away from trace_view.json's, so the files come "
+            f"from different runs or clocks; its {column} values are left out",
+        )
         return frame.assign(**{column: np.nan})
 
     def _read_op_statistic(self) -> None:
@@ -235,13 +265,17 @@ class FolderReader:
 
     # -- assembling tables --------------------------------------------------------------------
 
-    def _build_steps(self, trace: TraceTables, table: pd.DataFrame | None,
-                     kernels: pd.DataFrame | None) -> None:
-        single = (table is not None and len(table) == 1 and pd.notna(table["step"].iloc[0]))
+    def _build_steps(
+        self, trace: TraceTables, table: pd.DataFrame | None, kernels: pd.DataFrame | None
+    ) -> None:
+        single = table is not None and len(table) == 1 and pd.notna(table["step"].iloc[0])
         steps = steps_with_breakdown(trace, int(table["step"].iloc[0]) if single else 0)
         if table is not None and not table.empty:
-            steps = (fill_breakdown(steps, table) if steps is not None
-                     else steps_from_table(table, kernels))
+            steps = (
+                fill_breakdown(steps, table)
+                if steps is not None
+                else steps_from_table(table, kernels)
+            )
         if steps is not None and not steps.empty:
             self.tables["steps"] = steps.drop(columns=["preparing_us"], errors="ignore")
 
@@ -310,9 +344,13 @@ class FolderReader:
         """Drop rows with broken far-off times, rebase every time on the earliest one, cast
         to the contract."""
         tables = self.tables
-        times = [tables[name][c].to_numpy("float64", na_value=np.nan)
-                 for name, columns in TIME_COLUMNS.items()
-                 if name in tables for c in columns if c in tables[name]]
+        times = [
+            tables[name][c].to_numpy("float64", na_value=np.nan)
+            for name, columns in TIME_COLUMNS.items()
+            if name in tables
+            for c in columns
+            if c in tables[name]
+        ]
         times = np.concatenate(times) if times else np.empty(0)
         times = times[np.isfinite(times)]
         if times.size and self.clock.origin is not None:
@@ -324,5 +362,6 @@ class FolderReader:
             for name, columns in TIME_COLUMNS.items():
                 if name in tables:
                     tables[name] = tables[name].assign(
-                        **{c: tables[name][c] - shift for c in columns if c in tables[name]})
+                        **{c: tables[name][c] - shift for c in columns if c in tables[name]}
+                    )
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}

@@ -16,18 +16,25 @@ from advisor.formats.interning import expand
 from advisor.formats.warn import WarnFn
 
 # kernel_details.csv header -> the op_summary header the msprof mapping reads.
-_KERNEL_COLUMNS = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
-                   "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
-                   "Wait Time(us)": "Task Wait Time(us)"}
+_KERNEL_COLUMNS = {
+    "Name": "Op Name",
+    "Type": "OP Type",
+    "Accelerator Core": "Task Type",
+    "Start Time(us)": "Task Start Time(us)",
+    "Duration(us)": "Task Duration(us)",
+    "Wait Time(us)": "Task Wait Time(us)",
+}
 _KERNEL_REQUIRED = ("Name", "Accelerator Core", "Duration(us)")
 _SHAPE_COLUMNS = ("input_shapes", "output_shapes")
 _VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
-_VECTOR_PMU = {"vec_ratio": "aiv_vec_ratio", "scalar_ratio": "aiv_scalar_ratio",
-               "mte2_ratio": "aiv_mte2_ratio"}
+_VECTOR_PMU = {
+    "vec_ratio": "aiv_vec_ratio",
+    "scalar_ratio": "aiv_scalar_ratio",
+    "mte2_ratio": "aiv_mte2_ratio",
+}
 
 
-def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn
-                        ) -> pd.DataFrame | None:
+def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.DataFrame | None:
     """device_ops from kernel_details.csv through the msprof op_summary mapping."""
     csv = open_csv(path, rel, warn, _KERNEL_REQUIRED)
     if csv is None:
@@ -67,16 +74,25 @@ LAUNCH_MATCH_US = 0.13  # kernel_details may write starts as float64 (0.25 µs s
 def kernels_with_launches(kernels: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
     """kernel_details rows with launch_us / launch_thread of the torch_to_npu flow ending at
     the same time (the nearest within LAUNCH_MATCH_US; one kernel per flow)."""
-    starts = kernels["start_us"].to_numpy(float, na_value=np.nan) if "start_us" in kernels \
+    starts = (
+        kernels["start_us"].to_numpy(float, na_value=np.nan)
+        if "start_us" in kernels
         else np.full(len(kernels), np.nan)
+    )
     launch_us = np.full(len(kernels), np.nan)
     thread = np.full(len(kernels), np.nan)
     timed = np.flatnonzero(np.isfinite(starts))
     if timed.size and not launches.empty:
         left = pd.DataFrame({"start_us": starts[timed], "row": timed}).sort_values("start_us")
         right = launches.sort_values("start_us").rename(columns={"start_us": "flow_us"})
-        found = pd.merge_asof(left, right, left_on="start_us", right_on="flow_us",
-                              direction="nearest", tolerance=LAUNCH_MATCH_US)
+        found = pd.merge_asof(
+            left,
+            right,
+            left_on="start_us",
+            right_on="flow_us",
+            direction="nearest",
+            tolerance=LAUNCH_MATCH_US,
+        )
         found = found.dropna(subset=["flow_us"])
         found["gap"] = (found["start_us"] - found["flow_us"]).abs()
         found = found.sort_values("gap", kind="stable").drop_duplicates("flow_us")

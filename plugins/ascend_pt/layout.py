@@ -4,6 +4,13 @@ which folder names say which framework, which files are read."""
 READER = "ascend_pt"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 FOLDER_SUFFIXES = {"_ascend_pt": "PyTorch", "_ascend_ms": "MindSpore"}
-OUTPUT_FILES = ("trace_view.json", "kernel_details.csv", "step_trace_time.csv",
-                "op_statistic.csv", "api_statistic.csv", "communication.json",
-                "communication_matrix.json", "memory_record.csv")
+OUTPUT_FILES = (
+    "trace_view.json",
+    "kernel_details.csv",
+    "step_trace_time.csv",
+    "op_statistic.csv",
+    "api_statistic.csv",
+    "communication.json",
+    "communication_matrix.json",
+    "memory_record.csv",
+)

@@ -14,17 +14,19 @@ from advisor.formats.warn import WarnFn
 MIB = float(2**20)  # memory_record: MB of the allocator, binary
 
 
-def read_memory_record(path: Path, rel: str, clock: Clock, warn: WarnFn
-                       ) -> pd.DataFrame | None:
+def read_memory_record(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.DataFrame | None:
     """Allocator samples; one component's series (PTA+GE, else PTA, else every row)."""
-    csv = open_csv(path, rel, warn, ("Timestamp(us)",),
-                    any_of=("Total Allocated(MB)", "Total Reserved(MB)"))
+    csv = open_csv(
+        path, rel, warn, ("Timestamp(us)",), any_of=("Total Allocated(MB)", "Total Reserved(MB)")
+    )
     if csv is None:
         return None
     valid = csv.number("Timestamp(us)").notna().to_numpy()
     frame = pd.DataFrame({"time_us": np.where(valid, clock.us(csv.df["Timestamp(us)"]), np.nan)})
-    for written, column in (("Total Allocated(MB)", "allocated_bytes"),
-                            ("Total Reserved(MB)", "reserved_bytes")):
+    for written, column in (
+        ("Total Allocated(MB)", "allocated_bytes"),
+        ("Total Reserved(MB)", "reserved_bytes"),
+    ):
         if csv.has(written):
             frame[column] = csv.number(written) * MIB
     device = csv.text("Device Type")

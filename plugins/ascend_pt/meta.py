@@ -10,9 +10,13 @@ from typing import Any
 from advisor.formats.numbers import int_or_none
 from advisor.model import ProfileMeta
 
-_VERSION_NAMES = {"torch_npu_version": "torch_npu", "cann_version": "CANN",
-                  "ms_version": "MindSpore", "mindspore_version": "MindSpore",
-                  "torch_version": "torch"}
+_VERSION_NAMES = {
+    "torch_npu_version": "torch_npu",
+    "cann_version": "CANN",
+    "ms_version": "MindSpore",
+    "mindspore_version": "MindSpore",
+    "torch_version": "torch",
+}
 PROFILER_INFO = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 
 
@@ -23,8 +27,7 @@ def versions(data: dict[str, Any], depth: int = 0) -> dict[str, str]:
         if isinstance(value, dict):
             if depth < 1 and key not in ("ENV_VARIABLES", "config"):
                 found.update(versions(value, depth + 1))
-        elif "version" in str(key).lower() and isinstance(value, (str, int, float)) \
-                and str(value):
+        elif "version" in str(key).lower() and isinstance(value, (str, int, float)) and str(value):
             found[_VERSION_NAMES.get(str(key), str(key))] = str(value)
     return found
 
@@ -39,8 +42,14 @@ def set_framework(meta: ProfileMeta, framework: str) -> None:
     meta.source_format = "ascend-ms" if framework == "MindSpore" else "ascend-pt"
 
 
-def read_metadata(root: Path, output: Path, meta: ProfileMeta, framework_known: bool,
-                  load: Callable[[Path], Any], mark_read: Callable[[Path], None]) -> None:
+def read_metadata(
+    root: Path,
+    output: Path,
+    meta: ProfileMeta,
+    framework_known: bool,
+    load: Callable[[Path], Any],
+    mark_read: Callable[[Path], None],
+) -> None:
     """Rank, versions, profiler settings and framework of a rank folder from
     `profiler_info_{rank}.json` and `profiler_metadata.json`; the device when one PROF_*
     export names only one."""
@@ -62,8 +71,9 @@ def read_metadata(root: Path, output: Path, meta: ProfileMeta, framework_known: 
             for key in ("_profiler_level", "_aic_metrics"):
                 if experimental.get(key) not in (None, ""):
                     meta.extra[key.strip("_")] = str(experimental[key])
-        if not framework_known and ("ms_version" in info or "mindspore" in str(
-                info.get("framework", "")).lower()):
+        if not framework_known and (
+            "ms_version" in info or "mindspore" in str(info.get("framework", "")).lower()
+        ):
             set_framework(meta, "MindSpore")
         mark_read(path)
     path = root / "profiler_metadata.json"
@@ -72,12 +82,20 @@ def read_metadata(root: Path, output: Path, meta: ProfileMeta, framework_known: 
         if isinstance(data, dict):
             apply_metadata(meta, data)
             mark_read(path)
-    if not framework_known and output.is_dir() and any(
-            output.glob("ascend_mindspore_profiler*.db")):
+    if (
+        not framework_known
+        and output.is_dir()
+        and any(output.glob("ascend_mindspore_profiler*.db"))
+    ):
         set_framework(meta, "MindSpore")
-    devices = sorted({d.name.removeprefix("device_") for prof in root.glob("PROF_*")
-                      for d in prof.glob("device_*")
-                      if d.is_dir() and d.name.removeprefix("device_").isdigit()})
+    devices = sorted(
+        {
+            d.name.removeprefix("device_")
+            for prof in root.glob("PROF_*")
+            for d in prof.glob("device_*")
+            if d.is_dir() and d.name.removeprefix("device_").isdigit()
+        }
+    )
     if len(devices) == 1:
         meta.device_id = devices[0]
 

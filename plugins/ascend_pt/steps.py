@@ -42,13 +42,20 @@ def steps_with_breakdown(trace: TraceTables, step_number: int) -> pd.DataFrame |
         if span is None:
             return None
         start, end = span
-        steps = pd.DataFrame({"step": [step_number], "start_us": [start], "end_us": [end],
-                              "duration_us": [end - start]})
+        steps = pd.DataFrame(
+            {
+                "step": [step_number],
+                "start_us": [start],
+                "end_us": [end],
+                "duration_us": [end - start],
+            }
+        )
     if span is None:
         return steps
     lo, hi = steps["start_us"].to_numpy(float), steps["end_us"].to_numpy(float)
-    columns = {column: covered_in(trace.overlap[kind], lo, hi)
-               for kind, column in OVERLAP_KINDS.items()}
+    columns = {
+        column: covered_in(trace.overlap[kind], lo, hi) for kind, column in OVERLAP_KINDS.items()
+    }
     if trace.comm_ops is not None and not trace.comm_ops.empty:
         comm = trace.comm_ops
         receive = comm["name"].str.lower().str.contains("receive").to_numpy(dtype=bool)
@@ -72,9 +79,14 @@ def step_of(times: np.ndarray, steps: pd.DataFrame) -> pd.array:
     return values
 
 
-_STEP_TRACE_COLUMNS = {"Computing": "computing_us", "Communication": "communication_us",
-                       "Communication(Not Overlapped)": "comm_not_overlapped_us",
-                       "Free": "free_us", "Bubble": "bubble_us", "Preparing": "preparing_us"}
+_STEP_TRACE_COLUMNS = {
+    "Computing": "computing_us",
+    "Communication": "communication_us",
+    "Communication(Not Overlapped)": "comm_not_overlapped_us",
+    "Free": "free_us",
+    "Bubble": "bubble_us",
+    "Preparing": "preparing_us",
+}
 
 
 def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:
@@ -82,8 +94,9 @@ def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | N
     csv = open_csv(path, rel, warn, ("Computing", "Free"))
     if csv is None:
         return None
-    frame = pd.DataFrame({"step": csv.number("Step") if csv.has("Step")
-                          else pd.Series(np.nan, index=csv.df.index)})
+    frame = pd.DataFrame(
+        {"step": csv.number("Step") if csv.has("Step") else pd.Series(np.nan, index=csv.df.index)}
+    )
     for written, column in _STEP_TRACE_COLUMNS.items():
         if csv.has(written):
             frame[column] = csv.number(written)

@@ -28,8 +28,9 @@ def floats(values: Iterable[Any]) -> np.ndarray:
     except (TypeError, ValueError):
         pass
     try:
-        return pd.to_numeric(pd.Series(values, dtype="object"),
-                             errors="coerce").to_numpy("float64", na_value=np.nan)
+        return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").to_numpy(
+            "float64", na_value=np.nan
+        )
     except (TypeError, ValueError):  # lists or objects among the values
         return np.array([_float(v) for v in values], dtype="float64")
 
@@ -62,8 +63,18 @@ _LAUNCH_FLOW = "torch_to_npu"  # the flow from a framework op to the device task
 
 # The numbers and texts kept of each complete event; `thread_id` is CANN's `Thread Id` (else
 # the tid), `stream` ... `bytes` the arguments of device tasks.
-_NUMBER_COLUMNS = ("pid", "tid", "whole", "frac", "dur", "thread_id", "stream",
-                   "physical_stream", "task_id", "bytes")
+_NUMBER_COLUMNS = (
+    "pid",
+    "tid",
+    "whole",
+    "frac",
+    "dur",
+    "thread_id",
+    "stream",
+    "physical_stream",
+    "task_id",
+    "bytes",
+)
 _TEXT_COLUMNS = ("name", "cat", "task_type")
 
 
@@ -111,8 +122,7 @@ class TraceColumns:
             if ph != "X":
                 if ph == "M":
                     self._metadata(e)
-                elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW
-                                                   or e.cat == _LAUNCH_FLOW):
+                elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW or e.cat == _LAUNCH_FLOW):
                     flows.append((ph, hashable(e.id), hashable(e.pid), hashable(e.tid), e.ts))
                 continue
             pid.append(e.pid)
@@ -138,11 +148,18 @@ class TraceColumns:
         self.size = row
         whole, frac = exact_parts(ts)
         del ts
-        numbers = {"pid": self.pids.encode(pid), "tid": self.tids.encode(tid),
-                   "whole": whole, "frac": frac, "dur": floats(dur),
-                   "thread_id": floats(thread_id), "stream": floats(stream),
-                   "physical_stream": floats(physical), "task_id": floats(task_id),
-                   "bytes": floats(size)}
+        numbers = {
+            "pid": self.pids.encode(pid),
+            "tid": self.tids.encode(tid),
+            "whole": whole,
+            "frac": frac,
+            "dur": floats(dur),
+            "thread_id": floats(thread_id),
+            "stream": floats(stream),
+            "physical_stream": floats(physical),
+            "task_id": floats(task_id),
+            "bytes": floats(size),
+        }
         for key, values in numbers.items():
             self.number_chunks[key].append(values)
         for key, texts in (("name", name), ("cat", cat), ("task_type", task_type)):
@@ -173,10 +190,15 @@ class TraceColumns:
         if not self.flows:
             return None
         ph, ident, pid, tid, ts = zip_strict(*self.flows)
-        flows = pd.DataFrame({"ph": ph, "id": pd.Series(ident, dtype=object),
-                              "pid": pd.Series(pid, dtype=object),
-                              "tid": pd.Series(tid, dtype=object),
-                              "ts": clock.us(list(ts))})
+        flows = pd.DataFrame(
+            {
+                "ph": ph,
+                "id": pd.Series(ident, dtype=object),
+                "pid": pd.Series(pid, dtype=object),
+                "tid": pd.Series(tid, dtype=object),
+                "ts": clock.us(list(ts)),
+            }
+        )
         flows = flows[np.isfinite(flows["ts"].to_numpy(float))]
         starts = flows[flows["ph"] == "s"].drop_duplicates("id")
         ends = flows[flows["ph"] == "f"].drop_duplicates("id")
@@ -184,21 +206,27 @@ class TraceColumns:
         if pairs.empty:
             return None
         pids, tids = self.pids.index, self.tids.index
-        return pd.DataFrame({
-            "pid": pairs["pid"].map(lambda v: pids.get(v, -1)).to_numpy(np.int64),
-            "tid": pairs["tid"].map(lambda v: tids.get(v, -1)).to_numpy(np.int64),
-            "start_us": pairs["ts"].to_numpy(float),
-            "launch_us": pairs["ts_s"].to_numpy(float),
-            "launch_thread": floats(pairs["tid_s"].tolist())})
+        return pd.DataFrame(
+            {
+                "pid": pairs["pid"].map(lambda v: pids.get(v, -1)).to_numpy(np.int64),
+                "tid": pairs["tid"].map(lambda v: tids.get(v, -1)).to_numpy(np.int64),
+                "start_us": pairs["ts"].to_numpy(float),
+                "launch_us": pairs["ts_s"].to_numpy(float),
+                "launch_thread": floats(pairs["tid_s"].tolist()),
+            }
+        )
 
     def thread_names(self, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """(code of each row, the distinct names) of the rows' threads ("" when unnamed)."""
-        pairs = (self.number["pid"][rows].astype(np.int64) * len(self.tids.values)
-                 + self.number["tid"][rows])
+        pairs = (
+            self.number["pid"][rows].astype(np.int64) * len(self.tids.values)
+            + self.number["tid"][rows]
+        )
         uniques, codes = np.unique(pairs, return_inverse=True)
         width, pids, tids = len(self.tids.values), self.pids.values, self.tids.values
-        names = [self.threads.get((pids[p // width], tids[p % width]), "")
-                 for p in uniques.tolist()]
+        names = [
+            self.threads.get((pids[p // width], tids[p % width]), "") for p in uniques.tolist()
+        ]
         return codes.reshape(-1), names
 
 

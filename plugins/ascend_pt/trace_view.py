@@ -30,8 +30,12 @@ _STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 _FRAMEWORK_PROCESSES = {"Python", "CPU", "MindSpore", "PyTorch"}
 _OTHER_CPU_PROCESSES = {"CANN", "CPU Usage", "Memory Usage", "OS Runtime API", "GC"}
-OVERLAP_KINDS = {"Computing": "computing_us", "Communication": "communication_us",
-                  "Communication(Not Overlapped)": "comm_not_overlapped_us", "Free": "free_us"}
+OVERLAP_KINDS = {
+    "Computing": "computing_us",
+    "Communication": "communication_us",
+    "Communication(Not Overlapped)": "comm_not_overlapped_us",
+    "Free": "free_us",
+}
 _ROLES = ("framework", "cann", "hardware", "comm", "overlap", "cpu_ops")
 _CPU_OP_PROCESS = "CPU OP"  # MindSpore's operators run on the host CPU
 
@@ -47,8 +51,9 @@ def _role(process: str, labels: str) -> str | None:
         return "cann"
     if process == _CPU_OP_PROCESS:
         return "cpu_ops"
-    if process in _FRAMEWORK_PROCESSES or (labels == "CPU" and process
-                                           and process not in _OTHER_CPU_PROCESSES):
+    if process in _FRAMEWORK_PROCESSES or (
+        labels == "CPU" and process and process not in _OTHER_CPU_PROCESSES
+    ):
         return "framework"
     return None
 
@@ -72,8 +77,7 @@ class TraceTables:
 _ROLE_CODES = {role: code for code, role in enumerate(_ROLES)}
 
 
-def parse_trace(batches: Iterable[list[Any]], clock: Clock, warn: WarnFn,
-                rel: str) -> TraceTables:
+def parse_trace(batches: Iterable[list[Any]], clock: Clock, warn: WarnFn, rel: str) -> TraceTables:
     """Tables from one trace_view.json, its events given batch by batch (an EventStream).
 
     Each batch is turned into columns before the next is decoded, so memory follows the kept
@@ -86,22 +90,30 @@ def parse_trace(batches: Iterable[list[Any]], clock: Clock, warn: WarnFn,
         if batches.truncated is not None:
             warn(rel, f"truncated trace: {batches.truncated} events recovered")
         if batches.non_finite:
-            warn(rel, "the trace holds NaN or Infinity, which is not valid JSON: read with the "
-                      "standard parser; those values are treated as missing")
+            warn(
+                rel,
+                "the trace holds NaN or Infinity, which is not valid JSON: read with the "
+                "standard parser; those values are treated as missing",
+            )
     return role_tables(columns, clock, warn, rel)
 
 
 def _framework_tables(out: TraceTables, rows: Rows, shapes: dict[int, bytes]) -> None:
     names = rows.text("name")
     ts, dur = rows.ts, rows.dur
-    candidates = np.flatnonzero(pc.starts_with(names, "ProfilerStep#")
-                                .to_numpy(zero_copy_only=False))
-    steps = [(i, int(m.group(1))) for i in candidates.tolist()
-             if (m := _STEP_NAME.match(names[i].as_py()))]
+    candidates = np.flatnonzero(
+        pc.starts_with(names, "ProfilerStep#").to_numpy(zero_copy_only=False)
+    )
+    steps = [
+        (i, int(m.group(1)))
+        for i in candidates.tolist()
+        if (m := _STEP_NAME.match(names[i].as_py()))
+    ]
     if steps:
         index = [i for i, _ in steps]
-        frame = pd.DataFrame({"step": [s for _, s in steps], "start_us": ts[index],
-                              "duration_us": dur[index]})
+        frame = pd.DataFrame(
+            {"step": [s for _, s in steps], "start_us": ts[index], "duration_us": dur[index]}
+        )
         frame["end_us"] = frame["start_us"] + frame["duration_us"]
         frame = frame.sort_values("start_us", kind="stable").drop_duplicates("step")
         out.steps = frame.reset_index(drop=True)
@@ -112,11 +124,19 @@ def _framework_tables(out: TraceTables, rows: Rows, shapes: dict[int, bytes]) ->
     pairs = name_codes.astype(np.int64) * len(cat_values) + cat_codes
     uniques, codes = np.unique(pairs, return_inverse=True)
     kinds = np.empty(len(uniques), dtype=object)
-    kinds[:] = [framework_kind(name_values[p // len(cat_values)], cat_values[p % len(cat_values)])
-                for p in uniques.tolist()]
-    frame = pd.DataFrame({"name": names.to_pandas(), "kind": kinds[codes.reshape(-1)],
-                          "start_us": ts, "duration_us": dur,
-                          "thread": rows.tid_numbers()})
+    kinds[:] = [
+        framework_kind(name_values[p // len(cat_values)], cat_values[p % len(cat_values)])
+        for p in uniques.tolist()
+    ]
+    frame = pd.DataFrame(
+        {
+            "name": names.to_pandas(),
+            "kind": kinds[codes.reshape(-1)],
+            "start_us": ts,
+            "duration_us": dur,
+            "thread": rows.tid_numbers(),
+        }
+    )
     if shapes:
         frame["input_shapes"] = _input_shapes(rows.index, frame["kind"].to_numpy(), shapes)
     out.host_ops.append(frame[~is_step].reset_index(drop=True))
@@ -130,8 +150,9 @@ def role_tables(columns: TraceColumns, clock: Clock, warn: WarnFn, rel: str) -> 
     columns.concatenate()
     number = columns.number
     pid = number["pid"]
-    roles = [_role(columns.processes.get(p, ""), columns.labels.get(p, ""))
-             for p in columns.pids.values]
+    roles = [
+        _role(columns.processes.get(p, ""), columns.labels.get(p, "")) for p in columns.pids.values
+    ]
     role = np.array([-1 if r is None else _ROLE_CODES[r] for r in roles], dtype=np.int8)[pid]
     kept = role >= 0
     if not kept.any():
@@ -174,8 +195,7 @@ def role_tables(columns: TraceColumns, clock: Clock, warn: WarnFn, rel: str) -> 
     return out
 
 
-def _input_shapes(index: np.ndarray, kinds: np.ndarray, shapes: dict[int, bytes]
-                  ) -> np.ndarray:
+def _input_shapes(index: np.ndarray, kinds: np.ndarray, shapes: dict[int, bytes]) -> np.ndarray:
     """input_shapes of framework rows: their `Input Dims` as compact JSON, aten ops only."""
     found = [(i, shapes[row]) for i, row in enumerate(index.tolist()) if row in shapes]
     texts: dict[bytes, str | None] = {}
@@ -192,29 +212,46 @@ def _input_shapes(index: np.ndarray, kinds: np.ndarray, shapes: dict[int, bytes]
 def _with_launches(ops: pd.DataFrame, rows: Rows, flows: pd.DataFrame) -> pd.DataFrame:
     """Device tasks with launch_us / launch_thread of the flow that ends at them (same pid,
     tid and ts as the task)."""
-    keys = pd.DataFrame({"pid": rows.number("pid").astype(np.int64),
-                         "tid": rows.number("tid").astype(np.int64), "start_us": rows.ts})
+    keys = pd.DataFrame(
+        {
+            "pid": rows.number("pid").astype(np.int64),
+            "tid": rows.number("tid").astype(np.int64),
+            "start_us": rows.ts,
+        }
+    )
     flows = flows.drop_duplicates(["pid", "tid", "start_us"])
     found = keys.merge(flows, how="left", on=["pid", "tid", "start_us"])
-    return ops.assign(launch_us=found["launch_us"].to_numpy(float),
-                      launch_thread=found["launch_thread"].to_numpy(float))
+    return ops.assign(
+        launch_us=found["launch_us"].to_numpy(float),
+        launch_thread=found["launch_thread"].to_numpy(float),
+    )
 
 
 def _cpu_kernels(rows: Rows) -> pd.DataFrame:
-    return pd.DataFrame({"name": rows.text("name").to_pandas(), "kind": CPU_KERNEL,
-                         "start_us": rows.ts, "duration_us": rows.dur,
-                         "thread": rows.tid_numbers()})
+    return pd.DataFrame(
+        {
+            "name": rows.text("name").to_pandas(),
+            "kind": CPU_KERNEL,
+            "start_us": rows.ts,
+            "duration_us": rows.dur,
+            "thread": rows.tid_numbers(),
+        }
+    )
 
 
 def _cann_ops(rows: Rows) -> pd.DataFrame:
     codes, names = unique(rows.text("name"))
     split = [name.rpartition("@") for name in names]
-    return pd.DataFrame({
-        "name": expand(codes, [api for _, _, api in split]),
-        "kind": expand(codes, [cann_kind(api) for _, _, api in split]),
-        "level": expand(codes, [level or None for level, _, _ in split]),
-        "start_us": rows.ts, "duration_us": rows.dur,
-        "thread": rows.number("thread_id")})
+    return pd.DataFrame(
+        {
+            "name": expand(codes, [api for _, _, api in split]),
+            "kind": expand(codes, [cann_kind(api) for _, _, api in split]),
+            "level": expand(codes, [level or None for level, _, _ in split]),
+            "start_us": rows.ts,
+            "duration_us": rows.dur,
+            "thread": rows.number("thread_id"),
+        }
+    )
 
 
 _STREAM_THREAD = re.compile(r"^Stream (\d+)$")
@@ -225,38 +262,56 @@ def _hardware_ops(rows: Rows) -> pd.DataFrame:
     missing = np.flatnonzero(np.isnan(stream))
     if missing.size:  # newest msprof: the thread name `Stream N`, else the physical id
         codes, threads = rows.thread_names(missing)
-        numbered = np.array([float(m.group(1)) if (m := _STREAM_THREAD.match(t)) else np.nan
-                             for t in threads], dtype="float64")[codes]
+        numbered = np.array(
+            [float(m.group(1)) if (m := _STREAM_THREAD.match(t)) else np.nan for t in threads],
+            dtype="float64",
+        )[codes]
         physical = np.trunc(rows.number("physical_stream")[missing])
         physical[~np.isfinite(physical)] = np.nan
         stream[missing] = np.where(np.isnan(numbered), physical, numbered)
     names = rows.text("name")
     task_types = rows.text("task_type")
-    return pd.DataFrame({
-        "name": names.to_pandas(), "op_type": per_row(names, op_type_from_task),
-        "core_type": task_types.to_pandas(), "category": per_row(task_types, device_category),
-        "stream": stream, "task_id": rows.number("task_id"), "bytes": rows.number("bytes"),
-        "start_us": rows.ts, "duration_us": rows.dur})
+    return pd.DataFrame(
+        {
+            "name": names.to_pandas(),
+            "op_type": per_row(names, op_type_from_task),
+            "core_type": task_types.to_pandas(),
+            "category": per_row(task_types, device_category),
+            "stream": stream,
+            "task_id": rows.number("task_id"),
+            "bytes": rows.number("bytes"),
+            "start_us": rows.ts,
+            "duration_us": rows.dur,
+        }
+    )
 
 
-def _comm_ops(rows: Rows, plane_tasks: dict[int, tuple[str, Any, Any]]
-              ) -> tuple[pd.DataFrame | None, set[int]]:
+def _comm_ops(
+    rows: Rows, plane_tasks: dict[int, tuple[str, Any, Any]]
+) -> tuple[pd.DataFrame | None, set[int]]:
     """comm_ops from the HCCL/Communication process: msprof's reading of its timeline."""
-    is_task = np.isin(rows.index, np.fromiter(plane_tasks, dtype=np.int64,
-                                              count=len(plane_tasks)))
+    is_task = np.isin(rows.index, np.fromiter(plane_tasks, dtype=np.int64, count=len(plane_tasks)))
     codes, threads = rows.thread_names()
     on_op_thread = np.array(["Communication" in t for t in threads], dtype=bool)[codes]
     op = np.flatnonzero(on_op_thread & ~is_task)
     task = np.flatnonzero(is_task)
     planes = [plane_tasks[i] for i in rows.index[task].tolist()]
-    ops = pd.DataFrame({
-        "name": rows.text("name").to_numpy(zero_copy_only=False)[op],
-        "start_us": rows.ts[op], "duration_us": rows.dur[op],
-        "thread": expand(codes, threads)[op]})
-    tasks = pd.DataFrame({
-        "start_us": rows.ts[task], "transport": [t for t, _, _ in planes],
-        "stream": pd.Series([s for _, s, _ in planes], dtype="object"),
-        "bytes": pd.Series([b for _, _, b in planes], dtype="object")})
+    ops = pd.DataFrame(
+        {
+            "name": rows.text("name").to_numpy(zero_copy_only=False)[op],
+            "start_us": rows.ts[op],
+            "duration_us": rows.dur[op],
+            "thread": expand(codes, threads)[op],
+        }
+    )
+    tasks = pd.DataFrame(
+        {
+            "start_us": rows.ts[task],
+            "transport": [t for t, _, _ in planes],
+            "stream": pd.Series([s for _, s, _ in planes], dtype="object"),
+            "bytes": pd.Series([b for _, _, b in planes], dtype="object"),
+        }
+    )
     return comm_from_columns(ops, tasks)
 
 

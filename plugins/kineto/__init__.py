@@ -42,15 +42,16 @@ class KinetoReader:
     formats = ("PyTorch profiler / Kineto trace (*.pt.trace.json[.gz])",)
     collect = {
         "steps": "mark iterations: profile with schedule=torch.profiler.schedule(...) and call "
-                 "prof.step() once per iteration (ProfilerStep#N spans)",
+        "prof.step() once per iteration (ProfilerStep#N spans)",
         "device_ops": "profile the GPU too: activities=[ProfilerActivity.CPU, "
-                      "ProfilerActivity.CUDA]",
+        "ProfilerActivity.CUDA]",
         "device_ops.start_us": "profile the GPU too: activities=[ProfilerActivity.CPU, "
-                               "ProfilerActivity.CUDA]",
+        "ProfilerActivity.CUDA]",
         "device_ops.host_memory": "profile the GPU too: activities=[ProfilerActivity.CPU, "
-                                  "ProfilerActivity.CUDA] (host<->device copies)",
-        **dict.fromkeys(("memory", "memory.reserved_bytes", "memory.capacity_bytes"),
-                        "profile_memory=True"),
+        "ProfilerActivity.CUDA] (host<->device copies)",
+        **dict.fromkeys(
+            ("memory", "memory.reserved_bytes", "memory.capacity_bytes"), "profile_memory=True"
+        ),
         "host_ops.input_shapes": "record_shapes=True",
         "comm_ops": "profile the distributed run itself (torch.distributed collectives)",
         "comm_ops.bytes": "record_shapes=True (collective message sizes)",

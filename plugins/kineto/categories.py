@@ -11,14 +11,25 @@ from .names import kernel_op_type
 KERNEL, MEMCPY, MEMSET, OPERATOR, PYTHON, RUNTIME, SYNC, ANNOTATION, OTHER = range(9)
 CATEGORIES = {
     "kernel": KERNEL,
-    "gpu_memcpy": MEMCPY, "memcpy": MEMCPY,
-    "gpu_memset": MEMSET, "memset": MEMSET,
-    "cpu_op": OPERATOR, "operator": OPERATOR,
-    "python_function": PYTHON, "python": PYTHON,
-    "cuda_runtime": RUNTIME, "cuda_driver": RUNTIME, "runtime": RUNTIME,
-    "mtia_runtime": RUNTIME, "glow_runtime": RUNTIME, "xpu_runtime": RUNTIME,
-    "xpu_driver": RUNTIME, "privateuse1_runtime": RUNTIME, "privateuse1_driver": RUNTIME,
-    "cuda_sync": SYNC, "xpu_sync": SYNC,
+    "gpu_memcpy": MEMCPY,
+    "memcpy": MEMCPY,
+    "gpu_memset": MEMSET,
+    "memset": MEMSET,
+    "cpu_op": OPERATOR,
+    "operator": OPERATOR,
+    "python_function": PYTHON,
+    "python": PYTHON,
+    "cuda_runtime": RUNTIME,
+    "cuda_driver": RUNTIME,
+    "runtime": RUNTIME,
+    "mtia_runtime": RUNTIME,
+    "glow_runtime": RUNTIME,
+    "xpu_runtime": RUNTIME,
+    "xpu_driver": RUNTIME,
+    "privateuse1_runtime": RUNTIME,
+    "privateuse1_driver": RUNTIME,
+    "cuda_sync": SYNC,
+    "xpu_sync": SYNC,
     "user_annotation": ANNOTATION,
 }
 
@@ -32,7 +43,8 @@ _SYNC = re.compile(
     r"|^cuMemcpy(?:[A-Z]to[A-Z]|Peer|2D|3D)?$"
     # ROCm PyTorch does blocking (non_blocking=False) copies with hipMemcpyWithStream, which
     # returns once the copy is done.
-    r"|^hipMemcpyWithStream$")
+    r"|^hipMemcpyWithStream$"
+)
 _NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel|rccl", re.IGNORECASE)
 NCCL_OP = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]to[A-Za-z])\b")
@@ -40,26 +52,78 @@ _COPY_ENDS = re.compile(r"\(\s*(\w+)\s*->\s*(\w+)\s*\)")
 
 
 # Collective names, normalised (lowercase, no underscores) and matched by prefix, in order.
-_COLLECTIVES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "sendrecv",
-                "send", "recv", "reduce", "gather", "scatter", "barrier")
+_COLLECTIVES = (
+    "allreduce",
+    "allgather",
+    "reducescatter",
+    "alltoall",
+    "broadcast",
+    "sendrecv",
+    "send",
+    "recv",
+    "reduce",
+    "gather",
+    "scatter",
+    "barrier",
+)
 
 # Element sizes by c10 ScalarType name (`dtype` of NCCL kernels) and by C++ type name
 # (`Input type` of record_function events).
 _DTYPE_BYTES = {
-    "float": 4, "half": 2, "bfloat16": 2, "double": 8, "int": 4, "int32": 4, "long": 8,
-    "int64": 8, "short": 2, "int16": 2, "byte": 1, "uint8": 1, "char": 1, "int8": 1,
-    "bool": 1, "complexhalf": 4, "complexfloat": 8, "complexdouble": 16, "qint8": 1,
-    "quint8": 1, "qint32": 4, "quint4x2": 1, "quint2x4": 1, "uint16": 2, "uint32": 4,
-    "uint64": 8, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
-    "c10::half": 2, "c10::bfloat16": 2, "long int": 8, "short int": 2, "signed char": 1,
-    "unsigned char": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
-    "c10::complex<c10::half>": 4, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
+    "float": 4,
+    "half": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "short": 2,
+    "int16": 2,
+    "byte": 1,
+    "uint8": 1,
+    "char": 1,
+    "int8": 1,
+    "bool": 1,
+    "complexhalf": 4,
+    "complexfloat": 8,
+    "complexdouble": 16,
+    "qint8": 1,
+    "quint8": 1,
+    "qint32": 4,
+    "quint4x2": 1,
+    "quint2x4": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1,
+    "c10::half": 2,
+    "c10::bfloat16": 2,
+    "long int": 8,
+    "short int": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::complex<c10::half>": 4,
+    "c10::float8_e4m3fn": 1,
+    "c10::float8_e5m2": 1,
 }
 
 # c10::DeviceType numbers used by `[memory]` events.
-DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 19: "mtia",
-                 20: "privateuseone"}
+DEVICE_TYPES = {
+    0: "cpu",
+    1: "cuda",
+    6: "hip",
+    12: "xpu",
+    13: "mps",
+    19: "mtia",
+    20: "privateuseone",
+}
 GPU_DEVICE_TYPES = {1, 6}
 
 

@@ -9,15 +9,28 @@ MAX_OP_TYPE = 64
 
 
 _GENERIC_KERNELS = {"kernel", "kernel2", "device_kernel", "global_kernel"}
-_TEMPLATED_KERNELS = {"elementwise_kernel", "vectorized_elementwise_kernel",
-                      "unrolled_elementwise_kernel", "index_elementwise_kernel",
-                      "elementwise_kernel_with_index", "reduce_kernel"}
+_TEMPLATED_KERNELS = {
+    "elementwise_kernel",
+    "vectorized_elementwise_kernel",
+    "unrolled_elementwise_kernel",
+    "index_elementwise_kernel",
+    "elementwise_kernel_with_index",
+    "reduce_kernel",
+}
 """PyTorch's kernel templates: one of them runs every element-wise op or reduction, so the
 template's name says how, and only its functor argument says what it computes."""
-_COMPUTES = re.compile(r"\b(\w*Functor\w*|\w+Ops|\w+_functor|\w+_kernel_cuda|"
-                       r"\w+_cuda_kernel|\w+_kernel_impl|launch_\w+)\b")
-_WRAPPERS = {"AUnaryFunctor", "BUnaryFunctor", "BinaryFunctor", "UnaryFunctor",
-             "gpu_kernel_impl", "gpu_kernel_impl_nocast"}
+_COMPUTES = re.compile(
+    r"\b(\w*Functor\w*|\w+Ops|\w+_functor|\w+_kernel_cuda|"
+    r"\w+_cuda_kernel|\w+_kernel_impl|launch_\w+)\b"
+)
+_WRAPPERS = {
+    "AUnaryFunctor",
+    "BUnaryFunctor",
+    "BinaryFunctor",
+    "UnaryFunctor",
+    "gpu_kernel_impl",
+    "gpu_kernel_impl_nocast",
+}
 
 
 def kernel_op_type(name: str) -> str:
@@ -39,7 +52,7 @@ def kernel_op_type(name: str) -> str:
     short = parts[-1] if parts else ""
     if short.lower() in _GENERIC_KERNELS:
         if cut < len(text) and text[cut] == "<":
-            argument = re.split(r"[<>,(]", text[cut + 1:], maxsplit=1)[0].strip()
+            argument = re.split(r"[<>,(]", text[cut + 1 :], maxsplit=1)[0].strip()
             argument = argument.rsplit(" ", 1)[-1].split("::")[-1]
             if argument and not argument[0].isdigit():
                 short = argument
@@ -71,7 +84,7 @@ def _lambda_owners(text: str) -> list[tuple[int, str]]:
             if depth == 0:
                 break
             pos -= 1
-        head = text[:max(pos, 0)]
+        head = text[: max(pos, 0)]
         if head.endswith(">"):  # a function template: compare_scalar_kernel<float>(...)
             depth, cut = 0, len(head) - 1
             while cut >= 0:
@@ -79,7 +92,7 @@ def _lambda_owners(text: str) -> list[tuple[int, str]]:
                 if depth == 0:
                     break
                 cut -= 1
-            head = head[:max(cut, 0)]
+            head = head[: max(cut, 0)]
         ident = re.search(r"(\w+)$", head)
         if ident:
             owners.append((ident.start(), ident.group(1)))
@@ -116,7 +129,7 @@ def _length_prefixed(text: str) -> list[str]:
         if match.start() < pos:
             continue
         start = match.end()
-        ident = text[start:start + int(match.group(1))]
+        ident = text[start : start + int(match.group(1))]
         if ident.isidentifier():
             found.append(ident)
             pos = start + len(ident)
@@ -133,7 +146,7 @@ def _mangled_name(text: str, pos: int) -> tuple[list[str], int]:
         if char.isdigit():
             digits = re.match(r"\d+", text[pos:]).group()
             start = pos + len(digits)
-            idents.append(text[start:start + int(digits)])
+            idents.append(text[start : start + int(digits)])
             pos = start + int(digits)
         elif char == "S":  # substitution: S_, S0_, SA_, St, Sa ...
             match = re.match(r"S[0-9A-Z]*_|S[a-z]", text[pos:])

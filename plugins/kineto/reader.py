@@ -33,9 +33,15 @@ class TraceReader:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.profile = Profile(ProfileMeta(source_format="kineto", path=str(path),
-                                           framework="PyTorch", device_kind="CPU",
-                                           files_read=[path.name]))
+        self.profile = Profile(
+            ProfileMeta(
+                source_format="kineto",
+                path=str(path),
+                framework="PyTorch",
+                device_kind="CPU",
+                files_read=[path.name],
+            )
+        )
 
     def warn(self, problem: str) -> None:
         self.profile.warn(self.path.name, problem, reader=READER)
@@ -45,8 +51,10 @@ class TraceReader:
         if path.is_dir():
             raise UnreadableInput(path, "a directory, not a trace file")
         if read_head(path).lstrip(BLANK).startswith(b"["):
-            raise UnreadableInput(path, "a bare list of events, not a PyTorch profiler "
-                                        "trace (an Ascend trace_view.json?)")
+            raise UnreadableInput(
+                path,
+                "a bare list of events, not a PyTorch profiler trace (an Ascend trace_view.json?)",
+            )
         walk = EventWalk()
         progress = FileProgress(path.name, file_size(path))
         stream = EventStream(path, progress, chunk_bytes=CHUNK_BYTES, decode=DECODER.decode)
@@ -73,8 +81,10 @@ class TraceReader:
         elif stream.truncated is not None:
             self.warn(f"truncated trace: {stream.truncated} events recovered")
         if stream.non_finite:
-            self.warn("the trace holds NaN or Infinity, which is not valid JSON: read with "
-                      "the standard parser; those values are treated as missing")
+            self.warn(
+                "the trace holds NaN or Infinity, which is not valid JSON: read with "
+                "the standard parser; those values are treated as missing"
+            )
         self._meta(header)
         self._finish(header, walk)
         return self.profile
@@ -128,8 +138,10 @@ class TraceReader:
             meta.extra["gpu_runtime"] = "/".join(sorted(walk.runtime_families))
         if walk.threads:
             meta.extra["threads"] = {str(k): v for k, v in walk.threads.items()}
-        host_pid = next((pid for pid, label in walk.process_labels.items() if label == "CPU"),
-                        next(iter(walk.process_names), None))
+        host_pid = next(
+            (pid for pid, label in walk.process_labels.items() if label == "CPU"),
+            next(iter(walk.process_names), None),
+        )
         if host_pid in walk.process_names:
             meta.extra["process_name"] = walk.process_names[host_pid]
 
@@ -137,8 +149,9 @@ class TraceReader:
         origin, centre = walk.earliest()
         if origin is not None:
             meta.extra["time_origin_us"] = origin + (base_ns / 1000.0 if base_ns else 0.0)
-            meta.extra["time_base"] = ("relative to baseTimeNanoseconds" if base_ns
-                                       else "epoch microseconds")
+            meta.extra["time_base"] = (
+                "relative to baseTimeNanoseconds" if base_ns else "epoch microseconds"
+            )
         tables = frames(walk, origin or 0.0, properties)
         if centre is not None:
             far = drop_far_times(tables, TIME_COLUMNS, centre - (origin or 0.0))
@@ -149,14 +162,21 @@ class TraceReader:
             if window is not None:
                 tables["steps"] = window
                 span = float(window["duration_us"].iloc[0])
-                self.warn(f"no ProfilerStep in the trace: the device's span ({span / 1000:,.1f} "
-                          "ms, first kernel to last) stands in for one step, so idle and "
-                          "per-step figures are for that window")
+                self.warn(
+                    f"no ProfilerStep in the trace: the device's span ({span / 1000:,.1f} "
+                    "ms, first kernel to last) stands in for one step, so idle and "
+                    "per-step figures are for that window"
+                )
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
 
 
-TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
-                "host_ops": ("start_us",), "comm_ops": ("start_us",), "memory": ("time_us",)}
+TIME_COLUMNS = {
+    "steps": ("start_us", "end_us"),
+    "device_ops": ("start_us",),
+    "host_ops": ("start_us",),
+    "comm_ops": ("start_us",),
+    "memory": ("time_us",),
+}
 
 
 def device_window(device_ops: pd.DataFrame) -> pd.DataFrame | None:
@@ -167,8 +187,14 @@ def device_window(device_ops: pd.DataFrame) -> pd.DataFrame | None:
     end = (start + device_ops["duration_us"]).max()
     if start.isna().all() or not end > start.min():
         return None
-    return pd.DataFrame({"step": [1], "start_us": [float(start.min())],
-                         "end_us": [float(end)], "duration_us": [float(end - start.min())]})
+    return pd.DataFrame(
+        {
+            "step": [1],
+            "start_us": [float(start.min())],
+            "end_us": [float(end)],
+            "duration_us": [float(end - start.min())],
+        }
+    )
 
 
 def _device_properties(doc: dict[str, Any]) -> dict[Any, dict[str, Any]]:

@@ -10,11 +10,23 @@ HEAD_BYTES = 64 * 1024
 
 # What a `*.json` file that starts with `{"traceEvents"` must also show in its first bytes to
 # be taken for a PyTorch trace rather than another Chrome-trace writer's.
-KINETO_MARKERS = (b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"',
-                  b'"baseTimeNanoseconds"', b"ProfilerStep#", b'"cpu_op"', b'"Operator"',
-                  b'"cuda_runtime"', b'"Runtime"', b'"kernel"', b'"Kernel"',
-                  b'"user_annotation"', b'"python_function"', b'"gpu_memcpy"',
-                  b'"PyTorch Profiler')
+KINETO_MARKERS = (
+    b'"schemaVersion"',
+    b'"deviceProperties"',
+    b'"distributedInfo"',
+    b'"baseTimeNanoseconds"',
+    b"ProfilerStep#",
+    b'"cpu_op"',
+    b'"Operator"',
+    b'"cuda_runtime"',
+    b'"Runtime"',
+    b'"kernel"',
+    b'"Kernel"',
+    b'"user_annotation"',
+    b'"python_function"',
+    b'"gpu_memcpy"',
+    b'"PyTorch Profiler',
+)
 BLANK = b" \t\r\n\xef\xbb\xbf"  # whitespace and a UTF-8 byte order mark
 
 

@@ -17,42 +17,58 @@ from .values import NO_ID, json_number
 from .walk import EventWalk
 
 
-def frames(walk: EventWalk, origin: float, properties: dict[Any, dict[str, Any]]
-           ) -> dict[str, pd.DataFrame]:
+def frames(
+    walk: EventWalk, origin: float, properties: dict[Any, dict[str, Any]]
+) -> dict[str, pd.DataFrame]:
     """The tables of a walked trace, times relative to `origin`."""
     tables: dict[str, pd.DataFrame] = {}
     if walk.steps:
         numbers = sorted(walk.steps)
         start = np.array([walk.steps[n][0] for n in numbers], dtype=np.float64) - origin
         duration = np.array([walk.steps[n][1] for n in numbers], dtype=np.float64)
-        tables["steps"] = pd.DataFrame({"step": numbers, "start_us": start,
-                                        "end_us": start + duration,
-                                        "duration_us": duration})
+        tables["steps"] = pd.DataFrame(
+            {
+                "step": numbers,
+                "start_us": start,
+                "end_us": start + duration,
+                "duration_us": duration,
+            }
+        )
     if walk.d_code:
         codes = as_numpy(walk.d_code, np.int32)
         name, op_type, category, memcpy_kind, host_memory = (
-            string_column(column, codes) for column in zip_strict(*walk.device_names))
+            string_column(column, codes) for column in zip_strict(*walk.device_names)
+        )
         nbytes = as_numpy(walk.d_bytes)
         launch_us, launch_thread = _launches(walk, origin)
-        tables["device_ops"] = pd.DataFrame({
-            "name": name, "op_type": op_type, "core_type": "GPU",
-            "start_us": as_numpy(walk.d_start) - origin,
-            "duration_us": as_numpy(walk.d_dur),
-            "stream": as_ids(walk.d_stream), "category": category,
-            "memcpy_kind": memcpy_kind, "host_memory": host_memory,
-            "bytes": np.where(np.isfinite(nbytes), nbytes, np.nan),
-            "launch_us": launch_us, "launch_thread": launch_thread,
-        })
+        tables["device_ops"] = pd.DataFrame(
+            {
+                "name": name,
+                "op_type": op_type,
+                "core_type": "GPU",
+                "start_us": as_numpy(walk.d_start) - origin,
+                "duration_us": as_numpy(walk.d_dur),
+                "stream": as_ids(walk.d_stream),
+                "category": category,
+                "memcpy_kind": memcpy_kind,
+                "host_memory": host_memory,
+                "bytes": np.where(np.isfinite(nbytes), nbytes, np.nan),
+                "launch_us": launch_us,
+                "launch_thread": launch_thread,
+            }
+        )
     if walk.h_code:
         codes = as_numpy(walk.h_code, np.int32)
-        name, kind = (string_column(column, codes)
-                      for column in zip_strict(*walk.host_names))
-        host = pd.DataFrame({
-            "name": name, "kind": kind,
-            "start_us": as_numpy(walk.h_start) - origin,
-            "duration_us": as_numpy(walk.h_dur),
-            "thread": as_ids(walk.h_thread),
-        })
+        name, kind = (string_column(column, codes) for column in zip_strict(*walk.host_names))
+        host = pd.DataFrame(
+            {
+                "name": name,
+                "kind": kind,
+                "start_us": as_numpy(walk.h_start) - origin,
+                "duration_us": as_numpy(walk.h_dur),
+                "thread": as_ids(walk.h_thread),
+            }
+        )
         if walk.s_row_code:
             packed = as_numpy(walk.s_row_code, np.int64)
             shape_codes = np.full(len(codes), -1, dtype=np.intp)
@@ -67,27 +83,37 @@ def frames(walk: EventWalk, origin: float, properties: dict[Any, dict[str, Any]]
         nbytes = np.asarray(nbytes, dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             bandwidth = np.where(duration > 0, nbytes / duration / 1e3, np.nan)
-        tables["comm_ops"] = pd.DataFrame({
-            "name": name, "op": op, "group": group,
-            "start_us": np.asarray(start, dtype=np.float64) - origin,
-            "duration_us": duration, "bytes": nbytes, "bandwidth_gbps": bandwidth,
-        })
+        tables["comm_ops"] = pd.DataFrame(
+            {
+                "name": name,
+                "op": op,
+                "group": group,
+                "start_us": np.asarray(start, dtype=np.float64) - origin,
+                "duration_us": duration,
+                "bytes": nbytes,
+                "bandwidth_gbps": bandwidth,
+            }
+        )
     if walk.m_code:
         codes = as_numpy(walk.m_code, np.int32)
-        capacity = np.array([memory_capacity(t, i, properties) for _, t, i in walk.memory_devices],
-                            dtype=np.float64)
-        tables["memory"] = pd.DataFrame({
-            "time_us": as_numpy(walk.m_time) - origin,
-            "allocated_bytes": as_numpy(walk.m_allocated),
-            "reserved_bytes": as_numpy(walk.m_reserved),
-            "device": string_column([d for d, _, _ in walk.memory_devices], codes),
-            "capacity_bytes": capacity[codes],
-        })
+        capacity = np.array(
+            [memory_capacity(t, i, properties) for _, t, i in walk.memory_devices], dtype=np.float64
+        )
+        tables["memory"] = pd.DataFrame(
+            {
+                "time_us": as_numpy(walk.m_time) - origin,
+                "allocated_bytes": as_numpy(walk.m_allocated),
+                "reserved_bytes": as_numpy(walk.m_reserved),
+                "device": string_column([d for d, _, _ in walk.memory_devices], codes),
+                "capacity_bytes": capacity[codes],
+            }
+        )
     return tables
 
 
-def _launches(walk: EventWalk, origin: float
-              ) -> tuple[np.ndarray, pd.api.extensions.ExtensionArray]:
+def _launches(
+    walk: EventWalk, origin: float
+) -> tuple[np.ndarray, pd.api.extensions.ExtensionArray]:
     """launch_us and launch_thread of each device row: the runtime call with its
     correlation id (the first one, should an id repeat); NaN / <NA> where none has it."""
     rows = len(walk.d_corr)
@@ -116,8 +142,9 @@ def as_ids(column: array) -> pd.api.extensions.ExtensionArray:
     return pd.arrays.IntegerArray(values, values == NO_ID)
 
 
-def memory_capacity(device_type: int | None, device_id: int | None,
-              properties: dict[Any, dict[str, Any]]) -> float | None:
+def memory_capacity(
+    device_type: int | None, device_id: int | None, properties: dict[Any, dict[str, Any]]
+) -> float | None:
     if device_type not in GPU_DEVICE_TYPES or device_id is None:
         return None
     entry = properties.get(device_id)

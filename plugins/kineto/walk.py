@@ -241,8 +241,13 @@ class EventWalk:
         else:
             kind = host_kind(family, name)
             if family == RUNTIME:
-                self.runtime_families.add("ROCm" if name.startswith("hip")
-                                          else "CUDA" if name.startswith("cu") else "other")
+                self.runtime_families.add(
+                    "ROCm"
+                    if name.startswith("hip")
+                    else "CUDA"
+                    if name.startswith("cu")
+                    else "other"
+                )
             if kind is None:
                 code = SKIP
             else:
@@ -264,8 +269,9 @@ class EventWalk:
 
     # -- per-event helpers (for the rarer events) --------------------------------------------
 
-    def _host_special(self, code: int, name: str, ts: float, dur: float,
-                      ev: TraceEvent[WalkArgs]) -> None:
+    def _host_special(
+        self, code: int, name: str, ts: float, dur: float, ev: TraceEvent[WalkArgs]
+    ) -> None:
         """A ProfilerStep (a step, no host op), a gloo collective (a host op and a comm op)."""
         if code == STEP:
             number = int(STEP_NAME.match(name).group(1))
@@ -293,8 +299,16 @@ class EventWalk:
             group = str(group_name if group_name not in (None, "") else group_desc)
         size = dtype_bytes(args.dtype)
         count = json_number(args.nelems)
-        self.comm.append((name, op, group, ts, dur,
-                          count * size if size is not None and count is not None else None))
+        self.comm.append(
+            (
+                name,
+                op,
+                group,
+                ts,
+                dur,
+                count * size if size is not None and count is not None else None,
+            )
+        )
 
     def _gloo(self, name: str, ts: float, dur: float, args: WalkArgs | None) -> None:
         """CPU collectives (gloo) run on the host: their annotations are the comm ops."""
@@ -369,9 +383,17 @@ class EventWalk:
         """(the time origin, the centre of the trace's times): the earliest time within
         OUTLIER_US of the median of all event times. One event at ts = -1e18 must not become
         the origin: every other time would then lose its precision in float64."""
-        columns = [np.asarray(c, dtype=np.float64) for c in (
-            self.d_start, self.h_start, self.m_time, [row[3] for row in self.comm],
-            [start for start, _ in self.steps.values()]) if len(c)]
+        columns = [
+            np.asarray(c, dtype=np.float64)
+            for c in (
+                self.d_start,
+                self.h_start,
+                self.m_time,
+                [row[3] for row in self.comm],
+                [start for start, _ in self.steps.values()],
+            )
+            if len(c)
+        ]
         times = np.concatenate(columns) if columns else np.empty(0)
         times = times[np.isfinite(times)]
         if not len(times):

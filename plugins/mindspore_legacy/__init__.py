@@ -88,12 +88,18 @@ class MindSporeLegacyReader:
         readers = [Rank(path, rank, ranks[rank]) for rank in sorted(ranks)]
         profiles = [p for reader in readers if (p := read_rank(reader))]
         # a rank with nothing readable is left out, but the user still hears why
-        lost = [w for reader in readers if all(reader.profile is not p for p in profiles)
-                for w in reader.profile.warnings]
+        lost = [
+            w
+            for reader in readers
+            if all(reader.profile is not p for p in profiles)
+            for w in reader.profile.warnings
+        ]
         if not profiles:
-            raise UnreadableInput(path, "no readable MindSpore profiler data (step trace, data "
-                                        "queues, pipeline or AI Core operator files)"
-                                  + (f"; {lost[0]}" if lost else ""))
+            raise UnreadableInput(
+                path,
+                "no readable MindSpore profiler data (step trace, data "
+                "queues, pipeline or AI Core operator files)" + (f"; {lost[0]}" if lost else ""),
+            )
         profiles[0].warnings += lost
         return profiles
 

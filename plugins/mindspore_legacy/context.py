@@ -30,16 +30,24 @@ class Rank:
     clocked: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        meta = ProfileMeta(READER, str(self.folder), framework="MindSpore", device_kind="NPU",
-                           device_id=str(self.rank), rank=self.rank)
+        meta = ProfileMeta(
+            READER,
+            str(self.folder),
+            framework="MindSpore",
+            device_kind="NPU",
+            device_id=str(self.rank),
+            rank=self.rank,
+        )
         self.profile = Profile(meta)
 
-    def warn(self, file: str | Path, problem: str, *, line: int | None = None,
-             column: str | None = None) -> None:
+    def warn(
+        self, file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+    ) -> None:
         self.profile.warn(Path(file).name, problem, line=line, column=column, reader=READER)
 
-    def csv(self, path: Path, required: tuple[str, ...]
-            ) -> tuple[dict[str, str], pd.DataFrame] | None:
+    def csv(
+        self, path: Path, required: tuple[str, ...]
+    ) -> tuple[dict[str, str], pd.DataFrame] | None:
         """String cells of a CSV with its required columns; None (warned) otherwise."""
         csv = open_csv(path, path.name, self.warn, required)
         return None if csv is None else (csv.written, csv.df)
@@ -65,8 +73,7 @@ class Rank:
         except (OSError, UnicodeDecodeError) as exc:
             self.warn(path, f"cannot read file: {getattr(exc, 'strerror', None) or exc}")
             return None
-        lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1)
-                 if line.strip()]
+        lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         if not lines:
             self.warn(path, "empty file")
             return None
@@ -77,5 +84,8 @@ class Rank:
         if bad:
             line, text = bad[0]
             what = "line is" if len(bad) == 1 else "lines are"
-            self.warn(path, f"{len(bad)} {what} not '{expected}' and skipped "
-                            f"(first: {text[:60]!r})", line=line)
+            self.warn(
+                path,
+                f"{len(bad)} {what} not '{expected}' and skipped (first: {text[:60]!r})",
+                line=line,
+            )

@@ -15,9 +15,14 @@ from advisor.formats.numbers import int_from_text as _int
 if TYPE_CHECKING:
     from .context import Rank
 
-_SYSTEM_METRICS = {"user_utilization": "user_pct", "sys_utilization": "sys_pct",
-                   "io_utilization": "io_pct", "idle_utilization": "idle_pct",
-                   "runable_processes": "runnable", "context_switch_count": "context_switches"}
+_SYSTEM_METRICS = {
+    "user_utilization": "user_pct",
+    "sys_utilization": "sys_pct",
+    "io_utilization": "io_pct",
+    "idle_utilization": "idle_pct",
+    "runable_processes": "runnable",
+    "context_switch_count": "context_switches",
+}
 
 
 def read_cpu_usage(rank: Rank) -> None:
@@ -34,8 +39,10 @@ def read_cpu_usage(rank: Rank) -> None:
         rank.warn(path, "not a JSON object (expected device_info, process_info, op_info)")
         return
     cpus = _int(data.get("cpu_processor_num"))
-    parts = [_cpu_rows(rank, path, "device_info", data.get("device_info"), "system"),
-             _cpu_rows(rank, path, "process_info", data.get("process_info"), "process")]
+    parts = [
+        _cpu_rows(rank, path, "device_info", data.get("device_info"), "system"),
+        _cpu_rows(rank, path, "process_info", data.get("process_info"), "process"),
+    ]
     ops = data.get("op_info", [])
     if not isinstance(ops, list):
         rank.warn(path, "'op_info' is not a list; operator utilisation skipped")
@@ -58,8 +65,7 @@ def read_cpu_usage(rank: Rank) -> None:
     rank.profile.tables["cpu_usage"] = _with_pipeline_info(rank, frame)
 
 
-def _cpu_rows(rank: Rank, path: Path, where: str, metrics: Any,
-              scope: str) -> pd.DataFrame | None:
+def _cpu_rows(rank: Rank, path: Path, where: str, metrics: Any, scope: str) -> pd.DataFrame | None:
     """One row per sample of a metrics object; lists of other lengths padded with NaN."""
     if metrics is None:
         return None

@@ -50,12 +50,14 @@ def _aicore_tasks(rank: Rank, path: Path) -> pd.DataFrame | None:
     if read is None:
         return None
     _, df = read
-    frame = pd.DataFrame({
-        "name": df["op_name"],
-        "core_type": "AI_CORE",
-        "start_us": rank.numbers(path, df, "start_time(ms)") * MS,
-        "duration_us": rank.numbers(path, df, "duration(ms)") * MS,
-    })
+    frame = pd.DataFrame(
+        {
+            "name": df["op_name"],
+            "core_type": "AI_CORE",
+            "start_us": rank.numbers(path, df, "start_time(ms)") * MS,
+            "duration_us": rank.numbers(path, df, "duration(ms)") * MS,
+        }
+    )
     if "stream_id" in df.columns:
         frame["stream"] = rank.numbers(path, df, "stream_id")
     return frame
@@ -67,9 +69,15 @@ def _aicpu_kernels(rank: Rank, path: Path) -> pd.DataFrame | None:
         return None
     _, df = read
     start = rank.numbers(path, df, "run_start")
-    return pd.DataFrame({"name": df["kernel_type"], "op_type": df["kernel_type"],
-                         "core_type": "AI_CPU", "start_us": start,
-                         "duration_us": rank.numbers(path, df, "run_end") - start})
+    return pd.DataFrame(
+        {
+            "name": df["kernel_type"],
+            "op_type": df["kernel_type"],
+            "core_type": "AI_CPU",
+            "start_us": start,
+            "duration_us": rank.numbers(path, df, "run_end") - start,
+        }
+    )
 
 
 def _aicore_totals(rank: Rank, path: Path) -> pd.DataFrame | None:
@@ -77,13 +85,20 @@ def _aicore_totals(rank: Rank, path: Path) -> pd.DataFrame | None:
     if read is None:
         return None
     _, df = read
-    name = next((c for c in ("full_op_name", "full_kernel_time", "full_kernel_name")
-                 if c in df.columns), None)
+    name = next(
+        (c for c in ("full_op_name", "full_kernel_time", "full_kernel_name") if c in df.columns),
+        None,
+    )
     if name is None:
         rank.warn(path, "missing column 'full_op_name'", column="full_op_name")
         return None
-    return pd.DataFrame({"name": df[name], "core_type": "AI_CORE",
-                         "duration_us": rank.numbers(path, df, "execution_time") * MS})
+    return pd.DataFrame(
+        {
+            "name": df[name],
+            "core_type": "AI_CORE",
+            "duration_us": rank.numbers(path, df, "execution_time") * MS,
+        }
+    )
 
 
 def _with_framework_info(rank: Rank, ops: pd.DataFrame) -> pd.DataFrame:
@@ -105,15 +120,13 @@ def _with_framework_info(rank: Rank, ops: pd.DataFrame) -> pd.DataFrame:
     if "block_dim" in df.columns:
         info["block_dim"] = rank.numbers(path, df, "block_dim")
     if "op_info" in df.columns:
-        parsed = [_op_info(rank, path, text, line) for line, text in
-                  enumerate(df["op_info"], 2)]
+        parsed = [_op_info(rank, path, text, line) for line, text in enumerate(df["op_info"], 2)]
         for column in ("input_shapes", "input_dtypes", "output_shapes"):
             info[column] = [p.get(column) for p in parsed]
     info = info.drop_duplicates("name")
     merged = ops.merge(info, on="name", how="left")
     fw_type = merged.pop("fw_op_type")
-    merged["op_type"] = (merged["op_type"].fillna(fw_type) if "op_type" in merged
-                         else fw_type)
+    merged["op_type"] = merged["op_type"].fillna(fw_type) if "op_type" in merged else fw_type
     return merged
 
 
@@ -124,13 +137,11 @@ def _op_info(rank: Rank, path: Path, text: str, line: int) -> dict[str, str]:
     try:
         tensors = orjson.loads(text)
     except orjson.JSONDecodeError:
-        rank.warn(path, "op_info is not JSON; shapes left empty", line=line,
-                  column="op_info")
+        rank.warn(path, "op_info is not JSON; shapes left empty", line=line, column="op_info")
         return {}
     if not isinstance(tensors, dict):
         return {}
-    out: dict[str, list[str]] = {"input_shapes": [], "input_dtypes": [],
-                                 "output_shapes": []}
+    out: dict[str, list[str]] = {"input_shapes": [], "input_dtypes": [], "output_shapes": []}
     for key in sorted(tensors, key=_tensor_order):
         tensor = tensors[key]
         if not isinstance(tensor, dict):
@@ -153,17 +164,23 @@ def _op_stats_from_types(rank: Rank) -> None:
         return
     _, df = read
     op_type = next((c for c in ("op_type", "kernel_type") if c in df.columns), None)
-    time = next((c for c in ("execution_time", "total_time", "task_time")
-                 if c in df.columns), None)
+    time = next((c for c in ("execution_time", "total_time", "task_time") if c in df.columns), None)
     if op_type is None or time is None:
         missing = "op_type" if op_type is None else "execution_time"
         rank.warn(path, f"missing column {missing!r}", column=missing)
         return
     total = rank.numbers(path, df, time) * MS
     count = rank.numbers(path, df, "execution_frequency")
-    frame = pd.DataFrame({"op_type": df[op_type], "core_type": "AI_CORE", "count": count,
-                          "total_us": total, "avg_us": total / count.where(count > 0),
-                          "ratio": total / total.sum() if total.sum() > 0 else np.nan})
+    frame = pd.DataFrame(
+        {
+            "op_type": df[op_type],
+            "core_type": "AI_CORE",
+            "count": count,
+            "total_us": total,
+            "avg_us": total / count.where(count > 0),
+            "ratio": total / total.sum() if total.sum() > 0 else np.nan,
+        }
+    )
     rank.profile.tables["op_stats"] = frame.dropna(subset=["count", "total_us"])
 
 

@@ -24,7 +24,8 @@ def read_flops(rank: Rank) -> None:
         summary = rank.json(path)
         if isinstance(summary, dict) and summary:
             rank.profile.meta.extra["flops_summary"] = {
-                k: _float(v) for k, v in summary.items() if isinstance(k, str)}
+                k: _float(v) for k, v in summary.items() if isinstance(k, str)
+            }
             _utilization(rank, summary)
         elif summary is not None:
             rank.warn(path, "not a JSON object of FLOPs figures")
@@ -42,18 +43,26 @@ def read_flops(rank: Rank) -> None:
         rank.warn(path, "missing column 'FLOPs'", column="FLOPs")
         return
     mflops = pd.concat([rank.numbers(path, df, c) for c in counts], axis=1)
-    flops = pd.Series(mflops.sum(axis=1, min_count=1).to_numpy() * MFLO,
-                      index=df["full_kernel_name"]).groupby(level=0).first()
+    flops = (
+        pd.Series(mflops.sum(axis=1, min_count=1).to_numpy() * MFLO, index=df["full_kernel_name"])
+        .groupby(level=0)
+        .first()
+    )
     rank.profile.tables["device_ops"] = ops.assign(flops=ops["name"].map(flops))
 
 
 def _utilization(rank: Rank, summary: dict[str, Any]) -> None:
     """The device's FLOPS utilisation (%, achieved FLOPS over the AI Core peak; the FLOPS
     are GFLOPS per MindSpore's docs) as rows of the utilization table, for rules."""
-    rows = [(measure, value, unit) for measure, key, unit, scale in (
-                ("flops_utilization", "FLOPS_Utilization", "%", 1.0),
-                ("flops_per_s", "FLOPS", "FLOPS", 1e9))
-            if math.isfinite(value := _float(summary.get(key)) * scale)]
+    rows = [
+        (measure, value, unit)
+        for measure, key, unit, scale in (
+            ("flops_utilization", "FLOPS_Utilization", "%", 1.0),
+            ("flops_per_s", "FLOPS", "FLOPS", 1e9),
+        )
+        if math.isfinite(value := _float(summary.get(key)) * scale)
+    ]
     if rows:
         rank.profile.tables["utilization"] = pd.DataFrame(
-            rows, columns=["measure", "value", "unit"])
+            rows, columns=["measure", "value", "unit"]
+        )

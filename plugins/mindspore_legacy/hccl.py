@@ -30,17 +30,22 @@ def read_hccl(rank: Rank, path: Path) -> pd.DataFrame | None:
     _, df = read
     rows: list[dict[str, Any]] = []
     for index, (step_text, ops_text) in enumerate(
-            zip(df["step_num"], df["communication_operator_cost"])):
+        zip(df["step_num"], df["communication_operator_cost"])
+    ):
         step = _int(step_text)
         if step is None:
             continue
         try:
             ops = orjson.loads(ops_text)
         except orjson.JSONDecodeError:
-            rank.warn(path, "communication_operator_cost is not JSON; row skipped",
-                      line=index + 2, column="communication_operator_cost")
+            rank.warn(
+                path,
+                "communication_operator_cost is not JSON; row skipped",
+                line=index + 2,
+                column="communication_operator_cost",
+            )
             continue
-        for name, cost in (ops.items() if isinstance(ops, dict) else ()):
+        for name, cost in ops.items() if isinstance(ops, dict) else ():
             rows.extend(_hccl_rows(str(name), step, cost))
     if not rows:
         rank.warn(path, "no communication operator found")
@@ -67,9 +72,28 @@ def _hccl_rows(name: str, step: int, cost: Any) -> list[dict[str, Any]]:
             link_us, size = _float(figures[0]) * MS, _float(figures[1]) * 1e3
             if src != dst and np.isfinite(size):
                 moved += size
-            links.append({"name": f"{src}->{dst}", "kind": "link", "op": op, "step": step,
-                          "duration_us": link_us, "transit_us": link_us, "bytes": size,
-                          "transport": str(transport)})
-    return [{"name": name, "kind": "op", "op": op, "step": step,
-             "duration_us": transit + np.nan_to_num(wait), "transit_us": transit,
-             "wait_us": wait, "bytes": moved if moved else np.nan}, *links]
+            links.append(
+                {
+                    "name": f"{src}->{dst}",
+                    "kind": "link",
+                    "op": op,
+                    "step": step,
+                    "duration_us": link_us,
+                    "transit_us": link_us,
+                    "bytes": size,
+                    "transport": str(transport),
+                }
+            )
+    return [
+        {
+            "name": name,
+            "kind": "op",
+            "op": op,
+            "step": step,
+            "duration_us": transit + np.nan_to_num(wait),
+            "transit_us": transit,
+            "wait_us": wait,
+            "bytes": moved if moved else np.nan,
+        },
+        *links,
+    ]

@@ -13,7 +13,7 @@ from advisor.formats.numbers import finite_float as _float
 if TYPE_CHECKING:
     from .context import Rank
 
-GIB = 1024.0 ** 3
+GIB = 1024.0**3
 
 
 def read_memory(rank: Rank) -> None:
@@ -34,8 +34,14 @@ def read_memory(rank: Rank) -> None:
     if not (math.isfinite(peak) and peak >= 0):
         rank.warn(path, f"peak_mem is not a number of GiB: {summary.get('peak_mem')!r}")
         return
-    rank.profile.tables["memory"] = pd.DataFrame({
-        "time_us": [np.nan], "allocated_bytes": [peak * GIB], "reserved_bytes": [peak * GIB],
-        "capacity_bytes": [capacity * GIB if math.isfinite(capacity) and capacity > 0
-                           else np.nan],
-        "device": [f"NPU:{rank.rank}"]})
+    rank.profile.tables["memory"] = pd.DataFrame(
+        {
+            "time_us": [np.nan],
+            "allocated_bytes": [peak * GIB],
+            "reserved_bytes": [peak * GIB],
+            "capacity_bytes": [
+                capacity * GIB if math.isfinite(capacity) and capacity > 0 else np.nan
+            ],
+            "device": [f"NPU:{rank.rank}"],
+        }
+    )

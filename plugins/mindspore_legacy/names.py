@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 _KINDS: dict[str, re.Pattern[str]] = {
-    kind: re.compile(pattern) for kind, pattern in (
+    kind: re.compile(pattern)
+    for kind, pattern in (
         ("step_trace", r"step_trace_raw_(\d+)_detail_time\.csv"),
         ("device_queue", r"device_queue_profiling_(\d+)\.txt"),
         ("dataset_iterator", r"dataset_iterator_profiling_(\d+)\.txt"),
@@ -24,8 +25,15 @@ _KINDS: dict[str, re.Pattern[str]] = {
     )
 }
 # Files that alone make a folder a MindSpore profiler folder (framework_raw alone does not).
-DETECTING = ("step_trace", "device_queue", "dataset_iterator", "getnext", "pipeline",
-             "aicore_type", "cpu")
+DETECTING = (
+    "step_trace",
+    "device_queue",
+    "dataset_iterator",
+    "getnext",
+    "pipeline",
+    "aicore_type",
+    "cpu",
+)
 
 
 def kind_of(name: str) -> tuple[str, int] | None:

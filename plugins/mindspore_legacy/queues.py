@@ -48,8 +48,15 @@ def _host_queue(rank: Rank, path: Path) -> pd.DataFrame | None:
         if len(cells) not in (4, 5) or values is None or values[0] not in (0, 1):
             bad.append((number, " ".join(cells)))
         elif values[0] == 1:  # connector size; type 0 lines are stage times
-            rows.append({"queue": "host", "step": values[2], "size": float(values[3]),
-                         "capacity": float(values[1]), "time_us": np.nan})
+            rows.append(
+                {
+                    "queue": "host",
+                    "step": values[2],
+                    "size": float(values[3]),
+                    "capacity": float(values[1]),
+                    "time_us": np.nan,
+                }
+            )
     rank.report_bad(path, bad, "type extra-info batch value [timestamp]")
     if not rows:
         if not bad:
@@ -69,8 +76,15 @@ def _device_queue(rank: Rank, path: Path) -> pd.DataFrame | None:
             bad.append((number, " ".join(cells)))
             continue
         start, end, size = values
-        rows.append({"queue": "device", "step": len(rows) + 1, "size": float(size),
-                     "time_us": float(start), "wait_us": float(end - start)})
+        rows.append(
+            {
+                "queue": "device",
+                "step": len(rows) + 1,
+                "size": float(size),
+                "time_us": float(start),
+                "wait_us": float(end - start),
+            }
+        )
     rank.report_bad(path, bad, "GetNext_dequeue_wait start end size")
     return pd.DataFrame(rows) if rows else None
 

@@ -27,8 +27,9 @@ CLOCK_TOLERANCE_US = 60e6  # GetNext samples further than this from the steps: a
 def read_rank(rank: Rank) -> Profile | None:
     """The rank's profile, or None when none of its files gave a table (its warnings then stay
     on `rank.profile`)."""
-    readers: tuple[tuple[str, Callable[[Rank, Path], pd.DataFrame | None], str,
-                         tuple[str, ...]], ...] = (
+    readers: tuple[
+        tuple[str, Callable[[Rank, Path], pd.DataFrame | None], str, tuple[str, ...]], ...
+    ] = (
         ("step_trace", read_steps, "steps", ("start_us", "end_us")),
         ("pipeline", _pipeline, "pipeline_ops", ()),
         ("hccl", read_hccl, "comm_ops", ()),
@@ -43,13 +44,17 @@ def read_rank(rank: Rank) -> Profile | None:
     if not rank.profile.tables:
         return None
     _rebase(rank)
-    rank.profile.tables = {name: conform(name, df)
-                           for name, df in rank.profile.tables.items()}
+    rank.profile.tables = {name: conform(name, df) for name, df in rank.profile.tables.items()}
     return rank.profile
 
 
-def _add(rank: Rank, kind: str, read: Callable[[Rank, Path], pd.DataFrame | None],
-         table: str, clock: tuple[str, ...]) -> None:
+def _add(
+    rank: Rank,
+    kind: str,
+    read: Callable[[Rank, Path], pd.DataFrame | None],
+    table: str,
+    clock: tuple[str, ...],
+) -> None:
     path = rank.files.get(kind)
     if path is None:
         return
@@ -72,11 +77,14 @@ def _rebase(rank: Rank) -> None:
     if "queues" in rank.clocked and "steps" in rank.clocked:
         times = tables["queues"]["time_us"]
         steps = tables["steps"]
-        far = ((times < steps["start_us"].min() - CLOCK_TOLERANCE_US)
-               | (times > steps["end_us"].max() + CLOCK_TOLERANCE_US))
+        far = (times < steps["start_us"].min() - CLOCK_TOLERANCE_US) | (
+            times > steps["end_us"].max() + CLOCK_TOLERANCE_US
+        )
         if far.any():
-            rank.warn(rank.files["getnext"], "GetNext times are not on the step trace's "
-                                             "clock; sample times dropped")
+            rank.warn(
+                rank.files["getnext"],
+                "GetNext times are not on the step trace's clock; sample times dropped",
+            )
             tables["queues"] = tables["queues"].assign(time_us=np.nan)
             del rank.clocked["queues"]
     starts = [tables[t][list(cols)].min().min() for t, cols in rank.clocked.items()]
@@ -86,5 +94,4 @@ def _rebase(rank: Rank) -> None:
     origin = float(min(starts))
     rank.profile.meta.extra["time_origin_us"] = origin
     for table, columns in rank.clocked.items():
-        tables[table] = tables[table].assign(
-            **{c: tables[table][c] - origin for c in columns})
+        tables[table] = tables[table].assign(**{c: tables[table][c] - origin for c in columns})

@@ -37,9 +37,13 @@ def read_steps(rank: Rank, path: Path) -> pd.DataFrame | None:
         bad = ~keep
     if bad.any():
         first = int(np.argmax(bad.to_numpy()))
-        rank.warn(path, f"{int(bad.sum())} rows without a step number skipped "
-                        f"(first: {step_text.iloc[first]!r})", line=first + 2,
-                  column="step_num")
+        rank.warn(
+            path,
+            f"{int(bad.sum())} rows without a step number skipped "
+            f"(first: {step_text.iloc[first]!r})",
+            line=first + 2,
+            column="step_num",
+        )
     df = df[keep.to_numpy()]
     if df.empty:
         rank.warn(path, "no step rows (only the average row)")
@@ -51,8 +55,9 @@ def read_steps(rank: Rank, path: Path) -> pd.DataFrame | None:
         return rank.numbers(path, df, column) / TICKS_PER_US
 
     reduces = [c for c in df.columns if re.fullmatch(r"stream_\d+_parallel_\d+", c)]
-    reduce_us = (pd.concat([ticks(c) for c in reduces], axis=1).sum(axis=1, min_count=1)
-                 if reduces else None)
+    reduce_us = (
+        pd.concat([ticks(c) for c in reduces], axis=1).sum(axis=1, min_count=1) if reduces else None
+    )
     interval = ticks("iteration_interval")
     start = ticks("fp_point")
     if start is None:
@@ -69,9 +74,13 @@ def read_steps(rank: Rank, path: Path) -> pd.DataFrame | None:
         "reduce_us": reduce_us,
     }
     exposure = _collective_exposure(
-        {name: (ticks(f"{name}_start_point"), ticks(f"{name}_end_point"))
-         for name in _collective_columns(df.columns)},
-        ticks("fp_point"), ticks("bp_point"))
+        {
+            name: (ticks(f"{name}_start_point"), ticks(f"{name}_end_point"))
+            for name in _collective_columns(df.columns)
+        },
+        ticks("fp_point"),
+        ticks("bp_point"),
+    )
     if exposure is not None:
         columns["communication_us"], columns["comm_not_overlapped_us"] = exposure
     frame = pd.DataFrame({k: v for k, v in columns.items() if v is not None})
@@ -86,14 +95,19 @@ def _collective_columns(columns: Any) -> list[str]:
     """The collectives step_trace_raw times per step: `<name>_start_point` and
     `<name>_end_point` pairs, named `stream_<id>_parallel_<n>` or, in newer MindSpore,
     `stream_<id>_<n>_AllReduce-op<N>` and the like."""
-    names = {str(c)[:-len("_start_point")] for c in columns
-             if re.fullmatch(r"stream_\d+_.+_start_point", str(c))}
+    names = {
+        str(c)[: -len("_start_point")]
+        for c in columns
+        if re.fullmatch(r"stream_\d+_.+_start_point", str(c))
+    }
     return sorted(n for n in names if f"{n}_end_point" in columns)
 
 
-def _collective_exposure(spans: dict[str, tuple[pd.Series | None, pd.Series | None]],
-                         fp: pd.Series | None, bp: pd.Series | None
-                         ) -> tuple[pd.Series, pd.Series] | None:
+def _collective_exposure(
+    spans: dict[str, tuple[pd.Series | None, pd.Series | None]],
+    fp: pd.Series | None,
+    bp: pd.Series | None,
+) -> tuple[pd.Series, pd.Series] | None:
     """Per step, the time collectives ran (their union) and the part of it outside the
     forward and backward pass [fp_point, bp_point): an all-reduce still running after the
     backward pass ends has no computation left to hide it."""

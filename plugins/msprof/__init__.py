@@ -39,10 +39,14 @@ class MsprofReader:
     formats = ("CANN msprof export (PROF_XXX)",)
     collect = {
         "steps": 'training_trace "on" in the profiling options (step_trace)',
-        **dict.fromkeys(("device_ops", "device_ops.start_us"),
-                        'task_trace "on" in the profiling options (op_summary / task_time)'),
-        **{f"device_ops.{c}": 'aic_metrics "PipeUtilization" in the profiling options'
-           for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")},
+        **dict.fromkeys(
+            ("device_ops", "device_ops.start_us"),
+            'task_trace "on" in the profiling options (op_summary / task_time)',
+        ),
+        **{
+            f"device_ops.{c}": 'aic_metrics "PipeUtilization" in the profiling options'
+            for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")
+        },
         "comm_ops": "profile the distributed job (HCCL data: hccl_* files)",
     }
     """How to make msprof record what a rule lacks (see Reader.collect)."""
@@ -54,8 +58,11 @@ class MsprofReader:
             return False
         if path.name.startswith("PROF_") or (path / MERGED_DIR).is_dir():
             return True
-        return any(sub.is_dir() for device in device_dirs(path)
-                   for sub in (device / "summary", device / "timeline", device / "data"))
+        return any(
+            sub.is_dir()
+            for device in device_dirs(path)
+            for sub in (device / "summary", device / "timeline", device / "data")
+        )
 
     def read(self, path: Path) -> list[Profile]:
         return ExportReader(Path(path)).read()

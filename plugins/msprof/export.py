@@ -27,8 +27,13 @@ from .timeline import timeline_tables
 READER = "msprof"
 MERGED_DIR = "mindstudio_profiler_output"
 EXPORT_HINT = "run `msprof --export=on --output=<path>` first"
-TIME_COLUMNS = {"steps": ("start_us", "end_us"), "device_ops": ("start_us",),
-                "host_ops": ("start_us",), "comm_ops": ("start_us",), "queues": ("time_us",)}
+TIME_COLUMNS = {
+    "steps": ("start_us", "end_us"),
+    "device_ops": ("start_us",),
+    "host_ops": ("start_us",),
+    "comm_ops": ("start_us",),
+    "queues": ("time_us",),
+}
 
 
 @dataclass
@@ -82,20 +87,26 @@ class ExportReader:
             if self.raw_only and not self.exports_found:
                 raise UnreadableInput(self.root, f"only undecoded raw data found; {EXPORT_HINT}")
             problems = "; ".join(f"{n.file}: {n.problem}" for n in self._all_notes()[:3])
-            looked = (f"{MERGED_DIR}/*.csv, device_*/summary/*.csv and "
-                      f"device_*/timeline/*.json")
-            raise UnreadableInput(self.root, f"no readable msprof export ({problems})" if problems
-                                  else f"no msprof export found (looked for {looked})")
+            looked = f"{MERGED_DIR}/*.csv, device_*/summary/*.csv and device_*/timeline/*.json"
+            raise UnreadableInput(
+                self.root,
+                f"no readable msprof export ({problems})"
+                if problems
+                else f"no msprof export found (looked for {looked})",
+            )
         for device_id in self.raw_only:
             self._device(device_id).profile.warn(
-                f"device_{device_id}/data", f"only undecoded raw data found; {EXPORT_HINT}",
-                reader=READER)
+                f"device_{device_id}/data",
+                f"only undecoded raw data found; {EXPORT_HINT}",
+                reader=READER,
+            )
         profiles = []
         for device_id in sorted(self.devices, key=_device_sort_key):
             dev = self.devices[device_id]
             for note in self.shared:
-                dev.profile.warn(note.file, note.problem, line=note.line, column=note.column,
-                                 reader=READER)
+                dev.profile.warn(
+                    note.file, note.problem, line=note.line, column=note.column, reader=READER
+                )
             profiles.append(build_profile(dev))
         return profiles
 
@@ -107,8 +118,13 @@ class ExportReader:
 
     def _device(self, device_id: str) -> _Device:
         if device_id not in self.devices:
-            meta = ProfileMeta(source_format="msprof-summary", path=str(self.root),
-                               framework="CANN", device_kind="NPU", device_id=device_id)
+            meta = ProfileMeta(
+                source_format="msprof-summary",
+                path=str(self.root),
+                framework="CANN",
+                device_kind="NPU",
+                device_id=device_id,
+            )
             dev = _Device(Profile(meta))
             self.devices[device_id] = dev
             self._read_info(dev)
@@ -150,8 +166,9 @@ class ExportReader:
             for dev in self.devices.values():
                 dev.add(table, rows, [rel])
 
-    def _shared_warn(self, file: str | Path, problem: str, *, line: int | None = None,
-                     column: str | None = None) -> None:
+    def _shared_warn(
+        self, file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+    ) -> None:
         self.shared.append(_Note(str(file), problem, line, column))
 
     # -- per-device folders --------------------------------------------------------------------
@@ -237,8 +254,10 @@ class ExportReader:
         """Chip facts (AI Core count, frequencies) rules need, from `info.json.N`."""
         device_id = dev.profile.meta.device_id
         folder = self.root / f"device_{device_id}"
-        path = next((p for p in (folder / f"info.json.{device_id}", folder / "info.json")
-                     if p.is_file()), None)
+        path = next(
+            (p for p in (folder / f"info.json.{device_id}", folder / "info.json") if p.is_file()),
+            None,
+        )
         if path is None:
             return
         try:
@@ -251,9 +270,14 @@ class ExportReader:
 
 
 def device_dirs(root: Path) -> list[Path]:
-    return sorted((p for p in root.glob("device_*")
-                   if p.is_dir() and p.name.removeprefix("device_").isdigit()),
-                  key=lambda p: int(p.name.removeprefix("device_")))
+    return sorted(
+        (
+            p
+            for p in root.glob("device_*")
+            if p.is_dir() and p.name.removeprefix("device_").isdigit()
+        ),
+        key=lambda p: int(p.name.removeprefix("device_")),
+    )
 
 
 def _device_sort_key(device_id: str) -> tuple[int, str]:
@@ -265,8 +289,9 @@ def _has_files(folder: Path) -> bool:
 
 
 def _profile_warn(profile: Profile) -> WarnFn:
-    def warn(file: str | Path, problem: str, *, line: int | None = None,
-             column: str | None = None) -> None:
+    def warn(
+        file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+    ) -> None:
         profile.warn(file, problem, line=line, column=column, reader=READER)
 
     return warn
@@ -277,9 +302,13 @@ def build_profile(dev: _Device) -> Profile:
     profile = dev.profile
     tables = {name: pd.concat(parts, ignore_index=True) for name, parts in dev.parts.items()}
     origin = None
-    times = [tables[name][c].to_numpy("float64", na_value=np.nan)
-             for name, columns in TIME_COLUMNS.items() if name in tables
-             for c in columns if c in tables[name]]
+    times = [
+        tables[name][c].to_numpy("float64", na_value=np.nan)
+        for name, columns in TIME_COLUMNS.items()
+        if name in tables
+        for c in columns
+        if c in tables[name]
+    ]
     times = np.concatenate(times) if times else np.empty(0)
     times = times[np.isfinite(times)]
     if times.size:  # one broken far-off time must not become the origin
@@ -294,6 +323,7 @@ def build_profile(dev: _Device) -> Profile:
         for name, columns in TIME_COLUMNS.items():
             if name in tables:
                 tables[name] = tables[name].assign(
-                    **{c: tables[name][c] - origin for c in columns if c in tables[name]})
+                    **{c: tables[name][c] - origin for c in columns if c in tables[name]}
+                )
     profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
     return profile

@@ -10,10 +10,18 @@ from advisor.model import ProfileMeta
 def apply_info(meta: ProfileMeta, info: dict[str, Any], device_id: str | None) -> None:
     devices = info.get("DeviceInfo")
     devices = devices if isinstance(devices, list) else []
-    entry = next((d for d in devices if isinstance(d, dict) and str(d.get("id")) == device_id),
-                 devices[0] if devices and isinstance(devices[0], dict) else {})
-    for key in ("ai_core_num", "aiv_num", "ai_cpu_core_num", "aic_frequency", "aiv_frequency",
-                "hwts_frequency"):
+    entry = next(
+        (d for d in devices if isinstance(d, dict) and str(d.get("id")) == device_id),
+        devices[0] if devices and isinstance(devices[0], dict) else {},
+    )
+    for key in (
+        "ai_core_num",
+        "aiv_num",
+        "ai_cpu_core_num",
+        "aic_frequency",
+        "aiv_frequency",
+        "hwts_frequency",
+    ):
         if key in entry:
             meta.extra[key] = _number_or_text(entry[key])
     for key, name in (("platform_version", "platform"), ("version", "info_json")):

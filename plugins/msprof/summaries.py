@@ -31,19 +31,22 @@ def _steps_from_step_trace(csv: SummaryCsv) -> pd.DataFrame:
     end = csv.number("Iteration End(us)")
     duration = csv.number("Iteration Time(us)")
     reduces = [csv.number(c) for c in csv.copies("Reduce Duration(us)")]
-    return frame_of({
-        "step": csv.number("Iteration ID"),
-        "start_us": end - duration,
-        "end_us": end,
-        "duration_us": duration,
-        "fp_bp_us": csv.number("FP to BP Time(us)"),
-        "grad_refresh_us": csv.number(csv.first("Iteration Refresh(us)",
-                                                "Grad Refresh Bound(us)")),
-        "data_aug_bound_us": csv.number("Data Aug Bound(us)"),
-        # `N/A` in a reduce group means the iteration had fewer groups: it adds nothing.
-        "reduce_us": pd.concat(reduces, axis=1).sum(axis=1) if reduces else None,
-        "model_id": csv.number("Model ID"),
-    })
+    return frame_of(
+        {
+            "step": csv.number("Iteration ID"),
+            "start_us": end - duration,
+            "end_us": end,
+            "duration_us": duration,
+            "fp_bp_us": csv.number("FP to BP Time(us)"),
+            "grad_refresh_us": csv.number(
+                csv.first("Iteration Refresh(us)", "Grad Refresh Bound(us)")
+            ),
+            "data_aug_bound_us": csv.number("Data Aug Bound(us)"),
+            # `N/A` in a reduce group means the iteration had fewer groups: it adds nothing.
+            "reduce_us": pd.concat(reduces, axis=1).sum(axis=1) if reduces else None,
+            "model_id": csv.number("Model ID"),
+        }
+    )
 
 
 _KERNEL_TYPES = {"KERNEL_AICORE": "AI_CORE", "KERNEL_AICPU": "AI_CPU"}
@@ -52,15 +55,17 @@ _KERNEL_TYPES = {"KERNEL_AICORE": "AI_CORE", "KERNEL_AICPU": "AI_CPU"}
 def _device_ops_from_task_time(csv: SummaryCsv) -> pd.DataFrame:
     kernel_type = csv.text("kernel_type").fillna("UNKNOWN")
     core_type = kernel_type.map(lambda t: _KERNEL_TYPES.get(t, t))
-    return frame_of({
-        "name": csv.text("kernel_name").fillna(kernel_type),  # N/A names: non-kernel tasks
-        "core_type": core_type,
-        "start_us": csv.number("task_start(us)"),
-        "duration_us": csv.number("task_time(us)"),
-        "stream": csv.number("stream_id"),
-        "task_id": csv.number("task_id"),
-        "category": task_categories(core_type),
-    })
+    return frame_of(
+        {
+            "name": csv.text("kernel_name").fillna(kernel_type),  # N/A names: non-kernel tasks
+            "core_type": core_type,
+            "start_us": csv.number("task_start(us)"),
+            "duration_us": csv.number("task_time(us)"),
+            "stream": csv.number("stream_id"),
+            "task_id": csv.number("task_id"),
+            "category": task_categories(core_type),
+        }
+    )
 
 
 def _sample_numbers(csv: SummaryCsv) -> pd.Series:
@@ -75,31 +80,47 @@ def _queues_from_aicpu_mi(csv: SummaryCsv) -> pd.DataFrame:
     per read, as MindSpore's `minddata_aicpu` samples, so DATA-002/004 apply."""
     start = csv.number("Start Time(us)")
     size = csv.number("Queue Size")
-    return frame_of({"queue": pd.Series("device", index=csv.df.index),
-                   "step": _sample_numbers(csv), "size": size, "empty": size == 0,
-                   "time_us": start, "wait_us": csv.number("End Time(us)") - start})
+    return frame_of(
+        {
+            "queue": pd.Series("device", index=csv.df.index),
+            "step": _sample_numbers(csv),
+            "size": size,
+            "empty": size == 0,
+            "time_us": start,
+            "wait_us": csv.number("End Time(us)") - start,
+        }
+    )
 
 
 def _queues_from_dp(csv: SummaryCsv) -> pd.DataFrame:
     """TensorFlow data-preprocess offload: the host's cached buffer of prepared batches, one
     sample per event; an empty buffer means the host pipeline had nothing ready (DATA-001)."""
     size = csv.number("Cached Buffer Size")
-    return frame_of({"queue": pd.Series("host", index=csv.df.index),
-                   "step": _sample_numbers(csv), "size": size, "empty": size == 0,
-                   "time_us": csv.number("Timestamp(us)")})
+    return frame_of(
+        {
+            "queue": pd.Series("host", index=csv.df.index),
+            "step": _sample_numbers(csv),
+            "size": size,
+            "empty": size == 0,
+            "time_us": csv.number("Timestamp(us)"),
+        }
+    )
 
 
 # Read order matters: op_summary before task_time (see `_add_csv_rows`).
 CSV_TABLES: dict[str, CsvKind] = {
     "op_summary": OP_SUMMARY,
-    "task_time": CsvKind("device_ops", ("kernel_name", "kernel_type", "task_time(us)"),
-                          _device_ops_from_task_time),
-    "step_trace": CsvKind("steps", ("Iteration ID", "Iteration End(us)", "Iteration Time(us)"),
-                           _steps_from_step_trace),
+    "task_time": CsvKind(
+        "device_ops", ("kernel_name", "kernel_type", "task_time(us)"), _device_ops_from_task_time
+    ),
+    "step_trace": CsvKind(
+        "steps", ("Iteration ID", "Iteration End(us)", "Iteration Time(us)"), _steps_from_step_trace
+    ),
     "op_statistic": OP_STATISTIC,
     "api_statistic": API_STATISTIC,
-    "aicpu_mi": CsvKind("queues", ("Start Time(us)", "End Time(us)", "Queue Size"),
-                         _queues_from_aicpu_mi),
+    "aicpu_mi": CsvKind(
+        "queues", ("Start Time(us)", "End Time(us)", "Queue Size"), _queues_from_aicpu_mi
+    ),
     "dp": CsvKind("queues", ("Timestamp(us)", "Cached Buffer Size"), _queues_from_dp),
 }
 
@@ -109,19 +130,29 @@ def read_csv_table(kind: str, path: Path, rel: str, warn: WarnFn) -> pd.DataFram
     return read_summary_table(CSV_TABLES[kind], path, rel, warn)
 
 
-def split_devices(frame: pd.DataFrame, rel: str,
-                   warn: WarnFn) -> Iterable[tuple[str, pd.DataFrame]]:
+def split_devices(
+    frame: pd.DataFrame, rel: str, warn: WarnFn
+) -> Iterable[tuple[str, pd.DataFrame]]:
     """Rows of a merged CSV per `Device_id`; rows without one are reported and dropped."""
     if DEVICE_COLUMN not in frame:
-        warn(rel, "missing column 'Device_id' (needed to split merged summaries per device)",
-             column="Device_id")
+        warn(
+            rel,
+            "missing column 'Device_id' (needed to split merged summaries per device)",
+            column="Device_id",
+        )
         return []
     ids = frame[DEVICE_COLUMN]
     # a cell that is neither a number nor `host` (a corrupt row) names no device either
     ids = ids.where(ids.astype("string").str.fullmatch(r"\d{1,9}|host").fillna(False))
     frame = frame.assign(**{DEVICE_COLUMN: ids})
     if ids.isna().any():
-        warn(rel, f"{int(ids.isna().sum())} rows without a Device_id ignored",
-             line=int(np.argmax(ids.isna().to_numpy())) + 2, column="Device_id")
-    return [(str(device_id), rows.reset_index(drop=True))
-            for device_id, rows in frame.groupby(DEVICE_COLUMN, sort=False)]
+        warn(
+            rel,
+            f"{int(ids.isna().sum())} rows without a Device_id ignored",
+            line=int(np.argmax(ids.isna().to_numpy())) + 2,
+            column="Device_id",
+        )
+    return [
+        (str(device_id), rows.reset_index(drop=True))
+        for device_id, rows in frame.groupby(DEVICE_COLUMN, sort=False)
+    ]

@@ -34,8 +34,11 @@ _REDUCE_NAME = re.compile(r"^Reduce_(\d+)_\d+$")
 
 
 # Step-trace event categories that carry one duration of an iteration.
-_STEP_DURATIONS = {"Iteration Time": "duration_us", "FP_BP Time": "fp_bp_us",
-                   "Iteration Refresh": "grad_refresh_us"}
+_STEP_DURATIONS = {
+    "Iteration Time": "duration_us",
+    "FP_BP Time": "fp_bp_us",
+    "Iteration Refresh": "grad_refresh_us",
+}
 _STEP_CATEGORIES = {*_STEP_DURATIONS, "Reduce", "Data_aug Bound"}
 
 
@@ -67,8 +70,9 @@ def _steps_from_trace(trace: Trace) -> pd.DataFrame | None:
             row["reduce_us"] = row.get("reduce_us", 0.0) + _f(e.get("dur"))
         elif cat == "Data_aug Bound" and "Data_aug Bound(us)" in args:
             rows.setdefault(key, {})["data_aug_bound_us"] = _f(args["Data_aug Bound(us)"])
-    steps = [dict(r, step=step, model_id=model) for (model, step), r in rows.items()
-             if "start_us" in r]
+    steps = [
+        dict(r, step=step, model_id=model) for (model, step), r in rows.items() if "start_us" in r
+    ]
     if not steps:
         return None
     frame = pd.DataFrame(steps).sort_values(["model_id", "step"], kind="stable")
@@ -96,10 +100,18 @@ def _device_ops_from_trace(trace: Trace, hccl_streams: set[int]) -> pd.DataFrame
         if stream in hccl_streams:
             continue
         core_type = str(args.get("Task Type") or "UNKNOWN")
-        rows.append({"name": str(e.get("name", "")), "op_type": op_type(e.get("name", "")),
-                     "core_type": core_type, "category": task_category(core_type),
-                     "start_us": _f(e.get("ts")), "duration_us": _f(e.get("dur")),
-                     "stream": stream, "task_id": int_or_none(args.get("Task Id"))})
+        rows.append(
+            {
+                "name": str(e.get("name", "")),
+                "op_type": op_type(e.get("name", "")),
+                "core_type": core_type,
+                "category": task_category(core_type),
+                "start_us": _f(e.get("ts")),
+                "duration_us": _f(e.get("dur")),
+                "stream": stream,
+                "task_id": int_or_none(args.get("Task Id")),
+            }
+        )
     return pd.DataFrame(rows) if rows else None
 
 
@@ -111,20 +123,31 @@ def comm_from_trace(trace: Trace) -> tuple[pd.DataFrame | None, set[int]]:
     Memcpy, Reduce_Inline) are not ops, they only give the transport and the streams.
     """
     tasks = [e for e in trace.complete() if "transport type" in (e.get("args") or {})]
-    ops = [e for e in trace.complete(re.compile("Communication"))
-           if "transport type" not in (e.get("args") or {})]
+    ops = [
+        e
+        for e in trace.complete(re.compile("Communication"))
+        if "transport type" not in (e.get("args") or {})
+    ]
     return comm_from_columns(
-        pd.DataFrame({"name": pd.Series([str(e.get("name", "")) for e in ops], dtype=object),
-                      "start_us": pd.Series([e.get("ts") for e in ops], dtype=object),
-                      "duration_us": pd.Series([e.get("dur") for e in ops], dtype=object),
-                      "thread": pd.Series([trace.thread_name(e) for e in ops], dtype=object)}),
-        pd.DataFrame({"start_us": pd.Series([e.get("ts") for e in tasks], dtype=object),
-                      "transport": pd.Series([str(e["args"]["transport type"]) for e in tasks],
-                                             dtype=object),
-                      "stream": pd.Series([e["args"].get("stream id") for e in tasks],
-                                          dtype=object),
-                      "bytes": pd.Series([e["args"].get("size(Byte)") for e in tasks],
-                                         dtype=object)}))
+        pd.DataFrame(
+            {
+                "name": pd.Series([str(e.get("name", "")) for e in ops], dtype=object),
+                "start_us": pd.Series([e.get("ts") for e in ops], dtype=object),
+                "duration_us": pd.Series([e.get("dur") for e in ops], dtype=object),
+                "thread": pd.Series([trace.thread_name(e) for e in ops], dtype=object),
+            }
+        ),
+        pd.DataFrame(
+            {
+                "start_us": pd.Series([e.get("ts") for e in tasks], dtype=object),
+                "transport": pd.Series(
+                    [str(e["args"]["transport type"]) for e in tasks], dtype=object
+                ),
+                "stream": pd.Series([e["args"].get("stream id") for e in tasks], dtype=object),
+                "bytes": pd.Series([e["args"].get("size(Byte)") for e in tasks], dtype=object),
+            }
+        ),
+    )
 
 
 def _host_ops_from_trace(trace: Trace) -> pd.DataFrame | None:
@@ -132,14 +155,20 @@ def _host_ops_from_trace(trace: Trace) -> pd.DataFrame | None:
     rows = []
     for e in trace.complete():
         level, _, api = str(e.get("name", "")).rpartition("@")
-        rows.append({"name": api, "kind": "cann_api", "level": level or None,
-                     "start_us": _f(e.get("ts")), "duration_us": _f(e.get("dur")),
-                     "thread": int_or_none(e.get("tid"))})
+        rows.append(
+            {
+                "name": api,
+                "kind": "cann_api",
+                "level": level or None,
+                "start_us": _f(e.get("ts")),
+                "duration_us": _f(e.get("dur")),
+                "thread": int_or_none(e.get("tid")),
+            }
+        )
     return pd.DataFrame(rows) if rows else None
 
 
-def timeline_tables(load: Callable[[str], Trace | None]
-                     ) -> dict[str, tuple[pd.DataFrame, str]]:
+def timeline_tables(load: Callable[[str], Trace | None]) -> dict[str, tuple[pd.DataFrame, str]]:
     """Tables of one device's timeline, each with the file type it came from.
 
     `hccl_*`, `step_trace_*` and `task_time_*` first; `msprof_*.json`, which repeats them in

@@ -50,24 +50,37 @@ class Base:
         return dest
 
 
-BASES = {b.name: b for b in (
-    Base("msprof", (OWN / "msprof/PROF_000001_20260105093000123_SMALLCASE",)),
-    Base("msprof_demo", (DEMO,)),
-    Base("msprof_queues", (OWN / "msprof_queues/PROF_000004_20260110080000000_QUEUES",)),
-    Base("cann_timeline",
-         (SHARED / "cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC",)),
-    Base("ascend_pt", (SHARED / "ascend_pt/rank0_ascend_pt",)),
-    Base("kineto", (OWN / "kineto_own/healthy.pt.trace.json.gz",)),
-    Base("kineto_ranks", (OWN / "kineto_own/ddp_rank0.pt.trace.json.gz",
-                          OWN / "kineto_own/ddp_rank1.pt.trace.json.gz"), ranks=True),
-    Base("kineto_cpu",
-         (SHARED / "kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",)),
-    Base("mindspore", (SHARED / "mindspore_legacy/run_2_profiler",)),
-    Base("mindspore_ranks", (SHARED / "mindspore_legacy/profiler_misc",), ranks=True),
-    Base("megengine_dynamic", (OWN / "megengine/dynamic",)),
-    Base("megengine_static", (OWN / "megengine/static",)),
-    Base("aoe", (OWN / "aoe/good",)),
-)}
+BASES = {
+    b.name: b
+    for b in (
+        Base("msprof", (OWN / "msprof/PROF_000001_20260105093000123_SMALLCASE",)),
+        Base("msprof_demo", (DEMO,)),
+        Base("msprof_queues", (OWN / "msprof_queues/PROF_000004_20260110080000000_QUEUES",)),
+        Base(
+            "cann_timeline",
+            (SHARED / "cann_timeline/PROF_000001_20230818142704322_COJGGGCANRMICFBC",),
+        ),
+        Base("ascend_pt", (SHARED / "ascend_pt/rank0_ascend_pt",)),
+        Base("kineto", (OWN / "kineto_own/healthy.pt.trace.json.gz",)),
+        Base(
+            "kineto_ranks",
+            (
+                OWN / "kineto_own/ddp_rank0.pt.trace.json.gz",
+                OWN / "kineto_own/ddp_rank1.pt.trace.json.gz",
+            ),
+            ranks=True,
+        ),
+        Base(
+            "kineto_cpu",
+            (SHARED / "kineto/cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz",),
+        ),
+        Base("mindspore", (SHARED / "mindspore_legacy/run_2_profiler",)),
+        Base("mindspore_ranks", (SHARED / "mindspore_legacy/profiler_misc",), ranks=True),
+        Base("megengine_dynamic", (OWN / "megengine/dynamic",)),
+        Base("megengine_static", (OWN / "megengine/static",)),
+        Base("aoe", (OWN / "aoe/good",)),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -109,7 +122,7 @@ class Case:
 
 
 def truncate(fraction: float) -> Mutation:
-    return lambda data, rng: data[:int(len(data) * fraction)]
+    return lambda data, rng: data[: int(len(data) * fraction)]
 
 
 def cut_last(data: bytes, rng: random.Random) -> bytes:
@@ -131,12 +144,13 @@ def flip(count: int) -> Mutation:
             at = rng.randrange(len(out))
             out[at] ^= 1 << rng.randrange(8)
         return bytes(out)
+
     return mutate
 
 
 def zero_block(data: bytes, rng: random.Random) -> bytes:
     at = rng.randrange(len(data))
-    return data[:at] + b"\x00" * 64 + data[at + 64:]
+    return data[:at] + b"\x00" * 64 + data[at + 64 :]
 
 
 def utf16(data: bytes, rng: random.Random) -> bytes | None:
@@ -149,8 +163,9 @@ def utf16(data: bytes, rng: random.Random) -> bytes | None:
 def latin1(data: bytes, rng: random.Random) -> bytes | None:
     """Non-ASCII names written in Latin-1 (invalid UTF-8) where the file has names."""
     text = data.decode("utf-8", errors="replace")
-    new, n = re.subn(r"(?<=[A-Za-z])([A-Za-z]{3})(?=[A-Za-z_])", "\u00e9\u00fc\u00df", text,
-                     count=5)
+    new, n = re.subn(
+        r"(?<=[A-Za-z])([A-Za-z]{3})(?=[A-Za-z_])", "\u00e9\u00fc\u00df", text, count=5
+    )
     return new.encode("latin-1", errors="replace") if n else None
 
 
@@ -167,22 +182,25 @@ def crlf_bom(data: bytes, rng: random.Random) -> bytes:
 
 # JSON ---------------------------------------------------------------------------------------
 
-_NUMBER_FIELD = re.compile(rb'("(?:dur|ts|Duration|duration|time|cost|value)"\s*:\s*)'
-                           rb'(-?[0-9][0-9.eE+-]*|"-?[0-9][0-9.eE+-]*")')
+_NUMBER_FIELD = re.compile(
+    rb'("(?:dur|ts|Duration|duration|time|cost|value)"\s*:\s*)'
+    rb'(-?[0-9][0-9.eE+-]*|"-?[0-9][0-9.eE+-]*")'
+)
 
 
 def json_field(value: bytes, count: int = 20) -> Mutation:
     """Replace the first `count` numeric `dur`/`ts`/... values with `value`."""
+
     def mutate(data: bytes, rng: random.Random) -> bytes | None:
         new, n = _NUMBER_FIELD.subn(lambda m: m[1] + value, data, count=count)
         return new if n else None
+
     return mutate
 
 
 def duplicate_keys(data: bytes, rng: random.Random) -> bytes | None:
     """Every matched numeric key written twice, the second time with a string."""
-    new, n = _NUMBER_FIELD.subn(lambda m: m[1] + m[2] + b"," + m[1] + b'"dup"', data,
-                                count=50)
+    new, n = _NUMBER_FIELD.subn(lambda m: m[1] + m[2] + b"," + m[1] + b'"dup"', data, count=50)
     return new if n else None
 
 
@@ -193,8 +211,7 @@ def deep_nesting(data: bytes, rng: random.Random) -> bytes:
 
 def deep_inside(data: bytes, rng: random.Random) -> bytes | None:
     """One value deep inside the document nested 5 000 levels (past every parser's limit)."""
-    new, n = _NUMBER_FIELD.subn(lambda m: m[1] + b"[" * 5000 + b"1" + b"]" * 5000, data,
-                                count=1)
+    new, n = _NUMBER_FIELD.subn(lambda m: m[1] + b"[" * 5000 + b"1" + b"]" * 5000, data, count=1)
     return new if n else None
 
 
@@ -243,6 +260,7 @@ def trailing_garbage(data: bytes, rng: random.Random) -> bytes:
 
 def _rows(data: bytes) -> list[list[str]] | None:
     import csv
+
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -253,11 +271,13 @@ def _rows(data: bytes) -> list[list[str]] | None:
 
 def _csv(rows: list[list[str]]) -> bytes:
     import csv
+
     out = io.StringIO()
     # NUL written bare, as Python 3.11+ does (3.10 refuses it, 3.9 quotes the cell)
     nul = "\ue000"
-    csv.writer(out, lineterminator="\n").writerows([[c.replace("\x00", nul) for c in row]
-                                                    for row in rows])
+    csv.writer(out, lineterminator="\n").writerows(
+        [[c.replace("\x00", nul) for c in row] for row in rows]
+    )
     return out.getvalue().replace(nul, "\x00").encode()
 
 
@@ -268,17 +288,20 @@ def _numeric_columns(rows: list[list[str]]) -> list[int]:
         except ValueError:
             return False
         return True
+
     body = [r for r in rows[1:] if len(r) == len(rows[0])]
     return [i for i in range(len(rows[0])) if body and all(number(r[i]) for r in body[:20])]
 
 
 def csv_rows(change: Callable[[list[list[str]], random.Random], bool]) -> Mutation:
     """A CSV mutation on parsed rows; `change` returns False when it cannot apply."""
+
     def mutate(data: bytes, rng: random.Random) -> bytes | None:
         rows = _rows(data)
         if rows is None or not change(rows, rng):
             return None
         return _csv(rows)
+
     return mutate
 
 
@@ -329,13 +352,15 @@ def header_only(rows: list[list[str]], rng: random.Random) -> bool:
 
 def ragged(rows: list[list[str]], rng: random.Random) -> bool:
     for i, row in enumerate(rows[1:], 1):
-        rows[i] = row[:len(row) // 2] if i % 2 else row + ["extra", "cells"]
+        rows[i] = row[: len(row) // 2] if i % 2 else row + ["extra", "cells"]
     return True
 
 
-def cells(values: tuple[str, ...], numeric_only: bool = True) -> Callable[
-        [list[list[str]], random.Random], bool]:
+def cells(
+    values: tuple[str, ...], numeric_only: bool = True
+) -> Callable[[list[list[str]], random.Random], bool]:
     """Put `values` (cycled) into the numeric columns' cells (or every cell)."""
+
     def change(rows: list[list[str]], rng: random.Random) -> bool:
         columns = _numeric_columns(rows) if numeric_only else list(range(len(rows[0])))
         if not columns:
@@ -347,13 +372,14 @@ def cells(values: tuple[str, ...], numeric_only: bool = True) -> Callable[
                     row[index] = values[n % len(values)]
                     n += 1
         return True
+
     return change
 
 
 def quote_break(data: bytes, rng: random.Random) -> bytes | None:
     """An opening quote that is never closed: the rest of the file is one cell."""
     at = data.find(b",", len(data) // 3)
-    return data[:at + 1] + b'"' + data[at + 1:] if at > 0 else None
+    return data[: at + 1] + b'"' + data[at + 1 :] if at > 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,37 +409,56 @@ def unreadable(path: Path) -> None:
 
 
 TREE: dict[str, Callable[[Path], None]] = {
-    "symlink-loop-folder": folder_loop, "dangling-link": dangling,
+    "symlink-loop-folder": folder_loop,
+    "dangling-link": dangling,
     "folder-in-place": folder_in_place,
 }
 """Tree changes every target gets (unreadable permissions are tested on their own: root)."""
 
 COMMON: dict[str, tuple[Mutation, bool]] = {
-    "empty": (empty, True), "binary": (binary, True),
-    "utf16": (utf16, True), "cut-0.5": (truncate(0.5), False), "flip-16": (flip(16), False),
+    "empty": (empty, True),
+    "binary": (binary, True),
+    "utf16": (utf16, True),
+    "cut-0.5": (truncate(0.5), False),
+    "flip-16": (flip(16), False),
 }
 """Mutations every target gets: name -> (mutation, loud)."""
 
 FULL_JSON: dict[str, tuple[Mutation, bool]] = {
-    "cut-0.1": (truncate(0.1), False), "cut-0.3": (truncate(0.3), False),
-    "cut-0.7": (truncate(0.7), False), "cut-0.9": (truncate(0.9), False),
-    "cut-0.99": (truncate(0.99), False), "cut-last": (cut_last, False),
-    "flip-1": (flip(1), False), "flip-200": (flip(200), False), "zero-block": (zero_block, False),
-    "latin1": (latin1, False), "bom-crlf": (crlf_bom, False), "huge-line": (huge_line, False),
-    "huge-string": (huge_string, False), "trailing-garbage": (trailing_garbage, False),
+    "cut-0.1": (truncate(0.1), False),
+    "cut-0.3": (truncate(0.3), False),
+    "cut-0.7": (truncate(0.7), False),
+    "cut-0.9": (truncate(0.9), False),
+    "cut-0.99": (truncate(0.99), False),
+    "cut-last": (cut_last, False),
+    "flip-1": (flip(1), False),
+    "flip-200": (flip(200), False),
+    "zero-block": (zero_block, False),
+    "latin1": (latin1, False),
+    "bom-crlf": (crlf_bom, False),
+    "huge-line": (huge_line, False),
+    "huge-string": (huge_string, False),
+    "trailing-garbage": (trailing_garbage, False),
     "boundary-string": (boundary_string, False),
     "far-timestamp": (json_field(b"-1e18", 1), False),
-    "nan": (json_field(b"NaN"), False), "infinity": (json_field(b"Infinity"), False),
+    "nan": (json_field(b"NaN"), False),
+    "infinity": (json_field(b"Infinity"), False),
     "neg-infinity": (json_field(b"-Infinity"), False),
-    "negative": (json_field(b"-123456"), False), "absurd": (json_field(b"1e300"), False),
-    "overflow": (json_field(b"1e400"), False), "bigint": (json_field(b"9" * 40), False),
-    "text-number": (json_field(b'"abc"'), False), "null-number": (json_field(b"null"), False),
+    "negative": (json_field(b"-123456"), False),
+    "absurd": (json_field(b"1e300"), False),
+    "overflow": (json_field(b"1e400"), False),
+    "bigint": (json_field(b"9" * 40), False),
+    "text-number": (json_field(b'"abc"'), False),
+    "null-number": (json_field(b"null"), False),
     "object-number": (json_field(b'{"a": 1}'), False),
     "all-negative": (json_field(b"-1", 10_000_000), False),
-    "duplicate-keys": (duplicate_keys, False), "deep-nesting": (deep_nesting, True),
+    "duplicate-keys": (duplicate_keys, False),
+    "deep-nesting": (deep_nesting, True),
     # valid JSON of another shape: an empty list is a valid empty trace, so not loud
-    "deep-inside": (deep_inside, False), "shape-object": (json_shape(b"{}"), False),
-    "shape-list": (json_shape(b"[]"), False), "shape-null": (json_shape(b"null"), False),
+    "deep-inside": (deep_inside, False),
+    "shape-object": (json_shape(b"{}"), False),
+    "shape-list": (json_shape(b"[]"), False),
+    "shape-null": (json_shape(b"null"), False),
     "shape-string": (json_shape(b'"trace"'), False),
     "shape-numbers": (json_shape(b"[1, 2, 3]"), False),
     "shape-events-null": (json_shape(b'{"traceEvents": null}'), False),
@@ -421,52 +466,86 @@ FULL_JSON: dict[str, tuple[Mutation, bool]] = {
 }
 
 FULL_CSV: dict[str, tuple[Mutation, bool]] = {
-    "cut-0.1": (truncate(0.1), False), "cut-0.3": (truncate(0.3), False),
-    "cut-0.7": (truncate(0.7), False), "cut-0.9": (truncate(0.9), False),
-    "cut-last": (cut_last, False), "flip-1": (flip(1), False), "flip-200": (flip(200), False),
-    "zero-block": (zero_block, False), "latin1": (latin1, False),
-    "bom-crlf": (crlf_bom, False), "huge-line": (huge_line, False),
+    "cut-0.1": (truncate(0.1), False),
+    "cut-0.3": (truncate(0.3), False),
+    "cut-0.7": (truncate(0.7), False),
+    "cut-0.9": (truncate(0.9), False),
+    "cut-last": (cut_last, False),
+    "flip-1": (flip(1), False),
+    "flip-200": (flip(200), False),
+    "zero-block": (zero_block, False),
+    "latin1": (latin1, False),
+    "bom-crlf": (crlf_bom, False),
+    "huge-line": (huge_line, False),
     "quote-break": (quote_break, False),
-    "drop-numeric": (csv_rows(drop_numeric), False), "drop-first": (csv_rows(drop_first), False),
-    "keep-first": (csv_rows(keep_first), False), "rename-all": (csv_rows(rename_all), False),
+    "drop-numeric": (csv_rows(drop_numeric), False),
+    "drop-first": (csv_rows(drop_first), False),
+    "keep-first": (csv_rows(keep_first), False),
+    "rename-all": (csv_rows(rename_all), False),
     "shuffle": (csv_rows(shuffle_columns), False),
     "duplicate-header": (csv_rows(duplicate_header), False),
-    "header-only": (csv_rows(header_only), False), "ragged": (csv_rows(ragged), False),
+    "header-only": (csv_rows(header_only), False),
+    "ragged": (csv_rows(ragged), False),
     "text-number": (csv_rows(cells(("abc", "1,5", "12us", "0x1F"))), False),
     "nan": (csv_rows(cells(("nan", "NaN", "inf", "-inf", "Infinity"))), False),
     "negative": (csv_rows(cells(("-1", "-123456.5"))), False),
     "absurd": (csv_rows(cells(("1e300", "1e308", "1e400", "9" * 40))), False),
-    "all-text": (csv_rows(cells(("\u00e9t\u00e9", "=cmd()", "\x00"), numeric_only=False)),
-                 False),
+    "all-text": (csv_rows(cells(("\u00e9t\u00e9", "=cmd()", "\x00"), numeric_only=False)), False),
 }
 
 GZIP: dict[str, tuple[Mutation, bool]] = {
-    "gz-cut-0.5": (truncate(0.5), False), "gz-cut-end": (lambda d, r: d[:-6], False),
-    "gz-flip-8": (flip(8), False), "gz-not-gzip": (lambda d, r: b'{"traceEvents": []}', True),
-    "gz-empty": (empty, True), "gz-garbage": (lambda d, r: gzip.compress(r.randbytes(4096)),
-                                              True),
+    "gz-cut-0.5": (truncate(0.5), False),
+    "gz-cut-end": (lambda d, r: d[:-6], False),
+    "gz-flip-8": (flip(8), False),
+    "gz-not-gzip": (lambda d, r: b'{"traceEvents": []}', True),
+    "gz-empty": (empty, True),
+    "gz-garbage": (lambda d, r: gzip.compress(r.randbytes(4096)), True),
     "gz-whitespace-bomb": (whitespace_bomb, True),
 }
 
 # (base, file relative to the case folder, whether to apply the full set of mutations)
 TARGETS: tuple[tuple[str, str, bool], ...] = (
-    ("msprof", "PROF_000001_20260105093000123_SMALLCASE/mindstudio_profiler_output/"
-               "op_summary_20260105093512.csv", True),
-    ("msprof", "PROF_000001_20260105093000123_SMALLCASE/mindstudio_profiler_output/"
-               "step_trace_20260105093512.csv", False),
-    ("msprof", "PROF_000001_20260105093000123_SMALLCASE/mindstudio_profiler_output/"
-               "api_statistic_20260105093512.csv", False),
+    (
+        "msprof",
+        "PROF_000001_20260105093000123_SMALLCASE/mindstudio_profiler_output/"
+        "op_summary_20260105093512.csv",
+        True,
+    ),
+    (
+        "msprof",
+        "PROF_000001_20260105093000123_SMALLCASE/mindstudio_profiler_output/"
+        "step_trace_20260105093512.csv",
+        False,
+    ),
+    (
+        "msprof",
+        "PROF_000001_20260105093000123_SMALLCASE/mindstudio_profiler_output/"
+        "api_statistic_20260105093512.csv",
+        False,
+    ),
     ("msprof", "PROF_000001_20260105093000123_SMALLCASE/device_0/info.json.0", False),
-    ("msprof_demo", "PROF_000001_20260105100000000_DEMO/mindstudio_profiler_output/"
-                    "op_statistic_20260105100731.csv", False),
-    ("msprof_queues", "PROF_000004_20260110080000000_QUEUES/mindstudio_profiler_output/"
-                      "dp_20260110081500.csv", False),
-    ("cann_timeline", "PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/"
-                      "task_time_0_2_1.json", False),
-    ("cann_timeline", "PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/"
-                      "step_trace_0_2_1.json", False),
-    ("cann_timeline", "PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/info.json.0",
-     False),
+    (
+        "msprof_demo",
+        "PROF_000001_20260105100000000_DEMO/mindstudio_profiler_output/"
+        "op_statistic_20260105100731.csv",
+        False,
+    ),
+    (
+        "msprof_queues",
+        "PROF_000004_20260110080000000_QUEUES/mindstudio_profiler_output/dp_20260110081500.csv",
+        False,
+    ),
+    (
+        "cann_timeline",
+        "PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/task_time_0_2_1.json",
+        False,
+    ),
+    (
+        "cann_timeline",
+        "PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/timeline/step_trace_0_2_1.json",
+        False,
+    ),
+    ("cann_timeline", "PROF_000001_20230818142704322_COJGGGCANRMICFBC/device_0/info.json.0", False),
     ("ascend_pt", "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", True),
     ("ascend_pt", "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", False),
     ("kineto", "healthy.pt.trace.json.gz", False),
@@ -490,8 +569,11 @@ def _mutations(target: str, full: bool) -> Iterator[tuple[str, Mutation, bool]]:
     is_json = text.endswith(".json") or ".json." in text
     extra = (FULL_CSV if is_csv else FULL_JSON if is_json else {}) if full else {}
     if not full and (is_csv or is_json):  # a few format-specific breaks for every file
-        extra = {k: v for k, v in (FULL_CSV if is_csv else FULL_JSON).items()
-                 if k in ("cut-0.9", "latin1", "text-number", "deep-nesting")}
+        extra = {
+            k: v
+            for k, v in (FULL_CSV if is_csv else FULL_JSON).items()
+            if k in ("cut-0.9", "latin1", "text-number", "deep-nesting")
+        }
     for name, (mutation, loud) in {**COMMON, **extra}.items():
         yield name, mutation, loud
     if target.endswith(".gz"):

@@ -23,9 +23,13 @@ def steps_from_ops(profile: Profile) -> None:
     """The format has no step table: a step spans from its first op start to its last op end."""
     ops = profile.tables["device_ops"]
     ends = ops["start_us"] + ops["duration_us"]
-    steps = (pd.DataFrame({"step": ops["step"], "start_us": ops["start_us"], "end_us": ends})
-             .dropna().groupby("step", sort=True)
-             .agg(start_us=("start_us", "min"), end_us=("end_us", "max")).reset_index())
+    steps = (
+        pd.DataFrame({"step": ops["step"], "start_us": ops["start_us"], "end_us": ends})
+        .dropna()
+        .groupby("step", sort=True)
+        .agg(start_us=("start_us", "min"), end_us=("end_us", "max"))
+        .reset_index()
+    )
     steps["duration_us"] = steps["end_us"] - steps["start_us"]
     profile.tables["steps"] = conform("steps", steps)
 
@@ -39,12 +43,16 @@ STEPS = MetricProvider(
 )
 
 
-LONGEST_OPS = TableSpec("step_longest_ops", "step with its longest operator", (
-    Column("step", "int64", "", "step number", required=True),
-    Column("name", "string", "", "the step's longest operator", required=True),
-    Column("duration_us", "float64", "µs", "that operator's duration", required=True),
-    Column("step_share", "float64", "ratio", "its share of the step's time"),
-))
+LONGEST_OPS = TableSpec(
+    "step_longest_ops",
+    "step with its longest operator",
+    (
+        Column("step", "int64", "", "step number", required=True),
+        Column("name", "string", "", "the step's longest operator", required=True),
+        Column("duration_us", "float64", "µs", "that operator's duration", required=True),
+        Column("step_share", "float64", "ratio", "its share of the step's time"),
+    ),
+)
 """A table of this plugin: its provider fills it, its rule and report section read it."""
 
 
@@ -82,12 +90,15 @@ def step_section(profile: Profile) -> ReportSection | None:
     rows = "".join(
         f"<tr><td>{step}</td><td>{html.escape(str(name))}</td><td>{us:,.1f}</td>"
         f"<td>{share:.0%}</td></tr>"
-        for step, name, us, share in zip(longest["step"], longest["name"],
-                                         longest["duration_us"], longest["step_share"]))
+        for step, name, us, share in zip(
+            longest["step"], longest["name"], longest["duration_us"], longest["step_share"]
+        )
+    )
     return ReportSection(
         f"Steps and their longest operator ({profile.label})",
         "<table><tr><th>step</th><th>longest operator</th><th>µs</th><th>share of step</th>"
-        f"</tr>{rows}</table>")
+        f"</tr>{rows}</table>",
+    )
 
 
 @hookimpl

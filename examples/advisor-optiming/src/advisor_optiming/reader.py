@@ -41,21 +41,25 @@ class OpTimingReader:
             raise UnreadableInput(path, f"missing column(s): {', '.join(missing)}")
         warnings: list[tuple[str, int | None, str | None]] = []
 
-        def warn(file: str | Path, problem: str, *, line: int | None = None,
-                 column: str | None = None) -> None:
+        def warn(
+            file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+        ) -> None:
             warnings.append((problem, line, column))
 
-        ops = pd.DataFrame({
-            "name": rows["op_name"],
-            "op_type": rows["op_type"].mask(rows["op_type"] == ""),
-            "core_type": rows["core_type"].str.upper(),
-            "device": rows["device"],
-            **{c: to_numbers(rows[c], file=path, column=c, warn=warn) for c in NUMBERS},
-        })
+        ops = pd.DataFrame(
+            {
+                "name": rows["op_name"],
+                "op_type": rows["op_type"].mask(rows["op_type"] == ""),
+                "core_type": rows["core_type"].str.upper(),
+                "device": rows["device"],
+                **{c: to_numbers(rows[c], file=path, column=c, warn=warn) for c in NUMBERS},
+            }
+        )
         good = ops[~self._skipped_rows(ops, warn, path)]
         if good.empty:
-            raise UnreadableInput(path, "no row has an op_name, core_type, device, step, "
-                                        "start_us and duration_us")
+            raise UnreadableInput(
+                path, "no row has an op_name, core_type, device, step, start_us and duration_us"
+            )
         profiles = []
         for device, device_ops in good.groupby("device", sort=True):
             profile = self._profile(path, str(device), device_ops)
@@ -67,13 +71,15 @@ class OpTimingReader:
     @staticmethod
     def _skipped_rows(ops: pd.DataFrame, warn: Callable[..., None], path: Path) -> pd.Series:
         """Rows lacking a required value: one warning per row (line numbers count the header)."""
-        reasons = pd.DataFrame({
-            "empty op_name": ops["name"] == "",
-            "empty core_type": ops["core_type"] == "",
-            "empty device": ops["device"] == "",
-            **{f"no {c}": ops[c].isna() for c in NUMBERS},
-            "negative duration_us": ops["duration_us"] < 0,
-        })
+        reasons = pd.DataFrame(
+            {
+                "empty op_name": ops["name"] == "",
+                "empty core_type": ops["core_type"] == "",
+                "empty device": ops["device"] == "",
+                **{f"no {c}": ops[c].isna() for c in NUMBERS},
+                "negative duration_us": ops["duration_us"] < 0,
+            }
+        )
         skipped = reasons.any(axis=1)
         for index in skipped[skipped].index[:MAX_ROW_WARNINGS]:
             why = ", ".join(reasons.columns[reasons.loc[index]])
@@ -85,11 +91,20 @@ class OpTimingReader:
     @staticmethod
     def _profile(path: Path, device: str, ops: pd.DataFrame) -> Profile:
         origin = float(ops["start_us"].min())
-        profile = Profile(ProfileMeta(
-            source_format="optiming-csv", path=str(path), device_kind="NPU", device_id=device,
-            files_read=[path.name], extra={"time_origin_us": origin}))
+        profile = Profile(
+            ProfileMeta(
+                source_format="optiming-csv",
+                path=str(path),
+                device_kind="NPU",
+                device_id=device,
+                files_read=[path.name],
+                extra={"time_origin_us": origin},
+            )
+        )
         is_comm = ops["core_type"] == "COMMUNICATION"
-        ops = ops.assign(start_us=ops["start_us"] - origin,
-                         category=is_comm.map({True: "communication", False: "compute"}))
+        ops = ops.assign(
+            start_us=ops["start_us"] - origin,
+            category=is_comm.map({True: "communication", False: "compute"}),
+        )
         profile.tables["device_ops"] = conform("device_ops", ops.reset_index(drop=True))
         return profile
