@@ -19,7 +19,7 @@ import yaml
 
 from advisor.config import Config
 from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.outcome import SEVERITIES
+from advisor.engine.outcome import SEVERITIES, Severity
 from advisor.engine.rules import Rule, RuleSet, load_rules
 from advisor.errors import RuleError
 from advisor.model import TableSpec
@@ -118,7 +118,7 @@ def fix_severities(ruleset: RuleSet, severities: Mapping[str, str], what: str) -
         rule = find_rule(ruleset, key)
         if rule is None:
             raise ValueError(f"{what}: no rule {key!r}")
-        ruleset.rules[rule.id] = replace(rule, severity=severity)
+        ruleset.rules[rule.id] = replace(rule, severity=Severity(severity))
 
 
 def resolve_overrides(

@@ -29,6 +29,7 @@ from advisor.config import Config
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
 from advisor.errors import AdvisorError, RuleError
+from advisor.metrics import profile_metrics
 from advisor.model import COMPARE, Profile, ProfileMeta, conform
 from advisor.plugin_manager import PluginHost
 from advisor.reading import Reading
@@ -235,7 +236,7 @@ def compare(
     profile = Profile(_meta(base, comp, options), tables, warnings=[*base.warnings, *comp.warnings])
     selected = session.rules_for(COMPARE)
     evaluation = session.evaluate(profile, selected)
-    report = build_report(profile, evaluation, selected, session.run)
+    report = build_report(profile, evaluation, selected, session.run, profile_metrics(profile))
     return CompareResult(
         base,
         comp,

@@ -37,7 +37,8 @@ def severity_from_share(share: float | None) -> Severity:
 
 
 def at_least(severity: str, threshold: str) -> bool:
-    return SEVERITIES.index(severity) <= SEVERITIES.index(threshold)
+    """Whether `severity` is `threshold` or more urgent (values or Severity members)."""
+    return SEVERITIES.index(Severity(severity)) <= SEVERITIES.index(Severity(threshold))
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Finding:
     """A rule that fired, with everything needed to act on it."""
 
     rule: Rule
-    severity: str
+    severity: Severity
     message: str
     suggestions: list[str]
     values: dict[str, Any]

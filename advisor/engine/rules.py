@@ -21,6 +21,7 @@ from jinja2 import meta
 
 from advisor.engine.expr import MAX_STRING, ExprError, Expression, compile_expression
 from advisor.engine.functions import regex_problem
+from advisor.engine.outcome import Severity
 from advisor.engine.templates import ENV, check_template
 from advisor.errors import RuleError
 from advisor.model import PROFILE, TABLES, TableSpec
@@ -111,7 +112,7 @@ class Rule:
     """Where each suggestion applies, in the order of `suggestions`."""
     group: str = "Model Summary"
     subtype: str = ""
-    severity: str | None = None
+    severity: Severity | None = None
     tags: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -431,7 +432,7 @@ def build_rule(
         applies=applies,
         group=raw.get("group", "Model Summary"),
         subtype=raw.get("subtype", ""),
-        severity=raw.get("severity"),
+        severity=Severity(raw["severity"]) if "severity" in raw else None,
         tags=tuple(raw.get("tags", ())),
         requires=tuple(raw.get("requires", ())),
         params=params,

@@ -18,7 +18,7 @@ from advisor.applicability import MISSING, Inapplicable
 from advisor.engine.evaluate import Evaluation, Finding, profile_time_us
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import Rule
-from advisor.metrics import ProfileMetrics, profile_metrics
+from advisor.metrics import ProfileMetrics
 from advisor.model import Profile, RunInfo
 from advisor.version import __version__
 
@@ -82,14 +82,12 @@ def build_report(
     profile: Profile,
     evaluation: Evaluation,
     rules: list[Rule],
-    run: RunInfo | None = None,
-    metrics: ProfileMetrics | None = None,
+    run: RunInfo,
+    metrics: ProfileMetrics,
     tuning: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The prof_rule dict of one evaluated profile, built once from the typed results (the
     metrics derived for it and, where AOE results were found, the tuning loop)."""
-    run = run or RunInfo()
-    metrics = metrics or profile_metrics(profile)
     data: dict[str, list[dict[str, Any]]] = {}
     for finding in sorted(evaluation.findings, key=lambda f: f.rank):
         data.setdefault(finding.rule.group, []).append(
