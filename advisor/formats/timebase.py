@@ -18,6 +18,21 @@ OUTLIER_US = 86_400e6
 """How far from the median of a profile's times a time may lie: a day."""
 
 
+def table_times(
+    tables: Mapping[str, pd.DataFrame], columns: Mapping[str, Sequence[str]]
+) -> np.ndarray:
+    """Every finite time of `columns` (per table) in `tables`, as one float64 array."""
+    times = [
+        tables[name][c].to_numpy("float64", na_value=np.nan)
+        for name, cols in columns.items()
+        if name in tables
+        for c in cols
+        if c in tables[name]
+    ]
+    joined = np.concatenate(times) if times else np.empty(0)
+    return joined[np.isfinite(joined)]
+
+
 def robust_origin(times: np.ndarray) -> tuple[float, float]:
     """(the earliest time within OUTLIER_US of the median, that median) of finite times."""
     centre = float(np.median(times))

@@ -19,7 +19,7 @@ from advisor.formats.decimal_clock import Clock
 from advisor.formats.files import load_json
 from advisor.formats.minddata import read_pipeline_raw
 from advisor.formats.stream import EventStream
-from advisor.formats.timebase import drop_far_times, far_warning, robust_origin
+from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
@@ -344,15 +344,7 @@ class FolderReader:
         """Drop rows with broken far-off times, rebase every time on the earliest one, cast
         to the contract."""
         tables = self.tables
-        times = [
-            tables[name][c].to_numpy("float64", na_value=np.nan)
-            for name, columns in TIME_COLUMNS.items()
-            if name in tables
-            for c in columns
-            if c in tables[name]
-        ]
-        times = np.concatenate(times) if times else np.empty(0)
-        times = times[np.isfinite(times)]
+        times = table_times(tables, TIME_COLUMNS)
         if times.size and self.clock.origin is not None:
             shift, centre = robust_origin(times)
             far = drop_far_times(tables, TIME_COLUMNS, centre)

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from advisor.errors import UnreadableInput
@@ -16,7 +15,7 @@ from advisor.formats.cann_exports import Superseded, select_exports
 from advisor.formats.cann_tasks import with_wait
 from advisor.formats.chrome_trace import Trace
 from advisor.formats.files import files_with_suffix, load_json
-from advisor.formats.timebase import drop_far_times, far_warning, robust_origin
+from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
 from advisor.formats.warn import WarnFn
 from advisor.model import Profile, ProfileMeta, conform
 
@@ -302,15 +301,7 @@ def build_profile(dev: _Device) -> Profile:
     profile = dev.profile
     tables = {name: pd.concat(parts, ignore_index=True) for name, parts in dev.parts.items()}
     origin = None
-    times = [
-        tables[name][c].to_numpy("float64", na_value=np.nan)
-        for name, columns in TIME_COLUMNS.items()
-        if name in tables
-        for c in columns
-        if c in tables[name]
-    ]
-    times = np.concatenate(times) if times else np.empty(0)
-    times = times[np.isfinite(times)]
+    times = table_times(tables, TIME_COLUMNS)
     if times.size:  # one broken far-off time must not become the origin
         origin, centre = robust_origin(times)
         far = drop_far_times(tables, TIME_COLUMNS, centre)
