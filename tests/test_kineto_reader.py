@@ -26,6 +26,7 @@ from advisor.errors import UnreadableInput
 from advisor.model import TABLES
 from advisor.render.json_report import validate_report
 from advisor_plugins.kineto import KinetoReader
+from advisor_plugins.kineto.categories import KERNEL, NCCL_OP, device_op_facts
 from advisor_plugins.kineto.names import kernel_op_type
 
 SHARED = FIXTURE_DIR / "real" / "kineto"
@@ -780,6 +781,12 @@ def test_memory_capacity_from_device_properties(tmp_path):
             "ncclKernel_AllReduce_RING_LL_Sum_float",
         ),
         ("ampere_sgemm_32x32_sliced1x4_tn", "ampere_sgemm_32x32_sliced1x4_tn"),
+        (  # vLLM on B200 (TraceLens tests/traces/b200): a SFINAE return type, not the kernel
+            "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+            "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, "
+            "c10::BFloat16*, c10::BFloat16 const*, float, int, int)",
+            "fused_add_rms_norm_kernel",
+        ),
         (
             "_ZN19cutlass_cudnn_train6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11"
             "threadblockEEEEEvNT_6ParamsE",
@@ -789,6 +796,26 @@ def test_memory_capacity_from_device_properties(tmp_path):
 )
 def test_kernel_op_type(name, op_type):
     assert kernel_op_type(name) == op_type
+
+
+@pytest.mark.parametrize(
+    ("name", "op"),
+    [
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "AllGather"),
+        (  # vLLM's tensor-parallel all-reduce on B200 (TraceLens tests/traces/b200)
+            "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
+            "(c10::BFloat16*, unsigned long, unsigned int**, unsigned long, unsigned long)",
+            "all_reduce",
+        ),
+        ("void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 8>(float*)", "all_reduce"),
+    ],
+)
+def test_symmetric_memory_collectives_are_communication(name, op):
+    """torch SymmetricMemory collectives are communication, not compute."""
+    _, category, _, _ = device_op_facts(name, KERNEL)
+    assert category == "communication"
+    match = NCCL_OP.search(name)
+    assert (match.group(1) or match.group(2)) == op
 
 
 # ---------------------------------------------------------------------------------------------

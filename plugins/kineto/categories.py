@@ -45,8 +45,13 @@ _SYNC = re.compile(
     # returns once the copy is done.
     r"|^hipMemcpyWithStream$"
 )
-_NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel|rccl", re.IGNORECASE)
-NCCL_OP = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+# Communication kernels: NCCL / RCCL, and the collectives of torch's SymmetricMemory
+# (`multimem_all_reduce_kernel`, `one_shot_all_reduce_kernel`, ...) that vLLM and SGLang run
+# for tensor-parallel all-reduce instead of NCCL: without them that time counts as compute.
+_SYMM_MEM = r"(?:multimem|one_shot|two_shot)_(all_reduce|all_gather|reduce_scatter)"
+_NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel|rccl|" + _SYMM_MEM, re.IGNORECASE)
+NCCL_OP = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)|" + _SYMM_MEM)
+"""The collective in a communication kernel's name: group 1 (NCCL) or group 2 (SymmetricMemory)."""
 _MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]to[A-Za-z])\b")
 _COPY_ENDS = re.compile(r"\(\s*(\w+)\s*->\s*(\w+)\s*\)")
 

@@ -46,6 +46,7 @@ def kernel_op_type(name: str) -> str:
     for prefix in ("__global__ ", "static ", "void "):
         text = text.removeprefix(prefix)
     text = text.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "")
+    text = _drop_template_return_type(text)
     cut = min((i for i in (text.find("("), text.find("<")) if i >= 0), default=len(text))
     qualified = text[:cut].strip().rsplit(" ", 1)[-1]
     parts = [p for p in qualified.split("::") if p]
@@ -61,6 +62,27 @@ def kernel_op_type(name: str) -> str:
     if short in _TEMPLATED_KERNELS:
         return _clip(_with_functor(short, text[cut:]))
     return _clip(short or name.strip())
+
+
+def _drop_template_return_type(text: str) -> str:
+    """Drop a templated (SFINAE) return type ahead of the function name, whose `<` would be
+    taken for the function's own template arguments: `std::enable_if<(8>0), void>::type
+    vllm::norm_kernel<8>(...)` -> `vllm::norm_kernel<8>(...)`."""
+    head = re.match(r"[\w:]+<", text)
+    if not head:
+        return text
+    angles = parens = 0
+    for pos in range(head.end() - 1, len(text)):
+        char = text[pos]
+        parens += {"(": 1, ")": -1}.get(char, 0)
+        if parens == 0:
+            angles += {"<": 1, ">": -1}.get(char, 0)
+            if angles == 0:
+                break
+    else:
+        return text
+    rest = re.match(r">(?:::\w+)*\s+(?=[\w:~]+[<(])", text[pos:])
+    return text[pos + rest.end() :] if rest else text
 
 
 def _with_functor(short: str, arguments: str) -> str:

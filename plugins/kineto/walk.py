@@ -289,7 +289,7 @@ class EventWalk:
         op = collective(args.collective)
         if op is None:
             match = NCCL_OP.search(name)
-            op = collective(match.group(1)) if match else None
+            op = collective(match.group(1) or match.group(2)) if match else None
         group_name = args.group_name
         group_desc = args.group_desc
         group = None

@@ -1,0 +1,306 @@
+"""The real-profile corpus (tests/fixtures/real/<case>/, see PROVENANCE.md): each case is
+read end to end, gives no warning that the raw file does not bear out, and its step time
+(or, without steps, its span) and its top operator match numbers computed here from the raw
+file with plain json/csv parsing, never with the readers' code.
+
+Why: the readers were written against documentation and a handful of samples; profiles
+from other versions, devices and workloads are where misreads hide.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from conftest import REAL
+
+import advisor
+from advisor.model import Profile
+
+TICK_US = 0.01
+"""MindSpore's step_trace_raw counts 10 ns ticks."""
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the raw file says, in µs: step number -> step time (None: no steps, then `span`
+    is the one window the reader stands in for them), the top operator and its total time,
+    and the warnings the raw file bears out (by their first words)."""
+
+    steps: dict[int, float] | None
+    span: float | None
+    top: tuple[str, float] | None
+    warnings: frozenset[str] = frozenset()
+
+
+# ---------------------------------------------------------------------------------------------
+# Kineto / PyTorch profiler traces
+
+_DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
+_STEP_CATS = {"cpu_op", "user_annotation", "operator"}
+
+
+def _load_json(path: Path) -> Any:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _sum_by(items: list[tuple[str, float]]) -> tuple[str, float] | None:
+    totals: dict[str, float] = defaultdict(float)
+    for name, dur in items:
+        totals[name] += dur
+    return max(totals.items(), key=lambda kv: kv[1]) if totals else None
+
+
+def kineto_expected(path: Path) -> Expected:
+    """Steps are the ProfilerStep#N host events (the longest per N); without them the span of
+    the device events. The top operator is the device event name with the largest summed
+    duration, or the top `cpu_op` of a trace without device events."""
+    doc = _load_json(path)
+    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
+    steps: dict[int, float] = {}
+    for e in events:
+        match = re.match(r"ProfilerStep#(\d+)", str(e.get("name", "")))
+        if match and str(e.get("cat", "")).lower() in _STEP_CATS:
+            number = int(match.group(1))
+            steps[number] = max(steps.get(number, 0.0), float(e["dur"]))
+    device = [e for e in events if str(e.get("cat", "")).lower() in _DEVICE_CATS]
+    warnings = set()
+    if "distributedInfo" not in doc:
+        warnings.add("no distributedInfo")
+    span = None
+    if not steps and device:
+        span = max(e["ts"] + e["dur"] for e in device) - min(e["ts"] for e in device)
+        warnings.add("no ProfilerStep")
+    if device:
+        top = _sum_by([(e["name"], float(e["dur"])) for e in device])
+    else:
+        top = _sum_by([(e["name"], float(e["dur"])) for e in events if e.get("cat") == "cpu_op"])
+    return Expected(steps or None, span, top, frozenset(warnings))
+
+
+# ---------------------------------------------------------------------------------------------
+# MindSpore old layout (profiler/)
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def ms_steps(path: Path) -> dict[int, float]:
+    """step_trace_raw rows (not the trailing "-" average): the step runs from the forward
+    pass's start to the iteration's end; the gap before it (iteration_interval) is the data
+    wait, so `total` = that gap + the step."""
+    steps = {}
+    for row in _csv_rows(path):
+        if not row["step_num"].isdigit():
+            continue
+        fp, end, total = (int(row[k]) for k in ("fp_point", "end_point", "total"))
+        assert (end - fp) + int(row["iteration_interval"]) == total
+        steps[int(row["step_num"])] = (end - fp) * TICK_US
+    return steps
+
+
+def ms_timeline_top(path: Path) -> tuple[str, float] | None:
+    """output_timeline_data: op_name, stream_id, start_time(ms), duration(ms)."""
+    with open(path, encoding="utf-8") as fh:
+        rows = [line.split(",") for line in fh.read().splitlines()[1:] if line.strip()]
+    return _sum_by([(r[0], float(r[3]) * 1e3) for r in rows])
+
+
+def ms_hccl_top(path: Path) -> tuple[str, float] | None:
+    """hccl_raw: per step a JSON map collective -> [step, transit ms, wait ms, links]."""
+    items = []
+    for row in _csv_rows(path):
+        if row["step_num"].isdigit():
+            for name, cost in json.loads(row["communication_operator_cost"]).items():
+                items.append((name, (float(cost[1]) + float(cost[2])) * 1e3))
+    return _sum_by(items)
+
+
+def mindspore_expected(folder: Path, rank: int) -> Expected:
+    timeline = folder / f"output_timeline_data_{rank}.txt"
+    hccl = folder / f"hccl_raw_{rank}.csv"
+    top = ms_timeline_top(timeline) if timeline.exists() else ms_hccl_top(hccl)
+    return Expected(ms_steps(folder / f"step_trace_raw_{rank}_detail_time.csv"), None, top)
+
+
+# ---------------------------------------------------------------------------------------------
+# CANN msprof raw-export timelines (device_N/timeline/*.json)
+
+
+def cann_timeline_expected(device: Path) -> Expected:
+    """Steps: the `Iteration N` events of step_trace_*.json (each file repeats every
+    iteration). Operators: the task_time tasks outside the streams HCCL's planes use, and
+    HCCL's op-level events (those without a transport), which stand for the plane tasks."""
+    timeline = device / "timeline"
+    steps = {}
+    for path in sorted(timeline.glob("step_trace_*.json")):
+        for e in _load_json(path):
+            if e.get("ph") == "X" and e.get("cat") == "Iteration Time":
+                steps[int(e["args"]["Iteration ID"])] = float(e["dur"])
+    hccl = [e for p in timeline.glob("hccl_*.json") for e in _load_json(p) if e.get("ph") == "X"]
+    hccl_streams = {e["args"]["stream id"] for e in hccl if "transport type" in e.get("args", {})}
+    items = [(e["name"], float(e["dur"])) for e in hccl if "args" not in e]
+    for path in timeline.glob("task_time_*.json"):
+        for e in _load_json(path):
+            if e.get("ph") == "X" and e["args"]["Stream Id"] not in hccl_streams:
+                items.append((e["name"], float(e["dur"])))
+    return Expected(steps, None, _sum_by(items))
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases
+
+
+@dataclass(frozen=True)
+class Case:
+    folder: str
+    expected: Callable[[Path], list[Expected]]
+    """One Expected per profile the folder holds (per rank), in rank order."""
+
+
+def _one_file(folder: Path) -> list[Expected]:
+    (path,) = [p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz"))]
+    return [kineto_expected(path)]
+
+
+def _mindspore(folder: Path) -> list[Expected]:
+    ranks = sorted(
+        int(m.group(1))
+        for p in folder.glob("step_trace_raw_*_detail_time.csv")
+        if (m := re.match(r"step_trace_raw_(\d+)_detail_time", p.name))
+    )
+    return [mindspore_expected(folder, rank) for rank in ranks]
+
+
+def _cann_timeline(folder: Path) -> list[Expected]:
+    return [cann_timeline_expected(d) for d in sorted(folder.glob("PROF_*/device_*"))]
+
+
+KINETO = [
+    "kineto_2021_resnet50_torch18",
+    "kineto_2021_v100_computeproperties",
+    "kineto_b200_vllm_eager",
+    "kineto_backward_thread",
+    "kineto_cpu_ops_no_distinfo",
+    "kineto_event_sync_multi_stream",
+    "kineto_h100_bert_small",
+    "kineto_mi210_gpu_only",
+    "kineto_mi300_torch_compile",
+    "kineto_mi300x_bert_small",
+    "kineto_mi300x_sglang_decode",
+    "kineto_ns_resolution_a100",
+    "kineto_simple_add",
+    "kineto_trace_compare_base",
+    "kineto_triton_a100",
+    "kineto_vllm_cuda_graph",
+]
+CASES = [
+    *(Case(name, _one_file) for name in KINETO),
+    Case("mindspore_run1_widedeep", _mindspore),
+    Case("mindspore_cluster_4rank", _mindspore),
+    Case("mindspore_ut_device6_hccl", _mindspore),
+    Case("cann_timeline_device1", _cann_timeline),
+]
+
+
+@functools.cache
+def analysed(folder: str) -> advisor.AnalysisResult:
+    return advisor.analyze(REAL / folder)
+
+
+def _top(profile: Profile) -> tuple[str, float] | None:
+    """The reader's top operator: device ops, else communication ops, else aten host ops,
+    summed by name."""
+    for table, rows in (
+        ("device_ops", lambda f: f),
+        ("comm_ops", lambda f: f[f["kind"] == "op"] if "kind" in f else f),
+        ("host_ops", lambda f: f[f["kind"] == "aten"]),
+    ):
+        frame = profile.tables.get(table)
+        if frame is not None and len(rows(frame)):
+            totals = rows(frame).groupby("name")["duration_us"].sum()
+            return str(totals.idxmax()), float(totals.max())
+    return None
+
+
+def test_the_corpus_has_twenty_cases_each_with_provenance():
+    provenance = (REAL / "PROVENANCE.md").read_text(encoding="utf-8")
+    assert len(CASES) >= 20
+    for case in CASES:
+        assert (REAL / case.folder).is_dir(), case.folder
+        assert f"| {case.folder}/ |" in provenance, case.folder
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.folder)
+def test_case_matches_its_raw_file(case: Case) -> None:
+    result = analysed(case.folder)
+    assert result.input_errors == [] and result.plugin_problems == []
+    profiles = [a.profile for a in result.analyses if a.profile.meta.source_format != "cluster"]
+    wants = case.expected(REAL / case.folder)
+    assert len(profiles) == len(wants)
+    for profile, want in zip(profiles, wants):
+        problems = [w.problem for w in profile.warnings]
+        assert {p for p in problems if not p.startswith(tuple(want.warnings))} == set()
+        assert {w for w in want.warnings if not any(p.startswith(w) for p in problems)} == set()
+
+        steps = profile.tables.get("steps")
+        if want.steps is not None:
+            got = dict(zip(steps["step"].tolist(), steps["duration_us"].tolist()))
+            assert got == pytest.approx(want.steps, rel=1e-9, abs=1e-3)
+        elif want.span is not None:
+            assert steps["duration_us"].tolist() == pytest.approx([want.span], abs=1e-3)
+        else:
+            assert steps is None
+
+        name, total = _top(profile)
+        assert (name, total) == (want.top[0], pytest.approx(want.top[1], rel=1e-9, abs=1e-3))
+
+
+def test_cluster_case_compares_its_four_ranks():
+    """The 4-rank MindSpore run is read as four ranks and one cluster view over them."""
+    result = analysed("mindspore_cluster_4rank")
+    ranks = [a.profile.meta.rank for a in result.analyses]
+    assert ranks == [0, 1, 2, 3, None]
+    assert len(result.analyses[-1].profile.tables["ranks"]) == 4
+
+
+def test_symmetric_memory_all_reduce_is_communication():
+    """vLLM's tensor-parallel all-reduce on B200 runs torch SymmetricMemory kernels
+    (`multimem_all_reduce_kernel`), not NCCL: it is communication, not compute."""
+    path = next((REAL / "kineto_b200_vllm_eager").iterdir())
+    kernels = [
+        e
+        for e in _load_json(path)["traceEvents"]
+        if e.get("cat") == "kernel" and re.search("multimem_all_reduce|^nccl", e["name"])
+    ]
+    profile = analysed("kineto_b200_vllm_eager").analyses[0].profile
+    comm = profile.tables["comm_ops"]
+    assert len(comm) == len(kernels) == 74
+    assert comm["duration_us"].sum() == pytest.approx(sum(e["dur"] for e in kernels))
+    ops = profile.tables["device_ops"]
+    assert (
+        ops.loc[ops["name"].str.contains("multimem_all_reduce"), "category"]
+        .eq("communication")
+        .all()
+    )
+
+
+def test_sfinae_return_type_is_not_the_operator_type():
+    """`std::enable_if<...>::type vllm::fused_add_rms_norm_kernel<...>(...)`: the operator
+    type is the kernel's name, not `enable_if` of its return type."""
+    ops = analysed("kineto_b200_vllm_eager").analyses[0].profile.tables["device_ops"]
+    sfinae = ops[ops["name"].str.startswith("std::enable_if<")]
+    assert len(sfinae) and not sfinae["op_type"].eq("enable_if").any()
+    assert "fused_add_rms_norm_kernel" in set(sfinae["op_type"])
