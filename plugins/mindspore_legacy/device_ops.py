@@ -11,6 +11,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from advisor.formats.cann_tasks import op_type
+
 from .context import MS
 
 if TYPE_CHECKING:
@@ -39,6 +41,10 @@ def read_device_ops(rank: Rank) -> None:
         return
     ops = pd.concat(parts, ignore_index=True)
     ops = _with_framework_info(rank, ops)
+    # An operator that framework_raw does not list is typed by its name, which MindSpore
+    # writes as `<scope>/<Type>-op<N>`; else op_stats would count each op as its own type.
+    by_name = ops["name"].map(op_type)
+    ops["op_type"] = ops["op_type"].fillna(by_name) if "op_type" in ops else by_name
     ops["category"] = "compute"
     rank.profile.tables["device_ops"] = ops
     if timed:
