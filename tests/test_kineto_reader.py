@@ -818,6 +818,14 @@ def test_symmetric_memory_collectives_are_communication(name, op):
     assert (match.group(1) or match.group(2)) == op
 
 
+def test_nccl_generic_kernel_names_no_collective():
+    """`ncclDevKernel_Generic` (NCCL >= 2.19, RCCL) runs whichever collective it is given: it is
+    communication, but its name says nothing of which (it is not a collective "generic")."""
+    name = "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"
+    assert device_op_facts(name, KERNEL)[1] == "communication"
+    assert NCCL_OP.search(name) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # End to end
 

@@ -196,9 +196,12 @@ KINETO = [
     "kineto_cpu_ops_no_distinfo",
     "kineto_event_sync_multi_stream",
     "kineto_h100_bert_small",
+    "kineto_h100_vit_falconsai",
     "kineto_mi210_gpu_only",
     "kineto_mi300_torch_compile",
     "kineto_mi300x_bert_small",
+    "kineto_mi300x_ddp8_resnet_rccl",
+    "kineto_mi300x_normalization",
     "kineto_mi300x_sglang_decode",
     "kineto_ns_resolution_a100",
     "kineto_simple_add",
@@ -317,3 +320,12 @@ def test_mindspore_ops_missing_from_framework_raw_are_typed_by_name():
     want = Counter(re.sub(r"-op\d+$", "", name.rsplit("/", 1)[-1]) for name in names)
     stats = analysed("mindspore_run1_widedeep").analyses[0].profile.tables["op_stats"]
     assert dict(zip(stats["op_type"], stats["count"])) == want
+
+
+def test_rccl_generic_kernels_are_not_a_collective_named_generic():
+    """RCCL's `ncclDevKernel_Generic` carries no collective in its name or args: the comm op
+    is left unnamed rather than called "generic"; the collectives that a host op names keep it."""
+    comm = analysed("kineto_mi300x_ddp8_resnet_rccl").analyses[0].profile.tables["comm_ops"]
+    assert len(comm) == 17
+    assert "generic" not in set(comm["op"].dropna())
+    assert set(comm["op"].dropna()) == {"allreduce", "broadcast"}

@@ -50,8 +50,9 @@ _SYNC = re.compile(
 # for tensor-parallel all-reduce instead of NCCL: without them that time counts as compute.
 _SYMM_MEM = r"(?:multimem|one_shot|two_shot)_(all_reduce|all_gather|reduce_scatter)"
 _NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel|rccl|" + _SYMM_MEM, re.IGNORECASE)
-NCCL_OP = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)|" + _SYMM_MEM)
-"""The collective in a communication kernel's name: group 1 (NCCL) or group 2 (SymmetricMemory)."""
+NCCL_OP = re.compile(r"nccl(?:Dev)?Kernel_(?!Generic\b)([A-Za-z]+)|" + _SYMM_MEM)
+"""The collective in a communication kernel's name: group 1 (NCCL) or group 2 (SymmetricMemory).
+NCCL >= 2.19's `ncclDevKernel_Generic` runs any collective, so its name names none."""
 _MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]to[A-Za-z])\b")
 _COPY_ENDS = re.compile(r"\(\s*(\w+)\s*->\s*(\w+)\s*\)")
 
