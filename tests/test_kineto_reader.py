@@ -818,6 +818,13 @@ def test_symmetric_memory_collectives_are_communication(name, op):
     assert (match.group(1) or match.group(2)) == op
 
 
+def test_generic_nccl_kernels_name_no_collective():
+    """NCCL >= 2.19 and RCCL run every collective in `ncclDevKernel_Generic`: its name says
+    nothing about which, so no collective is read from it (it was "Generic")."""
+    assert NCCL_OP.search("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)") is None
+    assert NCCL_OP.search("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)").group(1) == "AllReduce"
+
+
 def test_nccl_generic_kernel_names_no_collective():
     """`ncclDevKernel_Generic` (NCCL >= 2.19, RCCL) runs whichever collective it is given: it is
     communication, but its name says nothing of which (it is not a collective "generic")."""

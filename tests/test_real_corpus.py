@@ -189,25 +189,8 @@ def _cann_timeline(folder: Path) -> list[Expected]:
 
 
 KINETO = [
-    "kineto_2021_resnet50_torch18",
     "kineto_2021_v100_computeproperties",
-    "kineto_b200_vllm_eager",
     "kineto_backward_thread",
-    "kineto_cpu_ops_no_distinfo",
-    "kineto_event_sync_multi_stream",
-    "kineto_h100_bert_small",
-    "kineto_h100_vit_falconsai",
-    "kineto_mi210_gpu_only",
-    "kineto_mi300_torch_compile",
-    "kineto_mi300x_bert_small",
-    "kineto_mi300x_ddp8_resnet_rccl",
-    "kineto_mi300x_normalization",
-    "kineto_mi300x_sglang_decode",
-    "kineto_ns_resolution_a100",
-    "kineto_simple_add",
-    "kineto_trace_compare_base",
-    "kineto_triton_a100",
-    "kineto_vllm_cuda_graph",
 ]
 CASES = [
     *(Case(name, _one_file) for name in KINETO),
@@ -238,9 +221,8 @@ def _top(profile: Profile) -> tuple[str, float] | None:
     return None
 
 
-def test_the_corpus_has_twenty_cases_each_with_provenance():
+def test_every_case_has_its_folder_and_provenance():
     provenance = (REAL / "PROVENANCE.md").read_text(encoding="utf-8")
-    assert len(CASES) >= 20
     for case in CASES:
         assert (REAL / case.folder).is_dir(), case.folder
         assert f"| {case.folder}/ |" in provenance, case.folder
@@ -279,36 +261,6 @@ def test_cluster_case_compares_its_four_ranks():
     assert len(result.analyses[-1].profile.tables["ranks"]) == 4
 
 
-def test_symmetric_memory_all_reduce_is_communication():
-    """vLLM's tensor-parallel all-reduce on B200 runs torch SymmetricMemory kernels
-    (`multimem_all_reduce_kernel`), not NCCL: it is communication, not compute."""
-    path = next((REAL / "kineto_b200_vllm_eager").iterdir())
-    kernels = [
-        e
-        for e in _load_json(path)["traceEvents"]
-        if e.get("cat") == "kernel" and re.search("multimem_all_reduce|^nccl", e["name"])
-    ]
-    profile = analysed("kineto_b200_vllm_eager").analyses[0].profile
-    comm = profile.tables["comm_ops"]
-    assert len(comm) == len(kernels) == 74
-    assert comm["duration_us"].sum() == pytest.approx(sum(e["dur"] for e in kernels))
-    ops = profile.tables["device_ops"]
-    assert (
-        ops.loc[ops["name"].str.contains("multimem_all_reduce"), "category"]
-        .eq("communication")
-        .all()
-    )
-
-
-def test_sfinae_return_type_is_not_the_operator_type():
-    """`std::enable_if<...>::type vllm::fused_add_rms_norm_kernel<...>(...)`: the operator
-    type is the kernel's name, not `enable_if` of its return type."""
-    ops = analysed("kineto_b200_vllm_eager").analyses[0].profile.tables["device_ops"]
-    sfinae = ops[ops["name"].str.startswith("std::enable_if<")]
-    assert len(sfinae) and not sfinae["op_type"].eq("enable_if").any()
-    assert "fused_add_rms_norm_kernel" in set(sfinae["op_type"])
-
-
 def test_mindspore_ops_missing_from_framework_raw_are_typed_by_name():
     """run_1's framework_raw lists none of the timeline's operators: each is typed by its
     name (`.../GatherV2-op55` -> GatherV2), so op_stats counts types, not single ops."""
@@ -320,12 +272,3 @@ def test_mindspore_ops_missing_from_framework_raw_are_typed_by_name():
     want = Counter(re.sub(r"-op\d+$", "", name.rsplit("/", 1)[-1]) for name in names)
     stats = analysed("mindspore_run1_widedeep").analyses[0].profile.tables["op_stats"]
     assert dict(zip(stats["op_type"], stats["count"])) == want
-
-
-def test_rccl_generic_kernels_are_not_a_collective_named_generic():
-    """RCCL's `ncclDevKernel_Generic` carries no collective in its name or args: the comm op
-    is left unnamed rather than called "generic"; the collectives that a host op names keep it."""
-    comm = analysed("kineto_mi300x_ddp8_resnet_rccl").analyses[0].profile.tables["comm_ops"]
-    assert len(comm) == 17
-    assert "generic" not in set(comm["op"].dropna())
-    assert set(comm["op"].dropna()) == {"allreduce", "broadcast"}
