@@ -1,11 +1,16 @@
-"""Finds which reader claims a path: the path itself first, then its sub-folders.
+"""Finds which reader claims a path: the path itself first, then its sub-folders; and the
+entries that stand where a profile's file may be but cannot be read.
 
 A folder may hold several profiles (one per rank, or a profile beside other files); each
 claimed sub-path is read separately. Detection must be cheap, so only names are looked at.
+Readers list a folder's regular files and pass over a dangling link, a link loop or a folder
+named like a file without a word; `broken_entries` finds those, so each can be named.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +20,11 @@ from advisor.errors import UnreadableInput
 from advisor.hookspecs import Reader
 
 SEARCH_DEPTH = 2
+CLAIM_SCAN_DEPTH = 4
+"""Levels of a claimed folder searched for broken entries: a profile's files lie at most this
+deep (rank_ascend_pt/PROF_x/device_0/summary/op_summary.csv)."""
+_FILE_NAME = re.compile(r".+\.(?:csv|json|gz|txt|db|json\.\d+)", re.IGNORECASE)
+"""Names profilers give files, never folders (`info.json.0` included)."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +57,58 @@ def natural_key(path: Path) -> list[tuple[int, int | str]]:
     ]
 
 
+def broken_entry(path: Path, *, is_link: bool, is_dir: bool) -> str | None:
+    """Why an entry cannot be read as a file (`is_link`, `is_dir`: what lstat says it is): a
+    dangling link, a link loop, a folder with a file's name; None when nothing is wrong."""
+    if is_link:
+        try:
+            path.stat()
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "a symbolic link loop"
+            if exc.errno == errno.ENOENT:
+                return f"a dangling link (to {os.readlink(path)!r})"
+            return f"a link that cannot be followed ({exc.strerror})"
+        return None
+    if is_dir and _FILE_NAME.fullmatch(path.name):
+        return "a folder where a file is expected"
+    return None
+
+
+def broken_entries(root: Path, depth: int, claimed: Sequence[Path] = ()) -> list[UnreadableInput]:
+    """The broken entries (see `broken_entry`) in the folder `root`, at most `depth` levels
+    down, without following links, sorted by path. A `claimed` path is left to the scan of its
+    own claim, and a folder holding one is a container whatever its name."""
+    found: list[UnreadableInput] = []
+    pending = [(root, 1)]
+    while pending:
+        folder, level = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue  # an unlistable folder is reported by whoever needs it
+        for entry in entries:
+            path = Path(entry.path)
+            if path in claimed:
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if is_dir and any(path in c.parents for c in claimed):
+                problem = None
+            else:
+                problem = broken_entry(path, is_link=entry.is_symlink(), is_dir=is_dir)
+            if problem is not None:
+                found.append(UnreadableInput(path, problem))
+            elif is_dir and level < depth:
+                pending.append((path, level + 1))
+    return sorted(found, key=lambda e: e.path)
+
+
 def locate(path: Path, readers: Sequence[tuple[str, Reader]], problems: list[str]) -> list[Claim]:
     """Claims for a path; raises UnreadableInput when nothing under it is recognised."""
     if not path.exists():
-        raise UnreadableInput(path, "no such file or directory")
+        problem = broken_entry(path, is_link=path.is_symlink(), is_dir=False)
+        raise UnreadableInput(path, (problem or "no such file or directory").removesuffix(""))
     claims: list[Claim] = []
     pending = [(path, 0)]
     while pending:

@@ -2,12 +2,14 @@
 outputs of a comparison (compare.json, its report, the compare page and spreadsheet).
 
 Everything is rendered before anything is written, so a failing renderer leaves the folder as
-it was; each file then replaces its earlier version atomically. A manifest in the folder
-(`.advisor-manifest.json`) records what advisor wrote there, so the next run into the same
-folder removes the outputs of the earlier run that it does not rewrite (the report of a rank
-that is no longer analysed, a tuning file no operator needs any more), and nothing else: a
-file advisor did not write is never touched, and a manifest that is missing, corrupt or names
-anything but a plain file of that folder is ignored for those entries.
+it was; each file then replaces its earlier version atomically, so a full disk or another
+write error (`OutputError`, one line naming the file) leaves the earlier file as it was. A
+manifest in the folder (`.advisor-manifest.json`) records what advisor wrote there, so the
+next run into the same folder removes the outputs of the earlier run that it does not
+rewrite (the report of a rank that is no longer analysed, a tuning file no operator needs any
+more), and nothing else: a file advisor did not write is never touched, and a manifest that
+is missing, corrupt or names anything but a plain file of that folder is ignored for those
+entries.
 
     >>> import advisor
     >>> from advisor.compare import compare
@@ -21,6 +23,7 @@ anything but a plain file of that folder is ignored for those entries.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -64,6 +67,21 @@ class OutputFolderError(AdvisorError):
     """An output folder advisor must not write into (one inside a profile it reads)."""
 
 
+class OutputError(AdvisorError):
+    """An output could not be written (a full disk, no permission, a read-only file system):
+    not a bug, and the earlier version of the file, if any, is left as it was."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+def _cannot(action: str, path: Path, exc: OSError) -> OutputError:
+    """The OutputError for an OSError while doing `action` to `path`."""
+    return OutputError(path, f"cannot {action}: {exc.strerror or exc}")
+
+
 def is_inside(child: Path, parent: Path) -> bool:
     """True when `child` is `parent` or below it, links resolved: a folder reached through a
     link is still inside."""
@@ -94,7 +112,8 @@ def output_dir(out: str | Path, inputs: Sequence[Path]) -> Path:
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write via a temp file and rename, so an interrupted run leaves the previous file or none,
     never half of one. The temp file is created like any new file (mkstemp's would be 0600), so
-    reports get the umask's permissions and stay readable by the people they are shared with."""
+    reports get the umask's permissions and stay readable by the people they are shared with.
+    Raises OutputError when the file cannot be written (the earlier one is then intact)."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
         raw = data.encode("utf-8") if isinstance(data, str) else data
@@ -103,8 +122,12 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):  # a full disk must not hide the first error
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            kept = "the earlier file is unchanged" if path.exists() else "nothing was written"
+            raise OutputError(path, f"cannot write: {exc.strerror or exc}; {kept}") from exc
         raise
 
 
@@ -299,7 +322,10 @@ def _remove_own(out_dir: Path, name: str) -> None:
     or folder under that name was not written by advisor)."""
     path = out_dir / name
     if path.parent.resolve() == out_dir.resolve() and _is_file(path):
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise _cannot("remove this earlier output", path, exc) from exc
 
 
 def write_files(
@@ -319,7 +345,10 @@ def write_files(
     for name in names:
         if not _own_name(name):
             raise ValueError(f"not a plain output file name: {name!r}")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cannot("create the output folder", out_dir, exc) from exc
     previous = read_manifest(out_dir)
     before = previous.pop(command, [])
     # Other commands' outputs are kept, listed while they are there and not this run's now.

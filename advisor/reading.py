@@ -3,6 +3,8 @@ multi-rank runs), and holding every returned profile to the table contract.
 
 This is the one boundary between reader plugins and the core: whatever a reader returns is
 checked here, so a third-party reader's mistake is a warning naming it, never a crash later.
+Entries no reader can read (a dangling link, a link loop, a folder named like a file) are
+named here too: readers pass over them without a word.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from advisor.errors import AdvisorError, UnreadableInput
 from advisor.executors import dask_executor, process_pool
-from advisor.locate import Claim, locate
+from advisor.locate import CLAIM_SCAN_DEPTH, SEARCH_DEPTH, Claim, broken_entries, locate
 from advisor.model import TABLES, Profile, ProfileMeta, TableSpec, hold_to_contract
 from advisor.plugin_manager import PluginHost
 
@@ -42,11 +44,23 @@ def _read_claim(
         for profile in profiles:
             profile.meta.collect = {**hints, **profile.meta.collect}
             hold_to_contract(profile, source, tables)
+        _warn_broken(claim.path, profiles)
         return profiles
     except AdvisorError as exc:
         return exc
     except Exception as exc:  # reader plugins are third-party code
         return UnreadableInput(claim.path, f"{source} failed: {type(exc).__name__}: {exc}")
+
+
+def _warn_broken(folder: Path, profiles: list[Profile]) -> None:
+    """A warning on each profile for each broken entry of its claimed folder, unless the
+    reader already named that entry: what it stands for was not read."""
+    if not folder.is_dir():
+        return
+    for entry in broken_entries(folder, CLAIM_SCAN_DEPTH):
+        for profile in profiles:
+            if not any(w.file == entry.path for w in profile.warnings):
+                profile.warn(entry.path, entry.problem)
 
 
 def _size(path: Path) -> int:
@@ -92,10 +106,15 @@ def read_inputs(
     readers = host.readers()
     claims: list[Claim] = []
     for path in paths:
+        found: list[Claim] = []
         try:
-            claims += locate(path, readers, reading.plugin_problems)
+            found = locate(path, readers, reading.plugin_problems)
         except UnreadableInput as exc:
             reading.input_errors.append(exc)
+        claims += found
+        claimed = [c.path for c in found]
+        if path.is_dir() and path not in claimed:  # beside the claims: an input not read
+            reading.input_errors += broken_entries(path, SEARCH_DEPTH, claimed)
     read = partial(_read_claim, tables=host.tables() if tables is None else tables)
     if scheduler is not None:
         with dask_executor(scheduler) as executor:

@@ -285,7 +285,9 @@ class _FileReader:
             if any(k.startswith("report_") for item in doc for k, _ in _items(item)):
                 pairs = [p for item in doc for p in _items(item)]
             else:
-                yield "", _sections(doc)
+                sections = _sections(doc)
+                if sections:  # a list without a section ([], numbers) holds no task
+                    yield "", sections
                 return
         if any(k in SECTIONS for k, _ in pairs):
             yield "", _sections([dict(pairs)])

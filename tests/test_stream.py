@@ -218,9 +218,7 @@ def test_a_whitespace_bomb_is_refused_without_holding_it(tmp_path, monkeypatch, 
     """A small .json.gz that inflates to a run of whitespace (2 GB in the wild, 24 MB here
     with the limit lowered to 4 MB): refused with one line once the limit is passed, never
     held whole in memory."""
-    import advisor.formats.stream
-
-    monkeypatch.setattr(advisor.formats.stream, "MAX_SLICE_BYTES", 4 * 1024 * 1024)
+    monkeypatch.setenv("ADVISOR_MAX_EVENT_BYTES", "4M")
     events = [json.dumps({"ph": "X", "name": f"op{i}", "ts": i, "dur": 1}) for i in range(50)]
     blank = b" " * (1024 * 1024)
     path = tmp_path / "bomb.json.gz"

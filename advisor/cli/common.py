@@ -3,11 +3,13 @@ turns any error into one line and an exit code, the options several commands tak
 exit-code policy.
 
 Exit codes: 0 ok; 1 a finding at or above --fail-on; 2 usage error (bad option, bad rule file
-given with --rules, output inside the input); 3 an input could not be read; 4 internal error.
+given with --rules, output inside the input); 3 an input could not be read; 4 internal error
+(a bug: nothing else); 5 an output could not be written (a full disk, no permission).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -23,10 +25,14 @@ from advisor.engine.evaluate import Finding, at_least
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import LANGUAGES
 from advisor.errors import AdvisorError, RuleError
-from advisor.outputs import OutputFolderError, is_inside, output_dir
+from advisor.outputs import OutputError, OutputFolderError, is_inside, output_dir
 from advisor.render.format import terminal_safe
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3, 4
+EXIT_UNWRITABLE = 5
+_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+"""What the system says when it cannot store what advisor writes (stdout redirected to a
+full disk included): the environment's problem, never advisor's bug."""
 STDOUT = "-"
 """`-o -`: the JSON goes to stdout, nothing is written to disk."""
 MAX_FAIL_LISTED = 5
@@ -63,12 +69,18 @@ def guard(debug: bool, body: Callable[[], int | None]) -> NoReturn:
     except Failure as exc:
         error(str(exc))
         sys.exit(exc.code)
+    except OutputError as exc:  # the message is the whole story, even with --debug
+        error(str(exc))
+        sys.exit(EXIT_UNWRITABLE)
     except (AdvisorError, ValueError) as exc:
         if debug:
             raise
         error(str(exc))
         sys.exit(EXIT_USAGE)
     except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in _DISK_ERRORS:
+            error(f"{exc.filename or 'output'}: {exc.strerror}")
+            sys.exit(EXIT_UNWRITABLE)
         if debug:
             raise
         error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
@@ -243,13 +255,14 @@ def detail_files(names: Sequence[str], json_names: Sequence[str], html: str) -> 
 def echo_closing(
     report: ReportOptions, warnings: Iterable[str], out_dir: Path | None, names: Sequence[str]
 ) -> None:
-    """After the summary, unless --quiet: the profiles' warnings, then the closing line
+    """After the summary, unless --quiet: the profiles' warnings (each once: a file shared
+    by the devices of one export is warned about on each profile), then the closing line
     "Wrote report.html, prof_rule_0.json in DIR" when something was written."""
     from advisor.render.text import terminal_width, written_line
 
     if report.quiet:
         return
-    for warning in warnings:
+    for warning in dict.fromkeys(str(w) for w in warnings):
         error(f"warning: {warning}")
     if out_dir is not None and names:
         echo(written_line(names, str(out_dir), width=terminal_width(), lang=report.lang))

@@ -15,6 +15,10 @@ slice is decoded at most twice whatever the strings hold (a string full of `},{`
 decode of the whole slice per `},{`). The first batch
 ends after at least `chunk_bytes`; the last one is decoded together with whatever follows the
 array (Kineto writes `distributedInfo` and `traceName` after it), which gives the header.
+
+What a hostile file may cost is bounded by `advisor.formats.files.Limits`: a .gz file is
+inflated within its size and ratio limits, and a slice without an event boundary (an event
+that never ends, or a run of whitespace) is refused past `event_bytes` instead of held.
 """
 
 from __future__ import annotations
@@ -32,7 +36,14 @@ import msgspec
 import orjson
 
 from advisor.errors import UnreadableInput
-from advisor.formats.files import repair_json
+from advisor.formats.files import (
+    EVENT_BYTES_ENV,
+    Chunks,
+    Limits,
+    open_content,
+    repair_json,
+    size_setting,
+)
 from advisor.progress import FileProgress
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -41,9 +52,6 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _STRING_OR_BOUNDARY = re.compile(rb'"(?:[^"\\]|\\.)*"|\}\s*,\s*\{', re.DOTALL)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 MAX_HEADER_BYTES = 64 * 1024 * 1024
-MAX_SLICE_BYTES = 256 * 1024 * 1024
-"""No event is this large: a file with no event boundary (or a run of whitespace, as in a
-2 MB gzip that inflates to 2 GB) over this many bytes is refused instead of held in memory."""
 
 
 def _loads_lenient(data: bytes) -> Any:
@@ -82,12 +90,12 @@ class EventStream:
     offset: int = field(default=0, repr=False)  # bytes of the array already decoded
 
     def __iter__(self) -> Iterator[list[Any]]:
+        limits = Limits.from_env(self.path)
         gc_was_on = gc.isenabled()
         gc.disable()  # millions of small objects would trigger collections over and over
         try:
-            with open(self.path, "rb") as raw:
-                source: BinaryIO = gzip.GzipFile(fileobj=raw) if self.path.suffix == ".gz" else raw
-                yield from self._batches(source, raw)
+            with open_content(self.path, limits) as (source, raw):
+                yield from self._batches(source, raw, limits.event_bytes)
         except gzip.BadGzipFile:
             raise UnreadableInput(
                 self.path, "not gzip data although the name ends in .gz"
@@ -102,7 +110,7 @@ class EventStream:
 
     # reading ------------------------------------------------------------------------------
 
-    def _read(self, source: BinaryIO, raw: BinaryIO) -> bytes:
+    def _read(self, source: Chunks, raw: BinaryIO) -> bytes:
         chunk = source.read(self.chunk_bytes)
         if self.progress is not None and chunk:
             self.progress.read(raw.tell() - self.progress.done_bytes)
@@ -127,7 +135,8 @@ class EventStream:
             self.non_finite = True
             return value
 
-    def _batches(self, source: BinaryIO, raw: BinaryIO) -> Iterator[list[Any]]:
+    def _batches(self, source: Chunks, raw: BinaryIO, most: int) -> Iterator[list[Any]]:
+        """The batches; `most` (0: no limit) bounds the bytes held without an event boundary."""
         buf = bytearray(self._read(source, raw))
         if buf.startswith(b"\xef\xbb\xbf"):
             del buf[:3]
@@ -139,9 +148,10 @@ class EventStream:
             self.offset += len(buf)  # only whitespace so far: nothing to keep
             buf = bytearray(more)
             start = len(buf) - len(buf.lstrip())
-            if self.offset > MAX_SLICE_BYTES:
+            if most and self.offset > most:
                 raise UnreadableInput(
-                    self.path, f"more than {MAX_SLICE_BYTES:,} bytes of whitespace before any JSON"
+                    self.path,
+                    f"more than {most:,} bytes of whitespace before any JSON" + _how_to_raise(most),
                 )
         if buf[start : start + 1] == b"[":
             prefix, pos = b"", start + 1
@@ -171,13 +181,11 @@ class EventStream:
                 break
             batch, cut = self._leading_batch(buf, pos, target)
             if batch is None:  # no decodable cut yet: read on
-                if len(buf) - pos > MAX_SLICE_BYTES:
+                if most and len(buf) - pos > most:
                     raise UnreadableInput(
                         self.path,
-                        f"no event boundary within "
-                        f"{MAX_SLICE_BYTES:,} bytes at byte "
-                        f"{self.offset + pos}: an event that "
-                        "large or a run of whitespace",
+                        f"no event boundary within {most:,} bytes after byte {self.offset + pos}: "
+                        "an event that large or a run of whitespace" + _how_to_raise(most),
                     )
                 more = self._read(source, raw)
                 eof = not more
@@ -292,6 +300,11 @@ class EventStream:
         if self.events:
             return []
         raise UnreadableInput(self.path, "truncated or invalid JSON: no complete event")
+
+
+def _how_to_raise(most: int) -> str:
+    """How to read a genuine file past the event limit, for the end of its message."""
+    return f"; if the file is genuine, raise {EVENT_BYTES_ENV} (now {size_setting(most)})"
 
 
 def _boundary_after_string(buf: bytearray, quote: int) -> re.Match[bytes] | None:

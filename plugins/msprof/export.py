@@ -238,7 +238,12 @@ class ExportReader:
             if not isinstance(data, list):
                 warn(rel, "not a list of trace events")
                 continue
-            events += [e for e in data if isinstance(e, dict)]
+            found = [e for e in data if isinstance(e, dict)]
+            if len(found) < len(data):
+                warn(rel, f"{len(data) - len(found)} entries are not event objects; skipped")
+            elif not data:
+                warn(rel, "no trace events")
+            events += found
             read_any = True
         return Trace(events) if read_any else None
 
@@ -264,6 +269,12 @@ class ExportReader:
         except UnreadableInput as exc:
             dev.profile.warn(self._rel(path), exc.problem, reader=READER)
             return
+        if not isinstance(info, dict) or not isinstance(info.get("DeviceInfo"), list):
+            dev.profile.warn(
+                self._rel(path),
+                "no DeviceInfo list (not an msprof info.json?): chip facts unknown",
+                reader=READER,
+            )
         if isinstance(info, dict):
             apply_info(dev.profile.meta, info, device_id)
 

@@ -413,7 +413,8 @@ TREE: dict[str, Callable[[Path], None]] = {
     "dangling-link": dangling,
     "folder-in-place": folder_in_place,
 }
-"""Tree changes every target gets (unreadable permissions are tested on their own: root)."""
+"""Tree changes every target gets (unreadable permissions are tested on their own: root);
+each is named, as readers skip what is no regular file."""
 
 COMMON: dict[str, tuple[Mutation, bool]] = {
     "empty": (empty, True),
@@ -454,16 +455,29 @@ FULL_JSON: dict[str, tuple[Mutation, bool]] = {
     "all-negative": (json_field(b"-1", 10_000_000), False),
     "duplicate-keys": (duplicate_keys, False),
     "deep-nesting": (deep_nesting, True),
-    # valid JSON of another shape: an empty list is a valid empty trace, so not loud
     "deep-inside": (deep_inside, False),
-    "shape-object": (json_shape(b"{}"), False),
-    "shape-list": (json_shape(b"[]"), False),
-    "shape-null": (json_shape(b"null"), False),
-    "shape-string": (json_shape(b'"trace"'), False),
-    "shape-numbers": (json_shape(b"[1, 2, 3]"), False),
-    "shape-events-null": (json_shape(b'{"traceEvents": null}'), False),
-    "shape-events-scalars": (json_shape(b'{"traceEvents": [1, "a", null, []]}'), False),
+    # valid JSON of another shape: whatever the file should hold, it is not there, so each
+    # is named (a file recognised by its content is no longer claimed: its folder is named)
+    "shape-object": (json_shape(b"{}"), True),
+    "shape-list": (json_shape(b"[]"), True),
+    "shape-null": (json_shape(b"null"), True),
+    "shape-string": (json_shape(b'"trace"'), True),
+    "shape-numbers": (json_shape(b"[1, 2, 3]"), True),
+    "shape-events-null": (json_shape(b'{"traceEvents": null}'), True),
+    "shape-events-scalars": (json_shape(b'{"traceEvents": [1, "a", null, []]}'), True),
 }
+EVERY_JSON = (
+    "cut-0.9",
+    "latin1",
+    "text-number",
+    "deep-nesting",
+    "shape-object",
+    "shape-list",
+    "shape-numbers",
+    "shape-events-scalars",
+)
+"""The JSON breaks every JSON target gets (the full set only some)."""
+EVERY_CSV = ("cut-0.9", "latin1", "text-number")
 
 FULL_CSV: dict[str, tuple[Mutation, bool]] = {
     "cut-0.1": (truncate(0.1), False),
@@ -572,7 +586,7 @@ def _mutations(target: str, full: bool) -> Iterator[tuple[str, Mutation, bool]]:
         extra = {
             k: v
             for k, v in (FULL_CSV if is_csv else FULL_JSON).items()
-            if k in ("cut-0.9", "latin1", "text-number", "deep-nesting")
+            if k in (EVERY_CSV if is_csv else EVERY_JSON)
         }
     for name, (mutation, loud) in {**COMMON, **extra}.items():
         yield name, mutation, loud
@@ -593,7 +607,7 @@ def cases() -> list[Case]:
             continue
         seen.add(base)
         for kind, change in TREE.items():
-            out.append(Case(f"{base}-{stem}-{kind}", base, target, kind, False, tree=change))
+            out.append(Case(f"{base}-{stem}-{kind}", base, target, kind, True, tree=change))
     return out
 
 
