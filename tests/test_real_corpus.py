@@ -191,6 +191,8 @@ def _cann_timeline(folder: Path) -> list[Expected]:
 KINETO = [
     "kineto_2021_v100_computeproperties",
     "kineto_backward_thread",
+    "kineto_2026_h100_cuda_sync_before",
+    "kineto_2026_h100_cuda_sync_after",
 ]
 CASES = [
     *(Case(name, _one_file) for name in KINETO),
@@ -272,3 +274,17 @@ def test_mindspore_ops_missing_from_framework_raw_are_typed_by_name():
     want = Counter(re.sub(r"-op\d+$", "", name.rsplit("/", 1)[-1]) for name in names)
     stats = analysed("mindspore_run1_widedeep").analyses[0].profile.tables["op_stats"]
     assert dict(zip(stats["op_type"], stats["count"])) == want
+
+
+@pytest.mark.parametrize(
+    "folder", ["kineto_2026_h100_cuda_sync_before", "kineto_2026_h100_cuda_sync_after"]
+)
+def test_kineto_stream_wait_event_does_not_hold_the_host(folder: str) -> None:
+    """CUPTI's `cuda_sync` records: Event/Stream/Context Sync block the host, a Stream Wait
+    Event (cudaStreamWaitEvent) does not; only the former are host syncs."""
+    (path,) = (REAL / folder).iterdir()
+    events = [e for e in _load_json(path)["traceEvents"] if e.get("cat") == "cuda_sync"]
+    want = sorted(e["name"] for e in events if e["name"] != "Stream Wait Event")
+    assert len(want) < len(events)
+    host = analysed(folder).analyses[0].profile.tables["host_ops"]
+    assert sorted(host[host["kind"] == "sync"]["name"]) == want

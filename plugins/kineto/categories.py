@@ -174,7 +174,10 @@ def host_kind(family: int, name: str) -> str | None:
     if family == PYTHON:
         return "python"
     if family == SYNC:
-        return "sync"
+        # CUPTI's synchronisation records: Event/Stream/Context Sync block the host until the
+        # device gets there; a Stream Wait Event (cudaStreamWaitEvent) only makes a stream wait
+        # on another's event and returns at once, so the host is not held.
+        return "runtime" if name == "Stream Wait Event" else "sync"
     if _LAUNCH.match(name):
         return "launch"
     if _SYNC.match(name):
