@@ -191,6 +191,14 @@ def _mindspore(folder: Path) -> list[Expected]:
     return [mindspore_expected(folder, rank) for rank in ranks]
 
 
+def _aicore_detail(folder: Path) -> list[Expected]:
+    """aicore_intermediate_{N}_detail.csv alone: per operator its total time (ms), no steps."""
+    (path,) = folder.glob("aicore_intermediate_*_detail.csv")
+    rows = _csv_rows(path)
+    top = _sum_by([(r["full_kernel_time"], float(r["execution_time"]) * 1e3) for r in rows])
+    return [Expected(None, None, top)]
+
+
 def _cann_timeline(folder: Path) -> list[Expected]:
     return [cann_timeline_expected(d) for d in sorted(folder.glob("PROF_*/device_*"))]
 
@@ -210,6 +218,7 @@ CASES = [
     Case("mindspore_mindinsight_rank0_parallel_streams", _mindspore),
     Case("mindspore_ut_rank0_parallel_streams", _mindspore),
     Case("mindspore_ut_rank10_40steps", _mindspore),
+    Case("mindspore_lenet_aicore_detail", _aicore_detail),
     Case("cann_timeline_device1", _cann_timeline),
 ]
 
