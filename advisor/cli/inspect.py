@@ -10,6 +10,8 @@ from advisor.cli.common import EXIT_OK, EXIT_UNREADABLE, debug_option, echo, err
 from advisor.plugin_manager import PluginHost
 from advisor.reading import read_inputs
 
+FILES_SHOWN = 8
+
 
 @click.command("inspect")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -33,7 +35,7 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
             )
             for name, df in profile.tables.items():
                 echo(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
-            echo(f"    files read: {len(meta.files_read)}")
+            echo(_files_line(meta.files_read, meta.extra.get("source")))
             for warning in profile.warnings:
                 echo(f"    warning: {warning}")
         for problem in result.plugin_problems:
@@ -45,3 +47,11 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
         return EXIT_OK
 
     guard(debug, body)
+
+
+def _files_line(files: list[str], source: object) -> str:
+    """How many files were read, the first ones, and the source a reader chose when a
+    profile holds the same data twice (`db`: the profiler database, not the text files)."""
+    shown = ", ".join(files[:FILES_SHOWN]) + (", ..." if len(files) > FILES_SHOWN else "")
+    origin = f" (source: {source})" if source else ""
+    return f"    files read: {len(files)}{origin}" + (f": {shown}" if files else "")

@@ -17,5 +17,7 @@ another, so blocking one plugin (`ADVISOR_BLOCK_PLUGINS`) keeps all of its code 
 - `cann_comm`: communication ops of HCCL timelines.
 - `cann_csv`: CANN summary CSVs opened with their required columns; tables built from them.
 - `cann_summaries`: the op_summary, op_statistic and api_statistic layouts.
+- `cann_db`: CANN's SQLite exports (msprof_*.db, the torch_npu / MindSpore profiler databases)
+  opened read-only; their tasks, collectives and API calls.
 - `minddata`: MindSpore's data-pipeline operators (`minddata_pipeline_raw_{rank}.csv`).
 """

@@ -55,16 +55,6 @@ class SummaryCsv:
             self.df[column], file=self.rel, column=self.written[column], warn=self.warn
         )
 
-    def coalesce(self, *columns: str) -> pd.Series | None:
-        """Row-wise first value among the columns present (aic_/aiv_/unprefixed PMU names)."""
-        series = [s for s in (self.number(c) for c in columns) if s is not None]
-        if not series:
-            return None
-        out = series[0]
-        for more in series[1:]:
-            out = out.fillna(more)
-        return out
-
 
 def open_csv(
     path: Path, rel: str, warn: WarnFn, required: Sequence[str], any_of: Sequence[str] = ()

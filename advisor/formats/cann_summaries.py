@@ -3,14 +3,58 @@ kernel_details is op_summary under other column names), op_statistic and api_sta
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from advisor.formats.cann_csv import CsvKind, SummaryCsv, frame_of
 from advisor.formats.cann_tasks import task_categories
 
+PMU_RATIOS = {
+    "vec_ratio": ("aic_vec_ratio", "aiv_vec_ratio", "vec_ratio"),
+    "mac_ratio": ("aic_mac_ratio", "mac_ratio"),
+    "scalar_ratio": ("aic_scalar_ratio", "aiv_scalar_ratio", "scalar_ratio"),
+    "mte2_ratio": ("aic_mte2_ratio", "aiv_mte2_ratio", "mte2_ratio"),
+}
+"""Each PMU ratio of device_ops and the counters that give it, first present wins."""
+VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
 
-def device_ops_from_op_summary(csv: SummaryCsv) -> pd.DataFrame:
-    """device_ops of op_summary: one row per task, with shapes and PMU ratios."""
+
+def pmu_ratios(
+    number: Callable[[str], pd.Series | None], core_type: pd.Series, *, vector_first: bool
+) -> dict[str, pd.Series | None]:
+    """The PMU ratios of each task from the counters a source has (`number(name)`, None when
+    absent; each counter asked for once). With `vector_first`, a vector task takes its aiv_
+    counter where it has one: kernel_details and the databases write 0, not N/A, in a vector
+    task's aic_ columns, so aic-first would give it the cube unit's 0."""
+    values = {name: number(name) for sources in PMU_RATIOS.values() for name in sources}
+    vector = core_type.isin(VECTOR_CORES).to_numpy(dtype=bool) if vector_first else None
+    out: dict[str, pd.Series | None] = {}
+    for column, sources in PMU_RATIOS.items():
+        present = [values[s] for s in sources if values[s] is not None]
+        if not present:
+            out[column] = None
+            continue
+        ratio = present[0]
+        for more in present[1:]:
+            ratio = ratio.fillna(more)
+        own = values.get(sources[1]) if sources[1].startswith("aiv_") else None
+        if vector is not None and vector.any() and own is not None:
+            ratio = ratio.mask(vector & own.notna().to_numpy(), own)
+        out[column] = ratio
+    return out
+
+
+def unquoted_shapes(shapes: pd.Series) -> pd.Series:
+    """Shapes as written inside their quotes (`"8,3;4"`: kernel_details' `\"""8,3;4\"""` and
+    the databases' strings), missing when empty."""
+    text = shapes.str.strip('"')
+    return text.mask(text == "")
+
+
+def device_ops_from_op_summary(csv: SummaryCsv, *, vector_first: bool = False) -> pd.DataFrame:
+    """device_ops of op_summary: one row per task, with shapes and PMU ratios (`vector_first`:
+    see pmu_ratios)."""
     core_type = csv.text("Task Type").fillna("UNKNOWN")
     if csv.has("Task Start Time(us)"):
         start = csv.number("Task Start Time(us)")
@@ -34,10 +78,7 @@ def device_ops_from_op_summary(csv: SummaryCsv) -> pd.DataFrame:
             "category": task_categories(core_type),
             "op_state": csv.text("OP State"),
             "aicore_time_us": csv.number("aicore_time(us)"),
-            "vec_ratio": csv.coalesce("aic_vec_ratio", "aiv_vec_ratio", "vec_ratio"),
-            "mac_ratio": csv.coalesce("aic_mac_ratio", "mac_ratio"),
-            "scalar_ratio": csv.coalesce("aic_scalar_ratio", "aiv_scalar_ratio", "scalar_ratio"),
-            "mte2_ratio": csv.coalesce("aic_mte2_ratio", "aiv_mte2_ratio", "mte2_ratio"),
+            **pmu_ratios(csv.number, core_type, vector_first=vector_first),
         }
     )
 

@@ -29,15 +29,19 @@ rows but loses its start times, with a warning. When the folder has no usable
 ASCEND_PROFILER_OUTPUT but a CANN export, the export is read by the installed reader that claims
 it (msprof's), through the plugin host: blocking that plugin keeps its code from running.
 
-Not read: the `.db` files, operator_details.csv, operator_memory.csv, npu_module_mem.csv and
-the binary records of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in
-the trace).
+With `export_type=db` the profiler writes `ascend_pytorch_profiler_{rank}.db` /
+`ascend_mindspore_profiler_{rank}.db` and `analysis.db` instead, which hold the same data; when
+the folder has the database it is read in place of the text files (it reads faster), and
+`meta.extra["source"]` is `db`.
+
+Not read: operator_details.csv, operator_memory.csv, npu_module_mem.csv and the binary records
+of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in the trace).
 
 Modules: `folder` reads one rank folder into its profile; `trace_columns` and `trace_view` take
 trace_view.json apart; `kernel_details`, `steps` (with step_trace_time.csv), `communication`,
-`memory` and `cpu_ops` read the other files; `meta` the metadata files; `kinds` classifies host
-calls and device tasks; `export` reads the CANN export beside a folder without output;
-`layout` names the folder's parts.
+`memory` and `cpu_ops` read the other files; `db` the profiler database; `meta` the metadata
+files; `kinds` classifies host calls and device tasks; `export` reads the CANN export beside a
+folder without output; `layout` names the folder's parts.
 """
 
 from __future__ import annotations

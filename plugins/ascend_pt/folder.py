@@ -25,6 +25,7 @@ from advisor.progress import FileProgress
 
 from .communication import parse_communication, parse_communication_matrix
 from .cpu_ops import CPU_KERNEL, CPU_OP_FILE, read_cpu_op_timestamps
+from .db import profiler_databases, read_databases
 from .export import exports_beside
 from .kernel_details import kernels_with_launches, read_kernel_details
 from .kinds import cann_kind
@@ -101,6 +102,10 @@ class FolderReader:
         if not self.path.is_dir():
             raise UnreadableInput(self.path, "not a directory")
         self._read_metadata()
+        if self._read_databases():
+            self._read_pipeline()
+            self._finish()
+            return [self.profile]
         trace = self._read_trace()
         kernels = self._read_kernels()
         step_table = self._read_csv_file(
@@ -108,7 +113,7 @@ class FolderReader:
         )
         self._build_steps(trace, step_table, kernels)
         self._build_device_ops(trace, kernels)
-        self._build_host_ops(trace)
+        self._build_host_ops(trace.host_ops)
         self._read_op_statistic()
         self._build_comm_ops(trace)
         self._read_pipeline()
@@ -148,6 +153,38 @@ class FolderReader:
         except UnreadableInput as exc:
             self.warn(self.rel(path), exc.problem)
             return None
+
+    # -- the profiler database ----------------------------------------------------------------
+
+    def _read_databases(self) -> bool:
+        """The profiler database in place of the text files when the folder has both: its
+        tables hold what trace_view.json and the CSVs do, and it reads faster than the trace
+        alone parses (0.46 s against 0.73 s for a 64 MB trace_view.json; measured in
+        tests/fixtures/ascend_db/README.md). False when there is none, or nothing in it could
+        be read: the text files are read then, on a clock of their own."""
+        if not self.output.is_dir():
+            return False
+        main, analysis = profiler_databases(self.output, self.profile.meta.rank)
+        if main is None:
+            return False
+        db = read_databases(main, analysis, self.clock, self.profile.meta, self.rel, self.warn)
+        tables = (db.steps, db.device_ops, db.comm_ops, db.memory)
+        if not db.files or (all(t is None for t in tables) and not db.host_ops):
+            self.clock = Clock()
+            return False
+        for path in db.files:
+            self._read(path)
+        self.profile.meta.extra["source"] = "db"
+        if db.steps is not None and not db.steps.empty:
+            self.tables["steps"] = db.steps.drop(columns=["preparing_us"], errors="ignore")
+        if db.device_ops is not None:
+            self.tables["device_ops"] = db.device_ops
+        self._build_host_ops(db.host_ops)
+        if db.comm_ops is not None:
+            self.tables["comm_ops"] = db.comm_ops
+        if db.memory is not None and not db.memory.empty:
+            self.tables["memory"] = db.memory
+        return True
 
     # -- trace_view.json ----------------------------------------------------------------------
 
@@ -294,8 +331,8 @@ class FolderReader:
         if parts:
             self.tables["device_ops"] = with_wait(pd.concat(parts, ignore_index=True))
 
-    def _build_host_ops(self, trace: TraceTables) -> None:
-        parts = [p for p in trace.host_ops if not p.empty]
+    def _build_host_ops(self, parts: list[pd.DataFrame]) -> None:
+        parts = [p for p in parts if not p.empty]
         if not any((p["kind"] == CPU_KERNEL).any() for p in parts):
             parts += self._read_cpu_kernels()
         has_cann = any("level" in p for p in parts)

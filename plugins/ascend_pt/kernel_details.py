@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.formats.cann_csv import open_csv
-from advisor.formats.cann_summaries import device_ops_from_op_summary
+from advisor.formats.cann_summaries import device_ops_from_op_summary, unquoted_shapes
 from advisor.formats.cann_tasks import device_category
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand
@@ -26,12 +26,6 @@ _KERNEL_COLUMNS = {
 }
 _KERNEL_REQUIRED = ("Name", "Accelerator Core", "Duration(us)")
 _SHAPE_COLUMNS = ("input_shapes", "output_shapes")
-_VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
-_VECTOR_PMU = {
-    "vec_ratio": "aiv_vec_ratio",
-    "scalar_ratio": "aiv_scalar_ratio",
-    "mte2_ratio": "aiv_mte2_ratio",
-}
 
 
 def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.DataFrame | None:
@@ -42,23 +36,15 @@ def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.
     mapping = {k: v for k, v in _KERNEL_COLUMNS.items() if csv.has(k) and not csv.has(v)}
     csv.df = csv.df.rename(columns=mapping)
     csv.written = {mapping.get(c, c): w for c, w in csv.written.items()}
-    ops = device_ops_from_op_summary(csv)
+    ops = device_ops_from_op_summary(csv, vector_first=True)
     if "start_us" in ops:  # the same cells again, parsed exactly (bad cells already warned)
         exact = clock.us(csv.df["Task Start Time(us)"])
         ops["start_us"] = np.where(ops["start_us"].notna(), exact, np.nan)
     codes, core_types = pd.factorize(ops["core_type"], use_na_sentinel=False)
     ops["category"] = expand(codes, [device_category(t) for t in core_types])
-    # kernel_details writes 0, not N/A, in the aic_ columns of vector kernels, so the
-    # aic-first choice of the op_summary mapping would give them the cube unit's 0.
-    vector = ops["core_type"].isin(_VECTOR_CORES).to_numpy(dtype=bool)
-    for column, source in _VECTOR_PMU.items():
-        if vector.any() and column in ops and csv.has(source):
-            values = pd.to_numeric(csv.df[source], errors="coerce")  # warned about above
-            ops[column] = ops[column].mask(vector & values.notna().to_numpy(), values)
     for column in _SHAPE_COLUMNS:  # `"""8,3;4"""` in the file reads as `"8,3;4"`
         if column in ops:
-            shapes = ops[column].str.strip('"')
-            ops[column] = shapes.mask(shapes == "")
+            ops[column] = unquoted_shapes(ops[column])
     step = csv.number("Step Id")
     if step is not None:
         ops["step"] = step

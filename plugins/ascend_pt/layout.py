@@ -13,4 +13,5 @@ OUTPUT_FILES = (
     "communication.json",
     "communication_matrix.json",
     "memory_record.csv",
+    "ascend_pytorch_profiler_{rank}.db",
 )

@@ -1,4 +1,5 @@
-"""memory_record.csv: the allocator's samples."""
+"""memory_record.csv: the allocator's samples (the database's MEMORY_RECORD is chosen from in
+the same way)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,12 @@ def read_memory_record(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.D
     device = csv.text("Device Type")
     if device is not None:
         frame["device"] = device
-    component = csv.text("Component")
+    return one_component(frame, csv.text("Component"))
+
+
+def one_component(frame: pd.DataFrame, component: pd.Series | None) -> pd.DataFrame:
+    """The samples of one allocator series: PTA+GE (the framework's and CANN's together),
+    else PTA, else every row; memory_record.csv and the database's MEMORY_RECORD alike."""
     if component is not None:
         present = set(component.dropna())
         chosen = next((c for c in ("PTA+GE", "PTA") if c in present), None)

@@ -25,7 +25,7 @@ from .cpu_ops import CPU_KERNEL
 from .kinds import cann_kind, framework_kind, op_type_from_task
 from .trace_columns import Rows, TraceColumns
 
-_STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 _FRAMEWORK_PROCESSES = {"Python", "CPU", "MindSpore", "PyTorch"}
@@ -107,7 +107,7 @@ def _framework_tables(out: TraceTables, rows: Rows, shapes: dict[int, bytes]) ->
     steps = [
         (i, int(m.group(1)))
         for i in candidates.tolist()
-        if (m := _STEP_NAME.match(names[i].as_py()))
+        if (m := STEP_NAME.match(names[i].as_py()))
     ]
     if steps:
         index = [i for i, _ in steps]

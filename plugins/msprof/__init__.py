@@ -5,7 +5,9 @@ Sources, in priority order for each device:
 1. CANN 8.x merged summaries, `mindstudio_profiler_output/*.csv` (rows split by `Device_id`),
 2. 6.3-7.x per-device summaries, `device_N/summary/*.csv`,
 3. raw-export timelines, `device_N/timeline/{step_trace,task_time,hccl,msprof}_*.json`, with
-   `msprof_*.json` used only for the tables the specific files do not give.
+   `msprof_*.json` used only for the tables the specific files do not give,
+4. `msprof --type=db`'s `msprof_{timestamp}.db` (tasks and API calls; the CSVs read faster,
+   so it is read only when none of the above gave the tasks; `meta.extra["source"]` is `db`).
 
 Summary CSVs read: op_summary (else task_time), step_trace, op_statistic, api_statistic, and the
 data queues of TensorFlow/data-sink runs (formats.md §4.3): `aicpu_mi` (the device queue GetNext
@@ -19,7 +21,8 @@ come from their own columns, so only start times can move, by at most 0.125 µs.
 origin is kept in `meta.extra["time_origin_us"]`.
 
 Modules: `export` walks one PROF folder and builds each device's profile, `summaries` reads the
-summary CSVs, `timeline` the raw-export timelines, `info` the chip facts of info.json.
+summary CSVs, `timeline` the raw-export timelines, `db` the database, `info` the chip facts of
+info.json.
 """
 
 from __future__ import annotations

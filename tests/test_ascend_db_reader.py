@@ -1,0 +1,458 @@
+"""The SQLite exports: torch_npu / MindSpore's profiler database and msprof's msprof_*.db.
+
+Fixtures (tests/fixtures/ascend_db/, where README.md says where every table comes from):
+`rank0_ascend_pt` and `PROF_..._SMALLCASE` are the database twins of two text fixtures of this
+repository, written by make_db.py with the standard library only; `msinsight/` holds genuine
+databases published with MindStudio Insight. Expected numbers of the genuine files are
+computed here with sqlite3, never by the code under test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import FIXTURE_DIR
+
+import advisor
+from advisor.cli import main
+from advisor.errors import UnreadableInput
+from advisor.model import Profile, contract_problems
+from advisor.plugin_manager import PluginHost
+from advisor.reading import read_inputs
+from advisor_plugins import ascend_pt, msprof
+
+DB_FIXTURES = FIXTURE_DIR / "ascend_db"
+OUT = "ASCEND_PROFILER_OUTPUT"
+RANK0_TEXT = FIXTURE_DIR / "real" / "ascend_pt" / "rank0_ascend_pt" / OUT / "trace_view.json"
+RANK0_DB = DB_FIXTURES / "rank0_ascend_pt"
+SMALLCASE = "PROF_000001_20260105093000123_SMALLCASE"
+SMALLCASE_TEXT = FIXTURE_DIR / "msprof" / SMALLCASE
+SMALLCASE_DB = DB_FIXTURES / SMALLCASE
+GENUINE_PT = DB_FIXTURES / "msinsight" / "level0_rank0_ascend_pt"
+GENUINE_PT_DB = GENUINE_PT / OUT / "ascend_pytorch_profiler_0.db"
+GENUINE_MSPROF = DB_FIXTURES / "msinsight" / "PROF_000001_FULL_DB"
+LEVEL1_TEXT = DB_FIXTURES / "msinsight" / "text_level1_rank0_ascend_pt"
+LEVEL1_DB = DB_FIXTURES / "level1_twin_ascend_pt"
+SORT_KEYS = ("start_us", "time_us", "step", "name", "duration_us")
+
+
+def read_pt(path: Path) -> Profile:
+    (profile,) = ascend_pt.AscendPtReader().read(path)
+    assert contract_problems(profile) == []
+    return profile
+
+
+def read_msprof(path: Path) -> list[Profile]:
+    profiles = msprof.MsprofReader().read(path)
+    assert all(contract_problems(p) == [] for p in profiles)
+    return profiles
+
+
+def problems(profile: Profile) -> list[tuple[str, str]]:
+    return [(Path(w.file).name, w.problem) for w in profile.warnings]
+
+
+def sorted_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    keys = [c for c in SORT_KEYS if c in frame]
+    return frame.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def written(frame: pd.DataFrame) -> list[str]:
+    """The columns holding a value (an all-missing column counts as absent)."""
+    return [c for c in frame.columns if frame[c].notna().any()]
+
+
+def assert_same_table(text: pd.DataFrame, db: pd.DataFrame, name: str) -> None:
+    """Same rows, same written columns, values equal (numbers within 1 ns or 1e-9)."""
+    assert sorted(written(text)) == sorted(written(db)), name
+    assert len(text) == len(db), name
+    text, db = sorted_rows(text), sorted_rows(db)
+    for column in written(text):
+        a, b = text[column], db[column]
+        if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+            x, y = a.to_numpy(float, na_value=np.nan), b.to_numpy(float, na_value=np.nan)
+            assert np.allclose(x, y, rtol=1e-9, atol=1e-3, equal_nan=True), (name, column)
+        else:
+            same = (a.astype(object) == b.astype(object)) | (a.isna() & b.isna())
+            assert same.all(), (name, column, a[~same].head(3).tolist(), b[~same].head(3).tolist())
+
+
+def findings(path: Path) -> list[tuple[str, float]]:
+    (analysis,) = advisor.analyze(path).analyses
+    return sorted((f.rule.id, round(f.impact_us or 0.0, 1)) for f in analysis.findings)
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def trace_only(tmp_path: Path) -> Path:
+    """rank0's text export as the twin's source: its trace_view.json (its kernel_details.csv
+    comes from another run, which no database can hold)."""
+    folder = tmp_path / "rank0_ascend_pt"
+    (folder / OUT).mkdir(parents=True)
+    shutil.copy(RANK0_TEXT, folder / OUT / "trace_view.json")
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------
+# The database twin of a text export gives the same tables and the same findings
+
+
+def test_torch_npu_database_gives_the_tables_of_its_text_export(tmp_path: Path) -> None:
+    text, db = read_pt(trace_only(tmp_path)), read_pt(RANK0_DB)
+    assert problems(text) == problems(db) == []
+    assert db.meta.extra["source"] == "db" and "source" not in text.meta.extra
+    assert set(text.tables) == set(db.tables) == {"steps", "device_ops", "host_ops"}
+    for name in ("device_ops", "host_ops"):
+        assert_same_table(text.tables[name], db.tables[name], name)
+    # StepTraceTime always records a bubble (0 without receive ops); trace_view.json has a
+    # bubble track only when there are receive ops, and a full text export's
+    # step_trace_time.csv records the same 0
+    steps = db.tables["steps"]
+    assert (steps.pop("bubble_us") == 0).all()
+    assert_same_table(text.tables["steps"], steps, "steps")
+    # launches come from CONNECTION_IDS in the database, from torch_to_npu flows in the trace
+    assert db.tables["device_ops"]["launch_us"].notna().sum() == 274
+
+
+def test_torch_npu_database_gives_the_findings_of_its_text_export(tmp_path: Path) -> None:
+    assert findings(RANK0_DB) == findings(trace_only(tmp_path))
+
+
+def test_analysis_database_and_memory_record_give_the_tables_of_their_text_files() -> None:
+    """Genuine communication.json, communication_matrix.json and memory_record.csv against
+    analysis.db's CommAnalyzer* tables and MEMORY_RECORD made from them."""
+    text, db = read_pt(LEVEL1_TEXT), read_pt(LEVEL1_DB)
+    assert problems(text) == problems(db) == []
+    assert set(text.tables) == set(db.tables) == {"comm_ops", "memory"}
+    for name in ("comm_ops", "memory"):
+        assert_same_table(text.tables[name], db.tables[name], name)
+    totals = [t.meta.extra["comm_bandwidth"] for t in (text, db)]
+    assert totals[0].keys() == totals[1].keys()
+    for transport, values in totals[0].items():
+        assert totals[1][transport] == pytest.approx(values, nan_ok=True), transport
+    kinds = db.tables["comm_ops"]["kind"].value_counts().to_dict()
+    assert kinds == {"link": 48, "op": 4}
+
+
+def test_msprof_database_gives_the_tables_of_its_text_export() -> None:
+    (text,), (db,) = read_msprof(SMALLCASE_TEXT), read_msprof(SMALLCASE_DB)
+    assert db.meta.device_id == text.meta.device_id == "0"
+    assert db.meta.extra["source"] == "db" and db.meta.files_read == ["msprof_20260105093512.db"]
+    assert db.meta.extra["ai_core_num"] == text.meta.extra["ai_core_num"]  # info.json.0
+    # msprof_*.db has no iteration or operator-statistic table: step_trace and op_statistic
+    # exist in text only (op_stats is then derived from the tasks)
+    assert set(text.tables) - set(db.tables) == {"steps", "op_stats"}
+    assert_same_table(text.tables["host_ops"], db.tables["host_ops"], "host_ops")
+    ops = text.tables["device_ops"]
+    communication = ops["core_type"] == "COMMUNICATION"
+    assert (ops.loc[communication, "block_dim"] == 0).all()  # op_summary writes Block Num 0
+    ops = ops.assign(block_dim=ops["block_dim"].mask(communication))  # the db has none
+    assert_same_table(ops, db.tables["device_ops"], "device_ops")
+
+
+def test_msprof_database_gives_the_findings_of_the_same_text_tables(tmp_path: Path) -> None:
+    text = shutil.copytree(SMALLCASE_TEXT, tmp_path / SMALLCASE)
+    for kind in ("step_trace", "op_statistic"):  # what the database has no table for
+        for path in (text / "mindstudio_profiler_output").glob(f"{kind}_*.csv"):
+            path.unlink()
+    assert findings(SMALLCASE_DB) == findings(text)
+    assert any(rule == "OP-005" for rule, _ in findings(SMALLCASE_DB))
+
+
+# ---------------------------------------------------------------------------------------------
+# Which source is read when both are there
+
+
+def test_torch_npu_folder_with_both_reads_the_database(tmp_path: Path) -> None:
+    folder = trace_only(tmp_path)
+    for path in (RANK0_DB / OUT).iterdir():
+        shutil.copy(path, folder / OUT / path.name)
+    profile = read_pt(folder)
+    assert profile.meta.extra["source"] == "db"
+    assert profile.meta.files_read == [
+        f"{OUT}/ascend_pytorch_profiler_0.db",
+        f"{OUT}/analysis.db",
+    ]
+    result = CliRunner().invoke(main, ["inspect", str(folder)])
+    assert result.exit_code == 0
+    assert f"files read: 2 (source: db): {OUT}/ascend_pytorch_profiler_0.db" in result.output
+
+
+def test_msprof_folder_with_both_reads_the_csvs(tmp_path: Path) -> None:
+    folder = shutil.copytree(SMALLCASE_TEXT, tmp_path / SMALLCASE)
+    shutil.copy(next(SMALLCASE_DB.glob("msprof_*.db")), folder)
+    (profile,) = read_msprof(folder)
+    assert "source" not in profile.meta.extra
+    assert not any(f.endswith(".db") for f in profile.meta.files_read)
+    assert findings(folder) == findings(SMALLCASE_TEXT)
+
+
+def test_msprof_database_only_for_devices_no_csv_gave(tmp_path: Path) -> None:
+    """step_trace without op_summary: the tasks from the database, the steps from the CSV."""
+    folder = shutil.copytree(SMALLCASE_TEXT, tmp_path / SMALLCASE)
+    merged = folder / "mindstudio_profiler_output"
+    for kind in ("op_summary", "api_statistic"):
+        next(merged.glob(f"{kind}_*.csv")).unlink()
+    shutil.copy(next(SMALLCASE_DB.glob("msprof_*.db")), folder)
+    (profile,) = read_msprof(folder)
+    assert profile.meta.extra["source"] == "db"
+    assert {"steps", "device_ops", "host_ops", "op_stats"} <= set(profile.tables)
+    assert findings(folder) == findings(SMALLCASE_TEXT)
+
+
+# ---------------------------------------------------------------------------------------------
+# Genuine databases (MindStudio Insight's test data)
+
+
+def test_genuine_torch_npu_database() -> None:
+    con = sqlite3.connect(f"file:{GENUINE_PT_DB}?mode=ro&immutable=1", uri=True)
+    (tasks,) = con.execute(
+        "SELECT COUNT(*) FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId"
+    ).fetchone()
+    (collectives,) = con.execute("SELECT COUNT(*) FROM COMMUNICATION_OP").fetchone()
+    step, start, end = con.execute("SELECT id, startNs, endNs FROM STEP_TIME").fetchone()
+    top_name, top_ns = con.execute(  # a Level0 profile has no op types (N/A): names then
+        "SELECT s.value, SUM(t.endNs - t.startNs) AS ns FROM TASK t "
+        "JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId "
+        "JOIN STRING_IDS s ON s.id = c.name GROUP BY s.value ORDER BY ns DESC LIMIT 1"
+    ).fetchone()
+    (samples,) = con.execute(
+        "SELECT COUNT(*) FROM MEMORY_RECORD m JOIN STRING_IDS s ON s.id = m.component "
+        "WHERE s.value = 'PTA+GE'"
+    ).fetchone()
+    (framework,) = con.execute(
+        "SELECT COUNT(*) FROM PYTORCH_API p JOIN STRING_IDS s ON s.id = p.name "
+        "WHERE s.value NOT LIKE 'ProfilerStep#%'"
+    ).fetchone()
+    (cann,) = con.execute("SELECT COUNT(*) FROM CANN_API").fetchone()
+    con.close()
+
+    profile = read_pt(GENUINE_PT)
+    assert problems(profile) == []
+    assert (profile.meta.rank, profile.meta.device_id) == (0, "0")
+    assert profile.meta.versions["db_schema"] == "1.0.0"
+    tables = profile.tables
+    ops = tables["device_ops"]
+    assert len(ops) == tasks + collectives and collectives == 4
+    assert (ops["category"] == "communication").sum() == collectives
+    (steps,) = tables["steps"].itertuples()
+    assert steps.step == step and steps.duration_us == pytest.approx((end - start) / 1000)
+    totals = ops[ops["category"] == "compute"].groupby("name")["duration_us"].sum()
+    assert totals.idxmax() == top_name and totals.max() == pytest.approx(top_ns / 1000)
+    assert ops["op_type"].isna().sum() == tasks and (ops["core_type"] == "UNKNOWN").sum() == tasks
+    assert len(tables["memory"]) == samples
+    assert len(tables["host_ops"]) == framework + cann
+    assert ops["launch_us"].notna().any() and tables["host_ops"]["input_shapes"].notna().any()
+
+
+def test_genuine_msprof_database() -> None:
+    con = sqlite3.connect(f"file:{GENUINE_MSPROF / 'msprof_0.db'}?mode=ro&immutable=1", uri=True)
+    device, tasks = con.execute(
+        "SELECT t.deviceId, COUNT(*) FROM TASK t "
+        "JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId GROUP BY t.deviceId"
+    ).fetchone()
+    calls = dict(
+        con.execute(
+            "SELECT s.value, COUNT(*) FROM CANN_API c JOIN STRING_IDS s ON s.id = c.name "
+            "GROUP BY s.value"
+        ).fetchall()
+    )
+    con.close()
+    (profile,) = read_msprof(GENUINE_MSPROF)
+    assert problems(profile) == []
+    assert profile.meta.device_id == str(device) and len(profile.tables["device_ops"]) == tasks
+    host = profile.tables["host_ops"]
+    assert dict(zip(host["name"], host["count"])) == calls
+    assert set(host["level"]) == {"AscendCL"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Read-only, and robust
+
+
+def test_reading_never_writes_to_the_input_folder(tmp_path: Path) -> None:
+    folders = [
+        shutil.copytree(RANK0_DB, tmp_path / "rank0_ascend_pt"),
+        shutil.copytree(SMALLCASE_DB, tmp_path / SMALLCASE),
+    ]
+    before = [snapshot(f) for f in folders]
+    result = read_inputs(folders, PluginHost())
+    assert result.input_errors == [] and len(result.profiles) == 2
+    assert [snapshot(f) for f in folders] == before  # no -journal, -wal or -shm, no mtime
+
+
+def test_a_read_only_or_locked_database_still_reads(tmp_path: Path) -> None:
+    folder = shutil.copytree(RANK0_DB, tmp_path / "rank0_ascend_pt")
+    db = folder / OUT / "ascend_pytorch_profiler_0.db"
+    writer = sqlite3.connect(db)
+    writer.execute("BEGIN EXCLUSIVE")  # another process writing: the file is locked
+    try:
+        for path in (db, db.parent):
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        assert len(read_pt(folder).tables["device_ops"]) == 276
+    finally:
+        writer.rollback()
+        writer.close()
+        db.parent.chmod(0o755)
+        db.chmod(0o644)
+
+
+def test_a_write_ahead_log_beside_the_database_is_named(tmp_path: Path) -> None:
+    folder = shutil.copytree(RANK0_DB, tmp_path / "rank0_ascend_pt")
+    (folder / OUT / "ascend_pytorch_profiler_0.db-wal").write_bytes(b"\0" * 64)
+    profile = read_pt(folder)
+    assert problems(profile) == [
+        (
+            "ascend_pytorch_profiler_0.db",
+            "ascend_pytorch_profiler_0.db-wal beside it is not read (was the profiler still "
+            "writing?)",
+        )
+    ]
+
+
+@pytest.mark.parametrize("content", [b"", b"not a database at all\n" * 40])
+def test_a_file_that_is_no_database_is_one_warning_and_the_text_is_read(
+    tmp_path: Path, content: bytes
+) -> None:
+    folder = trace_only(tmp_path)
+    (folder / OUT / "ascend_pytorch_profiler_0.db").write_bytes(content)
+    profile = read_pt(folder)
+    ((file, problem),) = problems(profile)
+    assert file == "ascend_pytorch_profiler_0.db" and "\n" not in problem
+    assert "source" not in profile.meta.extra and len(profile.tables["device_ops"]) == 276
+
+
+def test_a_folder_with_only_a_broken_database_is_unreadable_in_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "w_ascend_pt"
+    (folder / OUT).mkdir(parents=True)
+    (folder / OUT / "ascend_pytorch_profiler_0.db").write_bytes(b"garbage " * 100)
+    with pytest.raises(UnreadableInput) as caught:
+        ascend_pt.AscendPtReader().read(folder)
+    assert "ascend_pytorch_profiler_0.db" in caught.value.problem
+    assert "\n" not in str(caught.value)
+    prof = tmp_path / "PROF_000001_20260101000000000_BROKEN"
+    prof.mkdir()
+    (prof / "msprof_20260101000000.db").write_bytes(b"garbage " * 100)
+    with pytest.raises(UnreadableInput) as caught:
+        msprof.MsprofReader().read(prof)
+    assert "msprof_20260101000000.db" in caught.value.problem
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("kept", [0.25, 0.5, 0.9])
+def test_a_truncated_database_is_named_in_one_line_not_a_crash(tmp_path: Path, kept: float) -> None:
+    """Cut short, a database either opens (what can be read is, each failing table one
+    warning) or is unreadable in one line; the reader never fails."""
+    folder = shutil.copytree(RANK0_DB, tmp_path / "rank0_ascend_pt")
+    db = folder / OUT / "ascend_pytorch_profiler_0.db"
+    db.write_bytes(db.read_bytes()[: int(db.stat().st_size * kept)])
+    result = read_inputs([folder], PluginHost())
+    lines = [e.problem for e in result.input_errors] + [
+        w.problem for p in result.profiles for w in p.warnings if Path(w.file).name == db.name
+    ]
+    assert lines and all(db.name in line or "malformed" in line for line in lines)
+    assert all("\n" not in line and " failed: " not in line for line in lines)
+
+
+def edited(tmp_path: Path, source: Path, *statements: str) -> Path:
+    folder = shutil.copytree(source, tmp_path / source.name)
+    db = next(folder.rglob("ascend_pytorch_profiler_0.db"), None) or next(folder.glob("*.db"))
+    con = sqlite3.connect(db)
+    for statement in statements:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return folder
+
+
+def test_missing_tables_and_columns_are_absent_tables_and_columns(tmp_path: Path) -> None:
+    """Older or newer CANN: no PMU table, no opState, a renamed block count, an unknown table
+    and column; nothing is a warning, each missing piece is missing from the tables."""
+    folder = edited(
+        tmp_path,
+        SMALLCASE_DB,
+        "DROP TABLE TASK_PMU_INFO",
+        "ALTER TABLE COMPUTE_TASK_INFO DROP COLUMN opState",
+        "ALTER TABLE COMPUTE_TASK_INFO RENAME COLUMN blockNum TO blockDim",
+        "ALTER TABLE TASK ADD COLUMN depth INTEGER",
+        "CREATE TABLE NEWER_THAN_US (x INTEGER)",
+    )
+    (profile,) = read_msprof(folder)
+    assert problems(profile) == []
+    ops = profile.tables["device_ops"]
+    assert "op_state" not in written(ops) and "vec_ratio" not in written(ops)
+    assert ops["block_dim"].notna().sum() == 27
+
+
+@pytest.mark.parametrize(
+    "statement, table",
+    [
+        ("DROP TABLE PYTORCH_API", "steps"),
+        ("DROP TABLE STEP_TIME", "device_ops"),
+        ("DROP TABLE TASK", "host_ops"),
+        ("DROP TABLE CANN_API", "device_ops"),
+    ],
+)
+def test_a_torch_npu_database_without_a_table_reads_the_rest(
+    tmp_path: Path, statement: str, table: str
+) -> None:
+    profile = read_pt(edited(tmp_path, RANK0_DB, statement))
+    assert problems(profile) == [] and table in profile.tables
+
+
+def test_a_missing_string_table_leaves_names_unknown_not_a_crash(tmp_path: Path) -> None:
+    folder = edited(tmp_path, SMALLCASE_DB, "DROP TABLE STRING_IDS")
+    profiles = msprof.MsprofReader().read(folder)
+    assert profiles and all(p.tables["device_ops"]["name"].isna().all() for p in profiles)
+
+
+def test_a_mindspore_database_is_read_as_mindspore(tmp_path: Path) -> None:
+    folder = tmp_path / "rank-0_1_ascend_ms"
+    shutil.copytree(RANK0_DB / OUT, folder / OUT)
+    (folder / OUT / "ascend_pytorch_profiler_0.db").rename(
+        folder / OUT / "ascend_mindspore_profiler_0.db"
+    )
+    profile = read_pt(folder)
+    assert profile.meta.framework == "MindSpore" and profile.meta.source_format == "ascend-ms"
+    assert len(profile.tables["device_ops"]) == 276
+
+
+def test_database_files_are_found_by_rank(tmp_path: Path) -> None:
+    folder = tmp_path / "w_ascend_pt"
+    (folder / OUT).mkdir(parents=True)
+    for rank in (1, 3):
+        shutil.copy(
+            RANK0_DB / OUT / "ascend_pytorch_profiler_0.db",
+            folder / OUT / f"ascend_pytorch_profiler_{rank}.db",
+        )
+    (folder / "profiler_info_3.json").write_text('{"rank_id": 3}', encoding="utf-8")
+    profile = read_pt(folder)
+    assert profile.meta.files_read[-1] == f"{OUT}/ascend_pytorch_profiler_3.db"
+    assert profile.meta.rank == 3
+
+
+def test_no_file_is_opened_for_writing(tmp_path: Path, monkeypatch) -> None:
+    """Belt and braces for the read-only URI: every connection is to a read-only URI."""
+    seen: list[str] = []
+    real = sqlite3.connect
+
+    def spy(target, *args, **kwargs):
+        seen.append(str(target))
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", spy)
+    read_pt(RANK0_DB)
+    assert seen and all("mode=ro" in s and "immutable=1" in s for s in seen)
+    assert os.access(RANK0_DB / OUT / "analysis.db", os.R_OK)
