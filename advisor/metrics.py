@@ -7,14 +7,13 @@ notebook all show the same numbers; renderers only convert them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from advisor import intervals
+from advisor.engine.evaluate import to_plain
 from advisor.model import Profile
 
 STEP_COLUMNS = (
@@ -70,15 +69,9 @@ class ProfileMetrics:
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts of JSON values: numpy scalars as Python ones, NaN and NA as None."""
-
-    def plain(value: Any) -> Any:
-        if value is None or value is pd.NA:
-            return None
-        if isinstance(value, np.generic):
-            value = value.item()
-        return None if isinstance(value, float) and not math.isfinite(value) else value
-
-    return [{str(k): plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+    return [
+        {str(k): to_plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")
+    ]
 
 
 def _columns(profile: Profile, table: str, wanted: tuple[str, ...]) -> pd.DataFrame:

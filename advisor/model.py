@@ -951,7 +951,8 @@ def _table_problem(name: str, frame: Any, spec: TableSpec | None) -> str | None:
 def contract_problems(profile: Profile, tables: Mapping[str, TableSpec] | None = None) -> list[str]:
     """What breaks the table contract: unknown tables or columns, missing required columns.
 
-    Readers (built-in and third-party) can assert this is empty in their tests.
+    Readers (built-in and third-party) can assert this is empty in their tests; a plugin
+    that registers tables passes them too (`PluginHost().tables()`).
     """
     tables = TABLES if tables is None else tables
     problems = []
