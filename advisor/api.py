@@ -76,6 +76,13 @@ class AnalysisResult:
         return [f for a in self.analyses for f in a.findings]
 
     @property
+    def incomplete(self) -> bool:
+        """An input, or a whole file of a profile read, could not be read (exit 3)."""
+        return bool(self.input_errors) or any(
+            w.unread for a in self.analyses for w in a.profile.warnings
+        )
+
+    @property
     def reports(self) -> list[dict[str, Any]]:
         return [a.report for a in self.analyses]
 

@@ -3,6 +3,8 @@ entries that stand where a profile's file may be but cannot be read.
 
 A folder may hold several profiles (one per rank, or a profile beside other files); each
 claimed sub-path is read separately. Detection must be cheap, so only names are looked at.
+Valid links are followed (a folder of links to rank folders is common); a profile reached twice
+through links is read once, and the second path named.
 Readers list a folder's regular files and pass over a dangling link, a link loop or a folder
 named like a file without a word; `broken_entries` finds those, so each can be named.
 """
@@ -110,17 +112,27 @@ def locate(path: Path, readers: Sequence[tuple[str, Reader]], problems: list[str
         problem = broken_entry(path, is_link=path.is_symlink(), is_dir=False)
         raise UnreadableInput(path, (problem or "no such file or directory").removesuffix(""))
     claims: list[Claim] = []
+    first_path: dict[Path, Path] = {}  # a claimed profile's real path -> the path that reached it
     pending = [(path, 0)]
     while pending:
         current, depth = pending.pop(0)
         claim = _claim(current, readers, problems)
         if claim:
-            claims.append(claim)
+            real = current.resolve()
+            if real in first_path:
+                problems.append(
+                    f"warning: {current}: the same profile as {first_path[real]} "
+                    "(through a link), read once"
+                )
+            else:
+                first_path[real] = current
+                claims.append(claim)
             continue
         if current.is_dir() and depth < SEARCH_DEPTH:
-            try:
+            try:  # broken links are left to broken_entries, which names them
                 children = sorted(
-                    (p for p in current.iterdir() if not p.is_symlink()), key=natural_key
+                    (p for p in current.iterdir() if p.exists() or not p.is_symlink()),
+                    key=natural_key,
                 )
             except OSError as exc:
                 raise UnreadableInput(current, f"cannot list directory: {exc.strerror}") from None

@@ -731,6 +731,9 @@ class ReaderWarning:
     line: int | None = None
     column: str | None = None
     reader: str = ""
+    unread: bool = False
+    """The whole file was refused (damaged, over a limit): an input could not be read, so the
+    run exits 3 though the rest of the profile is analysed."""
 
     def __str__(self) -> str:
         where = self.file
@@ -747,6 +750,7 @@ class ReaderWarning:
             "column": self.column,
             "problem": self.problem,
             "reader": self.reader,
+            "unread": self.unread,
         }
 
 
@@ -830,13 +834,15 @@ class Profile:
         line: int | None = None,
         column: str | None = None,
         reader: str = "",
+        unread: bool = False,
     ) -> None:
-        """Record a problem; a file path relative to the profile is made whole for the user."""
+        """Record a problem; a file path relative to the profile is made whole for the user.
+        `unread`: the problem cost the whole file (see ReaderWarning.unread)."""
         path = Path(file)
         if not path.is_absolute() and not str(file).startswith("<"):
             base = Path(self.meta.path)
             path = (base if base.is_dir() else base.parent) / path
-        self.warnings.append(ReaderWarning(str(path), problem, line, column, reader))
+        self.warnings.append(ReaderWarning(str(path), problem, line, column, reader, unread))
 
 
 def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.DataFrame:

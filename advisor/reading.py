@@ -54,13 +54,13 @@ def _read_claim(
 
 def _warn_broken(folder: Path, profiles: list[Profile]) -> None:
     """A warning on each profile for each broken entry of its claimed folder, unless the
-    reader already named that entry: what it stands for was not read."""
+    reader already named that entry: what it stands for was not read (exit 3)."""
     if not folder.is_dir():
         return
     for entry in broken_entries(folder, CLAIM_SCAN_DEPTH):
         for profile in profiles:
             if not any(w.file == entry.path for w in profile.warnings):
-                profile.warn(entry.path, entry.problem)
+                profile.warn(entry.path, entry.problem, unread=True)
 
 
 def _size(path: Path) -> int:

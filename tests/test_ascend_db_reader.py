@@ -168,6 +168,33 @@ def test_msprof_database_gives_the_findings_of_the_same_text_tables(tmp_path: Pa
     assert any(rule == "OP-005" for rule, _ in findings(SMALLCASE_DB))
 
 
+def test_a_database_named_on_its_own_reads_like_its_folder(tmp_path: Path) -> None:
+    """`advisor run .../ascend_pytorch_profiler_0.db` or `.../msprof_*.db`: the file is
+    claimed and read alone, giving the tables the folder gives."""
+    pt_file = RANK0_DB / OUT / "ascend_pytorch_profiler_0.db"
+    (alone,), folder = read_inputs([pt_file], PluginHost()).profiles, read_pt(RANK0_DB)
+    assert alone.meta.path == str(pt_file) and alone.meta.extra["source"] == "db"
+    assert set(alone.tables) == set(folder.tables)
+    for name in folder.tables:
+        assert_same_table(folder.tables[name], alone.tables[name], name)
+    (ms_file,) = SMALLCASE_DB.glob("msprof_*.db")
+    (ms_alone,) = read_inputs([ms_file], PluginHost()).profiles
+    (ms_folder,) = read_msprof(SMALLCASE_DB)
+    assert ms_file.name in ms_alone.meta.files_read and ms_alone.meta.extra["source"] == "db"
+    assert_same_table(ms_folder.tables["device_ops"], ms_alone.tables["device_ops"], "device_ops")
+    result = CliRunner().invoke(main, ["run", str(pt_file), "-o", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "prof_rule_0.json").is_file()
+
+
+def test_a_broken_database_named_on_its_own_is_one_line_exit_3(tmp_path: Path) -> None:
+    broken = tmp_path / "ascend_pytorch_profiler_3.db"
+    broken.write_bytes(b"not a database at all" * 100)
+    result = CliRunner().invoke(main, ["run", str(broken), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    assert f"advisor: {broken}: " in result.output and "Traceback" not in result.output
+
+
 # ---------------------------------------------------------------------------------------------
 # Which source is read when both are there
 

@@ -203,6 +203,32 @@ def test_an_event_that_never_ends_names_its_limit(
     )
 
 
+def test_a_limit_tripped_inside_a_profile_folder_is_one_line_and_exit_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """trace_view.json of a torch_npu folder opens with an event of 24 MiB (the event limit
+    lowered to 2 MiB; the reader looks that far past its two 8 MiB reads): that file is
+    refused in one line naming the variable to raise, exit 3, and kernel_details.csv beside
+    it is still analysed."""
+    monkeypatch.setenv("ADVISOR_MAX_EVENT_BYTES", "2M")
+
+    def huge_first_event(path: Path) -> None:
+        body = path.read_bytes().lstrip()
+        assert body.startswith(b"[")
+        path.write_bytes(b'[{"ph": "X", "name": "' + b"n" * (24 * MIB) + b'"},' + body[1:])
+
+    root = build(tmp_path, "ascend_pt", TRACE_VIEW, huge_first_event)
+    code, lines = run(root, "-o", tmp_path / "out")
+    assert code == EXIT_UNREADABLE, lines
+    said = [line for line in lines if f"{root / TRACE_VIEW}: no event boundary" in line]
+    assert len(said) == 1 and said[0].endswith("raise ADVISOR_MAX_EVENT_BYTES (now 2M)"), lines
+    assert not said[0].startswith("advisor: warning:")
+    (report,) = (tmp_path / "out").glob("prof_rule_*.json")
+    files_read = json.loads(report.read_text())["profile"]["files_read"]
+    assert any(f.endswith("kernel_details.csv") for f in files_read), files_read
+    assert not any(f.endswith("trace_view.json") for f in files_read), files_read
+
+
 def test_whole_file_reads_keep_to_the_limits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -335,28 +361,30 @@ FOLDER = "a folder where a file is expected"
 DANGLING = "a dangling link (to 'does-not-exist')"
 LOOP = "a symbolic link loop"
 TREES = [
-    # (base, entry, change, problem, exit code: 3 where the entry is an input of its own)
-    ("ascend_pt", KERNELS, "folder-in-place", FOLDER, EXIT_OK),
-    ("ascend_pt", TRACE_VIEW, "folder-in-place", FOLDER, EXIT_OK),
-    ("ascend_pt", TRACE_VIEW, "dangling-link", DANGLING, EXIT_OK),
-    ("msprof", OP_SUMMARY, "dangling-link", DANGLING, EXIT_OK),
-    ("msprof", OP_SUMMARY, "symlink-loop-folder", LOOP, EXIT_OK),
-    ("mindspore", "run_2_profiler/framework_raw_1.csv", "folder-in-place", FOLDER, EXIT_OK),
-    ("kineto_ranks", RANK1, "symlink-loop-folder", LOOP, EXIT_UNREADABLE),
-    ("kineto_ranks", RANK1, "dangling-link", DANGLING, EXIT_UNREADABLE),
-    ("kineto_ranks", RANK1, "folder-in-place", FOLDER, EXIT_UNREADABLE),
+    # (base, entry, change, problem): a file of a profile or an input of its own, not read
+    ("ascend_pt", KERNELS, "folder-in-place", FOLDER),
+    ("ascend_pt", TRACE_VIEW, "folder-in-place", FOLDER),
+    ("ascend_pt", TRACE_VIEW, "dangling-link", DANGLING),
+    ("msprof", OP_SUMMARY, "dangling-link", DANGLING),
+    ("msprof", OP_SUMMARY, "symlink-loop-folder", LOOP),
+    ("mindspore", "run_2_profiler/framework_raw_1.csv", "folder-in-place", FOLDER),
+    ("kineto_ranks", RANK1, "symlink-loop-folder", LOOP),
+    ("kineto_ranks", RANK1, "dangling-link", DANGLING),
+    ("kineto_ranks", RANK1, "folder-in-place", FOLDER),
 ]
 
 
-@pytest.mark.parametrize(("base", "target", "change", "problem", "exit_code"), TREES)
+@pytest.mark.parametrize(("base", "target", "change", "problem"), TREES)
 def test_links_and_folders_in_place_of_files_are_named(
-    tmp_path: Path, base: str, target: str, change: str, problem: str, exit_code: int
+    tmp_path: Path, base: str, target: str, change: str, problem: str
 ) -> None:
+    """Whatever the entry stood for was not read: one line naming it (an error, not a
+    warning), exit 3, and the rest analysed."""
     root = build(tmp_path, base, target, TREE[change])
     code, lines = run(root, "-o", tmp_path / "out")
-    warning = "warning: " if exit_code == EXIT_OK else ""
-    assert f"advisor: {warning}{root / target}: {problem}" in lines, lines
-    assert code == exit_code, lines
+    assert f"advisor: {root / target}: {problem}" in lines, lines
+    assert not any(line.startswith("advisor: warning:") and target in line for line in lines)
+    assert code == EXIT_UNREADABLE, lines
     assert list((tmp_path / "out").glob("prof_rule_*.json")), "the rest was not analysed"
 
 
@@ -370,6 +398,26 @@ def test_a_link_loop_given_as_the_input_is_named(tmp_path: Path) -> None:
         f"advisor: {tmp_path / 'a.pt.trace.json'}: a symbolic link loop",
         f"advisor: {tmp_path / 'gone.pt.trace.json'}: a dangling link (to 'nowhere.pt.trace.json')",
     ]
+
+
+def test_links_to_profiles_are_followed_and_a_profile_reached_twice_is_read_once(
+    tmp_path: Path,
+) -> None:
+    """A run folder of links to the rank traces (as job schedulers leave them) is read like
+    the traces themselves; a second link to rank 0 is named and not read again."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for rank in (0, 1):
+        trace = FIXTURE_DIR / f"kineto_own/ddp_rank{rank}.pt.trace.json.gz"
+        (runs / f"rank{rank}.pt.trace.json.gz").symlink_to(trace)
+    (runs / "zz_again.pt.trace.json.gz").symlink_to(runs / "rank0.pt.trace.json.gz")
+    code, lines = run(runs, "-o", tmp_path / "out")
+    assert code == EXIT_OK, lines
+    assert f"advisor: warning: {runs / 'zz_again.pt.trace.json.gz'}: the same profile as " in (
+        "\n".join(lines)
+    )
+    reports = sorted(p.name for p in (tmp_path / "out").glob("prof_rule_*.json"))
+    assert reports == ["prof_rule_cluster.json", "prof_rule_rank0.json", "prof_rule_rank1.json"]
 
 
 def test_a_folder_named_like_a_file_that_holds_a_profile_is_a_container(tmp_path: Path) -> None:

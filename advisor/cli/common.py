@@ -25,6 +25,7 @@ from advisor.engine.evaluate import Finding, at_least
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import LANGUAGES
 from advisor.errors import AdvisorError, RuleError
+from advisor.model import ReaderWarning
 from advisor.outputs import OutputError, OutputFolderError, is_inside, output_dir
 from advisor.render.format import terminal_safe
 
@@ -94,7 +95,8 @@ def exit_code(
     fail_on: str | None,
     places: Sequence[str | None] | None = None,
 ) -> int:
-    """3 when an input could not be read, 1 for a finding at or above --fail-on, else 0.
+    """3 when an input (or a whole file of a profile) could not be read, 1 for a finding at
+    or above --fail-on, else 0.
 
     When --fail-on trips, one line on stderr names the findings that tripped it (`places`,
     parallel to `findings`, says where each was found, e.g. "rank 0"), so a red CI job says
@@ -253,17 +255,26 @@ def detail_files(names: Sequence[str], json_names: Sequence[str], html: str) -> 
 
 
 def echo_closing(
-    report: ReportOptions, warnings: Iterable[str], out_dir: Path | None, names: Sequence[str]
+    report: ReportOptions,
+    warnings: Iterable[ReaderWarning],
+    out_dir: Path | None,
+    names: Sequence[str],
 ) -> None:
-    """After the summary, unless --quiet: the profiles' warnings (each once: a file shared
-    by the devices of one export is warned about on each profile), then the closing line
-    "Wrote report.html, prof_rule_0.json in DIR" when something was written."""
+    """After the summary: the files of profiles that could not be read at all (always), then,
+    unless --quiet, the profiles' warnings (each once: a file shared by the devices of one
+    export is warned about on each profile) and the closing line "Wrote report.html,
+    prof_rule_0.json in DIR" when something was written."""
     from advisor.render.text import terminal_width, written_line
 
+    lines = dict.fromkeys((w.unread, str(w)) for w in warnings)
+    for unread, line in lines:
+        if unread:
+            error(line)
     if report.quiet:
         return
-    for warning in dict.fromkeys(str(w) for w in warnings):
-        error(f"warning: {warning}")
+    for unread, line in lines:
+        if not unread:
+            error(f"warning: {line}")
     if out_dir is not None and names:
         echo(written_line(names, str(out_dir), width=terminal_width(), lang=report.lang))
 

@@ -221,4 +221,4 @@ def run_compare(options: CompareCommandOptions) -> int:
     echo_closing(report, result.profile.warnings, out_dir, names)
     if report.to_stdout:
         click.echo(terminal_json(compare_stdout_document(result), indent=2))
-    return exit_code(bool(result.input_errors), result.findings, report.fail_on)
+    return exit_code(result.incomplete, result.findings, report.fail_on)

@@ -190,7 +190,7 @@ def run(options: RunOptions) -> int:
     if report.to_stdout:
         click.echo(terminal_json(stdout_document(result), indent=2))
     places = [place(a.profile.meta) for a in result.analyses for _ in a.findings]
-    return exit_code(bool(result.input_errors), result.findings, report.fail_on, places)
+    return exit_code(result.incomplete, result.findings, report.fail_on, places)
 
 
 def place(meta: ProfileMeta) -> str | None:

@@ -67,6 +67,13 @@ class CompareResult:
     def findings(self) -> list[Finding]:
         return self.evaluation.findings
 
+    @property
+    def incomplete(self) -> bool:
+        """An input, or a whole file of either side, could not be read (exit 3)."""
+        return bool(self.input_errors) or any(
+            w.unread for side in (self.baseline, self.comparison) for w in side.warnings
+        )
+
 
 def _read_side(which: str, path: Path, session: Session) -> tuple[Profile, Reading]:
     """The one profile under `path`, and what reading it reported; CompareError otherwise."""

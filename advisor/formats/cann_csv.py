@@ -64,7 +64,7 @@ def open_csv(
     try:
         csv = SummaryCsv(path, rel, warn)
     except UnreadableInput as exc:
-        warn(rel, exc.problem)
+        warn(rel, exc.problem, unread=True)
         return None
     missing = [c for c in required if not csv.has(c)]
     if any_of and not any(csv.has(c) for c in any_of):

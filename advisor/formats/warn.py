@@ -14,5 +14,11 @@ class WarnFn(Protocol):
     """`Profile.warn`-compatible callback."""
 
     def __call__(
-        self, file: str | Path, problem: str, *, line: int | None = ..., column: str | None = ...
+        self,
+        file: str | Path,
+        problem: str,
+        *,
+        line: int | None = ...,
+        column: str | None = ...,
+        unread: bool = ...,
     ) -> None: ...

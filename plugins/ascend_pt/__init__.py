@@ -51,6 +51,7 @@ from pathlib import Path
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
+from .db import PROFILER_DB
 from .folder import FolderReader
 from .layout import FOLDER_SUFFIXES, OUTPUT_DIR
 
@@ -82,10 +83,11 @@ class AscendPtReader:
     """How to make the Ascend profiler record what a rule lacks (see Reader.collect)."""
 
     def detect(self, path: Path) -> bool:
-        """Folder names only: the output folder itself, a rank folder, or a folder holding one."""
+        """Names only: the output folder itself, a rank folder, a folder holding one, or a
+        profiler database named on its own."""
         path = Path(path)
         if not path.is_dir():
-            return False
+            return PROFILER_DB.match(path.name) is not None
         return (
             path.name == OUTPUT_DIR
             or path.name.endswith(tuple(FOLDER_SUFFIXES))
@@ -93,7 +95,10 @@ class AscendPtReader:
         )
 
     def read(self, path: Path) -> list[Profile]:
-        return FolderReader(Path(path)).read()
+        path = Path(path)
+        if path.is_dir():
+            return FolderReader(path).read()
+        return FolderReader(path.parent, database=path).read()
 
 
 @hookimpl

@@ -132,7 +132,7 @@ def read_databases(
         with CannDb(main, rel(main), warn) as db:
             _read_main(db, clock, meta, out)
     except UnreadableInput as exc:
-        warn(rel(main), exc.problem)
+        warn(rel(main), exc.problem, unread=True)
         return out
     out.files.append(main)
     step_table = comm = links = None
@@ -146,7 +146,7 @@ def read_databases(
                 if step_table is not None or comm is not None or links is not None or totals:
                     out.files.append(analysis)
         except UnreadableInput as exc:
-            warn(rel(analysis), exc.problem)
+            warn(rel(analysis), exc.problem, unread=True)
     if step_table is not None and not step_table.empty:
         out.steps = (
             fill_breakdown(out.steps, step_table)

@@ -55,18 +55,23 @@ CLOCK_TOLERANCE_US = 60e6  # how far outside the trace's span another file's tim
 class FolderReader:
     """One `read()` of one rank folder."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, database: Path | None = None) -> None:
+        """`path`: the rank folder or its ASCEND_PROFILER_OUTPUT; `database`: a profiler
+        database the user named on its own, read alone (with the metadata beside it)."""
+        self.database = database
+        if database is not None:
+            path = database.parent
         self.path = path
-        inside_output = path.name == OUTPUT_DIR
+        inside_output = path.name == OUTPUT_DIR or database is not None
         self.output = path if inside_output else path / OUTPUT_DIR
-        self.root = path.parent if inside_output else path
+        self.root = path.parent if path.name == OUTPUT_DIR else path
         framework = next(
             (fw for suffix, fw in FOLDER_SUFFIXES.items() if self.root.name.endswith(suffix)), None
         )
         self.framework_known = framework is not None
         meta = ProfileMeta(
             source_format="ascend-pt",
-            path=str(path),
+            path=str(database or path),
             framework=framework or "PyTorch",
             device_kind="NPU",
         )
@@ -77,9 +82,15 @@ class FolderReader:
         self.trace_span: tuple[float, float] | None = None
 
     def warn(
-        self, file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+        self,
+        file: str | Path,
+        problem: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        unread: bool = False,
     ) -> None:
-        self.profile.warn(file, problem, line=line, column=column, reader=READER)
+        self.profile.warn(file, problem, line=line, column=column, reader=READER, unread=unread)
 
     def rel(self, path: Path) -> str:
         try:
@@ -102,6 +113,8 @@ class FolderReader:
         if not self.path.is_dir():
             raise UnreadableInput(self.path, "not a directory")
         self._read_metadata()
+        if self.database is not None:
+            return self._read_database_alone(self.database)
         if self._read_databases():
             self._read_pipeline()
             self._finish()
@@ -128,6 +141,14 @@ class FolderReader:
         self._finish()
         return [self.profile]
 
+    def _read_database_alone(self, database: Path) -> list[Profile]:
+        """The profile of a database named on its own; UnreadableInput when it gave nothing."""
+        if not self._read_databases():
+            told = [w.problem for w in self.profile.warnings if Path(w.file) == database]
+            raise UnreadableInput(database, "; ".join(told) or "no profiler tables in it")
+        self._finish()
+        return [self.profile]
+
     def _without_output(self) -> list[Profile]:
         """No table from ASCEND_PROFILER_OUTPUT: read the CANN export beside it, if any."""
         problems = "; ".join(f"{Path(w.file).name}: {w.problem}" for w in self.profile.warnings[:3])
@@ -144,14 +165,19 @@ class FolderReader:
 
     def _read_metadata(self) -> None:
         read_metadata(
-            self.root, self.output, self.profile.meta, self.framework_known, self._load, self._read
+            self.root,
+            self.output,
+            self.profile.meta,
+            self.framework_known,
+            self._load,
+            self._read,
         )
 
     def _load(self, path: Path) -> Any:
         try:
             return load_json(path)
         except UnreadableInput as exc:
-            self.warn(self.rel(path), exc.problem)
+            self.warn(self.rel(path), exc.problem, unread=True)
             return None
 
     # -- the profiler database ----------------------------------------------------------------
@@ -165,6 +191,7 @@ class FolderReader:
         if not self.output.is_dir():
             return False
         main, analysis = profiler_databases(self.output, self.profile.meta.rank)
+        main = self.database or main
         if main is None:
             return False
         db = read_databases(main, analysis, self.clock, self.profile.meta, self.rel, self.warn)
@@ -198,7 +225,7 @@ class FolderReader:
             events = EventStream(path, progress, decode=DECODER.decode)
             trace = parse_trace(events, self.clock, self.warn, rel)
         except UnreadableInput as exc:
-            self.warn(rel, exc.problem)
+            self.warn(rel, exc.problem, unread=True)
             return TraceTables()
         finally:
             progress.close()

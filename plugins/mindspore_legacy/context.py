@@ -41,9 +41,17 @@ class Rank:
         self.profile = Profile(meta)
 
     def warn(
-        self, file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+        self,
+        file: str | Path,
+        problem: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        unread: bool = False,
     ) -> None:
-        self.profile.warn(Path(file).name, problem, line=line, column=column, reader=READER)
+        self.profile.warn(
+            Path(file).name, problem, line=line, column=column, reader=READER, unread=unread
+        )
 
     def csv(
         self, path: Path, required: tuple[str, ...]
@@ -60,9 +68,9 @@ class Rank:
         try:
             return orjson.loads(path.read_bytes())
         except OSError as exc:
-            self.warn(path, f"cannot read file: {exc.strerror or exc}")
+            self.warn(path, f"cannot read file: {exc.strerror or exc}", unread=True)
         except orjson.JSONDecodeError as exc:
-            self.warn(path, f"not valid JSON ({exc.msg}, line {exc.lineno})")
+            self.warn(path, f"not valid JSON ({exc.msg}, line {exc.lineno})", unread=True)
         return None
 
     def lines(self, path: Path) -> list[tuple[int, list[str]]] | None:
@@ -71,7 +79,9 @@ class Rank:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            self.warn(path, f"cannot read file: {getattr(exc, 'strerror', None) or exc}")
+            self.warn(
+                path, f"cannot read file: {getattr(exc, 'strerror', None) or exc}", unread=True
+            )
             return None
         lines = [(n, line.split()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         if not lines:

@@ -32,6 +32,7 @@ from pathlib import Path
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
+from .db import DB_FILE
 from .export import MERGED_DIR, ExportReader, device_dirs
 
 
@@ -55,10 +56,11 @@ class MsprofReader:
     """How to make msprof record what a rule lacks (see Reader.collect)."""
 
     def detect(self, path: Path) -> bool:
-        """A PROF folder by name or by its export sub-folders; directory listings only."""
+        """A PROF folder by name or by its export sub-folders, or an msprof_*.db named on its
+        own; directory listings only."""
         path = Path(path)
         if not path.is_dir():
-            return False
+            return DB_FILE.match(path.name) is not None
         if path.name.startswith("PROF_") or (path / MERGED_DIR).is_dir():
             return True
         return any(
@@ -68,7 +70,10 @@ class MsprofReader:
         )
 
     def read(self, path: Path) -> list[Profile]:
-        return ExportReader(Path(path)).read()
+        path = Path(path)
+        if path.is_dir():
+            return ExportReader(path).read()
+        return ExportReader(path.parent, database=path).read()
 
 
 @hookimpl

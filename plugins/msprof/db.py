@@ -43,7 +43,7 @@ def read_database(
             found = (compute_tasks(db, None), communication_ops(db, None))
             host = cann_api_totals(db)
     except UnreadableInput as exc:
-        warn(rel, exc.problem)
+        warn(rel, exc.problem, unread=True)
         return {}, None
     parts = [p for p in found if p is not None]
     if not parts:

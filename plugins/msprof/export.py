@@ -60,13 +60,16 @@ class _Note:
     problem: str
     line: int | None = None
     column: str | None = None
+    unread: bool = False
 
 
 class ExportReader:
     """One `read()` of one PROF folder."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, database: Path | None = None) -> None:
+        """`database`: an msprof_*.db the user named on its own: only it is read."""
         self.root = root
+        self.database = database
         self.devices: dict[str, _Device] = {}
         self.shared: list[_Note] = []  # problems of merged files, reported on every device
         self.raw_only: list[str] = []  # devices with undecoded data and no export
@@ -77,9 +80,10 @@ class ExportReader:
     def read(self) -> list[Profile]:
         if not self.root.is_dir():
             raise UnreadableInput(self.root, "not a directory")
-        self._read_merged()
-        for folder in device_dirs(self.root):
-            self._read_device_dir(folder)
+        if self.database is None:
+            self._read_merged()
+            for folder in device_dirs(self.root):
+                self._read_device_dir(folder)
         self._read_database()
         return self._finish()
 
@@ -109,7 +113,12 @@ class ExportReader:
             dev = self.devices[device_id]
             for note in self.shared:
                 dev.profile.warn(
-                    note.file, note.problem, line=note.line, column=note.column, reader=READER
+                    note.file,
+                    note.problem,
+                    line=note.line,
+                    column=note.column,
+                    reader=READER,
+                    unread=note.unread,
                 )
             profiles.append(build_profile(dev))
         return profiles
@@ -146,7 +155,7 @@ class ExportReader:
         against 0.67 s; tests/fixtures/ascend_db/README.md). The step_trace and op_statistic
         CSVs, which the database has no table for, are read either way. The host's API totals
         go to every device, as api_statistic's host rows do."""
-        path = newest_database(self.root)
+        path = self.database or newest_database(self.root)
         if path is None or any("device_ops" in dev.parts for dev in self.devices.values()):
             return
         rel = self._rel(path)
@@ -193,9 +202,15 @@ class ExportReader:
                 dev.add(table, rows, [rel])
 
     def _shared_warn(
-        self, file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+        self,
+        file: str | Path,
+        problem: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        unread: bool = False,
     ) -> None:
-        self.shared.append(_Note(str(file), problem, line, column))
+        self.shared.append(_Note(str(file), problem, line, column, unread))
 
     # -- per-device folders --------------------------------------------------------------------
 
@@ -258,7 +273,7 @@ class ExportReader:
             try:
                 data = load_json(path)
             except UnreadableInput as exc:
-                warn(rel, exc.problem)
+                warn(rel, exc.problem, unread=True)
                 continue
             if isinstance(data, dict):
                 data = data.get("traceEvents")
@@ -294,7 +309,7 @@ class ExportReader:
         try:
             info = load_json(path)
         except UnreadableInput as exc:
-            dev.profile.warn(self._rel(path), exc.problem, reader=READER)
+            dev.profile.warn(self._rel(path), exc.problem, reader=READER, unread=True)
             return
         if not isinstance(info, dict) or not isinstance(info.get("DeviceInfo"), list):
             dev.profile.warn(
@@ -327,9 +342,14 @@ def _has_files(folder: Path) -> bool:
 
 def _profile_warn(profile: Profile) -> WarnFn:
     def warn(
-        file: str | Path, problem: str, *, line: int | None = None, column: str | None = None
+        file: str | Path,
+        problem: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        unread: bool = False,
     ) -> None:
-        profile.warn(file, problem, line=line, column=column, reader=READER)
+        profile.warn(file, problem, line=line, column=column, reader=READER, unread=unread)
 
     return warn
 
