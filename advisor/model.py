@@ -183,6 +183,62 @@ TABLES: dict[str, TableSpec] = {
                     "host thread of that launching call, in the ids of host_ops.thread: the "
                     "innermost aten host op on this thread whose span holds launch_us launched it",
                 ),
+                _c(
+                    "launch_dur_us",
+                    "float64",
+                    US,
+                    "duration of that launching call on the host (Kineto: the runtime call's dur)",
+                ),
+                _c(
+                    "launch_name",
+                    "string",
+                    "",
+                    "name of that launching call (cudaLaunchKernel, cudaMemcpyAsync, ...)",
+                ),
+                _c(
+                    "launch_delay_us",
+                    "float64",
+                    US,
+                    "time from the end of the launching call to the task's start, 0 when it "
+                    "started before the call returned (derived; HTA's launch delay)",
+                ),
+                _c(
+                    "est_occupancy",
+                    "float64",
+                    "ratio",
+                    "estimated achieved occupancy of a GPU kernel: active warps per SM over the "
+                    "SM's maximum (0..1; Kineto 'est. achieved occupancy %' / 100)",
+                ),
+                _c(
+                    "blocks_per_sm",
+                    "float64",
+                    "blocks",
+                    "thread blocks of the kernel's grid per SM of the GPU (Kineto 'blocks per "
+                    "SM'); below 1 some SMs get no block",
+                ),
+                _c("warps_per_sm", "float64", "warps", "warps of the grid per SM (Kineto)"),
+                _c(
+                    "registers_per_thread",
+                    "Int64",
+                    "",
+                    "registers each thread of the kernel uses (Kineto)",
+                ),
+                _c(
+                    "shared_memory_bytes",
+                    "float64",
+                    "bytes",
+                    "shared memory per thread block (Kineto 'shared memory')",
+                ),
+                _c("grid_blocks", "Int64", "", "thread blocks in the grid (product of 'grid')"),
+                _c("block_threads", "Int64", "", "threads per block (product of 'block')"),
+                _c(
+                    "tensor_core",
+                    "bool",
+                    "",
+                    "the GPU kernel runs on Tensor Cores (matrix cores), judged by its name "
+                    "(derived: the TensorBoard plugin's kernel patterns and newer cuBLAS, CUTLASS, "
+                    "Hopper and ROCm MFMA names); false for tasks of other devices",
+                ),
             ),
         ),
         TableSpec(
@@ -201,7 +257,8 @@ TABLES: dict[str, TableSpec] = {
                     "as aclopCompileAndExecute), "
                     "dataloader, annotation, optimizer, memory, cpu_kernel (an operator executed "
                     "on "
-                    "the host CPU, as MindSpore's CPU OP)",
+                    "the host CPU, as MindSpore's CPU OP), gc (a Python garbage collection the "
+                    "profiler recorded, as torch_npu's GC events)",
                     True,
                 ),
                 _c("level", "string", "", "API level (AscendCL, Runtime, Node, Model, ...)"),
@@ -232,6 +289,70 @@ TABLES: dict[str, TableSpec] = {
                     "Dims'), "
                     "as compact JSON text such as [[8, 64], [256, 64], []]; missing when not "
                     "recorded",
+                ),
+            ),
+        ),
+        TableSpec(
+            "idle_breakdown",
+            "step and stream: device idle time split by its cause (derived, after HTA's idle "
+            "time breakdown); level 'device' rows count time when no stream ran anything, "
+            "level 'stream' rows one stream's idle time as HTA does",
+            (
+                _c("step", "Int64", "", "iteration of the task that ended the idle interval"),
+                _c("level", "string", "", "device (all streams together) or stream", True),
+                _c("stream", "Int64", "", "stream id; empty on device rows"),
+                _c("idle_us", "float64", US, "idle time between tasks", True),
+                _c(
+                    "host_wait_us",
+                    "float64",
+                    US,
+                    "idle intervals whose next task was launched only after the device went "
+                    "idle: the host did not enqueue work in time",
+                ),
+                _c(
+                    "kernel_wait_us",
+                    "float64",
+                    US,
+                    "other idle intervals shorter than the kernel-wait threshold (30 µs, HTA's "
+                    "consecutive_kernel_delay): the cost of launching back-to-back tasks",
+                ),
+                _c(
+                    "other_us",
+                    "float64",
+                    US,
+                    "the remaining idle intervals: waits for events, other streams, "
+                    "synchronisation",
+                ),
+                _c("intervals", "int64", "", "idle intervals counted"),
+            ),
+        ),
+        TableSpec(
+            "quiet_gaps",
+            "device idle interval of at least 1 ms with what the host did meanwhile (derived); "
+            "long gaps with almost no host activity are suspected Python garbage collection",
+            (
+                _c("step", "Int64", "", "iteration of the task that ended the gap"),
+                _c("start_us", "float64", US, "gap start (end of the last task before it)", True),
+                _c("duration_us", "float64", US, "gap length", True),
+                _c(
+                    "host_calls",
+                    "int64",
+                    "",
+                    "host calls (all kinds but python frames and annotations) overlapping the "
+                    "gap",
+                ),
+                _c(
+                    "host_busy_us",
+                    "float64",
+                    US,
+                    "time within the gap covered by those host calls (union)",
+                ),
+                _c(
+                    "gc_us",
+                    "float64",
+                    US,
+                    "time within the gap covered by recorded garbage collection (host_ops kind "
+                    "gc)",
                 ),
             ),
         ),

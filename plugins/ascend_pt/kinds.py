@@ -13,7 +13,9 @@ def framework_kind(name: str, cat: str) -> str:
         return "runtime"  # torch_npu's task queue: Enqueue, Dequeue@aclnnXxx
     if cat in ("user_annotation", "gpu_user_annotation", "mstx", "ms_tx"):
         return "annotation"
-    if cat in ("python_function", "gc"):
+    if cat == "gc":
+        return "gc"  # a Python garbage collection (gc_detect_threshold)
+    if cat == "python_function":
         # Python frames of torch/utils/data/dataloader.py run inside the DataLoader call:
         # they are its call stack, not more data loading
         return "python"

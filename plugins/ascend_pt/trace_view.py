@@ -28,8 +28,10 @@ from .trace_columns import Rows, TraceColumns
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-_FRAMEWORK_PROCESSES = {"Python", "CPU", "MindSpore", "PyTorch"}
-_OTHER_CPU_PROCESSES = {"CANN", "CPU Usage", "Memory Usage", "OS Runtime API", "GC"}
+# torch_npu writes the garbage collections it records (gc_detect_threshold) as a process of
+# their own: their events (cat GC) are host_ops of kind gc
+_FRAMEWORK_PROCESSES = {"Python", "CPU", "MindSpore", "PyTorch", "GC", "Python GC"}
+_OTHER_CPU_PROCESSES = {"CANN", "CPU Usage", "Memory Usage", "OS Runtime API"}
 OVERLAP_KINDS = {
     "Computing": "computing_us",
     "Communication": "communication_us",

@@ -13,7 +13,7 @@ from advisor.formats.chrome_trace import shape_text
 from advisor.formats.interning import string_column
 
 from .categories import GPU_DEVICE_TYPES
-from .values import NO_ID, json_number
+from .values import MAX_ID, NO_ID, int_or_none, json_number, json_number_or_nan
 from .walk import EventWalk
 
 
@@ -40,7 +40,7 @@ def frames(
             string_column(column, codes) for column in zip_strict(*walk.device_names)
         )
         nbytes = as_numpy(walk.d_bytes)
-        launch_us, launch_thread = _launches(walk, origin)
+        launch_us, launch_thread, launch_dur, launch_name = _launches(walk, origin)
         tables["device_ops"] = pd.DataFrame(
             {
                 "name": name,
@@ -55,6 +55,9 @@ def frames(
                 "bytes": np.where(np.isfinite(nbytes), nbytes, np.nan),
                 "launch_us": launch_us,
                 "launch_thread": launch_thread,
+                "launch_dur_us": launch_dur,
+                "launch_name": launch_name,
+                **_kernel_args(walk),
             }
         )
     if walk.h_code:
@@ -113,12 +116,17 @@ def frames(
 
 def _launches(
     walk: EventWalk, origin: float
-) -> tuple[np.ndarray, pd.api.extensions.ExtensionArray]:
-    """launch_us and launch_thread of each device row: the runtime call with its
-    correlation id (the first one, should an id repeat); NaN / <NA> where none has it."""
+) -> tuple[
+    np.ndarray, pd.api.extensions.ExtensionArray, np.ndarray, pd.api.extensions.ExtensionArray
+]:
+    """launch_us, launch_thread, launch_dur_us and launch_name of each device row: the
+    runtime call with its correlation id (the first one, should an id repeat); missing where
+    none has it."""
     rows = len(walk.d_corr)
     launch_us = np.full(rows, np.nan)
+    launch_dur = np.full(rows, np.nan)
     thread = np.full(rows, NO_ID, dtype=np.int64)
+    name_code = np.full(rows, -1, dtype=np.intp)
     if walk.r_corr:
         ids, first = np.unique(as_numpy(walk.r_corr, np.int64), return_index=True)
         wanted = as_numpy(walk.d_corr, np.int64)
@@ -127,8 +135,64 @@ def _launches(
         call = first[at[found]]
         row = as_numpy(walk.r_row, np.int64)[call]
         launch_us[found] = as_numpy(walk.h_start)[row] - origin
+        launch_dur[found] = as_numpy(walk.h_dur)[row]
         thread[found] = as_numpy(walk.h_thread, np.int64)[row]
-    return launch_us, pd.arrays.IntegerArray(thread, thread == NO_ID)
+        name_code[found] = as_numpy(walk.h_code, np.int32)[row]
+    names = pd.array([*(name for name, _ in walk.host_names), None], dtype="string")
+    return (
+        launch_us,
+        pd.arrays.IntegerArray(thread, thread == NO_ID),
+        launch_dur,
+        names.take(name_code),  # -1: the None at the end
+    )
+
+
+def _kernel_args(walk: EventWalk) -> dict[str, Any]:
+    """The launch configuration columns of device_ops (missing for rows without one).
+
+    Kineto writes them on kernels as CUPTI reports them: 'est. achieved occupancy %' is
+    CUPTI's occupancy calculator estimate for the launch, limited by the grid size."""
+    if not walk.kernel_args:
+        return {}
+    rows = len(walk.d_code)
+    floats = {k: np.full(rows, np.nan) for k in ("occ", "bps", "wps", "smem")}
+    ints = {k: np.full(rows, NO_ID, dtype=np.int64) for k in ("regs", "grid", "block")}
+    for row, args in walk.kernel_args:
+        floats["bps"][row] = json_number_or_nan(args.blocks_per_sm)
+        floats["wps"][row] = json_number_or_nan(args.warps_per_sm)
+        floats["occ"][row] = json_number_or_nan(args.occupancy) / 100.0
+        floats["smem"][row] = json_number_or_nan(args.shared_memory)
+        for key, value in (("regs", args.registers), ("grid", args.grid), ("block", args.block)):
+            number = _extent(value)
+            if number is not None:
+                ints[key][row] = number
+    return {
+        "est_occupancy": floats["occ"],
+        "blocks_per_sm": floats["bps"],
+        "warps_per_sm": floats["wps"],
+        "registers_per_thread": _ids(ints["regs"]),
+        "shared_memory_bytes": floats["smem"],
+        "grid_blocks": _ids(ints["grid"]),
+        "block_threads": _ids(ints["block"]),
+    }
+
+
+def _extent(value: Any) -> int | None:
+    """A count from a number or a list of dimensions ([x, y, z] -> x*y*z); None otherwise."""
+    if isinstance(value, list):
+        total = 1
+        for dim in value:
+            number = int_or_none(dim)
+            if number is None or number < 0:
+                return None
+            total *= number
+        return total if total < MAX_ID else None
+    number = int_or_none(value)
+    return number if number is not None and 0 <= number < MAX_ID else None
+
+
+def _ids(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    return pd.arrays.IntegerArray(values, values == NO_ID)
 
 
 def as_numpy(column: array, dtype: type = np.float64) -> np.ndarray:

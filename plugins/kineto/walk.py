@@ -55,6 +55,14 @@ class WalkArgs(msgspec.Struct, gc=False):
     reserved: Any = msgspec.field(default=None, name="Total Reserved")
     name: Any = None
     labels: Any = None
+    # a kernel's launch configuration and CUPTI's occupancy estimate
+    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: Any = msgspec.field(default=None, name="warps per SM")
+    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    grid: Any = None
+    block: Any = None
 
 
 DECODER = EventDecoder(WalkArgs)
@@ -89,6 +97,8 @@ class EventWalk:
         # and host row (their start and thread are the host row's)
         self.d_corr = array("q")
         self.r_corr, self.r_row = array("q"), array("q")
+        # kernel launch configurations (sparse, kernels only): (device row, args)
+        self.kernel_args: list[tuple[int, WalkArgs]] = []
         # comm_ops (few rows): (name, op, group, start_us, duration_us, bytes)
         self.comm: list[tuple[str, str | None, str | None, float, float, float | None]] = []
         # memory: (device, device type, device id) per code
@@ -116,6 +126,7 @@ class EventWalk:
         s_row_code = self.s_row_code.append
         d_corr = self.d_corr.append
         r_corr, r_row = self.r_corr.append, self.r_row.append
+        kernel_args = self.kernel_args.append
         pids = self.device_pids
         no_ts = no_dur = not_events = 0
         other_min = self.other_min
@@ -202,6 +213,8 @@ class EventWalk:
                 pid = ev.pid
                 if pid.__class__ is int:
                     pids[pid] = pids.get(pid, 0) + 1
+                if args.blocks_per_sm is not None:
+                    kernel_args((len(self.d_code), args))
                 if code < 0:  # an NCCL/RCCL kernel
                     code = ~code
                     self._comm(name, ts, dur, args)

@@ -1,0 +1,268 @@
+"""Schedule metric providers: why the device sat idle, how long launches took to reach it,
+which GPU kernels ran on Tensor Cores, and the long device gaps the host spent doing nothing.
+
+These follow the analyses of Holistic Trace Analysis (idle time breakdown, kernel launch
+statistics) and of the PyTorch profiler's TensorBoard plugin (Tensor Core kernels), with one
+difference that matters for the time at stake: idle time is also measured for the device as
+a whole (all streams together), since one stream idling while another runs costs nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from advisor import intervals
+from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.model import Profile, conform
+
+# HTA's default `consecutive_kernel_delay` of get_idle_time_breakdown (trace time, µs): an idle
+# interval shorter than this between a task and the one before it is launch overhead.
+KERNEL_WAIT_US = 30.0
+# Device gaps kept in quiet_gaps: shorter ones cannot hide a garbage collection worth naming
+# (msprof-analyze counts a recorded GC from 1 ms, gc.yaml gc_threshold).
+QUIET_GAP_MIN_US = 1000.0
+# host_ops kinds that are no host work of their own: Python frames and annotations span
+# whatever runs inside them, the training loop included.
+_FRAME_KINDS = ("python", "annotation")
+
+# Kernels on Tensor Cores by name. The TensorBoard plugin's list (after NVIDIA PyProf):
+_TB_TENSOR_CORE = (
+    "h884|s884|h1688|s1688|hmma|i8816|16816|c1688|dgrad_1x1_stride_2x2|"
+    "first_layer_wgrad_kernel|conv1x1|conv2d_c1_k1|direct_group|xmma_implicit_gemm|"
+    "xmma_sparse_conv|xmma_warp_specialized_implicit_gemm|xmma_gemm|xmma_sparse_gemm"
+)
+# ... and what it misses: CUTLASS tensor-op and WMMA kernels (cutlass_80_tensorop_*,
+# OpClassTensorOp), TF32 convolutions (sm80_xmma_fprop_implicit_gemm_*tf32*), Ampere int8
+# (16832), Hopper warpgroup MMA (wgmma / gmma) and cuBLASLt's nvjet kernels, and AMD matrix
+# cores (rocBLAS/Tensile `_MI16x16x1_` tiles, MFMA).
+_TENSOR_CORE = re.compile(
+    _TB_TENSOR_CORE + r"|tensorop|wmma|tf32|16832|gmma|nvjet|mfma|_MI\d+x\d+x\d+", re.I
+)
+# FP32/FP64 SIMT kernels whose names would otherwise match (an xmma kernel doing FFMA).
+_NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|dgemm|gcgemm|gemv|simt", re.I)
+
+
+def launch_delays(profile: Profile) -> None:
+    """device_ops.launch_delay_us: task start minus the end of its launching call, at least
+    0 (HTA's launch delay); missing where the launching call is unknown."""
+    ops = profile.tables["device_ops"]
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    launch = ops["launch_us"].to_numpy("float64", na_value=np.nan)
+    launch_dur = ops["launch_dur_us"].to_numpy("float64", na_value=np.nan)
+    delay = np.clip(start - (launch + launch_dur), 0.0, None)
+    profile.tables["device_ops"] = ops.assign(launch_delay_us=delay)
+
+
+def tensor_cores(profile: Profile) -> None:
+    """device_ops.tensor_core: whether each GPU kernel's name marks a Tensor Core kernel;
+    false for tasks of other devices. Judged once per distinct name."""
+    ops = profile.tables["device_ops"]
+    names = ops["name"].astype("string")
+    codes, uniques = pd.factorize(names)
+    judged = np.array(
+        [
+            bool(_TENSOR_CORE.search(n)) and not _NOT_TENSOR_CORE.search(n)
+            for n in uniques.astype(str)
+        ],
+        dtype=bool,
+    )
+    values = np.where(codes >= 0, judged[np.clip(codes, 0, None)], False)
+    values &= (ops["core_type"] == "GPU").fillna(False).to_numpy(bool)
+    profile.tables["device_ops"] = ops.assign(tensor_core=values)
+
+
+def _task_steps(profile: Profile, ops: pd.DataFrame) -> pd.Series:
+    """The step of every task: device_ops.step where present, else from the step windows
+    (missing outside them, and for all tasks of a profile without steps)."""
+    if "step" in ops:
+        return ops["step"].astype("Int64")
+    steps = profile.tables.get("steps")
+    out = pd.Series(pd.NA, index=ops.index, dtype="Int64")
+    if steps is None or steps.empty:
+        return out
+    lo = steps["start_us"].to_numpy("float64")
+    hi = steps["end_us"].to_numpy("float64")
+    order = np.argsort(lo, kind="stable")
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    pos = np.searchsorted(lo[order], start, side="right") - 1
+    ok = pos >= 0
+    idx = order[np.clip(pos, 0, None)]
+    ok &= start < hi[idx]
+    numbers = steps["step"].to_numpy("int64")[idx]
+    out[ok] = numbers[ok]
+    return out
+
+
+def _classify(
+    idle: np.ndarray, prev_end: np.ndarray, launch: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(host wait, kernel wait) masks of idle intervals, HTA's rules: the host waited when the
+    call launching the next task started after the device went idle; otherwise a gap under
+    KERNEL_WAIT_US is the overhead of back-to-back launches; the rest is other."""
+    with np.errstate(invalid="ignore"):
+        host = launch > prev_end
+        kernel = ~host & (idle < KERNEL_WAIT_US)
+    return host, kernel
+
+
+def _breakdown_rows(
+    level: str,
+    stream: pd.Series,
+    step: pd.Series,
+    idle: np.ndarray,
+    host: np.ndarray,
+    kernel: np.ndarray,
+) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "step": step.to_numpy(),
+            "stream": stream.to_numpy(),
+            "idle_us": idle,
+            "host_wait_us": np.where(host, idle, 0.0),
+            "kernel_wait_us": np.where(kernel, idle, 0.0),
+            "other_us": np.where(~host & ~kernel, idle, 0.0),
+            "intervals": 1,
+        }
+    )
+    grouped = frame.groupby(["step", "stream"], dropna=False, sort=True).sum().reset_index()
+    grouped.insert(1, "level", level)
+    return grouped
+
+
+def idle_breakdown(profile: Profile) -> None:
+    """idle_breakdown: per step, the device's idle time (all streams together) and each
+    stream's (as HTA measures it) split into host wait, kernel wait and other.
+
+    An interval belongs to the step of the task that ends it; with steps, intervals ending
+    in a task outside every step are left out, as that time is no step's."""
+    ops = profile.tables["device_ops"]
+    ops = ops[ops["start_us"].notna() & ops["duration_us"].notna()]
+    step = _task_steps(profile, ops)
+    has_steps = "steps" in profile.tables and not profile.tables["steps"].empty
+    start = ops["start_us"].to_numpy("float64")
+    end = start + ops["duration_us"].to_numpy("float64")
+    launch = (
+        ops["launch_us"].to_numpy("float64", na_value=np.nan)
+        if "launch_us" in ops
+        else np.full(len(ops), np.nan)
+    )
+    parts = []
+    # the device: gap_us before each task is idle time of all streams together
+    gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)
+    keep = gap > 0
+    if has_steps:
+        keep &= step.notna().to_numpy()
+    host, kernel = _classify(gap[keep], (start - gap)[keep], launch[keep])
+    no_stream = pd.Series(pd.NA, index=ops.index[keep], dtype="Int64")
+    parts.append(_breakdown_rows("device", no_stream, step[keep], gap[keep], host, kernel))
+    # each stream, as HTA: the gap after the previous task of the same stream
+    if "stream" in ops and ops["stream"].notna().any():
+        frame = pd.DataFrame(
+            {"stream": ops["stream"], "start": start, "end": end, "launch": launch, "step": step}
+        ).dropna(subset=["stream"])
+        frame = frame.sort_values(["stream", "start"], kind="stable")
+        prev_end = frame.groupby("stream")["end"].shift(1).to_numpy("float64", na_value=np.nan)
+        idle = frame["start"].to_numpy("float64") - prev_end
+        keep = idle > 0
+        if has_steps:
+            keep &= frame["step"].notna().to_numpy()
+        host, kernel = _classify(idle[keep], prev_end[keep], frame["launch"].to_numpy()[keep])
+        parts.append(
+            _breakdown_rows(
+                "stream", frame["stream"][keep], frame["step"][keep], idle[keep], host, kernel
+            )
+        )
+    table = pd.concat(parts, ignore_index=True)
+    profile.tables["idle_breakdown"] = conform("idle_breakdown", table)
+
+
+def quiet_gaps(profile: Profile) -> None:
+    """quiet_gaps: device gaps of at least QUIET_GAP_MIN_US with the host calls inside them.
+
+    A gap with hardly any host call is time the whole process stood still: with nothing
+    recorded, Python's garbage collector is the usual suspect (msprof-analyze's conjectured
+    GC check looks for the same)."""
+    ops = profile.tables["device_ops"]
+    ops = ops[ops["gap_us"].to_numpy("float64", na_value=0.0) >= QUIET_GAP_MIN_US]
+    step = _task_steps(profile, ops)
+    lo = (ops["start_us"] - ops["gap_us"]).to_numpy("float64")
+    hi = ops["start_us"].to_numpy("float64")
+    calls = np.zeros(len(ops), dtype=np.int64)
+    busy = np.zeros(len(ops))
+    gc_us = np.zeros(len(ops))
+    host = profile.tables.get("host_ops")
+    if host is not None and "start_us" in host and len(ops):
+        kind = host["kind"].astype("string")
+        h_start = host["start_us"].to_numpy("float64", na_value=np.nan)
+        h_end = h_start + host["duration_us"].to_numpy("float64", na_value=0.0)
+        work = ~kind.isin(_FRAME_KINDS).fillna(True).to_numpy(bool) & ~np.isnan(h_start)
+        is_gc = (kind == "gc").fillna(False).to_numpy(bool)
+        merged = intervals.merge(h_start[work], h_end[work])
+        merged_gc = intervals.merge(h_start[is_gc], h_end[is_gc])
+        order = np.argsort(h_start[work], kind="stable")
+        w_start, w_end = h_start[work][order], h_end[work][order]
+        first_end = np.maximum.accumulate(w_end) if len(w_end) else w_end
+        for i, (a, b) in enumerate(zip(lo, hi)):
+            # calls overlapping [a, b): started before b, ended after a
+            upto = np.searchsorted(w_start, b, side="left")
+            since = np.searchsorted(first_end, a, side="right")
+            calls[i] = int(np.count_nonzero(w_end[since:upto] > a))
+            busy[i] = intervals.total(intervals.clip(merged, a, b))
+            gc_us[i] = intervals.total(intervals.clip(merged_gc, a, b))
+    table = pd.DataFrame(
+        {
+            "step": step.to_numpy(),
+            "start_us": lo,
+            "duration_us": hi - lo,
+            "host_calls": calls,
+            "host_busy_us": busy,
+            "gc_us": gc_us,
+        }
+    )
+    if "steps" in profile.tables and not profile.tables["steps"].empty:
+        table = table[table["step"].notna()]
+    profile.tables["quiet_gaps"] = conform("quiet_gaps", table.reset_index(drop=True))
+
+
+_BREAKDOWN = ("step", "level", "stream", "idle_us", "host_wait_us", "kernel_wait_us")
+_QUIET = ("step", "start_us", "duration_us", "host_calls", "host_busy_us", "gc_us")
+
+PROVIDERS = [
+    MetricProvider(
+        "launch_delay",
+        ("device_ops.start_us", "device_ops.launch_us", "device_ops.launch_dur_us"),
+        ("device_ops.launch_delay_us",),
+        launch_delays,
+        "device_ops.launch_delay_us: task start after its launching call returned",
+    ),
+    MetricProvider(
+        "tensor_core",
+        ("device_ops.name", "device_ops.core_type"),
+        ("device_ops.tensor_core",),
+        tensor_cores,
+        "device_ops.tensor_core from GPU kernel names",
+    ),
+    MetricProvider(
+        "idle_breakdown",
+        ("device_ops.start_us", "device_ops.duration_us", "device_ops.gap_us"),
+        ("idle_breakdown",)
+        + tuple(f"idle_breakdown.{c}" for c in (*_BREAKDOWN, "other_us", "intervals")),
+        idle_breakdown,
+        "idle_breakdown: device and stream idle time split into host wait, kernel wait, other",
+    ),
+    MetricProvider(
+        "quiet_gaps",
+        ("device_ops.start_us", "device_ops.gap_us"),
+        ("quiet_gaps",) + tuple(f"quiet_gaps.{c}" for c in _QUIET),
+        quiet_gaps,
+        "quiet_gaps: device gaps of 1 ms or more with the host calls inside them",
+    ),
+]
+
+
+@hookimpl
+def advisor_metrics() -> list[MetricProvider]:
+    return PROVIDERS
