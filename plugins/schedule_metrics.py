@@ -41,6 +41,8 @@ _TB_TENSOR_CORE = (
 _TENSOR_CORE = re.compile(
     _TB_TENSOR_CORE + r"|tensorop|wmma|tf32|16832|gmma|nvjet|mfma|_MI\d+x\d+x\d+", re.I
 )
+# Sources whose device_ops names are the kernels' own (cuBLAS, cuDNN, CUTLASS symbols).
+KERNEL_NAMED_FORMATS = ("kineto",)
 # FP32/FP64 SIMT kernels whose names would otherwise match (an xmma kernel doing FFMA).
 _NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|dgemm|gcgemm|gemv|simt", re.I)
 
@@ -58,7 +60,13 @@ def launch_delays(profile: Profile) -> None:
 
 def tensor_cores(profile: Profile) -> None:
     """device_ops.tensor_core: whether each GPU kernel's name marks a Tensor Core kernel;
-    false for tasks of other devices. Judged once per distinct name."""
+    false for tasks of other devices. Judged once per distinct name.
+
+    Only PyTorch profiler (Kineto) traces name the CUDA/HIP kernels themselves; other GPU
+    profiles (MegEngine) name operators, which say nothing of the kernel chosen, so the
+    column is left absent for them."""
+    if profile.meta.source_format not in KERNEL_NAMED_FORMATS:
+        return
     ops = profile.tables["device_ops"]
     names = ops["name"].astype("string")
     codes, uniques = pd.factorize(names)
@@ -199,19 +207,15 @@ def quiet_gaps(profile: Profile) -> None:
         h_start = host["start_us"].to_numpy("float64", na_value=np.nan)
         h_end = h_start + host["duration_us"].to_numpy("float64", na_value=0.0)
         work = ~kind.isin(_FRAME_KINDS).fillna(True).to_numpy(bool) & ~np.isnan(h_start)
-        is_gc = (kind == "gc").fillna(False).to_numpy(bool)
+        is_gc = (kind == "gc").fillna(False).to_numpy(bool) & ~np.isnan(h_start)
+        # calls overlapping [lo, hi): those starting before hi, less those ended by lo
+        # (a call ended by lo started before hi too)
+        starts, ends = np.sort(h_start[work]), np.sort(h_end[work])
+        calls = np.searchsorted(starts, hi, side="left") - np.searchsorted(ends, lo, "right")
         merged = intervals.merge(h_start[work], h_end[work])
+        busy = intervals.covered(merged, hi) - intervals.covered(merged, lo)
         merged_gc = intervals.merge(h_start[is_gc], h_end[is_gc])
-        order = np.argsort(h_start[work], kind="stable")
-        w_start, w_end = h_start[work][order], h_end[work][order]
-        first_end = np.maximum.accumulate(w_end) if len(w_end) else w_end
-        for i, (a, b) in enumerate(zip(lo, hi)):
-            # calls overlapping [a, b): started before b, ended after a
-            upto = np.searchsorted(w_start, b, side="left")
-            since = np.searchsorted(first_end, a, side="right")
-            calls[i] = int(np.count_nonzero(w_end[since:upto] > a))
-            busy[i] = intervals.total(intervals.clip(merged, a, b))
-            gc_us[i] = intervals.total(intervals.clip(merged_gc, a, b))
+        gc_us = intervals.covered(merged_gc, hi) - intervals.covered(merged_gc, lo)
     table = pd.DataFrame(
         {
             "step": step.to_numpy(),

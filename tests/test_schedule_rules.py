@@ -396,3 +396,12 @@ def test_every_rule_evaluates_on_every_real_gpu_trace():
         for rule in RULES:
             result = evaluate(profile, rule)
             assert result.errors == [], (path.name, rule, result.errors)
+
+
+def test_gpu_002_judges_kernel_names_only_where_the_trace_has_them():
+    """MegEngine names operators (ConvolutionForward), not the kernels cuDNN picked for them:
+    nothing there says whether Tensor Cores ran."""
+    for profile in session().read([FIXTURE_DIR / "megengine"]).profiles:
+        result = evaluate(profile, "GPU-002")
+        assert result.findings == []
+        assert result.not_applicable[0][1] == ["device_ops.tensor_core"]
