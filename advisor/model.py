@@ -371,6 +371,79 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "fusion_candidates",
+            "operator sequence one fused operator could replace, per pattern (derived by "
+            "plugins/fusion_patterns.py from the catalogue plugins/fusion_patterns.yaml); "
+            "kind `scan` rows say which search ran, over how many operators (`ops`)",
+            (
+                _c(
+                    "kind",
+                    "string",
+                    "",
+                    "affinity_api (framework operators a torch_npu / CANN fused API replaces), "
+                    "graph_fusion (device op types of a graph-mode profile a GE fusion pass or "
+                    "a removed conversion would merge), kernel_sequence (the kernels one "
+                    "framework operator launches, after HTA's frequent kernel sequences), scan",
+                    True,
+                ),
+                _c(
+                    "pattern",
+                    "string",
+                    "",
+                    "the catalogued sequence (steps joined by '-', a|b one of, ? optional), or "
+                    "'operator: kernel | kernel ...' for a kernel sequence; the search for scan "
+                    "rows",
+                    True,
+                ),
+                _c(
+                    "fused_api",
+                    "string",
+                    "",
+                    "the fused API or fusion pass to use ('Cast ×1' / 'TransData ×1': one "
+                    "conversion instead of several)",
+                ),
+                _c("source", "string", "", "host_ops or device_ops: where the sequence was found"),
+                _c("occurrences", "Int64", "", "times the sequence occurs", True),
+                _c("ops", "Int64", "", "operators in its first occurrence (scan: searched)"),
+                _c(
+                    "total_us",
+                    "float64",
+                    US,
+                    "time of all occurrences (device time of the kernels the operators "
+                    "launched, or host time when launches are not linked: see time_basis)",
+                    True,
+                ),
+                _c("time_basis", "string", "", "device or host: what total_us measures"),
+                _c(
+                    "fused_us",
+                    "float64",
+                    US,
+                    "estimated time of the fused operators: the longest operator of each "
+                    "occurrence, summed",
+                ),
+                _c(
+                    "saving_us",
+                    "float64",
+                    US,
+                    "estimated time saved: total_us - fused_us (never negative)",
+                    True,
+                ),
+                _c("avg_op_us", "float64", US, "mean time of one operator of the sequence"),
+                _c("first_start_us", "float64", US, "start of the first occurrence"),
+                _c("step", "Int64", "", "iteration of the first occurrence"),
+                _c("example", "string", "", "operator names of the first occurrence, in order"),
+                _c("min_cann", "string", "", "CANN version the fused API is listed from"),
+                _c("cann_version", "string", "", "the profile's CANN version, where recorded"),
+                _c(
+                    "availability",
+                    "string",
+                    "",
+                    "available (the profile's CANN has the API), upgrade (it needs a newer "
+                    "CANN) or unknown (the CANN version is not recorded)",
+                ),
+            ),
+        ),
+        TableSpec(
             "comm_ops",
             "communication operation",
             (

@@ -40,6 +40,7 @@ def installed(tmp_path_factory) -> Path:
     (wheel,) = work.glob("dl_perf_advisor-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "advisor_rules/step.yaml" in names and "advisor_plugins/msprof/__init__.py" in names
+    assert "advisor_plugins/fusion_patterns.yaml" in names  # data the fusion plugin reads
     assert "advisor/schemas/report.schema.json" in names
     assert "advisor/render/templates/report.html.j2" in names
     assert f"{EXAMPLE}/mindstudio_profiler_output/op_summary_20260105100731.csv" in names

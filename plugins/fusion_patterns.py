@@ -1,0 +1,466 @@
+"""`fusion_candidates`: operator sequences that one fused operator could replace.
+
+Three searches, one table (the FUSE-* rules read it):
+
+- affinity_api: the framework operators each host thread calls (top-level aten ops, in call
+  order) against the catalogue's sequences of torch_npu / CANN fused APIs (RMSNorm, rotary
+  embedding, SwiGLU, fused attention ...);
+- graph_fusion: on graph-mode profiles (no framework operators recorded), the op types each
+  device stream runs against the GE fusion passes' sequences, plus Cast / TransData /
+  element-wise chains;
+- kernel_sequence: after HTA's frequent CUDA kernel sequences, the kernels each top-level
+  framework operator launches, grouped by (operator, kernel names).
+
+The sequences are data (`fusion_patterns.yaml`, shipped beside this module). Time saved by a
+fused operator is estimated as the matched time minus the longest single operator of each
+occurrence: the fused operator still does at least the work of its largest part, so the
+estimate never exceeds the matched time and is conservative where the fused kernel also beats
+that part (flash attention).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from advisor import intervals
+from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.model import Profile, conform
+
+CATALOGUE = "fusion_patterns.yaml"
+MIN_KERNELS = 3  # HTA get_frequent_cuda_kernel_sequences: min_pattern_len = 3
+_PREFIXES = re.compile(r"^(?:aten|npu)::")
+_STEP = re.compile(r"^(?P<names>[A-Za-z0-9_.|]+?)(?P<quant>\?|\{\d+,\d+\})?$")
+_EXAMPLE_CHARS = 1000
+NOT_APPLICABLE = "n/a"  # availability of rows no CANN version concerns (never missing, so
+_NO_VERSION = {"availability": NOT_APPLICABLE}  # rules may read the column on any profile)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One catalogue entry: where it is matched, what replaces it, and its compiled regex."""
+
+    family: str  # affinity or graph
+    id: str
+    api: str
+    gpu_api: str | None
+    cann: str | None
+    text: str  # the entry's label, else its sequences: the table's `pattern` column
+    regex: re.Pattern[str]
+
+
+def _step_regex(step: str) -> str:
+    """One step of a sequence as a regex over tokens written `name,`."""
+    match = _STEP.match(step.strip())
+    if match is None:
+        raise ValueError(f"{CATALOGUE}: bad step {step!r}")
+    names = "|".join(re.escape(n) for n in match["names"].split("|"))
+    return f"(?:(?:{names}),){match['quant'] or ''}"
+
+
+def _compile(sequences: Sequence[str]) -> re.Pattern[str]:
+    """The sequences (steps separated by spaces) as one regex whose matches start at a
+    token boundary."""
+    alternatives = ["".join(_step_regex(s) for s in str(seq).split()) for seq in sequences]
+    return re.compile("(?<=,)(?:" + "|".join(alternatives) + ")")
+
+
+@cache
+def catalogue() -> tuple[Pattern, ...]:
+    """The shipped catalogue, checked and compiled once."""
+    text = resources.files(__package__).joinpath(CATALOGUE).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    patterns = []
+    for family in ("affinity", "graph"):
+        for entry in data[family]:
+            if not {"id", "api", "sequences"} <= set(entry):
+                raise ValueError(f"{CATALOGUE}: bad entry {entry.get('id')!r}")
+            sequences = entry["sequences"]
+            patterns.append(
+                Pattern(
+                    family,
+                    str(entry["id"]),
+                    str(entry["api"]),
+                    entry.get("gpu_api"),
+                    None if entry.get("cann") is None else str(entry["cann"]),
+                    entry.get("label") or " / ".join("-".join(str(q).split()) for q in sequences),
+                    _compile(sequences),
+                )
+            )
+    return tuple(patterns)
+
+
+def find(tokens: Sequence[str], patterns: Iterable[Pattern]) -> list[tuple[Pattern, int, int]]:
+    """Matches (pattern, first token, one past the last) of consecutive tokens, tried in
+    catalogue order; a token belongs to one match at most."""
+    text = "," + "".join(f"{t}," for t in tokens)
+    starts = np.cumsum([1] + [len(t) + 1 for t in tokens])[:-1].tolist()
+    claimed = np.zeros(len(tokens), dtype=bool)
+    found = []
+    for pattern in patterns:
+        for match in pattern.regex.finditer(text):
+            if match.end() == match.start():
+                continue
+            first = bisect_right(starts, match.start()) - 1
+            last = bisect_right(starts, match.end() - 1)  # one past the token of the last ','
+            if claimed[first:last].any():
+                continue
+            claimed[first:last] = True
+            found.append((pattern, first, last))
+    return found
+
+
+# -- versions -------------------------------------------------------------------------------
+
+
+def version_key(text: str | None) -> tuple[int, int, int, int] | None:
+    """A CANN version as a sortable key: 8.0.RC1 < 8.0.RC3 < 8.0.0 < 8.0.1 (a release
+    follows its release candidates); None for text that is no CANN version."""
+    match = re.search(r"(\d+)\.(\d+)\.(?:RC(\d+)|(\d+))", text or "", re.IGNORECASE)
+    if match is None:
+        return None
+    major, minor, rc, patch = match.groups()
+    return (int(major), int(minor), 0 if rc else 1, int(rc or patch))
+
+
+def cann_version(profile: Profile) -> str | None:
+    """The profile's CANN version: the metadata table's `version.cann`, else the reader's."""
+    metadata = profile.tables.get("metadata")
+    if metadata is not None and {"key", "value"} <= set(metadata):
+        values = metadata.loc[metadata["key"] == "version.cann", "value"].dropna()
+        if len(values) and str(values.iloc[0]).strip():
+            return str(values.iloc[0]).strip()
+    for key, value in profile.meta.versions.items():
+        if key.lower() in ("cann", "cann_version", "version.cann") and str(value).strip():
+            return str(value).strip()
+    return None
+
+
+def availability(need: str | None, have: str | None) -> str:
+    """available / upgrade / unknown: whether the profile's CANN has the fused API."""
+    need_key, have_key = version_key(need), version_key(have)
+    if need_key is None or have_key is None:
+        return "unknown"
+    return "available" if have_key >= need_key else "upgrade"
+
+
+# -- the three searches ---------------------------------------------------------------------
+
+
+def _short(name: str) -> str:
+    """A kernel name without its return type and template / argument lists."""
+    name = re.sub(r"^void\s+|\(anonymous namespace\)::", "", name.strip())
+    return re.split(r"[<(]", name, maxsplit=1)[0] or name
+
+
+def _example(names: Sequence[str]) -> str:
+    """Operator names joined in order, whole names only, cut after _EXAMPLE_CHARS."""
+    text = ""
+    for i, name in enumerate(names):
+        joined = f"{text} -> {name}" if i else name
+        if len(joined) > _EXAMPLE_CHARS:
+            return f"{text} -> ... ({len(names) - i} more)"
+        text = joined
+    return text
+
+
+def _row(kind: str, pattern: str, occurrences: list[dict[str, Any]], **extra: Any) -> dict:
+    first = min(occurrences, key=lambda o: o["start"] if o["start"] == o["start"] else np.inf)
+    total = float(sum(o["total"] for o in occurrences))
+    fused = float(sum(o["fused"] for o in occurrences))
+    ops = sum(o["ops"] for o in occurrences)
+    return {
+        "kind": kind,
+        "pattern": pattern,
+        "occurrences": len(occurrences),
+        "ops": first["ops"],
+        "total_us": total,
+        "fused_us": fused,
+        "saving_us": max(total - fused, 0.0),
+        "avg_op_us": total / ops if ops else np.nan,
+        "first_start_us": first["start"],
+        "step": first["step"],
+        "example": _example(first["names"]),
+        **extra,
+    }
+
+
+def _top_level(profile: Profile) -> pd.DataFrame | None:
+    """Top-level framework operators (aten calls not inside another aten call of their
+    thread), outside optimizer steps (HOST-004's), sorted by thread and start."""
+    host = profile.tables.get("host_ops")
+    if host is None or "start_us" not in host or "kind" not in host:
+        return None
+    host = host.assign(thread=host.get("thread", pd.Series(-1, index=host.index)).fillna(-1))
+    aten = host[(host["kind"] == "aten").fillna(False) & host["start_us"].notna()]
+    if aten.empty:
+        return None
+    aten = aten[~intervals.nested_calls(aten)]
+    start = aten["start_us"].to_numpy("float64")
+    end = start + aten["duration_us"].to_numpy("float64", na_value=0.0)
+    aten = aten.assign(end_us=end, in_optimizer=False)
+    optimizer = host[(host["kind"] == "optimizer").fillna(False) & host["start_us"].notna()]
+    for thread, steps in optimizer.groupby("thread", dropna=False):
+        s0 = steps["start_us"].to_numpy("float64")
+        merged = intervals.merge(s0, s0 + steps["duration_us"].to_numpy("float64", na_value=0.0))
+        on_thread = (aten["thread"] == thread).fillna(False).to_numpy(bool)
+        inside = _inside(merged, aten["start_us"].to_numpy("float64"))
+        aten.loc[on_thread & inside, "in_optimizer"] = True
+    return aten.sort_values(["thread", "start_us"], kind="stable")
+
+
+def _inside(merged: intervals.Intervals, points: np.ndarray) -> np.ndarray:
+    """Which points lie in one of the merged intervals."""
+    starts, ends = merged
+    if starts.size == 0:
+        return np.zeros(len(points), dtype=bool)
+    i = np.searchsorted(starts, points, side="right") - 1
+    return (i >= 0) & (points < ends[np.clip(i, 0, None)])
+
+
+def _launched(top: pd.DataFrame, device: pd.DataFrame) -> pd.DataFrame:
+    """The compute kernels each top-level operator launched (device row index, top row
+    label), from device_ops.launch_thread / launch_us; empty without launch links."""
+    if not {"launch_thread", "launch_us"} <= set(device):
+        return pd.DataFrame(columns=["device", "top"])
+    kernels = device[
+        (device["category"] == "compute").fillna(False)
+        & device["launch_us"].notna()
+        & device["launch_thread"].notna()
+    ]
+    links = []
+    for thread, calls in top.groupby("thread", dropna=False, sort=False):
+        mine = kernels[(kernels["launch_thread"] == thread).fillna(False)]
+        if mine.empty:
+            continue
+        starts = calls["start_us"].to_numpy("float64")
+        ends = calls["end_us"].to_numpy("float64")
+        at = mine["launch_us"].to_numpy("float64")
+        i = np.searchsorted(starts, at, side="right") - 1
+        ok = (i >= 0) & (at <= ends[np.clip(i, 0, None)])
+        links.append(pd.DataFrame({"device": mine.index[ok], "top": calls.index[i[ok]]}))
+    return pd.concat(links) if links else pd.DataFrame(columns=["device", "top"])
+
+
+def _op_times(top: pd.DataFrame, device: pd.DataFrame | None) -> tuple[pd.DataFrame, str]:
+    """Per top-level operator: its time and its longest part, on the device when kernels
+    are linked to the host calls that launched them, else on the host."""
+    links = _launched(top, device) if device is not None else pd.DataFrame()
+    if links.empty:
+        duration = top["duration_us"].astype("float64")
+        return pd.DataFrame({"total": duration, "longest": duration}), "host"
+    durations = device.loc[links["device"], "duration_us"].to_numpy("float64", na_value=0.0)
+    per_op = (
+        pd.DataFrame({"top": links["top"].to_numpy(), "d": durations})
+        .groupby("top")["d"]
+        .agg(total="sum", longest="max")
+    )
+    return per_op.reindex(top.index, fill_value=0.0), "device"
+
+
+def _step(frame: pd.DataFrame, label: Any) -> Any:
+    return frame.at[label, "step"] if "step" in frame else pd.NA
+
+
+def affinity_rows(
+    profile: Profile, top: pd.DataFrame, times: pd.DataFrame, basis: str
+) -> tuple[list[dict[str, Any]], set[Any]]:
+    """Rows of the affinity-API matches, and the top-level operators they claimed."""
+    gpu = profile.meta.device_kind == "GPU"
+    patterns = [p for p in catalogue() if p.family == "affinity" and (p.gpu_api or not gpu)]
+    have = cann_version(profile)
+    matches: dict[Pattern, list[dict[str, Any]]] = defaultdict(list)
+    claimed: set[Any] = set()
+    candidates = top[~top["in_optimizer"]]
+    for _, calls in candidates.groupby("thread", dropna=False, sort=False):
+        labels = list(calls.index)
+        names = [_PREFIXES.sub("", str(n)) for n in calls["name"]]
+        for pattern, first, last in find(names, patterns):
+            part = labels[first:last]
+            claimed.update(part)
+            matches[pattern].append(
+                {
+                    "start": float(calls.at[part[0], "start_us"]),
+                    "step": _step(calls, part[0]),
+                    "names": names[first:last],
+                    "ops": len(part),
+                    "total": float(times.loc[part, "total"].sum()),
+                    "fused": float(times.loc[part, "longest"].max()),
+                }
+            )
+    rows = [
+        _row(
+            "affinity_api",
+            p.text,
+            occ,
+            fused_api=p.gpu_api if gpu else p.api,
+            source="host_ops",
+            time_basis=basis,
+            min_cann=None if gpu else p.cann,
+            cann_version=None if gpu else have,
+            availability=NOT_APPLICABLE if gpu else availability(p.cann, have),
+        )
+        for p, occ in matches.items()
+    ]
+    return rows, claimed
+
+
+def kernel_sequence_rows(
+    top: pd.DataFrame, device: pd.DataFrame, claimed: set[Any]
+) -> tuple[list[dict[str, Any]], int]:
+    """HTA's frequent kernel sequences with the top-level operators as roots: the kernels
+    one call launched, grouped by (operator, kernel names), for calls launching at least
+    MIN_KERNELS kernels outside affinity matches and optimizer steps."""
+    links = _launched(top, device)
+    if links.empty:
+        return [], 0
+    free = top.index[~top["in_optimizer"] & ~top.index.isin(list(claimed))]
+    links = links[links["top"].isin(free)]
+    kernels = device.loc[links["device"]].assign(top=links["top"].to_numpy())
+    kernels = kernels.sort_values("start_us", kind="stable")
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for label, launched in kernels.groupby("top", sort=False):
+        if len(launched) < MIN_KERNELS:
+            continue
+        root = _PREFIXES.sub("", str(top.at[label, "name"]))
+        names = [str(n) for n in launched["name"]]
+        durations = launched["duration_us"].to_numpy("float64", na_value=0.0)
+        groups[(root, *names)].append(
+            {
+                "start": float(launched["start_us"].iloc[0]),
+                "step": _step(top, label),
+                "names": [_short(n) for n in names],
+                "ops": len(names),
+                "total": float(durations.sum()),
+                "fused": float(durations.max()),
+            }
+        )
+    rows = [
+        _row(
+            "kernel_sequence",
+            f"{key[0]}: " + " | ".join(_short(n) for n in key[1:]),
+            occ,
+            fused_api=None,
+            source="device_ops",
+            time_basis="device",
+            **_NO_VERSION,
+        )
+        for key, occ in groups.items()
+    ]
+    return rows, len(kernels)
+
+
+def graph_rows(device: pd.DataFrame) -> tuple[list[dict[str, Any]], int]:
+    """Rows of the graph-fusion matches: consecutive compute tasks of one stream, and the
+    number of tasks searched."""
+    if "op_type" not in device:
+        return [], 0
+    tasks = device[(device["category"] == "compute").fillna(False) & device["op_type"].notna()]
+    order = [c for c in ("start_us", "task_id") if c in tasks and tasks[c].notna().any()]
+    if order:
+        tasks = tasks.sort_values(order[0], kind="stable")
+    streams = tasks["stream"] if "stream" in tasks else pd.Series(-1, index=tasks.index)
+    patterns = [p for p in catalogue() if p.family == "graph"]
+    matches: dict[Pattern, list[dict[str, Any]]] = defaultdict(list)
+    for _, run in tasks.groupby(streams, dropna=False, sort=False):
+        types = [str(t) for t in run["op_type"]]
+        durations = run["duration_us"].to_numpy("float64", na_value=0.0)
+        starts = run["start_us"] if "start_us" in run else pd.Series(np.nan, index=run.index)
+        for pattern, first, last in find(types, patterns):
+            matches[pattern].append(
+                {
+                    "start": float(starts.iloc[first]),
+                    "step": run["step"].iloc[first] if "step" in run else pd.NA,
+                    "names": [str(n) for n in run["name"].iloc[first:last]],
+                    "ops": last - first,
+                    "total": float(durations[first:last].sum()),
+                    "fused": float(durations[first:last].max()),
+                }
+            )
+    rows = [
+        _row(
+            "graph_fusion",
+            p.text,
+            occ,
+            fused_api=p.api,
+            source="device_ops",
+            time_basis="device",
+            **_NO_VERSION,
+        )
+        for p, occ in matches.items()
+    ]
+    return rows, len(tasks)
+
+
+def _scan(search: str, scanned: int) -> dict[str, Any]:
+    """The row saying a search ran over `scanned` operators, so that a profile where nothing
+    matched reads as searched (rules stay quiet) rather than as lacking the table."""
+    zero = {"occurrences": 0, "total_us": 0.0, "fused_us": 0.0, "saving_us": 0.0}
+    return {"kind": "scan", "pattern": search, "ops": scanned, **zero, **_NO_VERSION}
+
+
+def fusion_candidates(profile: Profile) -> None:
+    """Build the fusion_candidates table (empty when nothing matches: rules then stay quiet
+    instead of being not applicable)."""
+    device = profile.tables.get("device_ops")
+    top = _top_level(profile)
+    rows: list[dict[str, Any]] = []
+    if top is not None:
+        times, basis = _op_times(top, device)
+        found, claimed = affinity_rows(profile, top, times, basis)
+        rows += found + [_scan("affinity_api", int((~top["in_optimizer"]).sum()))]
+        if device is not None and "start_us" in device:
+            found, scanned = kernel_sequence_rows(top, device, claimed)
+            rows += found + [_scan("kernel_sequence", scanned)]
+    elif device is not None:
+        found, scanned = graph_rows(device)
+        rows += found + [_scan("graph_fusion", scanned)]
+    frame = pd.DataFrame(rows, columns=list(_COLUMNS))
+    frame = frame.sort_values(["saving_us", "pattern"], ascending=[False, True], kind="stable")
+    profile.tables["fusion_candidates"] = conform("fusion_candidates", frame)
+
+
+_COLUMNS = (
+    "kind",
+    "pattern",
+    "fused_api",
+    "source",
+    "occurrences",
+    "ops",
+    "total_us",
+    "time_basis",
+    "fused_us",
+    "saving_us",
+    "avg_op_us",
+    "first_start_us",
+    "step",
+    "example",
+    "min_cann",
+    "cann_version",
+    "availability",
+)
+
+PROVIDERS = [
+    MetricProvider(
+        "fusion_candidates",
+        ("device_ops.duration_us",),
+        ("fusion_candidates",) + tuple(f"fusion_candidates.{c}" for c in _COLUMNS),
+        fusion_candidates,
+        "fusion_candidates: operator sequences a fused operator could replace",
+    )
+]
+
+
+@hookimpl
+def advisor_metrics() -> list[MetricProvider]:
+    return PROVIDERS

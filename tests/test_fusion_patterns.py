@@ -1,0 +1,211 @@
+"""fusion_candidates (plugins/fusion_patterns.py) on real profiles, and the matching and
+version rules it is built on. What the FUSE-* / HOST-005 rules do with the table is in
+rules/fusion.case.yaml."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import advisor
+from advisor.model import Profile
+from advisor.plugin_manager import PluginHost
+from advisor.reading import read_inputs
+from advisor_plugins import fusion_patterns
+from advisor_plugins.fusion_patterns import (
+    _top_level,
+    availability,
+    catalogue,
+    find,
+    fusion_candidates,
+    version_key,
+)
+
+REAL = Path(__file__).parent / "fixtures" / "real"
+NCCL_TRACE = REAL / "kineto" / "nccl_parser_config__nccl_data.json.gz"
+
+
+@cache
+def _profile(path: Path) -> Profile:
+    (profile,) = read_inputs([path], PluginHost()).profiles
+    return profile
+
+
+def _candidates(path: Path) -> pd.DataFrame:
+    profile = _profile(path)
+    fusion_candidates(profile)
+    return profile.tables["fusion_candidates"]
+
+
+def _pattern_ids() -> dict[str, fusion_patterns.Pattern]:
+    return {p.id: p for p in catalogue()}
+
+
+# -- matching and versions ------------------------------------------------------------------
+
+
+def test_catalogue_ships_with_the_package_and_every_api_has_a_cann_version():
+    patterns = _pattern_ids()
+    assert {"rms_norm", "swiglu", "rotary_mul", "fusion_attention", "flash_attention"} <= set(
+        patterns
+    )
+    for p in catalogue():
+        if p.family == "affinity":
+            assert version_key(p.cann) is not None, p.id
+
+
+def test_optional_steps_match_and_a_name_only_matches_whole_tokens():
+    rms = _pattern_ids()["rms_norm"]
+    assert [(f, last) for _, f, last in find(["x", "rsqrt", "mul"], [rms])] == [(1, 3)]
+    full = ["pow", "mean", "add", "rsqrt", "mul", "type_as"]
+    assert [(f, last) for _, f, last in find(full, [rms])] == [(0, 6)]
+    rotary = _pattern_ids()["rotary_mul"]
+    # "_cat" is not "cat": the rotary sequence needs chunk|slice, neg, cat
+    assert find(["chunk", "neg", "_cat", "add"], [rotary]) == []
+    assert len(find(["chunk", "neg", "cat", "mul", "mul", "add"], [rotary])) == 1
+
+
+def test_an_operator_belongs_to_the_first_matching_pattern_only():
+    ids = _pattern_ids()
+    tokens = ["chunk", "silu", "mul", "add"]
+    found = find(tokens, [ids["swiglu"], ids["matmul_add"], ids["mul_mul_add"]])
+    assert [(p.id, f, last) for p, f, last in found] == [("swiglu", 0, 3)]
+
+
+def test_cann_versions_order_release_candidates_before_the_release():
+    assert version_key("8.0.RC1") < version_key("8.0.RC3") < version_key("8.0.0")
+    assert version_key("7.0.0") < version_key("8.0.RC1")
+    assert version_key("8.0.RC2.alpha003") == version_key("8.0.RC2")
+    assert version_key("unknown") is None
+    assert availability("7.0.0", "6.3.RC2") == "upgrade"
+    assert availability("7.0.0", "7.0.0") == "available"
+    assert availability("7.0.0", None) == "unknown"
+
+
+# -- real profiles --------------------------------------------------------------------------
+
+
+def test_torch_npu_adam_step_is_left_to_host004_and_nothing_else_matches():
+    """The real torch_npu LeNet trace: its forward (conv2d, relu, max_pool2d, linear ...) has
+    no fused-API sequence, and the per-parameter arithmetic of Optimizer.step#Adam.step
+    (mul_, add_, addcmul_, sqrt, div, addcdiv_) is HOST-004's, not searched here."""
+    path = REAL / "ascend_pt" / "rank0_ascend_pt"
+    profile = _profile(path)
+    top = _top_level(profile)
+    host = profile.tables["host_ops"]
+    (step,) = host[host["name"] == "Optimizer.step#Adam.step"].itertuples()
+    inside = top[
+        (top["start_us"] >= step.start_us)
+        & (top["start_us"] < step.start_us + step.duration_us)
+        & (top["thread"] == step.thread)
+    ]
+    assert len(inside) > 0 and inside["in_optimizer"].all()
+    assert {"aten::addcdiv_", "aten::addcmul_", "aten::sqrt"} <= set(inside["name"])
+    # the only other optimizer record, Adam.zero_grad, holds the other calls flagged
+    (zero,) = host[host["name"] == "Optimizer.zero_grad#Adam.zero_grad"].itertuples()
+    flagged = top.drop(inside.index).query("in_optimizer")
+    assert "aten::zero_" in set(flagged["name"])
+    assert flagged["start_us"].between(zero.start_us, zero.start_us + zero.duration_us).all()
+
+    table = _candidates(path)
+    assert set(table["kind"]) == {"scan"}  # searched, nothing found
+    (scan,) = table[table["pattern"] == "affinity_api"].itertuples()
+    assert scan.ops == (~top["in_optimizer"]).sum() == len(top) - len(inside) - len(flagged)
+    result = advisor.analyze(path, select=["FUSE-001", "HOST-004"])
+    outcomes = result.analyses[0].evaluation.outcomes
+    assert outcomes["FUSE-001"] == "passed"  # evaluated and quiet, not "not applicable"
+    assert [f.rule.id for f in result.findings] == ["HOST-004"]
+
+
+def _kernels_launched_by(trace: Path, operator: str) -> list[list[tuple[str, float]]]:
+    """From the raw Kineto JSON: per call of `operator`, the (name, dur) of the kernels whose
+    launch (the cuda_runtime event with the kernel's correlation id) lies inside the call."""
+    with gzip.open(trace) as raw:
+        events = json.load(raw)["traceEvents"]
+    calls = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == operator]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: float(e["ts"]))
+    per_call = []
+    for call in calls:
+        lo, hi = float(call["ts"]), float(call["ts"]) + float(call["dur"])
+        per_call.append(
+            [
+                (k["name"], float(k["dur"]))
+                for k in kernels
+                if (launch := launches.get(k["args"].get("correlation"))) is not None
+                and launch["tid"] == call["tid"]
+                and lo <= float(launch["ts"]) <= hi
+            ]
+        )
+    return per_call
+
+
+def test_frequent_kernel_sequence_of_a_real_gpu_trace_matches_the_raw_launches():
+    """HTA's own NCCL test trace (A100, 3 ProfilerSteps): every step's cross_entropy_loss
+    launches the same short kernels; the row's count, kernels and time are checked against
+    the kernels the raw JSON ties to each call through its correlation ids."""
+    calls = _kernels_launched_by(NCCL_TRACE, "aten::cross_entropy_loss")
+    assert len(calls) == 3 and len({tuple(n for n, _ in c) for c in calls}) == 1
+    table = _candidates(NCCL_TRACE)
+    rows = table[
+        (table["kind"] == "kernel_sequence") & table["pattern"].str.startswith("cross_entropy")
+    ]
+    (row,) = rows.itertuples()
+    assert row.occurrences == 3
+    assert row.ops == len(calls[0]) >= fusion_patterns.MIN_KERNELS
+    assert row.total_us == pytest.approx(sum(d for c in calls for _, d in c))
+    assert row.saving_us == pytest.approx(
+        sum(sum(d for _, d in c) - max(d for _, d in c) for c in calls)
+    )
+    assert "softmax_warp_forward" in row.pattern and "<" not in row.pattern
+
+    # all of it is short-kernel time: FUSE-003 reports it once its share threshold allows
+    result = advisor.analyze(
+        NCCL_TRACE, select=["FUSE-003"], params={"FUSE-003": {"min_share": 0.0}}
+    )
+    (finding,) = result.findings
+    assert "cross_entropy_loss" in str(finding.evidence["rows"])
+
+
+def test_graph_mode_profiles_get_device_sequences_and_eager_ones_do_not():
+    """MindSpore AlexNet (real, graph mode): six Cast tasks run back to back on one stream;
+    a PyTorch trace with framework operators is never searched that way."""
+    alexnet = REAL / "mindspore_legacy" / "run_2_profiler"
+    table = _candidates(alexnet)
+    casts = table[table["pattern"] == "Cast-Cast{1,8}"]
+    (row,) = casts.itertuples()
+    names = row.example.split(" -> ")
+    assert len(names) == row.ops == 6
+    # the same six tasks, found in the stream's own order
+    device = _profile(alexnet).tables["device_ops"]
+    first = device[device["name"] == names[0]].iloc[0]
+    stream = device[device["stream"] == first["stream"]].sort_values("start_us", kind="stable")
+    at = list(stream["name"]).index(names[0])
+    run = stream.iloc[at : at + 6]
+    assert list(run["name"]) == names and set(run["op_type"]) == {"Cast"}
+    assert stream.iloc[at + 6]["op_type"] != "Cast"
+    assert row.total_us == pytest.approx(run["duration_us"].sum())
+    assert row.saving_us == pytest.approx(run["duration_us"].sum() - run["duration_us"].max())
+    assert "graph_fusion" not in set(_candidates(NCCL_TRACE)["kind"])
+
+    result = advisor.analyze(alexnet, select=["FUSE-002"], params={"FUSE-002": {"min_share": 0.0}})
+    (finding,) = result.findings
+    assert finding.impact_us == pytest.approx(table["saving_us"].sum())
+
+
+def test_widedeep_transdata_pairs_are_counted_per_stream():
+    """MindSpore Wide&Deep (real): TransData pairs on one stream, each with its own time."""
+    table = _candidates(REAL / "mindspore_run1_widedeep")
+    (row,) = table[table["pattern"] == "TransData-TransData"].itertuples()
+    assert row.occurrences > 1 and row.ops == 2
+    assert 0 < row.saving_us < row.total_us
+    assert (table["saving_us"] <= table["total_us"]).all()
