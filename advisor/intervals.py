@@ -123,3 +123,21 @@ def nested_calls(host_ops: pd.DataFrame) -> np.ndarray:
     keys = ["kind", "thread"] if "thread" in host_ops else ["kind"]
     groups = host_ops.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     return nested(start, end, groups)
+
+
+def complement(merged: Intervals, lo: float, hi: float) -> Intervals:
+    """The parts of [lo, hi] a merged set leaves uncovered (the device's idle time in a step,
+    given its busy time)."""
+    s, e = clip(merged, lo, hi)
+    starts = np.concatenate(([lo], e))
+    ends = np.concatenate((s, [hi]))
+    keep = ends > starts
+    return starts[keep], ends[keep]
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """The parts of merged set `a` outside merged set `b`."""
+    if a[0].size == 0 or b[0].size == 0:
+        return a
+    lo, hi = float(min(a[0][0], b[0][0])), float(max(a[1][-1], b[1][-1]))
+    return intersect(a, complement(b, lo, hi))

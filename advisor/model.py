@@ -444,6 +444,64 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "step_bounds",
+            "training iteration, its time on the critical path by what bounded it (derived; "
+            "compute, communication, host, data and idle add up to duration_us)",
+            (
+                _c("step", "int64", "", "iteration number, as in steps.step", True),
+                _c("start_us", "float64", US, "iteration start"),
+                _c("end_us", "float64", US, "iteration end"),
+                _c("duration_us", "float64", US, "iteration time (end - start)", True),
+                _c("compute_us", "float64", US, "the device computes (steps.computing_us)"),
+                _c(
+                    "communication_us",
+                    "float64",
+                    US,
+                    "communication no computation hides (steps.comm_not_overlapped_us)",
+                ),
+                _c(
+                    "host_us",
+                    "float64",
+                    US,
+                    "the device is idle waiting for the host: the next task was launched after "
+                    "the device ran dry, or the host was synchronising, compiling or launching",
+                ),
+                _c(
+                    "data_us",
+                    "float64",
+                    US,
+                    "the device is idle while the host is in a data-loader call",
+                ),
+                _c(
+                    "idle_us",
+                    "float64",
+                    US,
+                    "other device idle time, which nothing recorded explains",
+                ),
+                _c(
+                    "bound",
+                    "string",
+                    "",
+                    "the largest of the five: compute, communication, host, data or idle; missing "
+                    "for a step without a device breakdown",
+                ),
+                _c("bound_share", "float64", "ratio", "that category's share of duration_us"),
+                _c(
+                    "between_us",
+                    "float64",
+                    US,
+                    "time since the previous step ended, in no step's window (not in the sum)",
+                ),
+                _c(
+                    "between_data_us",
+                    "float64",
+                    US,
+                    "the part of between_us that is data loading: the profiler's data wait "
+                    "(steps.data_aug_bound_us), else host data-loader calls",
+                ),
+            ),
+        ),
+        TableSpec(
             "comm_ops",
             "communication operation",
             (

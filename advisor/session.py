@@ -23,9 +23,15 @@ from advisor.plugin_manager import PluginHost
 from advisor.reading import Reading, read_inputs
 from advisor.ruleset import expression_functions, prepare_rules, select_configured
 
-RUN_NEEDS = ("steps.computing_us", "op_stats", "device_ops.compute_class", "host_ops.step")
+RUN_NEEDS = (
+    "steps.computing_us",
+    "op_stats",
+    "device_ops.compute_class",
+    "host_ops.step",
+    "step_bounds",
+)
 """What every run derives for every profile besides the needs of the rules: the report's
-breakdown, statistics and charts."""
+breakdown, statistics and charts, and the critical path findings' savings are bounded by."""
 
 
 def check_language(lang: str) -> str:

@@ -17,7 +17,7 @@ import pandas as pd
 from advisor.applicability import Inapplicable, explain
 from advisor.compat import zip_strict
 from advisor.derive import present
-from advisor.engine import templates
+from advisor.engine import savings, templates
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
 from advisor.engine.outcome import SEVERITIES, Outcome, Severity
 from advisor.engine.rules import Evidence, Rule
@@ -67,6 +67,10 @@ class Finding:
     shares_time_with: list[str] = field(default_factory=list)
     """Other findings of this profile in the same time pool: part of this finding's time is
     theirs too, so their impacts are not to be added to it."""
+    step_time_if_fixed_us: float | None = None
+    """Estimated mean step time were this finding fixed: the impact taken off the step, at
+    most the time its kind of work holds on the critical path (engine/savings.py); None
+    without an impact or a profile time."""
 
     @property
     def title(self) -> str:
@@ -89,6 +93,12 @@ class Evaluation:
     combined_impact_us: float | None = None
     """The time all findings together stand for, each interval once: per time pool only the
     largest impact, findings without a pool in full, never above the profile time."""
+    critical_path: savings.CriticalPath | None = None
+    """The profile time by what bounded it (step_bounds), the budget findings' savings come
+    from; None without a profile time."""
+    fix_first: savings.FixFirst | None = None
+    """The few findings to fix first and the mean step time were they all fixed (shared time
+    counted once); None when no finding saves a noticeable share of the step."""
 
 
 def profile_time_us(profile: Profile) -> float | None:
@@ -305,6 +315,8 @@ def evaluate(
             result.outcomes[rule.id] = Outcome.FIRED
     rank_findings(result.findings)
     result.combined_impact_us = combine_impacts(result.findings, total_us)
+    result.critical_path = savings.critical_path(profile, total_us)
+    result.fix_first = savings.apply(result.findings, result.critical_path)
     return result
 
 

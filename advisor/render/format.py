@@ -24,6 +24,7 @@ from advisor.units import (
     finite,
     fmt_num,
     fmt_pct,
+    fmt_us,
     is_missing,
 )
 
@@ -110,6 +111,39 @@ def findings_by_rank(report: dict) -> list[tuple[str, dict]]:
             -(gf[1]["impact_us"] or 0),
         ),
     )
+
+
+MIN_IF_FIXED_SHARE = 0.001
+"""A finding's "if fixed" estimate is left out below this saving (0.1% of step time)."""
+
+
+def _saving(before: float, after: float) -> dict[str, str]:
+    return {
+        "before": fmt_us(before),
+        "after": fmt_us(after),
+        "saving": f"−{fmt_pct(1.0 - after / before)}",
+    }
+
+
+def if_fixed_values(f: dict, report: dict) -> dict[str, str] | None:
+    """A finding's mean step time now and were it fixed, and the saving, formatted; None
+    without an estimate or when it saves next to nothing."""
+    after = f.get("step_time_if_fixed_us")
+    path = report["summary"].get("critical_path")
+    if after is None or not path or not path["step_us"]:
+        return None
+    if 1.0 - after / path["step_us"] < MIN_IF_FIXED_SHARE:
+        return None
+    return _saving(path["step_us"], after)
+
+
+def fix_first_values(report: dict) -> dict[str, Any] | None:
+    """The "fix these first" rule ids with the step time now, were they fixed, and the
+    saving, formatted; None when the report names none."""
+    fix = report["summary"].get("fix_first")
+    if not fix or not fix["step_us"]:
+        return None
+    return {"rules": list(fix["rules"]), **_saving(fix["step_us"], fix["step_time_if_fixed_us"])}
 
 
 def report_lang(reports: list[dict] | dict) -> str:

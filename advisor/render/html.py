@@ -29,8 +29,10 @@ from advisor.hookspecs import ReportSection
 from advisor.render.format import (
     column_format,
     findings_by_rank,
+    fix_first_values,
     fmt_tick,
     fmt_value,
+    if_fixed_values,
     profile_label,
     rank_order,
     report_lang,
@@ -168,7 +170,11 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
     unit = column_unit(f.get("impact_us") for _, f in findings)
     combined = summary.get("combined_impact_us")
     added = sum(f.get("impact_us") or 0.0 for _, f in findings)
+    fix = fix_first_values(report)
     return {
+        "fix_first": None
+        if fix is None
+        else tr("fix_first_line", rules=tr("list_sep").join(fix.pop("rules")), **fix),
         "combined": None
         if combined is None or not added > combined * 1.0001
         else {
@@ -209,7 +215,7 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
         "cores": _core_chart(report["metrics"]["core_types"], tr),
         "classes": _core_chart(report["metrics"].get("compute_classes", []), tr, "compute_class"),
         "findings": [
-            _finding_view(f"{anchor}-f{n}", group, f, unit, tr)
+            _finding_view(f"{anchor}-f{n}", group, f, unit, tr, if_fixed_values(f, report))
             for n, (group, f) in enumerate(findings, start=1)
         ],
         "lacking": sorted(
@@ -247,9 +253,12 @@ def _tuning_loop_view(loop: dict | None) -> dict[str, Any] | None:
     }
 
 
-def _finding_view(anchor: str, group: str, f: dict, unit: str, tr: Translate) -> dict[str, Any]:
+def _finding_view(
+    anchor: str, group: str, f: dict, unit: str, tr: Translate, if_fixed: dict[str, str] | None
+) -> dict[str, Any]:
     raw = f.get("uncapped_impact_us")
     return {
+        "if_fixed": None if if_fixed is None else tr("if_fixed_line", **if_fixed),
         "anchor": anchor,
         "group": group,
         "rank": f["rank"],

@@ -18,6 +18,7 @@ from advisor.applicability import MISSING, Inapplicable
 from advisor.engine.evaluate import Evaluation, Finding, profile_time_us
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import Rule
+from advisor.engine.savings import CriticalPath, FixFirst
 from advisor.metrics import ProfileMetrics
 from advisor.model import Profile, RunInfo
 from advisor.version import __version__
@@ -53,9 +54,27 @@ def _finding(f: Finding) -> dict[str, Any]:
         "impact_note": f.impact_note,
         "uncapped_impact_us": f.uncapped_impact_us,
         "shares_time_with": f.shares_time_with,
+        "step_time_if_fixed_us": f.step_time_if_fixed_us,
         "evidence": f.evidence,
         "suggestions": f.suggestions,
         "source": rule.source,
+    }
+
+
+def _critical_path(path: CriticalPath | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    return {"steps": path.steps, "step_us": path.step_us, "by_bound": dict(path.by_bound)}
+
+
+def _fix_first(fix: FixFirst | None) -> dict[str, Any] | None:
+    if fix is None:
+        return None
+    return {
+        "rules": list(fix.rules),
+        "step_us": fix.step_us,
+        "step_time_if_fixed_us": fix.step_time_if_fixed_us,
+        "saving_ratio": fix.saving_ratio,
     }
 
 
@@ -116,6 +135,8 @@ def build_report(
             "by_severity": by_severity,
             "total_time_us": profile_time_us(profile),
             "combined_impact_us": evaluation.combined_impact_us,
+            "critical_path": _critical_path(evaluation.critical_path),
+            "fix_first": _fix_first(evaluation.fix_first),
         },
         "metrics": metrics.to_json(),
         "not_applicable": _not_applicable(evaluation),

@@ -74,6 +74,16 @@ CATALOG: dict[str, Text] = {
         "合计至多 {combined}{share}：度量同一段时间（如设备空闲）的发现只计一次，"
         "而不是相加得到的 {added}",
     ),
+    "if_fixed_line": Text(
+        "if fixed: step time {before} → {after} ({saving})",
+        "修复后：迭代时间 {before} → {after}（{saving}）",
+    ),
+    "fix_first_line": Text(
+        "Fix these first: {rules} → {saving} step time ({before} → {after}; time they share "
+        "counted once, each at most its kind's time on the critical path)",
+        "优先修复：{rules} → 迭代时间 {saving}（{before} → {after}；共同占用的时间只计一次，"
+        "每项不超过同类工作在关键路径上的时间）",
+    ),
     "reader_warnings_count": Text("{n} reader warning{s}", "读取数据时有 {n} 条告警"),
     "rule_errors_count": Text("{n} rule error{s}", "{n} 条规则执行出错"),
     "details_hint": Text(

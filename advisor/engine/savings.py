@@ -1,0 +1,197 @@
+"""What fixing a finding would make of the step: savings bounded by the critical path.
+
+A finding's impact says how much time its problem takes; it does not say the step gets that
+much shorter. Fixing slow kernels cannot shorten a step that waits for the host, and three
+findings about the same idle interval cannot save it three times. So every finding's saving
+is limited by the time its kind of work holds on the critical path (the `step_bounds` table:
+compute, exposed communication, host, data loading, other idle), and the "fix these first"
+summary takes findings one after another from the largest saving, each getting only the
+critical-path time the earlier ones left.
+
+Without `step_bounds` (no device breakdown), each finding is bounded by the profile time only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from advisor.model import Profile
+
+if TYPE_CHECKING:
+    from advisor.engine.evaluate import Finding
+
+BOUNDS = ("compute", "communication", "host", "data", "idle")
+"""The step_bounds categories (see plugins/critical_path.py)."""
+UNATTRIBUTED = "unattributed"
+"""Profile time no step breakdown covers: a finding of any kind may be saving it."""
+
+IDLE = ("host", "idle", "data")
+POOL_BOUNDS: Mapping[str, tuple[str, ...]] = {
+    "device_idle": IDLE,
+    "data_wait": ("data",),
+    "communication": ("communication",),
+    "tuning": ("compute",),
+}
+"""Critical-path categories a time pool's time lies in; the order is the order a saving uses
+them up (data last for device idle, so a data finding keeps its own time longest)."""
+TAG_BOUNDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("communication", ("communication",)),
+    ("data", ("data",)),
+    ("host-bound", IDLE),
+    ("launch", ("host", "idle")),
+    ("sync", ("host", "idle")),
+    ("compile", ("host", "idle")),
+    ("host", ("host", "idle")),
+    ("schedule", ("host", "idle")),
+    ("operator", ("compute",)),
+    ("compute", ("compute",)),
+    ("efficiency", ("compute",)),
+    ("aoe", ("compute",)),
+    ("memory", ("compute",)),
+)
+"""For rules without a mapped time pool: the first of their tags found here, in this order
+(host-side tags before operator ones: a compile finding on an operator idles the device)."""
+
+MAX_FIRST = 3
+"""At most this many findings in "fix these first"."""
+MIN_FIRST_SHARE = 0.01
+"""A finding joins "fix these first" only when it adds at least this share of step time."""
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The profile's time by critical-path category, and how many steps it spans."""
+
+    steps: int
+    total_us: float
+    by_bound: dict[str, float] = field(default_factory=dict)
+    """Time per category over all steps (between-step time included), plus UNATTRIBUTED."""
+
+    @property
+    def step_us(self) -> float:
+        """Mean step time: the profile time over the steps (gaps between steps included)."""
+        return self.total_us / self.steps
+
+
+@dataclass(frozen=True)
+class FixFirst:
+    """The findings to fix first and what they would make of the mean step time together."""
+
+    rules: tuple[str, ...]
+    step_us: float
+    step_time_if_fixed_us: float
+
+    @property
+    def saving_ratio(self) -> float:
+        """The share of the mean step time they save together (0..1)."""
+        return 1.0 - self.step_time_if_fixed_us / self.step_us if self.step_us else 0.0
+
+
+def bounds_of(tags: Sequence[str], time_pool: str | None) -> tuple[str, ...] | None:
+    """The critical-path categories a rule's time lies in; None when nothing says."""
+    if time_pool is not None and time_pool in POOL_BOUNDS:
+        return POOL_BOUNDS[time_pool]
+    for tag, bounds in TAG_BOUNDS:
+        if tag in tags:
+            return bounds
+    return None
+
+
+def _step_count(profile: Profile) -> int:
+    """Steps of the profile (the most any rank profiled for a cluster); 1 without steps, when
+    the profile's span stands for one step."""
+    ranks = profile.tables.get("ranks")
+    if ranks is not None and not ranks.empty and "steps" in ranks:
+        return max(int(ranks["steps"].max()), 1)
+    steps = profile.tables.get("steps")
+    return max(len(steps), 1) if steps is not None else 1
+
+
+def _column_sum(table: pd.DataFrame, column: str) -> float:
+    return float(table[column].sum()) if column in table else 0.0
+
+
+def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | None:
+    """The profile's time budget per category; None without a profile time."""
+    if not total_us or total_us <= 0:
+        return None
+    steps = _step_count(profile)
+    bounds = profile.tables.get("step_bounds")
+    if bounds is None or bounds.empty or "bound" not in bounds:
+        return CriticalPath(steps, total_us, {UNATTRIBUTED: total_us})
+    known = bounds[bounds["bound"].notna()]
+    by_bound = {b: _column_sum(known, f"{b}_us") for b in BOUNDS}
+    between = _column_sum(bounds, "between_us")
+    between_data = _column_sum(bounds, "between_data_us")
+    by_bound["data"] += between_data
+    by_bound["idle"] += max(between - between_data, 0.0)
+    by_bound[UNATTRIBUTED] = max(total_us - sum(by_bound.values()), 0.0)
+    return CriticalPath(steps, total_us, by_bound)
+
+
+def _room(path: CriticalPath, bounds: tuple[str, ...] | None, left: Mapping[str, float]) -> float:
+    """The critical-path time still available to a finding of `bounds`."""
+    if bounds is None:
+        return sum(left.values())
+    return sum(left.get(b, 0.0) for b in bounds) + left.get(UNATTRIBUTED, 0.0)
+
+
+def saving_us(finding: Finding, path: CriticalPath) -> float | None:
+    """Profile time a fix would save: the impact, at most the time its categories hold."""
+    if finding.impact_us is None:
+        return None
+    bounds = bounds_of(finding.rule.tags, finding.rule.time_pool)
+    room = min(_room(path, bounds, path.by_bound), path.total_us)
+    return max(min(finding.impact_us, room), 0.0)
+
+
+def _take(left: dict[str, float], bounds: tuple[str, ...] | None, amount: float) -> None:
+    """Use up `amount` of the categories' remaining time, in their order, then unattributed."""
+    order = [*(bounds if bounds is not None else BOUNDS), UNATTRIBUTED]
+    for name in order:
+        used = min(left.get(name, 0.0), amount)
+        left[name] = left.get(name, 0.0) - used
+        amount -= used
+
+
+def apply(findings: Sequence[Finding], path: CriticalPath | None) -> FixFirst | None:
+    """Set each finding's step_time_if_fixed_us and pick the findings to fix first."""
+    if path is None:
+        return None
+    savings: dict[int, float] = {}
+    for finding in findings:
+        saved = saving_us(finding, path)
+        if saved is None:
+            continue
+        savings[id(finding)] = saved
+        finding.step_time_if_fixed_us = (path.total_us - saved) / path.steps
+    left = dict(path.by_bound)
+    pools: set[str] = set()
+    chosen: list[str] = []
+    combined = 0.0
+    ranked = sorted(
+        (f for f in findings if id(f) in savings), key=lambda f: (-savings[id(f)], f.rank)
+    )
+    for finding in ranked:
+        if len(chosen) == MAX_FIRST:
+            break
+        pool = finding.rule.time_pool
+        if pool and pool in pools:
+            continue  # the pool's largest finding already holds this time
+        bounds = bounds_of(finding.rule.tags, pool)
+        added = min(savings[id(finding)], _room(path, bounds, left))
+        if added < MIN_FIRST_SHARE * path.total_us:
+            continue
+        _take(left, bounds, added)
+        combined += added
+        chosen.append(finding.rule.id)
+        if pool:
+            pools.add(pool)
+    if not chosen:
+        return None
+    combined = min(combined, path.total_us)
+    return FixFirst(tuple(chosen), path.step_us, (path.total_us - combined) / path.steps)

@@ -1,0 +1,190 @@
+"""The critical path of each step: what the step's time went to, one category per instant.
+
+A step's wall-clock window is split into five disjoint parts that add up to its duration:
+
+- ``compute_us``: the device computes (steps.computing_us: the union of non-communication
+  tasks, copies included);
+- ``communication_us``: communication no computation hides (steps.comm_not_overlapped_us);
+- ``data_us``: the device is idle while the host is in a data-loader call (host_ops kind
+  ``dataloader``);
+- ``host_us``: the device is idle, not for data, while the host holds it up: the task that
+  ends the idle interval was launched only after the device ran out of work
+  (device_ops.launch_us later than the interval's start), or the host was synchronising,
+  compiling or launching (host_ops kinds ``sync``, ``compile``, ``compile_execute``,
+  ``launch``) during it;
+- ``idle_us``: the rest of the idle time, which nothing recorded explains (dependencies on
+  other streams or ranks, host work the profiler did not record).
+
+Compute and exposed communication come from the steps table as every other report figure
+does; the idle remainder (duration minus both) is split by the device timeline. Where the
+timeline measures more of a kind than the remainder holds (a profiler's step figures and its
+task timeline can disagree), the measured kind is cut to what is left, data first, then
+host, so the five parts always add up to the step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor import intervals
+from advisor.compat import zip_strict
+from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.model import Profile, conform
+
+BOUNDS = ("compute", "communication", "host", "data", "idle")
+"""The categories, in the order ties are broken (compute first: a step evenly split between
+computing and something else is not called bound by the something else)."""
+HOST_KINDS = ("sync", "compile", "compile_execute", "launch")
+"""host_ops kinds during which device idle time is the host's."""
+
+_EMPTY: intervals.Intervals = (np.empty(0), np.empty(0))
+
+
+def _host_set(profile: Profile, kinds: tuple[str, ...]) -> intervals.Intervals:
+    """The merged spans of the host calls of `kinds` (empty without timed host calls)."""
+    host = profile.tables.get("host_ops")
+    if host is None or host.empty or "start_us" not in host:
+        return _EMPTY
+    rows = host[host["kind"].isin(kinds).fillna(False).to_numpy(bool)]
+    start = rows["start_us"].to_numpy("float64", na_value=np.nan)
+    return intervals.merge(start, start + rows["duration_us"].to_numpy("float64", na_value=0.0))
+
+
+def _device(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]:
+    """(busy time of the device, its idle intervals ended by a task the host launched late).
+
+    An idle interval runs from the end of one busy block to the start of the next; the task
+    starting that block was launched late when its launch_us lies after the interval began:
+    the device had run dry and waited for the host."""
+    ops = profile.tables.get("device_ops")
+    if ops is None or ops.empty or "start_us" not in ops:
+        return _EMPTY, _EMPTY
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    end = start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
+    busy = intervals.merge(start, end)
+    if "launch_us" not in ops or busy[0].size < 2:
+        return busy, _EMPTY
+    timed = ~(np.isnan(start) | np.isnan(end)) & (end > start)
+    order = np.argsort(start[timed], kind="stable")
+    starts = start[timed][order]
+    launch = ops["launch_us"].to_numpy("float64", na_value=np.nan)[timed][order]
+    # the first task (in stable order) starting at each block start but the first block
+    first = np.searchsorted(starts, busy[0][1:], side="left")
+    gap_start, gap_end = busy[1][:-1], busy[0][1:]
+    late = launch[first] > gap_start  # NaN (launch unknown) compares False
+    return busy, (gap_start[late], gap_end[late])
+
+
+def _between(steps: pd.DataFrame, data: intervals.Intervals) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, the time since the previous step ended that lies in no step window, and the
+    part of it that is data loading: what the profiler reports as a data wait (msprof's Data
+    Aug Bound), else the time the host spent in data-loader calls."""
+    start = steps["start_us"].to_numpy("float64")
+    end = steps["end_us"].to_numpy("float64")
+    order = np.argsort(start, kind="stable")
+    prev_end = np.full(len(start), np.nan)
+    prev_end[order[1:]] = np.fmax.accumulate(end[order])[:-1]
+    between = np.clip(np.nan_to_num(start - prev_end, nan=0.0), 0.0, None)
+    reported = (
+        steps["data_aug_bound_us"].to_numpy("float64", na_value=np.nan)
+        if "data_aug_bound_us" in steps
+        else np.full(len(start), np.nan)
+    )
+    measured = np.array(
+        [
+            intervals.total(intervals.clip(data, lo - gap, lo)) if gap > 0 else 0.0
+            for lo, gap in zip_strict(start, between)
+        ]
+    )
+    data_between = np.where(np.isnan(reported), measured, reported)
+    return between, np.clip(data_between, 0.0, between)
+
+
+def step_bounds(profile: Profile) -> None:
+    """The step_bounds table: per step, its time on the critical path by category."""
+    steps = profile.tables["steps"]
+    busy, late = _device(profile)
+    data_set = _host_set(profile, ("dataloader",))
+    host_set = intervals.union(_host_set(profile, HOST_KINDS), late)
+    rows = []
+    for lo, hi, computing, exposed in zip_strict(
+        steps["start_us"].to_numpy("float64"),
+        steps["end_us"].to_numpy("float64"),
+        steps["computing_us"].to_numpy("float64", na_value=np.nan),
+        steps["comm_not_overlapped_us"].to_numpy("float64", na_value=np.nan),
+    ):
+        duration = max(hi - lo, 0.0)
+        if np.isnan(computing) or np.isnan(exposed) or np.isnan(duration):
+            rows.append((duration, *(np.nan,) * 5))
+            continue
+        compute = min(computing, duration)
+        comm = min(exposed, duration - compute)
+        rest = duration - compute - comm
+        idle = intervals.complement(busy, lo, hi) if busy[0].size else _EMPTY
+        data = min(intervals.total(intervals.intersect(idle, data_set)), rest)
+        not_data = intervals.subtract(idle, data_set)
+        host = min(intervals.total(intervals.intersect(not_data, host_set)), rest - data)
+        rows.append((duration, compute, comm, host, data, rest - data - host))
+    frame = pd.DataFrame(
+        rows,
+        columns=["duration_us", *(f"{b}_us" for b in BOUNDS)],
+        index=steps.index,
+        dtype="float64",
+    )
+    parts = frame[[f"{b}_us" for b in BOUNDS]]
+    known = parts.notna().all(axis=1)
+    top = parts.fillna(-1.0).to_numpy().argmax(axis=1)
+    bound = pd.array(np.asarray(BOUNDS, dtype=object)[top], dtype="string")
+    bound[~known.to_numpy()] = pd.NA
+    between, data_between = _between(steps, data_set)
+    table = pd.DataFrame(
+        {
+            "step": steps["step"].to_numpy(),
+            "start_us": steps["start_us"].to_numpy("float64"),
+            "end_us": steps["end_us"].to_numpy("float64"),
+            **{c: frame[c].to_numpy() for c in frame},
+            "bound": bound,
+            "bound_share": np.where(
+                known & (frame["duration_us"] > 0),
+                parts.max(axis=1) / frame["duration_us"].where(frame["duration_us"] > 0),
+                np.nan,
+            ),
+            "between_us": between,
+            "between_data_us": data_between,
+        }
+    )
+    profile.tables["step_bounds"] = conform("step_bounds", table)
+
+
+PROVIDERS = [
+    MetricProvider(
+        "step_bounds",
+        (
+            "steps.start_us",
+            "steps.end_us",
+            "steps.computing_us",
+            "steps.comm_not_overlapped_us",
+        ),
+        ("step_bounds",)
+        + tuple(
+            f"step_bounds.{c}"
+            for c in (
+                "step",
+                "duration_us",
+                *(f"{b}_us" for b in BOUNDS),
+                "bound",
+                "bound_share",
+                "between_us",
+                "between_data_us",
+            )
+        ),
+        step_bounds,
+        "step_bounds: each step's time on the critical path by what bounds it",
+    ),
+]
+
+
+@hookimpl
+def advisor_metrics() -> list[MetricProvider]:
+    return PROVIDERS
