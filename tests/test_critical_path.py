@@ -319,6 +319,7 @@ def test_without_step_bounds_savings_are_bounded_by_the_profile_time():
     savings.apply([finding], path)
     assert finding.step_time_if_fixed_us == pytest.approx(0.0)
     assert savings.critical_path(profile, None) is None
+    assert savings.critical_path(profile, math.nan) is None
 
 
 # --- every fixture ---------------------------------------------------------------------------

@@ -13,6 +13,7 @@ Without `step_bounds` (no device breakdown), each finding is bounded by the prof
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -117,7 +118,7 @@ def _column_sum(table: pd.DataFrame, column: str) -> float:
 
 def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | None:
     """The profile's time budget per category; None without a profile time."""
-    if not total_us or total_us <= 0:
+    if total_us is None or not math.isfinite(total_us) or total_us <= 0:
         return None
     steps = _step_count(profile)
     bounds = profile.tables.get("step_bounds")
