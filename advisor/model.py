@@ -167,6 +167,21 @@ TABLES: dict[str, TableSpec] = {
                 _c("mac_ratio", "float64", "ratio", "PMU: cube (MAC) unit busy ratio"),
                 _c("scalar_ratio", "float64", "ratio", "PMU: scalar unit busy ratio"),
                 _c("mte2_ratio", "float64", "ratio", "PMU: MTE2 (GM->local) busy ratio"),
+                _c("mte1_ratio", "float64", "ratio", "PMU: MTE1 (L1->L0A/L0B) busy ratio"),
+                _c("mte3_ratio", "float64", "ratio", "PMU: MTE3 (local->GM) busy ratio"),
+                _c(
+                    "fixpipe_ratio",
+                    "float64",
+                    "ratio",
+                    "PMU: FixPipe (L0C->GM/L1, cube results out) busy ratio",
+                ),
+                _c(
+                    "aicore_mhz",
+                    "float64",
+                    "MHz",
+                    "AI Core frequency while the task ran (derived from aicore_freq): the "
+                    "time-weighted mean of the counter samples over the task's span",
+                ),
                 _c(
                     "launch_us",
                     "float64",
@@ -599,6 +614,30 @@ TABLES: dict[str, TableSpec] = {
                 _c("reserved_bytes", "float64", "bytes", "reserved memory"),
                 _c("device", "string", "", "device the sample is for"),
                 _c("capacity_bytes", "float64", "bytes", "total memory of that device"),
+            ),
+        ),
+        TableSpec(
+            "aicore_freq",
+            "AI Core frequency sample ('AI Core Freq' counter of the Ascend timeline): the "
+            "frequency from this sample to the next",
+            (
+                _c("start_us", "float64", US, "sample time: the frequency holds from here", True),
+                _c(
+                    "end_us",
+                    "float64",
+                    US,
+                    "next sample's time; the last sample holds to the end of the device timeline",
+                    True,
+                ),
+                _c("duration_us", "float64", US, "end - start", True),
+                _c("freq_mhz", "float64", "MHz", "AI Core frequency ('MHz' of the counter)", True),
+                _c(
+                    "rated_mhz",
+                    "float64",
+                    "MHz",
+                    "the chip's rated AI Core frequency: info.json 'aic_frequency' where the "
+                    "profile has it, else the highest frequency sampled",
+                ),
             ),
         ),
         TableSpec(

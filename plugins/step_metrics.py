@@ -15,6 +15,7 @@ import pandas as pd
 
 from advisor import intervals
 from advisor.compat import zip_strict
+from advisor.formats.aicore_freq import task_frequency
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.model import Profile, conform
 
@@ -225,6 +226,16 @@ def device_gaps(profile: Profile) -> None:
     profile.tables["device_ops"] = ops.assign(gap_us=gap)
 
 
+def task_frequencies(profile: Profile) -> None:
+    """device_ops.aicore_mhz: the AI Core frequency over each task's span, from the AI Core
+    Freq samples, so a frequency drop is charged to the operators it slowed."""
+    ops = profile.tables["device_ops"]
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    end = start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
+    mhz = task_frequency(start, end, profile.tables["aicore_freq"])
+    profile.tables["device_ops"] = ops.assign(aicore_mhz=mhz)
+
+
 PROVIDERS = [
     MetricProvider(
         "op_stats",
@@ -287,6 +298,19 @@ PROVIDERS = [
         ("device_ops.compute_class",),
         compute_classes,
         "device_ops.compute_class from names, op types and core types",
+    ),
+    MetricProvider(
+        "aicore_mhz",
+        (
+            "device_ops.start_us",
+            "device_ops.duration_us",
+            "aicore_freq.start_us",
+            "aicore_freq.end_us",
+            "aicore_freq.freq_mhz",
+        ),
+        ("device_ops.aicore_mhz",),
+        task_frequencies,
+        "device_ops.aicore_mhz: AI Core frequency over each task (time-weighted mean)",
     ),
     MetricProvider(
         "first_in_step",

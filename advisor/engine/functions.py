@@ -522,6 +522,51 @@ def matches(x: Any, pattern: str) -> Any:
     return not is_missing(x) and regex.search(str(x)[:MAX_SUBJECT]) is not None
 
 
+_SHAPE_NUMBER = re.compile(r"-?\d+")
+
+
+def _tensor_dims(text: str) -> list[list[int]]:
+    """The dims of each tensor of a shape text: `8,64;256,64` (CANN: tensors split by `;`,
+    dims by `,`) or `[[8, 64], [256, 64]]` (JSON-like); `[]` or an empty part is a scalar."""
+    text = text.strip()
+    if text.startswith("["):
+        inner = text[1:-1].strip() if text.endswith("]") else text[1:]
+        if not inner.startswith("["):  # one tensor written as [8, 64]
+            return [[int(n) for n in _SHAPE_NUMBER.findall(inner)]]
+        parts = re.findall(r"\[([^\[\]]*)\]", inner)
+    else:
+        parts = text.strip('"').split(";")
+    return [[int(n) for n in _SHAPE_NUMBER.findall(part)] for part in parts]
+
+
+def _shape_dim(text: str, tensor: int, axis: int) -> float:
+    try:
+        dims = _tensor_dims(text[:MAX_SUBJECT])[tensor]
+        return float(dims[axis])
+    except (IndexError, ValueError):
+        return math.nan
+
+
+def shape_dim(shapes: Any, tensor: int, axis: int) -> Any:
+    """Dimension `axis` (-1: the last) of input `tensor` (0: the first) of a shape text.
+
+    Shape texts are written `8,64;256,64` (CANN) or `[[8, 64], [256, 64]]`; NaN where the
+    tensor or dimension is not there.
+
+    Example: count(shape_dim(device_ops.input_shapes, 0, -1) % 16 != 0) > 0
+    """
+    tensor = _whole(tensor, "shape_dim", "the tensor index")
+    axis = _whole(axis, "shape_dim", "the axis")
+    if isinstance(shapes, pd.Series):
+        codes, uniques = pd.factorize(_strings(shapes))  # each distinct text parsed once
+        values = np.array([_shape_dim(s, tensor, axis) for s in uniques], dtype="float64")
+        out = np.full(len(codes), math.nan)
+        found = codes >= 0
+        out[found] = values[codes[found]]
+        return pd.Series(out, index=shapes.index)
+    return math.nan if is_missing(shapes) else _shape_dim(str(shapes), tensor, axis)
+
+
 BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": sum_,
     "mean": mean,
@@ -552,6 +597,7 @@ BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "contains": contains,
     "startswith": startswith,
     "matches": matches,
+    "shape_dim": shape_dim,
 }
 
 # Python names its own errors after these ("sum() takes 1 positional argument ..."), so the

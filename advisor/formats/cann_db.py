@@ -54,6 +54,10 @@ _PMU_RATIOS = (
     "aiv_scalar_ratio",
     "aic_mte2_ratio",
     "aiv_mte2_ratio",
+    "aic_mte1_ratio",
+    "aiv_mte3_ratio",
+    "aic_mte3_ratio",
+    "aic_fixpipe_ratio",
 )
 
 

@@ -15,6 +15,9 @@ PMU_RATIOS = {
     "mac_ratio": ("aic_mac_ratio", "mac_ratio"),
     "scalar_ratio": ("aic_scalar_ratio", "aiv_scalar_ratio", "scalar_ratio"),
     "mte2_ratio": ("aic_mte2_ratio", "aiv_mte2_ratio", "mte2_ratio"),
+    "mte1_ratio": ("aic_mte1_ratio", "mte1_ratio"),
+    "mte3_ratio": ("aiv_mte3_ratio", "aic_mte3_ratio", "mte3_ratio"),
+    "fixpipe_ratio": ("aic_fixpipe_ratio", "fixpipe_ratio"),
 }
 """Each PMU ratio of device_ops and the counters that give it, first present wins."""
 VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")

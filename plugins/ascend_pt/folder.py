@@ -48,6 +48,7 @@ TIME_COLUMNS = {
     "host_ops": ("start_us",),
     "comm_ops": ("start_us",),
     "memory": ("time_us",),
+    "aicore_freq": ("start_us", "end_us"),
 }
 CLOCK_TOLERANCE_US = 60e6  # how far outside the trace's span another file's times may lie
 
@@ -127,6 +128,8 @@ class FolderReader:
         self._build_steps(trace, step_table, kernels)
         self._build_device_ops(trace, kernels)
         self._build_host_ops(trace.host_ops)
+        if trace.aicore_freq is not None:
+            self.tables["aicore_freq"] = trace.aicore_freq
         self._read_op_statistic()
         self._build_comm_ops(trace)
         self._read_pipeline()

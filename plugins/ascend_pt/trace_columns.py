@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 
 from advisor.compat import zip_strict
+from advisor.formats.aicore_freq import COUNTER as FREQ_COUNTER
 from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent
 from advisor.formats.decimal_clock import Clock, exact_parts
 from advisor.formats.interning import Codes, arrow_strings, hashable
@@ -48,6 +49,7 @@ class TraceArgs(msgspec.Struct, gc=False):
     task_type: Any = msgspec.field(default=None, name="Task Type")
     transport: Any = msgspec.field(default=None, name="transport type")
     plane_stream: Any = msgspec.field(default=None, name="stream id")
+    mhz: Any = msgspec.field(default=None, name="MHz")  # of the AI Core Freq counter
     name: Any = None  # of process_name / thread_name metadata
     labels: Any = None  # of process_labels metadata
     # of cpu_op events recorded with shapes: raw JSON, decoded once per distinct value
@@ -100,6 +102,8 @@ class TraceColumns:
         self.shapes: dict[int, bytes] = {}
         # torch_to_npu flow events: (ph, id, pid, tid, ts)
         self.flows: list[tuple[str, Any, Any, Any, Any]] = []
+        # AI Core Freq counter samples: (ts, MHz)
+        self.freq: list[tuple[Any, Any]] = []
         self.number: dict[str, np.ndarray] = {}
         self.text: dict[str, pa.Array] = {}
 
@@ -124,6 +128,8 @@ class TraceColumns:
                     self._metadata(e)
                 elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW or e.cat == _LAUNCH_FLOW):
                     flows.append((ph, hashable(e.id), hashable(e.pid), hashable(e.tid), e.ts))
+                elif ph == "C" and e.name == FREQ_COUNTER:
+                    self.freq.append((e.ts, (e.args or _NO_ARGS).mhz))
                 continue
             pid.append(e.pid)
             tid.append(t := e.tid)

@@ -13,6 +13,8 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from advisor import intervals
+from advisor.compat import zip_strict
+from advisor.formats.aicore_freq import freq_samples
 from advisor.formats.cann_comm import comm_from_columns
 from advisor.formats.cann_tasks import device_category
 from advisor.formats.chrome_trace import shape_text
@@ -23,7 +25,7 @@ from advisor.formats.warn import WarnFn
 
 from .cpu_ops import CPU_KERNEL
 from .kinds import cann_kind, framework_kind, op_type_from_task
-from .trace_columns import Rows, TraceColumns
+from .trace_columns import Rows, TraceColumns, floats
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -74,6 +76,7 @@ class TraceTables:
     comm_streams: set[int] = field(default_factory=set)
     # torch_to_npu flows: start_us (of the device task), launch_us, launch_thread
     launches: pd.DataFrame | None = None
+    aicore_freq: pd.DataFrame | None = None  # AI Core Freq counter samples
 
 
 _ROLE_CODES = {role: code for code, role in enumerate(_ROLES)}
@@ -191,10 +194,32 @@ def role_tables(columns: TraceColumns, clock: Clock, warn: WarnFn, rel: str) -> 
             _overlap(out, rows)
     if flows is not None:
         out.launches = flows.drop(columns=["pid", "tid"])
+    if columns.freq:
+        out.aicore_freq = _aicore_freq(columns, clock, out.device_ops, warn, rel)
     if out.device_ops is not None and out.comm_streams:
         ops = out.device_ops
         out.device_ops = ops[~ops["stream"].isin(out.comm_streams)].reset_index(drop=True)
     return out
+
+
+def _aicore_freq(
+    columns: TraceColumns,
+    clock: Clock,
+    device_ops: pd.DataFrame | None,
+    warn: WarnFn,
+    rel: str,
+) -> pd.DataFrame | None:
+    """The AI Core Freq samples; the last holds to the end of the device tasks. The trace does
+    not name the rated frequency: the highest sample stands for it."""
+    ts, mhz = zip_strict(*columns.freq)
+    times, values = clock.us(list(ts)), floats(mhz)
+    bad = int((~(np.isfinite(times) & np.isfinite(values) & (values > 0))).sum())
+    if bad:
+        warn(rel, f"{bad} 'AI Core Freq' samples without a numeric time or MHz ignored")
+    end = None
+    if device_ops is not None and not device_ops.empty:
+        end = float((device_ops["start_us"] + device_ops["duration_us"]).max())
+    return freq_samples(times, values, end)
 
 
 def _input_shapes(index: np.ndarray, kinds: np.ndarray, shapes: dict[int, bytes]) -> np.ndarray:

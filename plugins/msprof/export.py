@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from advisor.errors import UnreadableInput
+from advisor.formats.aicore_freq import with_rated
 from advisor.formats.cann_exports import Superseded, select_exports
 from advisor.formats.cann_tasks import with_wait
 from advisor.formats.chrome_trace import Trace
@@ -33,6 +34,7 @@ TIME_COLUMNS = {
     "host_ops": ("start_us",),
     "comm_ops": ("start_us",),
     "queues": ("time_us",),
+    "aicore_freq": ("start_us", "end_us"),
 }
 
 
@@ -367,6 +369,10 @@ def build_profile(dev: _Device) -> Profile:
             profile.warn(Path(profile.meta.path).name, far_warning(far, 0.0), reader=READER)
     if "device_ops" in tables:
         tables["device_ops"] = with_wait(tables["device_ops"])
+    if "aicore_freq" in tables:  # the rated frequency info.json gave, when it did
+        tables["aicore_freq"] = with_rated(
+            tables["aicore_freq"], profile.meta.extra.get("aic_frequency")
+        )
     if origin is not None:
         profile.meta.extra["time_origin_us"] = origin
         for name, columns in TIME_COLUMNS.items():

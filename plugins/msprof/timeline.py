@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.formats.aicore_freq import COUNTER, freq_samples
 from advisor.formats.cann_comm import comm_as_device_ops, comm_from_columns
 from advisor.formats.cann_tasks import op_type, task_category
 from advisor.formats.chrome_trace import Trace
@@ -168,6 +169,22 @@ def _host_ops_from_trace(trace: Trace) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if rows else None
 
 
+def _aicore_freq_from_trace(trace: Trace, device_ops: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The `AI Core Freq` counter samples (`ph: "C"`, `args.MHz`); the last holds to the end of
+    the device tasks. The rated frequency is set from info.json when the profile is built."""
+    samples = [e for e in trace.events if e.get("ph") == "C" and e.get("name") == COUNTER]
+    if not samples:
+        return None
+    end = None
+    if device_ops is not None and not device_ops.empty:
+        end = float((device_ops["start_us"] + device_ops["duration_us"]).max())
+    return freq_samples(
+        np.array([_f(e.get("ts")) for e in samples], dtype="float64"),
+        np.array([_f((e.get("args") or {}).get("MHz")) for e in samples], dtype="float64"),
+        end,
+    )
+
+
 def timeline_tables(load: Callable[[str], Trace | None]) -> dict[str, tuple[pd.DataFrame, str]]:
     """Tables of one device's timeline, each with the file type it came from.
 
@@ -200,6 +217,8 @@ def timeline_tables(load: Callable[[str], Trace | None]) -> dict[str, tuple[pd.D
         if "device_ops" not in tables:
             keep("device_ops", _device_ops_from_trace(hardware, streams), "msprof")
         keep("host_ops", _host_ops_from_trace(trace.process("CANN")), "msprof")
+        ops = tables["device_ops"][0] if "device_ops" in tables else None
+        keep("aicore_freq", _aicore_freq_from_trace(trace, ops), "msprof")
     if "comm_ops" in tables and "device_ops" in tables:
         ops, kind = tables["device_ops"]
         comm_rows = comm_as_device_ops(tables["comm_ops"][0])

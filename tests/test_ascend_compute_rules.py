@@ -1,0 +1,210 @@
+"""Reader and derivation side of the Ascend computation rules (rules/ascend_compute.yaml):
+the AI Core Freq counter as the aicore_freq table, each task's clock, the shape function,
+the PMU ratios those rules read, and the rules on the real A2 kernel_details.csv. What the
+rules do on given rows is in rules/ascend_compute.case.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from advisor.derive import derive
+from advisor.engine.evaluate import evaluate
+from advisor.engine.functions import BUILTIN_FUNCTIONS, shape_dim
+from advisor.engine.rules import load_rule_file
+from advisor.formats.aicore_freq import freq_samples, task_frequency, with_rated
+from advisor.formats.decimal_clock import Clock
+from advisor.model import Profile, ProfileMeta, conform
+from advisor_plugins.ascend_pt import AscendPtReader
+from advisor_plugins.ascend_pt.kernel_details import read_kernel_details
+from advisor_plugins.msprof import MsprofReader
+from advisor_plugins.step_metrics import PROVIDERS
+
+ROOT = Path(__file__).parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+FREQ = FIXTURES / "aicore_freq"
+A2_KERNELS = FIXTURES / "real" / "ascend_pt" / "a2_kernel_details" / "kernel_details.csv"
+RULES, ERRORS = load_rule_file(ROOT / "rules" / "ascend_compute.yaml", BUILTIN_FUNCTIONS)
+
+
+def read(path: Path) -> Profile:
+    reader = AscendPtReader() if path.name.endswith("_ascend_pt") else MsprofReader()
+    (profile,) = reader.read(path)
+    return profile
+
+
+def run(profile: Profile, rule_id: str):
+    rules = [r for r in RULES if r.id == rule_id]
+    derive(profile, [need for rule in rules for need in rule.needs()], PROVIDERS)
+    return evaluate(profile, rules, functions=BUILTIN_FUNCTIONS)
+
+
+def evidence(finding, column: str) -> list:
+    index = finding.evidence["columns"].index(column)
+    return [row[index] for row in finding.evidence["rows"]]
+
+
+def test_rule_file_loads():
+    assert ERRORS == []
+    assert [r.id for r in RULES] == ["OP-008", "OP-009", "OP-011", "MEM-003"]
+
+
+# -- the counter as a table ----------------------------------------------------------------------
+
+
+def test_samples_hold_until_the_next_and_the_last_until_the_timeline_end():
+    # out of order, a repeated time (the later wins), a NaN time and a zero frequency
+    freq = freq_samples(
+        np.array([50.0, 0.0, 50.0, np.nan, 80.0]),
+        np.array([1000.0, 1800.0, 900.0, 1800.0, 0.0]),
+        end_us=200.0,
+    )
+    assert freq["start_us"].tolist() == [0.0, 50.0]
+    assert freq["end_us"].tolist() == [50.0, 200.0]
+    assert freq["duration_us"].tolist() == [50.0, 150.0]
+    assert freq["freq_mhz"].tolist() == [1800.0, 900.0]
+    assert freq["rated_mhz"].tolist() == [1800.0, 1800.0]  # no rated clock: the highest sample
+
+
+def test_last_sample_after_the_timeline_end_has_no_length():
+    freq = freq_samples(np.array([0.0, 300.0]), np.array([1800.0, 900.0]), end_us=200.0)
+    assert freq["end_us"].tolist() == [300.0, 300.0]
+    assert freq_samples(np.array([np.nan]), np.array([1800.0]), end_us=None) is None
+
+
+def test_rated_clock_from_chip_facts_only_when_it_is_a_positive_number():
+    freq = freq_samples(np.array([0.0]), np.array([1800.0]), end_us=10.0)
+    assert with_rated(freq, "1850")["rated_mhz"].tolist() == [1850.0]
+    for bad in (None, "", "N/A", 0, -5):
+        assert with_rated(freq, bad)["rated_mhz"].tolist() == [1800.0]
+
+
+def test_task_frequency_is_the_time_weighted_mean_over_its_span():
+    freq = pd.DataFrame(
+        {"start_us": [0.0, 1000.0], "end_us": [1000.0, 2000.0], "freq_mhz": [1800.0, 900.0]}
+    )
+    starts = np.array([100.0, 800.0, 1200.0, 1500.0, -50.0, 2500.0, np.nan])
+    ends = np.array([500.0, 1200.0, 1800.0, 1500.0, -10.0, 2600.0, 10.0])
+    mhz = task_frequency(starts, ends, freq)
+    assert mhz[:4].tolist() == [1800.0, 1350.0, 900.0, 900.0]  # 1500..1500: the clock at 1500
+    assert np.isnan(mhz[4:]).all()  # before the first sample, after the last, no start
+
+
+def test_trace_view_counter_becomes_the_aicore_freq_table():
+    profile = read(FREQ / "rank0_ascend_pt")
+    freq = profile.tables["aicore_freq"]
+    # 1800 MHz from the first sample (the trace's earliest event, 0), 900 MHz from 1000 µs to
+    # the end of the last device task (1850 + 100); the "N/A" sample is dropped with a warning
+    assert freq["freq_mhz"].tolist() == [1800.0, 900.0]
+    assert freq["start_us"].tolist() == [0.0, 1000.0]
+    assert freq["end_us"].tolist() == [1000.0, 1950.0]
+    assert freq["rated_mhz"].tolist() == [1800.0, 1800.0]
+    warnings = [w for w in profile.warnings if "AI Core Freq" in w.problem]
+    assert len(warnings) == 1 and warnings[0].file.endswith("trace_view.json")
+
+
+def test_msprof_timeline_counter_takes_the_rated_clock_from_info_json():
+    profile = read(FREQ / "PROF_000001_20240415174447255_FREQTEST")
+    freq = profile.tables["aicore_freq"]
+    assert freq["freq_mhz"].tolist() == [1800.0, 900.0]
+    assert freq["duration_us"].tolist() == [1000.0, 950.0]
+    assert freq["rated_mhz"].tolist() == [1850.0, 1850.0]  # info.json aic_frequency
+
+
+def test_frequency_drop_on_the_trace_view_names_the_slowed_matmuls():
+    (finding,) = run(read(FREQ / "rank0_ascend_pt"), "OP-008").findings
+    # MatMulV2 at 100..500 runs at 1800 MHz, MatMulV2 at 800..1200 half at 900 (1350 MHz),
+    # MatMulV3 at 1200..1800 at 900: 400 x 0.25 + 600 x 0.5 lost; the AI CPU task not counted
+    assert finding.impact_us == pytest.approx(400.0)
+    assert finding.values["core_us"] == pytest.approx(1400.0)
+    assert evidence(finding, "name") == [
+        "aclnnMatmul_MatMulV3Common_MatMulV3",
+        "aclnnMatmul_MatMulCommon_MatMulV2",
+    ]
+    assert evidence(finding, "aicore_mhz") == [900.0, 1350.0]
+
+
+def test_frequency_drop_against_info_json_counts_the_full_speed_task_too():
+    (finding,) = run(read(FREQ / "PROF_000001_20240415174447255_FREQTEST"), "OP-008").findings
+    # rated 1850: 400 x (1 - 1800/1850) + 400 x (1 - 1350/1850) + 600 x (1 - 900/1850)
+    expected = 400 * (1 - 1800 / 1850) + 400 * (1 - 1350 / 1850) + 600 * (1 - 900 / 1850)
+    assert finding.impact_us == pytest.approx(expected)
+    assert finding.values["slowed_count"] == 3
+
+
+# -- functions the rules use -----------------------------------------------------------------------
+
+
+def test_shape_dim_reads_cann_and_json_shape_texts():
+    shapes = pd.Series(
+        ["81920,4096;8192,512", "[[8, 64], [256, 64], []]", None, '"2,3"', "[8, 64]", ";"],
+        dtype="string",
+    )
+    assert shape_dim(shapes, 0, -1).tolist()[:2] == [4096.0, 64.0]
+    assert shape_dim(shapes, 1, 0).tolist()[:2] == [8192.0, 256.0]
+    assert shape_dim(shapes, 0, 1).tolist()[3:5] == [3.0, 64.0]
+    assert np.isnan(shape_dim(shapes, 0, 3)).all()  # no fourth dim anywhere
+    assert np.isnan(shape_dim(shapes, 0, 0)[[2, 5]]).all()  # missing text, empty tensors
+    assert shape_dim("4096,2,512;4096,2,512", 1, 2) == 512.0
+    with pytest.raises(TypeError):
+        shape_dim(shapes, 0.5, 0)
+
+
+# -- the real A2 kernel_details.csv ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def a2_kernels() -> pd.DataFrame:
+    warnings: list[str] = []
+    ops = read_kernel_details(
+        A2_KERNELS, "kernel_details.csv", Clock(), lambda *a, **k: warnings.append(a[1])
+    )
+    assert ops is not None and warnings == []
+    return ops
+
+
+def a2_profile(ops: pd.DataFrame, **tables: pd.DataFrame) -> Profile:
+    frames = {"device_ops": ops, **tables}
+    return Profile(ProfileMeta("a2", "ascend-pt"), {n: conform(n, df) for n, df in frames.items()})
+
+
+def test_a2_kernel_details_fill_the_mte1_mte3_and_fixpipe_ratios(a2_kernels):
+    # row 1 of the file: MatMulV2 with aic_mte1_ratio 0.648, aic_fixpipe_ratio 0.031, no MTE3
+    # on the cube core; an Add on the vector core takes aiv_mte3_ratio (0.132)
+    first = a2_kernels.iloc[0]
+    assert (first["mte1_ratio"], first["fixpipe_ratio"], first["mte3_ratio"]) == (0.648, 0.031, 0)
+    add = a2_kernels[a2_kernels["op_type"] == "Add"].iloc[0]
+    assert add["mte3_ratio"] == 0.132
+
+
+def test_a2_unaligned_shapes_are_the_15365_matmuls_and_the_odd_flash_attention(a2_kernels):
+    (finding,) = run(a2_profile(a2_kernels), "OP-009").findings
+    names = evidence(finding, "name")
+    shapes = evidence(finding, "input_shapes")
+    # four MatMulV3 on an inner axis of 15365, one varlen (TND) FlashAttentionScore with D 511
+    assert finding.evidence["total_rows"] == 5
+    assert sorted(set(shapes)) == [
+        "4096,2,511;4096,2,512;4096,2,512;;;;4096,4096;;;;;",
+        "8192,15365;8192,4096",
+    ]
+    assert names.count("aclnnMatmul_MatMulV3Common_MatMulV5") == 4
+    assert finding.values["cube_count"] == 4 and finding.values["fa_count"] == 1
+    fa = 405.228 * (1 - 511 / 512)
+    mm = 4 * 521.31 * (1 - 15365 / 15616)
+    assert finding.impact_us == pytest.approx(fa + mm)
+
+
+def test_a2_unbound_operators_are_the_flash_attention_grads(a2_kernels):
+    (finding,) = run(a2_profile(a2_kernels), "OP-011").findings
+    assert set(evidence(finding, "op_type")) == {"FlashAttentionScoreGrad"}
+    assert finding.evidence["total_rows"] == 4
+    grads = a2_kernels[a2_kernels["op_type"] == "FlashAttentionScoreGrad"]
+    busiest = grads[
+        ["mac_ratio", "vec_ratio", "scalar_ratio", "mte1_ratio", "mte2_ratio", "mte3_ratio"]
+    ].max(axis=1)
+    assert (busiest < 0.8).all()
+    expected = (grads["duration_us"] * (1 - busiest / 0.8)).sum()
+    assert finding.impact_us == pytest.approx(expected)
