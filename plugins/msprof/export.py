@@ -12,7 +12,7 @@ import pandas as pd
 
 from advisor.errors import UnreadableInput
 from advisor.formats.aicore_freq import with_rated
-from advisor.formats.cann_exports import Superseded, select_exports
+from advisor.formats.cann_exports import Superseded, parse_export_name, select_exports
 from advisor.formats.cann_tasks import with_wait
 from advisor.formats.chrome_trace import Trace
 from advisor.formats.files import files_with_suffix, load_json
@@ -86,6 +86,7 @@ class ExportReader:
             self._read_merged()
             for folder in device_dirs(self.root):
                 self._read_device_dir(folder)
+            self._read_merged_timeline()
         self._read_database()
         return self._finish()
 
@@ -252,9 +253,42 @@ class ExportReader:
         dev.kinds.add(kind)
         dev.add(CSV_TABLES[kind].table, rows, [rel])
 
+    def _read_merged_timeline(self) -> None:
+        """`mindstudio_profiler_output/msprof_{ts}.json` and `step_trace_{ts}.json` (CANN 8's
+        merged timeline, written with or without the summary CSVs): the tables the CSVs did
+        not give, when they lack the device tasks or the steps. The merged files hold every
+        device of the export in one trace without naming the device, so they are read for an
+        export of one device only; with several, one line says so and the per-device
+        timelines (device_*/timeline) are the source."""
+        files = files_with_suffix(self.root / MERGED_DIR, ".json")
+        if not any(parse_export_name(p) for p in files):
+            return
+        devices = sorted(
+            {*self.devices, *(d.name.removeprefix("device_") for d in device_dirs(self.root))}
+        )
+        if len(devices) > 1:
+            if not all(self._device_has_tables(d) for d in devices):
+                self._shared_warn(
+                    MERGED_DIR,
+                    f"its timeline JSONs hold {len(devices)} devices without naming them: not "
+                    "read (export per device, or read device_*/timeline)",
+                )
+            return
+        self.exports_found = True
+        dev = self._device(devices[0] if devices else "0")
+        if {"steps", "device_ops"} <= set(dev.parts):
+            return  # the CSVs gave the tasks and steps: no need to parse a trace of 100 MB+
+        if not devices:
+            dev.profile.warn(
+                MERGED_DIR, "no device_* folder names the device: read as device 0", reader=READER
+            )
+        self._read_timeline_dir(dev, files)
+
     def _read_timeline_dir(self, dev: _Device, files: list[Path]) -> None:
-        """Raw-export timeline JSONs, for a device without summary CSVs."""
-        dev.profile.meta.source_format = "msprof-timeline"
+        """Timeline JSONs (a raw export's device_*/timeline, or the merged ones), for the
+        tables no summary CSV of the device gave."""
+        if "device_ops" not in dev.parts:  # the tasks come from the timeline
+            dev.profile.meta.source_format = "msprof-timeline"
         chosen, superseded = select_exports(files)
         warn = _profile_warn(dev.profile)
         for old in superseded:
@@ -263,8 +297,10 @@ class ExportReader:
         def load(kind: str) -> Trace | None:
             return self._load_trace(chosen.get(kind, []), warn)
 
+        had = set(dev.parts)
         for table, (frame, kind) in timeline_tables(load).items():
-            dev.add(table, frame, [self._rel(path) for path in chosen.get(kind, [])])
+            if table not in had:
+                dev.add(table, frame, [self._rel(path) for path in chosen.get(kind, [])])
 
     def _load_trace(self, files: list[Path], warn: WarnFn) -> Trace | None:
         """Concatenate the events of a timeline's slices; None when no slice was readable."""
