@@ -74,7 +74,16 @@ class AscendPtReader:
         **{
             f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
             "experimental config (PMU columns of kernel_details.csv)"
-            for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")
+            for c in (
+                "aicore_time_us",
+                "vec_ratio",
+                "mac_ratio",
+                "scalar_ratio",
+                "mte1_ratio",
+                "mte2_ratio",
+                "mte3_ratio",
+                "fixpipe_ratio",
+            )
         },
         "memory": "profile_memory=True (memory_record.csv)",
         "host_ops.input_shapes": "record_shapes=True",

@@ -49,7 +49,16 @@ class MsprofReader:
         ),
         **{
             f"device_ops.{c}": 'aic_metrics "PipeUtilization" in the profiling options'
-            for c in ("aicore_time_us", "vec_ratio", "mac_ratio", "scalar_ratio", "mte2_ratio")
+            for c in (
+                "aicore_time_us",
+                "vec_ratio",
+                "mac_ratio",
+                "scalar_ratio",
+                "mte1_ratio",
+                "mte2_ratio",
+                "mte3_ratio",
+                "fixpipe_ratio",
+            )
         },
         "comm_ops": "profile the distributed job (HCCL data: hccl_* files)",
     }
