@@ -456,6 +456,14 @@ TABLES: dict[str, TableSpec] = {
                     "available (the profile's CANN has the API), upgrade (it needs a newer "
                     "CANN) or unknown (the CANN version is not recorded)",
                 ),
+                _c(
+                    "fused_elsewhere",
+                    "Int64",
+                    "",
+                    "graph_fusion rows: fusions of the same pattern the graph compiler applied "
+                    "elsewhere in the model (graph_fusions, from fusion_op_*.csv); missing "
+                    "without that file",
+                ),
             ),
         ),
         TableSpec(
@@ -853,6 +861,25 @@ TABLES: dict[str, TableSpec] = {
                 ),
                 _c("value", "float64", "", "the figure, in `unit`", True),
                 _c("unit", "string", "", "%, FLOPS ..."),
+            ),
+        ),
+        TableSpec(
+            "graph_fusions",
+            "one fusion the graph compiler applied (msprof fusion_op_*.csv): the fused operator "
+            "and the operators it replaced",
+            (
+                _c("fusion_op", "string", "", "name of the fused operator", True),
+                _c(
+                    "original_ops",
+                    "string",
+                    "",
+                    "names of the operators fused into it, as the file lists them",
+                    True,
+                ),
+                _c("op_count", "Int64", "", "number of operators fused"),
+                _c("model_id", "Int64", "", "graph/model id"),
+                _c("model_name", "string", "", "graph/model name"),
+                _c("memory_total_bytes", "float64", "bytes", "memory of the fused operator"),
             ),
         ),
         TableSpec(

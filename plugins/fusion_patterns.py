@@ -42,6 +42,8 @@ MIN_KERNELS = 3  # HTA get_frequent_cuda_kernel_sequences: min_pattern_len = 3
 _PREFIXES = re.compile(r"^(?:aten|npu)::")
 _STEP = re.compile(r"^(?P<names>[A-Za-z0-9_.|]+?)(?P<quant>\?|\{\d+,\d+\})?$")
 _EXAMPLE_CHARS = 1000
+_COPY_SUFFIX = re.compile(r"_\d+$")
+_ORIGINAL_SEPARATOR = re.compile(r"[;,]")
 NOT_APPLICABLE = "n/a"  # availability of rows no CANN version concerns (never missing, so
 _NO_VERSION = {"availability": NOT_APPLICABLE}  # rules may read the column on any profile)
 
@@ -360,9 +362,28 @@ def kernel_sequence_rows(
     return rows, len(kernels)
 
 
-def graph_rows(device: pd.DataFrame) -> tuple[list[dict[str, Any]], int]:
+def _op_type_of(name: str) -> str:
+    """The op type a graph node's name carries: its last path part without a `_N` copy
+    suffix (`model/dense/MatMul_1` → `MatMul`), how TensorFlow and GE name nodes."""
+    return _COPY_SUFFIX.sub("", name.strip().rsplit("/", 1)[-1])
+
+
+def fused_elsewhere(pattern: Pattern, fusions: pd.DataFrame) -> int:
+    """How many fusions the graph compiler applied (fusion_op_*.csv) replaced operators
+    whose types, in the file's order, contain the pattern."""
+    return sum(
+        bool(find([_op_type_of(n) for n in _ORIGINAL_SEPARATOR.split(ops) if n.strip()], [pattern]))
+        for ops in fusions["original_ops"].dropna()
+    )
+
+
+def graph_rows(
+    device: pd.DataFrame, fusions: pd.DataFrame | None = None
+) -> tuple[list[dict[str, Any]], int]:
     """Rows of the graph-fusion matches: consecutive compute tasks of one stream, and the
-    number of tasks searched."""
+    number of tasks searched. With the fusions the compiler applied (`fusions`), each row
+    says how often the same pattern was fused elsewhere: then the pass works on this model
+    and something local keeps these occurrences apart."""
     if "op_type" not in device:
         return [], 0
     tasks = device[(device["category"] == "compute").fillna(False) & device["op_type"].notna()]
@@ -395,6 +416,7 @@ def graph_rows(device: pd.DataFrame) -> tuple[list[dict[str, Any]], int]:
             fused_api=p.api,
             source="device_ops",
             time_basis="device",
+            fused_elsewhere=pd.NA if fusions is None else fused_elsewhere(p, fusions),
             **_NO_VERSION,
         )
         for p, occ in matches.items()
@@ -423,7 +445,7 @@ def fusion_candidates(profile: Profile) -> None:
             found, scanned = kernel_sequence_rows(top, device, claimed)
             rows += found + [_scan("kernel_sequence", scanned)]
     elif device is not None:
-        found, scanned = graph_rows(device)
+        found, scanned = graph_rows(device, profile.tables.get("graph_fusions"))
         rows += found + [_scan("graph_fusion", scanned)]
     frame = pd.DataFrame(rows, columns=list(_COLUMNS))
     frame = frame.sort_values(["saving_us", "pattern"], ascending=[False, True], kind="stable")
@@ -448,6 +470,7 @@ _COLUMNS = (
     "min_cann",
     "cann_version",
     "availability",
+    "fused_elsewhere",
 )
 
 PROVIDERS = [

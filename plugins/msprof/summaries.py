@@ -107,6 +107,26 @@ def _queues_from_dp(csv: SummaryCsv) -> pd.DataFrame:
     )
 
 
+def _graph_fusions_from_fusion_op(csv: SummaryCsv) -> pd.DataFrame:
+    """The fusions the graph compiler applied: the fused operator and the names it replaced
+    (`Original Ops`, separated by `;` or `,`, counted here)."""
+    original = csv.text("Original Ops")
+    names = None if original is None else original.fillna("").str.split(r"[;,]")
+    kilobytes = csv.number("Memory Total(KB)")
+    return frame_of(
+        {
+            "fusion_op": csv.text("Fusion Op"),
+            "original_ops": original,
+            "op_count": None
+            if names is None
+            else names.map(lambda parts: sum(1 for n in parts if n.strip())),
+            "model_id": csv.number("Model ID"),
+            "model_name": csv.text("Model Name"),
+            "memory_total_bytes": None if kilobytes is None else kilobytes * 1024,
+        }
+    )
+
+
 # Read order matters: op_summary before task_time (see `_add_csv_rows`).
 CSV_TABLES: dict[str, CsvKind] = {
     "op_summary": OP_SUMMARY,
@@ -122,6 +142,9 @@ CSV_TABLES: dict[str, CsvKind] = {
         "queues", ("Start Time(us)", "End Time(us)", "Queue Size"), _queues_from_aicpu_mi
     ),
     "dp": CsvKind("queues", ("Timestamp(us)", "Cached Buffer Size"), _queues_from_dp),
+    "fusion_op": CsvKind(
+        "graph_fusions", ("Fusion Op", "Original Ops"), _graph_fusions_from_fusion_op
+    ),
 }
 
 
