@@ -216,6 +216,21 @@ def ns_times(clock: Clock | None, ns: pd.Series) -> np.ndarray:
     return whole + frac if clock is None else clock.from_parts(whole, frac)
 
 
+def aicore_freq_samples(db: CannDb, clock: Clock | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """AICORE_FREQ (timestampNs, freq in MHz): the AI Core Freq counter of the timelines, as
+    (µs on the profile clock, MHz); None without the table or rows."""
+    if not db.has("AICORE_FREQ", "timestampNs", "freq"):
+        return None
+    rows = db.frame(
+        f"SELECT timestampNs, freq FROM {db.table('AICORE_FREQ')} ORDER BY timestampNs",
+        what="AICORE_FREQ",
+    )
+    if rows is None or rows.empty:
+        return None
+    mhz = pd.to_numeric(rows["freq"], errors="coerce").to_numpy("float64", na_value=np.nan)
+    return ns_times(clock, rows["timestampNs"]), mhz
+
+
 def thread_ids(global_tid: pd.Series) -> np.ndarray:
     """The thread of a globalTid (high 32 bits: pid, low 32 bits: tid), as floats (NaN when
     missing)."""

@@ -35,9 +35,11 @@ import numpy as np
 import pandas as pd
 
 from advisor.errors import UnreadableInput
+from advisor.formats.aicore_freq import freq_samples
 from advisor.formats.cann_comm import comm_as_device_ops
 from advisor.formats.cann_db import (
     CannDb,
+    aicore_freq_samples,
     cann_api_calls,
     communication_ops,
     compute_tasks,
@@ -114,6 +116,7 @@ class DbTables:
     host_ops: list[pd.DataFrame] = field(default_factory=list)
     comm_ops: pd.DataFrame | None = None
     memory: pd.DataFrame | None = None
+    aicore_freq: pd.DataFrame | None = None
     files: list[Path] = field(default_factory=list)
 
 
@@ -195,6 +198,12 @@ def _read_main(db: CannDb, clock: Clock, meta: ProfileMeta, out: DbTables) -> No
             meta.device_id = str(int(ops["device"].dropna().iloc[0]))
         out.device_ops = with_wait(_with_launches(ops, launches)).drop(columns="device")
     out.memory = _memory(db, clock)
+    samples = aicore_freq_samples(db, clock)
+    if samples is not None:  # the last sample holds to the end of the device tasks
+        ops, end = out.device_ops, None
+        if ops is not None and not ops.empty:
+            end = float((ops["start_us"] + ops["duration_us"]).max())
+        out.aicore_freq = freq_samples(*samples, end)
 
 
 def _comm_rows(comm: pd.DataFrame | None) -> pd.DataFrame | None:
