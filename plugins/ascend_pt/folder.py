@@ -198,7 +198,7 @@ class FolderReader:
         if main is None:
             return False
         db = read_databases(main, analysis, self.clock, self.profile.meta, self.rel, self.warn)
-        tables = (db.steps, db.device_ops, db.comm_ops, db.memory)
+        tables = (db.steps, db.device_ops, db.comm_ops, db.memory, db.aicore_freq)
         if not db.files or (all(t is None for t in tables) and not db.host_ops):
             self.clock = Clock()
             return False
@@ -214,6 +214,8 @@ class FolderReader:
             self.tables["comm_ops"] = db.comm_ops
         if db.memory is not None and not db.memory.empty:
             self.tables["memory"] = db.memory
+        if db.aicore_freq is not None:
+            self.tables["aicore_freq"] = db.aicore_freq
         return True
 
     # -- trace_view.json ----------------------------------------------------------------------
