@@ -1,10 +1,14 @@
 """Reader and derivation side of the Ascend computation rules (rules/ascend_compute.yaml):
 the AI Core Freq counter as the aicore_freq table, each task's clock, the shape function,
-the PMU ratios those rules read, and the rules on the real A2 kernel_details.csv. What the
-rules do on given rows is in rules/ascend_compute.case.yaml."""
+the PMU ratios those rules read, and the rules on the real A2 kernel_details.csv and traces.
+What the rules do on given rows is in rules/ascend_compute.case.yaml."""
 
 from __future__ import annotations
 
+import gzip
+import json
+import shutil
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +24,7 @@ from advisor.formats.decimal_clock import Clock
 from advisor.model import Profile, ProfileMeta, conform
 from advisor_plugins.ascend_pt import AscendPtReader
 from advisor_plugins.ascend_pt.kernel_details import read_kernel_details
+from advisor_plugins.kineto import KinetoReader
 from advisor_plugins.msprof import MsprofReader
 from advisor_plugins.step_metrics import PROVIDERS
 
@@ -208,3 +213,73 @@ def test_a2_unbound_operators_are_the_flash_attention_grads(a2_kernels):
     assert (busiest < 0.8).all()
     expected = (grads["duration_us"] * (1 - busiest / 0.8)).sum()
     assert finding.impact_us == pytest.approx(expected)
+
+
+# -- allocation calls in real traces ---------------------------------------------------------------
+
+
+def raw_events(path: Path) -> list[dict]:
+    text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    doc = json.loads(text)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def test_cuda_malloc_and_free_in_the_real_alexnet_trace():
+    path = (
+        FIXTURES
+        / "real"
+        / "kineto"
+        / ("critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz")
+    )
+    events = raw_events(path)
+    # the trace has no ProfilerStep: the reader's step is the device's span, first kernel to
+    # last; the allocation calls counted are those that start in it
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    first = min(e["ts"] for e in device)
+    last = max(e["ts"] + e["dur"] for e in device)
+    calls = [
+        e for e in events if e.get("name") in ("cudaMalloc", "cudaFree") and first <= e["ts"] < last
+    ]
+    (profile,) = KinetoReader().read(path)
+    (finding,) = run(profile, "MEM-003").findings
+    assert finding.values["alloc_calls"] == len(calls) == 28
+    assert finding.values["alloc_us"] == pytest.approx(sum(e["dur"] for e in calls))
+    assert finding.values["frees"] == sum(e["name"] == "cudaFree" for e in calls)
+    assert evidence(finding, "name")[0] == "cudaFree"  # the 6 s free leads
+
+
+def test_one_short_acl_malloc_in_the_real_torch_npu_trace_stays_below_the_limit():
+    path = FIXTURES / "real" / "ascend_pt" / "rank0_ascend_pt"
+    events = raw_events(path / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+    (malloc,) = [e for e in events if e.get("name") == "AscendCL@aclMallocMemInner"]
+    profile = read(path)
+    result = run(profile, "MEM-003")
+    assert result.outcomes["MEM-003"] == "passed"  # 72.8 µs, far below 10 ms
+    rules = [r for r in RULES if r.id == "MEM-003"]
+    (finding,) = evaluate(
+        profile, rules, functions=BUILTIN_FUNCTIONS, overrides={"MEM-003": {"max_total_us": 50}}
+    ).findings
+    assert finding.values["alloc_calls"] == 1
+    assert finding.values["alloc_us"] == pytest.approx(float(malloc["dur"]))
+
+
+def test_torch_npu_database_counter_becomes_the_aicore_freq_table(tmp_path):
+    # the database twin of the real torch_npu trace, with an AICORE_FREQ table added in the
+    # form the msprof database reference gives it (timestampNs, freq in MHz)
+    folder = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(FIXTURES / "ascend_db" / "rank0_ascend_pt", folder)
+    path = folder / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    with sqlite3.connect(path) as con:
+        first, last = con.execute("SELECT MIN(startNs), MAX(endNs) FROM TASK").fetchone()
+        middle = (first + last) // 2
+        con.execute(
+            "CREATE TABLE AICORE_FREQ (deviceId INTEGER, timestampNs INTEGER, freq INTEGER)"
+        )
+        con.executemany("INSERT INTO AICORE_FREQ VALUES (0, ?, ?)", [(middle, 900), (first, 1800)])
+    profile = read(folder)
+    freq = profile.tables["aicore_freq"]
+    origin = profile.tables["device_ops"]["start_us"].min()  # the first task starts at `first`
+    assert freq["freq_mhz"].tolist() == [1800.0, 900.0]
+    assert (freq["start_us"] - origin).tolist() == pytest.approx([0.0, (middle - first) / 1000])
+    assert (freq["end_us"] - origin).tolist()[1] == pytest.approx((last - first) / 1000)
+    assert freq["rated_mhz"].tolist() == [1800.0, 1800.0]
