@@ -18,7 +18,14 @@ from advisor.model import Profile, ProfileMeta, conform
 BANDWIDTH_BOUND_BYTES = 1 << 20
 """Mean message size from which a link's throughput measures its bandwidth: msprof-analyze's
 packet analysis calls RDMA messages from 1 MB large; smaller ones are latency-bound."""
-_MEANS = ("duration_us", "computing_us", "communication_us", "comm_not_overlapped_us", "free_us")
+_MEANS = (
+    "duration_us",
+    "computing_us",
+    "communication_us",
+    "comm_not_overlapped_us",
+    "free_us",
+    "bubble_us",
+)
 _SCORED = {
     "duration_us": "duration_z",
     "computing_us": "computing_z",
@@ -76,6 +83,47 @@ def _rank_row(rank: int, profile: Profile) -> dict[str, float | int]:
             comm = comm[(comm["kind"] != "link").fillna(True)]
         row["communication_us"] = comm["duration_us"].sum() / len(steps)
     return row
+
+
+def _metadata_number(profile: Profile, key: str) -> int | None:
+    """An integer fact of the profile's `metadata` table, or None."""
+    table = profile.tables.get("metadata")
+    if table is None:
+        return None
+    values = pd.to_numeric(table.loc[table["key"] == key, "value"], errors="coerce").dropna()
+    if values.empty or not float(values.iloc[0]).is_integer():
+        return None
+    return int(values.iloc[0])
+
+
+def pipeline_stage(rank: int, profile: Profile) -> int | None:
+    """The rank's pipeline-parallel stage: recorded (`distributed.pp_stage`), or from the
+    pipeline size of Megatron-style arguments (`distributed.pipeline_model_parallel_size`),
+    whose default rank order puts world_size / pp consecutive ranks in each stage."""
+    stage = _metadata_number(profile, "distributed.pp_stage")
+    if stage is not None:
+        return stage
+    size = _metadata_number(profile, "distributed.pipeline_model_parallel_size")
+    world = profile.meta.world_size or _metadata_number(profile, "distributed.world_size")
+    if size and size > 1 and world and world % size == 0 and 0 <= rank < world:
+        return rank // (world // size)
+    return None
+
+
+def _add_stages(ranks: pd.DataFrame, stages: list[int | None]) -> pd.DataFrame:
+    """`pp_stage`, `stage_label` and `stage_computing_us` (the mean computing of the rank's
+    stage) where the stages are known; where they are not but the steps record a pipeline
+    bubble, each rank stands for itself (labelled so)."""
+    if "computing_us" not in ranks or ranks["computing_us"].isna().all():
+        return ranks
+    if sum(s is not None for s in stages) == len(ranks) and len(set(stages)) > 1:
+        ranks["pp_stage"] = stages
+        ranks["stage_computing_us"] = ranks.groupby("pp_stage")["computing_us"].transform("mean")
+        ranks["stage_label"] = [f"stage {s}" for s in stages]
+    elif "bubble_us" in ranks and (ranks["bubble_us"] > 0).any():
+        ranks["stage_computing_us"] = ranks["computing_us"]
+        ranks["stage_label"] = [f"rank {r} (stage not recorded)" for r in ranks["rank"]]
+    return ranks
 
 
 def build_links(by_rank: dict[int, Profile]) -> pd.DataFrame | None:
@@ -144,6 +192,7 @@ def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
     if len(by_rank) < 2:
         return None
     ranks = pd.DataFrame([_rank_row(rank, p) for rank, p in sorted(by_rank.items())])
+    ranks = _add_stages(ranks, [pipeline_stage(r, p) for r, p in sorted(by_rank.items())])
     tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}
     links = build_links(by_rank)
     if links is not None:

@@ -546,6 +546,46 @@ TABLES: dict[str, TableSpec] = {
                 _c("bandwidth_gbps", "float64", "GB/s", "achieved bandwidth"),
                 _c("wait_us", "float64", US, "time spent waiting for peers"),
                 _c("transit_us", "float64", US, "time spent moving data"),
+                _c(
+                    "sdma_bytes",
+                    "float64",
+                    "bytes",
+                    "bytes the op moved within the node (communication.json SDMA: HCCS, PCIE, "
+                    "SIO together)",
+                ),
+                _c("sdma_transit_us", "float64", US, "time the op's SDMA transfers took"),
+                _c("sdma_bandwidth_gbps", "float64", "GB/s", "the op's SDMA bandwidth"),
+                _c("rdma_bytes", "float64", "bytes", "bytes the op moved between nodes (RDMA)"),
+                _c(
+                    "rdma_transit_us",
+                    "float64",
+                    US,
+                    "time the op's RDMA transfers took: seconds on an op whose data is small "
+                    "are retransmissions",
+                ),
+                _c("rdma_bandwidth_gbps", "float64", "GB/s", "the op's RDMA bandwidth"),
+                _c(
+                    "copy_task_us",
+                    "float64",
+                    US,
+                    "time of the op's SDMA copy tasks (Memcpy, Reduce_Inline) of more than 512 "
+                    "bytes between chips, from the HCCL task timeline: the tasks the byte "
+                    "alignment check judges",
+                ),
+                _c(
+                    "unaligned_us",
+                    "float64",
+                    US,
+                    "time of those copy tasks whose size is not a multiple of 512 bytes",
+                ),
+                _c("unaligned_tasks", "Int64", "", "number of those unaligned copy tasks"),
+                _c(
+                    "compute_overlap_us",
+                    "float64",
+                    US,
+                    "time of the op during which a matrix-multiply task ran on the device "
+                    "(derived): the op shared memory bandwidth with it",
+                ),
             ),
         ),
         TableSpec(
@@ -614,6 +654,54 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "metadata",
+            "fact the profile records about its run (keys: advisor/formats/metadata.py)",
+            (
+                _c(
+                    "key",
+                    "string",
+                    "",
+                    "env.<NAME> (environment variable), version.<component> (cann, torch, "
+                    "torch_npu, mindspore, driver, cuda_runtime, nccl, ...), device.<fact> "
+                    "(name, ai_core_num, aiv_core_num, aicore_freq_mhz: rated, sm_count, "
+                    "memory_bytes, ...), distributed.<fact> (backend, rank, world_size), "
+                    "profiler.<setting> (record_shapes, with_stack, profiler_level, ...), "
+                    "host.<fact>",
+                    True,
+                ),
+                _c(
+                    "value",
+                    "string",
+                    "",
+                    "the value as written; empty for an environment variable listed unset",
+                    True,
+                ),
+                _c("source", "string", "", "the file it came from, relative to the profile"),
+            ),
+        ),
+        TableSpec(
+            "env_advice",
+            "recorded environment variable the catalogue knows (derived from the metadata "
+            "env.* rows and plugins/env_catalogue.yaml)",
+            (
+                _c("name", "string", "", "environment variable", True),
+                _c("value", "string", "", "its value in the profile (empty: unset)", True),
+                _c("slow", "bool", "", "the value is one the catalogue calls slow", True),
+                _c("recommended", "string", "", "the value to use (unset: remove it)", True),
+                _c(
+                    "area",
+                    "string",
+                    "",
+                    "what the setting slows: launch (host task dispatch), logging, "
+                    "communication, memory or cache",
+                    True,
+                ),
+                _c("reason", "string", "", "why the value found is slow (English)"),
+                _c("reason_zh", "string", "", "the same in Chinese"),
+                _c("source", "string", "", "the file the value came from"),
+            ),
+        ),
+        TableSpec(
             "memory",
             "allocator sample",
             (
@@ -664,6 +752,35 @@ TABLES: dict[str, TableSpec] = {
                     "mean communication not hidden by compute per step",
                 ),
                 _c("free_us", "float64", US, "mean device idle time per step"),
+                _c(
+                    "bubble_us",
+                    "float64",
+                    US,
+                    "mean pipeline-parallel bubble per step (time waiting to receive from the "
+                    "previous stage), where the steps record it",
+                ),
+                _c(
+                    "pp_stage",
+                    "Int64",
+                    "",
+                    "pipeline-parallel stage of the rank, where the profiles record it "
+                    "(metadata distributed.pp_stage, or Megatron's pipeline_model_parallel_size: "
+                    "world_size / pp consecutive ranks per stage)",
+                ),
+                _c(
+                    "stage_label",
+                    "string",
+                    "",
+                    "stage N, or 'rank N (stage not recorded)' where the steps record a pipeline "
+                    "bubble but not the stages: each rank then stands for its stage",
+                ),
+                _c(
+                    "stage_computing_us",
+                    "float64",
+                    US,
+                    "mean device compute time per step of the rank's stage (the mean of its "
+                    "ranks); the rank's own where stages are not recorded",
+                ),
                 _c(
                     "duration_z",
                     "float64",

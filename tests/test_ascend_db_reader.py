@@ -146,7 +146,8 @@ def test_analysis_database_and_memory_record_give_the_tables_of_their_text_files
 def test_msprof_database_gives_the_tables_of_its_text_export() -> None:
     (text,), (db,) = read_msprof(SMALLCASE_TEXT), read_msprof(SMALLCASE_DB)
     assert db.meta.device_id == text.meta.device_id == "0"
-    assert db.meta.extra["source"] == "db" and db.meta.files_read == ["msprof_20260105093512.db"]
+    assert db.meta.extra["source"] == "db"
+    assert db.meta.files_read == ["device_0/info.json.0", "msprof_20260105093512.db"]
     assert db.meta.extra["ai_core_num"] == text.meta.extra["ai_core_num"]  # info.json.0
     # msprof_*.db has no iteration or operator-statistic table: step_trace and op_statistic
     # exist in text only (op_stats is then derived from the tasks)

@@ -52,6 +52,9 @@ def comm_from_columns(
         m.group(1) if (m := _GROUP_THREAD.search(str(thread))) else None
         for thread in ops["thread"].tolist()
     ]
+    alignment = (
+        _alignment(tasks, start, duration) if set(_TASK_DETAILS) <= set(tasks.columns) else {}
+    )
     return pd.DataFrame(
         {
             "name": names,
@@ -62,8 +65,50 @@ def comm_from_columns(
             "transport": [
                 _commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(), hi.tolist())
             ],
+            **alignment,
         }
     ), streams
+
+
+ALIGN_BYTES = 512
+"""msprof-analyze's byte-alignment check: SDMA copies of more than 512 bytes whose size is not a
+multiple of 512 bytes move data less efficiently."""
+_COPY_TASKS = ("Memcpy", "Reduce_Inline")
+_TASK_DETAILS = ("duration_us", "task_type", "link_type")
+
+
+def _alignment(
+    tasks: pd.DataFrame, start: np.ndarray, duration: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per op, its SDMA copy tasks (Memcpy, Reduce_Inline) of more than 512 bytes between
+    chips (not ON_CHIP): their time (`copy_task_us`), and the time and count of those whose
+    size is not a multiple of 512 bytes (`unaligned_us`, `unaligned_tasks`)."""
+    begin = np.array([trace_number(v) for v in tasks["start_us"].tolist()], dtype="float64")
+    length = np.array([trace_number(v) for v in tasks["duration_us"].tolist()], dtype="float64")
+    size = np.array([trace_number(v) for v in tasks["bytes"].tolist()], dtype="float64")
+    copy = (
+        (tasks["transport"].astype(str).str.upper() == "SDMA").to_numpy()
+        & tasks["task_type"].isin(_COPY_TASKS).to_numpy()
+        & (tasks["link_type"].astype(str).str.upper() != "ON_CHIP").to_numpy()
+        & (size > ALIGN_BYTES)
+        & np.isfinite(begin)
+    )
+    unaligned = copy & (np.fmod(size, ALIGN_BYTES) != 0)
+    order = np.argsort(np.where(np.isfinite(begin), begin, np.inf), kind="stable")
+    begin, length = begin[order], np.nan_to_num(length[order])
+    copy, unaligned = copy[order], unaligned[order]
+
+    def per_op(values: np.ndarray) -> np.ndarray:
+        total = np.concatenate(([0.0], np.cumsum(values)))
+        lo = np.searchsorted(begin, start, side="left")
+        hi = np.searchsorted(begin, start + duration, side="left")
+        return total[hi] - total[lo]
+
+    return {
+        "copy_task_us": per_op(np.where(copy, length, 0.0)),
+        "unaligned_us": per_op(np.where(unaligned, length, 0.0)),
+        "unaligned_tasks": per_op(unaligned.astype("float64")),
+    }
 
 
 def _commonest(values: list[str]) -> str | None:

@@ -60,6 +60,32 @@ def _moved(transports: dict[str, dict[str, Any]]) -> dict[str, float]:
     return {t: size for t, size in sizes.items() if size > 0}
 
 
+def _per_transport(transports: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Bytes, transit time and bandwidth of the op's SDMA (within the node: the SDMA entry,
+    else its parts HCCS, PCIE and SIO added) and RDMA (between nodes) transfers."""
+    upper = {t.upper(): v for t, v in transports.items()}
+    parts = {
+        "sdma": [upper["SDMA"]]
+        if "SDMA" in upper
+        else [upper[t] for t in SDMA_PARTS if t in upper],
+        "rdma": [upper["RDMA"]] if "RDMA" in upper else [],
+    }
+    out = {}
+    for kind, infos in parts.items():
+        if not infos:
+            continue
+        size = sum(np.nan_to_num(_number(i, "Transit Size(MB)")) for i in infos)
+        transit = sum(np.nan_to_num(_number(i, "Transit Time(ms)")) for i in infos)
+        out[f"{kind}_bytes"] = size * MB
+        out[f"{kind}_transit_us"] = transit * 1e3
+        out[f"{kind}_bandwidth_gbps"] = (
+            _number(infos[0], "Bandwidth(GB/s)")
+            if len(infos) == 1
+            else (size / transit if transit > 0 else float("nan"))
+        )
+    return out
+
+
 def parse_communication(
     data: Any, clock: Clock
 ) -> tuple[pd.DataFrame | None, dict[str, dict[str, float]]]:
@@ -85,6 +111,7 @@ def parse_communication(
         starts.append(time_info.get("Start Timestamp(us)"))
         rows.append(
             {
+                **_per_transport(transports),
                 "name": name,
                 "kind": "op",
                 "op": collective(name),
@@ -132,3 +159,17 @@ def parse_communication_matrix(data: Any) -> pd.DataFrame | None:
                 }
             )
     return pd.DataFrame(rows) if rows else None
+
+
+ALIGNMENT = ("copy_task_us", "unaligned_us", "unaligned_tasks")
+"""Byte-alignment figures only the trace's HCCL tasks give (advisor.formats.cann_comm)."""
+
+
+def with_trace_alignment(comm: pd.DataFrame, trace_ops: pd.DataFrame | None) -> pd.DataFrame:
+    """communication.json's ops with the byte-alignment figures of the trace's HCCL tasks,
+    matched by op name (both name an op `hcom_allReduce__586_0_1`, the file without its
+    `@group`); an op the trace lacks keeps them empty."""
+    if trace_ops is None or not set(ALIGNMENT) <= set(trace_ops.columns):
+        return comm
+    per_name = trace_ops.drop_duplicates("name").set_index("name")[list(ALIGNMENT)]
+    return comm.join(per_name, on="name")

@@ -17,13 +17,18 @@ from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC
 from advisor.formats.cann_tasks import with_wait
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.files import load_json
+from advisor.formats.metadata import MetadataRows
 from advisor.formats.minddata import read_pipeline_raw
 from advisor.formats.stream import EventStream
 from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
-from .communication import parse_communication, parse_communication_matrix
+from .communication import (
+    parse_communication,
+    parse_communication_matrix,
+    with_trace_alignment,
+)
 from .cpu_ops import CPU_KERNEL, CPU_OP_FILE, read_cpu_op_timestamps
 from .db import profiler_databases, read_databases
 from .export import exports_beside
@@ -81,6 +86,7 @@ class FolderReader:
         self.clock = Clock()
         self.tables: dict[str, pd.DataFrame] = {}
         self.trace_span: tuple[float, float] | None = None
+        self.metadata = MetadataRows()
 
     def warn(
         self,
@@ -174,6 +180,7 @@ class FolderReader:
             self.framework_known,
             self._load,
             self._read,
+            self.metadata,
         )
 
     def _load(self, path: Path) -> Any:
@@ -390,6 +397,7 @@ class FolderReader:
             if totals:
                 self.profile.meta.extra["comm_bandwidth"] = totals
             if comm is not None:
+                comm = with_trace_alignment(comm, trace.comm_ops)
                 parts.append(self._same_clock(comm, "start_us", "communication.json"))
             if comm is not None or totals:
                 self._read(path)
@@ -413,6 +421,9 @@ class FolderReader:
         """Drop rows with broken far-off times, rebase every time on the earliest one, cast
         to the contract."""
         tables = self.tables
+        metadata = self.metadata.frame()
+        if metadata is not None:
+            tables["metadata"] = metadata
         times = table_times(tables, TIME_COLUMNS)
         if times.size and self.clock.origin is not None:
             shift, centre = robust_origin(times)

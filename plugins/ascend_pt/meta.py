@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from advisor.formats.metadata import MetadataRows, add_cann_info
 from advisor.formats.numbers import int_or_none
 from advisor.model import ProfileMeta
 
@@ -17,6 +18,13 @@ _VERSION_NAMES = {
     "mindspore_version": "MindSpore",
     "torch_version": "torch",
 }
+_VERSION_KEYS = {
+    "torch_npu": "version.torch_npu",
+    "CANN": "version.cann",
+    "MindSpore": "version.mindspore",
+    "torch": "version.torch",
+}
+"""`metadata` keys of the versions `versions()` finds (others: version.<their key>)."""
 PROFILER_INFO = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
 
 
@@ -49,10 +57,12 @@ def read_metadata(
     framework_known: bool,
     load: Callable[[Path], Any],
     mark_read: Callable[[Path], None],
+    rows: MetadataRows,
 ) -> None:
     """Rank, versions, profiler settings and framework of a rank folder from
     `profiler_info_{rank}.json` and `profiler_metadata.json`; the device when one PROF_*
-    export names only one."""
+    export names only one. `rows` gets them as the `metadata` table, with the chip facts of
+    the export's `info.json.N`."""
     for path in sorted(root.glob("profiler_info*.json")):
         match = PROFILER_INFO.match(path.name)
         if match is None or not path.is_file():
@@ -65,6 +75,7 @@ def read_metadata(
             rank = int(match.group(1))
         meta.rank = rank if rank is not None else meta.rank
         meta.versions.update(versions(info))
+        _info_rows(rows, info, path.name)
         config = info.get("config")
         experimental = config.get("experimental_config") if isinstance(config, dict) else None
         if isinstance(experimental, dict):
@@ -81,6 +92,7 @@ def read_metadata(
         data = load(path)
         if isinstance(data, dict):
             apply_metadata(meta, data)
+            _metadata_rows(rows, data, path.name)
             mark_read(path)
     if (
         not framework_known
@@ -98,6 +110,7 @@ def read_metadata(
     )
     if len(devices) == 1:
         meta.device_id = devices[0]
+    _device_info_rows(root, meta.device_id, rows, load, mark_read)
 
 
 def apply_metadata(meta: ProfileMeta, data: dict[str, Any]) -> None:
@@ -115,3 +128,50 @@ def apply_metadata(meta: ProfileMeta, data: dict[str, Any]) -> None:
         meta.rank = rank
     for name, version in versions(data).items():
         meta.versions.setdefault(name, version)
+
+
+def _info_rows(rows: MetadataRows, info: dict[str, Any], source: str) -> None:
+    """Versions, rank and profiler settings of `profiler_info_{rank}.json`."""
+    for name, version in versions(info).items():
+        rows.add(_VERSION_KEYS.get(name, f"version.{name}"), version, source)
+    rows.add("distributed.rank", info.get("rank_id"), source)
+    config = info.get("config")
+    config = config if isinstance(config, dict) else {}
+    for section in ("common_config", "experimental_config"):
+        settings = config.get(section)
+        if isinstance(settings, dict):
+            for key, value in settings.items():
+                rows.add(f"profiler.{str(key).strip('_')}", value, source)
+
+
+def _metadata_rows(rows: MetadataRows, data: dict[str, Any], source: str) -> None:
+    """Environment, versions and distributed arguments of `profiler_metadata.json`."""
+    env = data.get("ENV_VARIABLES")
+    if isinstance(env, dict):
+        rows.add_env(env, source)
+    for name, version in versions(data).items():
+        rows.add(_VERSION_KEYS.get(name, f"version.{name}"), version, source)
+    distributed = data.get("distributed_args")
+    if isinstance(distributed, dict):
+        for key, value in distributed.items():
+            rows.add(f"distributed.{key}", value, source)
+    rows.add("distributed.world_size", data.get("world_size"), source)
+    rows.add("distributed.rank", data.get("rank_id"), source)
+
+
+def _device_info_rows(
+    root: Path,
+    device_id: str | None,
+    rows: MetadataRows,
+    load: Callable[[Path], Any],
+    mark_read: Callable[[Path], None],
+) -> None:
+    """Chip facts of the CANN export's `PROF_*/device_N/info.json.N` (the rank's device)."""
+    if device_id is None:
+        return
+    for path in sorted(root.glob(f"PROF_*/device_{device_id}/info.json.{device_id}")):
+        info = load(path)
+        if isinstance(info, dict):
+            add_cann_info(rows, info, device_id, path.relative_to(root).as_posix())
+            mark_read(path)
+            return

@@ -36,6 +36,11 @@ def floats(values: Iterable[Any]) -> np.ndarray:
         return np.array([_float(v) for v in values], dtype="float64")
 
 
+PlaneTask = tuple[str, Any, Any, Any, Any]
+"""A per-plane communication task: transport type, stream id, size(Byte), task type, link
+type."""
+
+
 class TraceArgs(msgspec.Struct, gc=False):
     """The `args` keys the tables need. `Any`: a value of any JSON type is taken as it is and
     converted where it is used; a key that is missing or null is None."""
@@ -49,6 +54,8 @@ class TraceArgs(msgspec.Struct, gc=False):
     task_type: Any = msgspec.field(default=None, name="Task Type")
     transport: Any = msgspec.field(default=None, name="transport type")
     plane_stream: Any = msgspec.field(default=None, name="stream id")
+    plane_task_type: Any = msgspec.field(default=None, name="task type")  # Memcpy, Notify_Wait
+    link_type: Any = msgspec.field(default=None, name="link type")  # HCCS, PCIE, ON_CHIP
     mhz: Any = msgspec.field(default=None, name="MHz")  # of the AI Core Freq counter
     name: Any = None  # of process_name / thread_name metadata
     labels: Any = None  # of process_labels metadata
@@ -96,8 +103,9 @@ class TraceColumns:
         self.size = 0
         self.number_chunks: dict[str, list[np.ndarray]] = {k: [] for k in _NUMBER_COLUMNS}
         self.text_chunks: dict[str, list[pa.Array]] = {k: [] for k in _TEXT_COLUMNS}
-        # per-plane communication tasks: row -> (transport type, stream id, size(Byte))
-        self.plane_tasks: dict[int, tuple[str, Any, Any]] = {}
+        # per-plane communication tasks: row -> (transport type, stream id, size(Byte),
+        # task type, link type)
+        self.plane_tasks: dict[int, PlaneTask] = {}
         # `Input Dims` of events that have it (row -> raw JSON)
         self.shapes: dict[int, bytes] = {}
         # torch_to_npu flow events: (ph, id, pid, tid, ts)
@@ -115,7 +123,7 @@ class TraceColumns:
         """
         pid, tid, ts, dur, name, cat = [], [], [], [], [], []
         thread_id, stream, physical, task_id, size, task_type = [], [], [], [], [], []
-        planes: dict[int, tuple[str, Any, Any]] = {}
+        planes: dict[int, PlaneTask] = {}
         shapes = self.shapes
         flows = self.flows
         row = self.size
@@ -145,7 +153,13 @@ class TraceColumns:
             size.append(a.size_byte if a.size_b is None else a.size_b)
             task_type.append(a.task_type or "UNKNOWN")
             if a.transport is not None:
-                planes[row] = (str(a.transport), a.plane_stream, a.size_byte)
+                planes[row] = (
+                    str(a.transport),
+                    a.plane_stream,
+                    a.size_byte,
+                    a.plane_task_type,
+                    a.link_type,
+                )
             if a.input_dims:
                 shapes[row] = bytes(a.input_dims)
             row += 1

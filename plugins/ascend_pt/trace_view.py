@@ -25,7 +25,7 @@ from advisor.formats.warn import WarnFn
 
 from .cpu_ops import CPU_KERNEL
 from .kinds import cann_kind, framework_kind, op_type_from_task
-from .trace_columns import Rows, TraceColumns, floats
+from .trace_columns import PlaneTask, Rows, TraceColumns, floats
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -314,7 +314,7 @@ def _hardware_ops(rows: Rows) -> pd.DataFrame:
 
 
 def _comm_ops(
-    rows: Rows, plane_tasks: dict[int, tuple[str, Any, Any]]
+    rows: Rows, plane_tasks: dict[int, PlaneTask]
 ) -> tuple[pd.DataFrame | None, set[int]]:
     """comm_ops from the HCCL/Communication process: msprof's reading of its timeline."""
     is_task = np.isin(rows.index, np.fromiter(plane_tasks, dtype=np.int64, count=len(plane_tasks)))
@@ -334,9 +334,12 @@ def _comm_ops(
     tasks = pd.DataFrame(
         {
             "start_us": rows.ts[task],
-            "transport": [t for t, _, _ in planes],
-            "stream": pd.Series([s for _, s, _ in planes], dtype="object"),
-            "bytes": pd.Series([b for _, _, b in planes], dtype="object"),
+            "transport": [p[0] for p in planes],
+            "stream": pd.Series([p[1] for p in planes], dtype="object"),
+            "bytes": pd.Series([p[2] for p in planes], dtype="object"),
+            "duration_us": rows.dur[task],
+            "task_type": [str(p[3]) for p in planes],
+            "link_type": [str(p[4]) for p in planes],
         }
     )
     return comm_from_columns(ops, tasks)

@@ -18,6 +18,7 @@ from advisor.formats.timebase import drop_far_times, far_warning
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
+from .metadata import header_metadata
 from .sniff import BLANK, file_size, read_head
 from .tables import frames
 from .values import int_or_none, json_number
@@ -167,6 +168,9 @@ class TraceReader:
                     "ms, first kernel to last) stands in for one step, so idle and "
                     "per-step figures are for that window"
                 )
+        metadata = header_metadata(doc, chosen, self.path.name)
+        if metadata is not None:
+            tables["metadata"] = metadata
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
 
 

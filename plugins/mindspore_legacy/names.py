@@ -22,6 +22,7 @@ _KINDS: dict[str, re.Pattern[str]] = {
         ("flops_summary", r"flops_summary_(\d+)\.json"),
         ("memory_summary", r"memory_usage_summary_(\d+)\.json"),
         ("hccl", r"hccl_raw_(\d+)\.csv"),
+        ("cluster", r"ascend_cluster_analyse_[a-z-]+_\d+_\d+_(\d+)\.csv"),
     )
 }
 # Files that alone make a folder a MindSpore profiler folder (framework_raw alone does not).

@@ -12,6 +12,7 @@ import pandas as pd
 from advisor.formats.minddata import read_pipeline_raw
 from advisor.model import Profile, conform
 
+from .cluster_meta import read_cluster_meta
 from .context import Rank
 from .cpu import read_cpu_usage
 from .device_ops import read_device_ops
@@ -43,6 +44,7 @@ def read_rank(rank: Rank) -> Profile | None:
     read_memory(rank)
     if not rank.profile.tables:
         return None
+    read_cluster_meta(rank)
     _rebase(rank)
     rank.profile.tables = {name: conform(name, df) for name, df in rank.profile.tables.items()}
     return rank.profile

@@ -21,7 +21,7 @@ from advisor.formats.warn import WarnFn
 from advisor.model import Profile, ProfileMeta, conform
 
 from .db import newest_database, read_database
-from .info import apply_info
+from .info import apply_info, info_metadata
 from .summaries import CSV_TABLES, in_read_order, read_csv_table, split_devices
 from .timeline import timeline_tables
 
@@ -357,6 +357,22 @@ class ExportReader:
             )
         if isinstance(info, dict):
             apply_info(dev.profile.meta, info, device_id)
+            self._read_metadata(dev, info, path)
+
+    def _read_metadata(self, dev: _Device, info: dict[str, Any], path: Path) -> None:
+        """The `metadata` table from info.json.N and the device's sample.json, if any."""
+        sample_path, sample = path.parent / "sample.json", None
+        if sample_path.is_file():
+            try:
+                sample = load_json(sample_path)
+            except UnreadableInput as exc:
+                dev.profile.warn(self._rel(sample_path), exc.problem, reader=READER)
+        frame = info_metadata(
+            info, dev.profile.meta.device_id, self._rel(path), sample, self._rel(sample_path)
+        )
+        if frame is not None:
+            files = [self._rel(path)] + ([self._rel(sample_path)] if sample is not None else [])
+            dev.add("metadata", frame, files)
 
 
 def device_dirs(root: Path) -> list[Path]:

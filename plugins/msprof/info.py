@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
+from advisor.formats.metadata import MetadataRows, add_cann_info
 from advisor.model import ProfileMeta
 
 
@@ -38,3 +41,16 @@ def _number_or_text(value: Any) -> Any:
     except (TypeError, ValueError):
         return value
     return int(number) if number.is_integer() else number
+
+
+def info_metadata(
+    info: dict[str, Any], device_id: str | None, source: str, sample: Any, sample_source: str
+) -> pd.DataFrame | None:
+    """The `metadata` rows of `info.json.N` (chip, host) and of `sample.json` (the
+    collection settings, as `profiler.<setting>`)."""
+    rows = MetadataRows()
+    add_cann_info(rows, info, device_id, source)
+    if isinstance(sample, dict):
+        for key, value in sample.items():
+            rows.add(f"profiler.{key}", value, sample_source)
+    return rows.frame()

@@ -146,6 +146,9 @@ def comm_from_trace(trace: Trace) -> tuple[pd.DataFrame | None, set[int]]:
                 ),
                 "stream": pd.Series([e["args"].get("stream id") for e in tasks], dtype=object),
                 "bytes": pd.Series([e["args"].get("size(Byte)") for e in tasks], dtype=object),
+                "duration_us": pd.Series([e.get("dur") for e in tasks], dtype=object),
+                "task_type": [str(e["args"].get("task type")) for e in tasks],
+                "link_type": [str(e["args"].get("link type")) for e in tasks],
             }
         ),
     )

@@ -1,0 +1,110 @@
+"""`env_advice`: the environment settings of a profile that slow the run.
+
+The variables, their slow values and the value to use are data (`env_catalogue.yaml`, shipped
+beside this module), not code: a new variable is one more entry, and the ENV-* rules that
+report the table stay as they are.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.model import Profile, conform
+
+CATALOGUE = "env_catalogue.yaml"
+_CONDITIONS = ("equals", "set", "int_below", "unset_or_int_below", "unset_or_equals", "lacks")
+
+
+@cache
+def catalogue() -> tuple[dict[str, Any], ...]:
+    """The catalogue's entries, each checked to hold exactly one known condition."""
+    text = resources.files(__package__).joinpath(CATALOGUE).read_text(encoding="utf-8")
+    entries = yaml.safe_load(text)
+    for entry in entries:
+        conditions = [c for c in _CONDITIONS if c in entry]
+        if len(conditions) != 1 or not {"name", "area", "recommended", "reason"} <= set(entry):
+            raise ValueError(f"{CATALOGUE}: bad entry {entry.get('name')!r}")
+    return tuple(entries)
+
+
+def _integer(value: str) -> int | None:
+    try:
+        return int(value.strip())
+    except ValueError:
+        return None
+
+
+def slow(entry: dict[str, Any], value: str) -> bool:
+    """Whether a recorded value meets the entry's condition (empty means unset)."""
+    value = value.strip()
+    lowered = value.lower()
+    number = _integer(value)
+    if "equals" in entry:
+        return lowered in {str(v).lower() for v in entry["equals"]}
+    if "set" in entry:
+        return value != ""
+    if "int_below" in entry:
+        return number is not None and number < entry["int_below"]
+    if "unset_or_int_below" in entry:
+        return value == "" or (number is not None and number < entry["unset_or_int_below"])
+    if "unset_or_equals" in entry:
+        return value == "" or lowered in {str(v).lower() for v in entry["unset_or_equals"]}
+    return str(entry["lacks"]) not in value
+
+
+def env_advice(profile: Profile) -> None:
+    """One row per recorded environment variable the catalogue knows, `slow` where its value
+    is one the catalogue calls slow: a profile whose settings are all fine still has rows, so
+    the ENV rules pass on it instead of finding nothing to judge."""
+    metadata = profile.tables["metadata"]
+    env = metadata[metadata["key"].str.startswith("env.").fillna(False)]
+    recorded = {
+        str(key)[4:]: (str(value), None if pd.isna(source) else str(source))
+        for key, value, source in zip(
+            env["key"], env["value"], env.get("source", pd.Series(pd.NA, index=env.index))
+        )
+    }
+    rows = []
+    for entry in catalogue():
+        if entry["name"] not in recorded:
+            continue
+        value, source = recorded[entry["name"]]
+        rows.append(
+            {
+                "name": entry["name"],
+                "value": value,
+                "slow": slow(entry, value),
+                "recommended": str(entry["recommended"]),
+                "area": entry["area"],
+                "reason": entry["reason"],
+                "reason_zh": entry.get("reason_zh"),
+                "source": source,
+            }
+        )
+    columns = ["name", "value", "slow", "recommended", "area", "reason", "reason_zh", "source"]
+    profile.tables["env_advice"] = conform("env_advice", pd.DataFrame(rows, columns=columns))
+
+
+PROVIDERS = [
+    MetricProvider(
+        "env_advice",
+        ("metadata.key", "metadata.value"),
+        tuple(
+            f"env_advice{c}"
+            for c in ("", ".name", ".value", ".slow", ".recommended", ".area", ".reason", ".source")
+        ),
+        env_advice,
+        "env_advice: the recorded environment variables the catalogue knows, slow or not",
+    )
+]
+
+
+@hookimpl
+def advisor_metrics() -> list[MetricProvider]:
+    return PROVIDERS

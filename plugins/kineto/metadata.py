@@ -1,0 +1,50 @@
+"""The `metadata` table of a Kineto trace: its header (versions, distributedInfo, profiler
+settings) and the properties of the device the trace is for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from advisor.formats.metadata import MetadataRows
+
+_SETTINGS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
+"""Header keys some PyTorch versions write for the profiler's arguments."""
+_VERSIONS = {
+    "cupti_version": "version.cupti",
+    "cuda_runtime_version": "version.cuda_runtime",
+    "cuda_driver_version": "version.driver",
+    "hip_runtime_version": "version.hip_runtime",
+    "rocm_version": "version.rocm",
+}
+_DEVICE = {
+    "name": "device.name",
+    "numSms": "device.sm_count",
+    "totalGlobalMem": "device.memory_bytes",
+    "warpSize": "device.warp_size",
+}
+
+
+def header_metadata(
+    doc: dict[str, Any], device: dict[str, Any] | None, source: str
+) -> pd.DataFrame | None:
+    rows = MetadataRows()
+    rows.add("profiler.schema_version", doc.get("schemaVersion"), source)
+    for key in _SETTINGS:
+        rows.add(f"profiler.{key}", doc.get(key), source)
+    for key, value in doc.items():
+        if str(key).endswith("_version"):
+            rows.add(_VERSIONS.get(str(key), f"version.{key}"), value, source)
+    info = doc.get("distributedInfo")
+    if isinstance(info, dict):
+        for key in ("backend", "rank", "world_size", "pg_count"):
+            rows.add(f"distributed.{key}", info.get(key), source)
+        rows.add("version.nccl", info.get("nccl_version"), source)
+    if device:
+        for key, name in _DEVICE.items():
+            rows.add(name, device.get(key), source)
+        major, minor = device.get("computeMajor"), device.get("computeMinor")
+        if isinstance(major, int) and isinstance(minor, int):
+            rows.add("device.compute_capability", f"{major}.{minor}", source)
+    return rows.frame()
