@@ -41,6 +41,7 @@ def installed(tmp_path_factory) -> Path:
     names = zipfile.ZipFile(wheel).namelist()
     assert "advisor_rules/step.yaml" in names and "advisor_plugins/msprof/__init__.py" in names
     assert "advisor_plugins/fusion_patterns.yaml" in names  # data the fusion plugin reads
+    assert "advisor_plugins/env_catalogue.yaml" in names  # data the environment plugin reads
     assert "advisor/schemas/report.schema.json" in names
     assert "advisor/render/templates/report.html.j2" in names
     assert f"{EXAMPLE}/mindstudio_profiler_output/op_summary_20260105100731.csv" in names
@@ -103,3 +104,22 @@ def test_installed_wheel_lists_builtin_plugins(installed, tmp_path):
     assert proc.returncode == 0, proc.stderr
     for name in ("msprof", "step_metrics", "builtin_rules"):
         assert f"{name} (dl-perf-advisor 0.1.0) [loaded]" in proc.stdout
+
+
+def test_installed_environment_plugin_reads_its_catalogue(installed, tmp_path):
+    """The env_advice provider loads its catalogue from the installed package, not the tree."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import advisor_plugins.environment as e;print(e.__file__, len(e.catalogue()))",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(installed)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    where, entries = proc.stdout.split()
+    assert where.startswith(str(installed)) and int(entries) >= 10
