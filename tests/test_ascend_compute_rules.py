@@ -1,7 +1,7 @@
 """Reader and derivation side of the Ascend computation rules (rules/ascend_compute.yaml):
-the AI Core Freq counter as the aicore_freq table, each task's clock, the shape function,
-the PMU ratios those rules read, and the rules on the real A2 kernel_details.csv and traces.
-What the rules do on given rows is in rules/ascend_compute.case.yaml."""
+the AI Core Freq counter as the aicore_freq table, each task's clock, the shape and number
+functions, the PMU ratios those rules read, and the rules on the real A2 kernel_details.csv
+and traces. What the rules do on given rows is in rules/ascend_compute.case.yaml."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from advisor.derive import derive
 from advisor.engine.evaluate import evaluate
-from advisor.engine.functions import BUILTIN_FUNCTIONS, shape_dim
+from advisor.engine.functions import BUILTIN_FUNCTIONS, number, shape_dim
 from advisor.engine.rules import load_rule_file
 from advisor.formats.aicore_freq import freq_samples, task_frequency, with_rated
 from advisor.formats.decimal_clock import Clock
@@ -54,7 +54,7 @@ def evidence(finding, column: str) -> list:
 
 def test_rule_file_loads():
     assert ERRORS == []
-    assert [r.id for r in RULES] == ["OP-008", "OP-009", "OP-011", "MEM-003"]
+    assert [r.id for r in RULES] == ["OP-008", "OP-009", "OP-010", "OP-011", "MEM-003"]
 
 
 # -- the counter as a table ----------------------------------------------------------------------
@@ -111,6 +111,21 @@ def test_trace_view_counter_becomes_the_aicore_freq_table():
     assert len(warnings) == 1 and warnings[0].file.endswith("trace_view.json")
 
 
+def test_trace_view_takes_the_rated_clock_from_the_exports_info_json(tmp_path):
+    # torch_npu writes the CANN export (PROF_*/device_N/info.json.N) inside the rank folder;
+    # its aic_frequency (1850) stands for the rated clock instead of the highest sample (1800)
+    folder = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(FREQ / "rank0_ascend_pt", folder)
+    device = folder / "PROF_000001_20240415174447255_FREQTEST" / "device_0"
+    device.mkdir(parents=True)
+    export = FREQ / "PROF_000001_20240415174447255_FREQTEST" / "device_0" / "info.json.0"
+    shutil.copy(export, device / "info.json.0")
+    profile = read(folder)
+    assert profile.tables["aicore_freq"]["rated_mhz"].tolist() == [1850.0, 1850.0]
+    (finding,) = run(profile, "OP-008").findings
+    assert finding.values["slowed_count"] == 3  # the 1800 MHz task is below 1850 too
+
+
 def test_msprof_timeline_counter_takes_the_rated_clock_from_info_json():
     profile = read(FREQ / "PROF_000001_20240415174447255_FREQTEST")
     freq = profile.tables["aicore_freq"]
@@ -156,6 +171,13 @@ def test_shape_dim_reads_cann_and_json_shape_texts():
     assert shape_dim("4096,2,512;4096,2,512", 1, 2) == 512.0
     with pytest.raises(TypeError):
         shape_dim(shapes, 0.5, 0)
+
+
+def test_number_parses_metadata_text():
+    values = number(pd.Series(["24", "1850.5", "N/A", None], dtype="string"))
+    assert values.tolist()[:2] == [24.0, 1850.5]
+    assert values.isna().tolist()[2:] == [True, True]
+    assert number("48") == 48.0 and np.isnan(number(True)) and np.isnan(number("x"))
 
 
 # -- the real A2 kernel_details.csv ----------------------------------------------------------------
@@ -213,6 +235,22 @@ def test_a2_unbound_operators_are_the_flash_attention_grads(a2_kernels):
     assert (busiest < 0.8).all()
     expected = (grads["duration_us"] * (1 - busiest / 0.8)).sum()
     assert finding.impact_us == pytest.approx(expected)
+
+
+def test_a2_block_dims_against_a_20_core_chip(a2_kernels):
+    # the file's chip runs MatMulV3 and FlashAttention on 20 blocks and the Adds on 40: a
+    # 20 AI Core / 40 vector core A2; the MatMulV2 tasks use 16 of the 20 cores
+    metadata = pd.DataFrame(
+        {"key": ["device.ai_core_num", "device.aiv_core_num"], "value": ["20", "40"]}
+    )
+    (finding,) = run(a2_profile(a2_kernels, metadata=metadata), "OP-010").findings
+    assert set(evidence(finding, "op_type")) == {"MatMulV2"}
+    assert set(evidence(finding, "block_dim")) == {16}
+    v2 = a2_kernels.loc[a2_kernels["op_type"] == "MatMulV2", "duration_us"]
+    assert finding.impact_us == pytest.approx(v2.sum() * (1 - 16 / 20))
+    # without the core count the rule cannot judge
+    result = run(a2_profile(a2_kernels), "OP-010")
+    assert result.outcomes["OP-010"] == "not_applicable"
 
 
 # -- allocation calls in real traces ---------------------------------------------------------------

@@ -301,3 +301,23 @@ def test_env_rules_end_to_end_on_the_rank_folder() -> None:
     assert "ASCEND_LAUNCH_BLOCKING is 1 (use 0)" in by_id["ENV-001"].message
     assert by_id["ENV-004"].impact_us is None
     assert analysis.evaluation.outcomes["ENV-003"] == "passed"  # HCCL variables listed unset
+
+
+def test_rank_folder_without_output_keeps_its_metadata_on_the_export(tmp_path: Path) -> None:
+    """A rank folder whose profile comes from the CANN export beside it (no
+    ASCEND_PROFILER_OUTPUT): the environment and versions join the export's chip facts."""
+    import shutil
+
+    folder = tmp_path / RANK_FOLDER.name
+    folder.mkdir()
+    for name in ("profiler_info_0.json", "profiler_metadata.json"):
+        shutil.copy(RANK_FOLDER / name, folder / name)
+    export = FIXTURE_DIR / "msprof" / "PROF_000001_20260105093000123_SMALLCASE"
+    shutil.copytree(export, folder / export.name)
+    (profile,) = AscendPtReader().read(folder)
+    assert profile.meta.source_format.startswith("msprof")
+    got = facts(profile)
+    assert got["env.ASCEND_LAUNCH_BLOCKING"] == ("1", "profiler_metadata.json")
+    assert got["version.torch_npu"][1] == "profiler_info_0.json"
+    chip = load(export / "device_0" / "info.json.0")["DeviceInfo"][0]
+    assert got["device.ai_core_num"][0] == str(chip["ai_core_num"])

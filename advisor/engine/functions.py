@@ -522,6 +522,21 @@ def matches(x: Any, pattern: str) -> Any:
     return not is_missing(x) and regex.search(str(x)[:MAX_SUBJECT]) is not None
 
 
+def number(x: Any) -> Any:
+    """x as a number: numeric text (metadata values) parsed, anything else NaN; elementwise.
+
+    Example: max(number(filter(metadata.value, metadata.key == 'device.ai_core_num'))) > 0
+    """
+    if isinstance(x, pd.Series):
+        return pd.to_numeric(x.astype("object"), errors="coerce").astype("float64")
+    if is_missing(x) or isinstance(x, bool):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 _SHAPE_NUMBER = re.compile(r"-?\d+")
 
 
@@ -598,6 +613,7 @@ BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "startswith": startswith,
     "matches": matches,
     "shape_dim": shape_dim,
+    "number": number,
 }
 
 # Python names its own errors after these ("sum() takes 1 positional argument ..."), so the

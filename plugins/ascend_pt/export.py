@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import Reader
-from advisor.model import Profile
+from advisor.model import Profile, conform
 from advisor.plugin_manager import PluginHost
 
 from .layout import READER
@@ -47,12 +49,25 @@ def exports_beside(path: Path, root: Path, what: str, folder: Profile) -> list[P
         profile.meta.versions = {**meta.versions, **profile.meta.versions}
         profile.meta.extra = {**meta.extra, **profile.meta.extra}
         profile.warnings[:0] = folder.warnings
+        _merge_metadata(profile, folder.tables.get("metadata"))
         profile.warn(
             path,
             f"{what}; read the CANN export {Path(profile.meta.path).name} instead",
             reader=READER,
         )
     return profiles
+
+
+def _merge_metadata(profile: Profile, folder_rows: pd.DataFrame | None) -> None:
+    """The rank folder's metadata (environment, versions) with the export's (chip facts);
+    a key both give keeps the folder's value."""
+    if folder_rows is None:
+        return
+    own = profile.tables.get("metadata")
+    if own is not None:
+        own = own[~own["key"].isin(folder_rows["key"])]
+    merged = pd.concat([folder_rows, own], ignore_index=True)
+    profile.tables["metadata"] = conform("metadata", merged.sort_values("key", ignore_index=True))
 
 
 def _export_readers() -> list[Reader]:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.errors import UnreadableInput
+from advisor.formats.aicore_freq import with_rated
 from advisor.formats.cann_comm import comm_as_device_ops
 from advisor.formats.cann_csv import read_summary_table
 from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC
@@ -168,6 +169,9 @@ class FolderReader:
             what = f"nothing readable in {OUTPUT_DIR} ({problems})"
         else:
             what = f"no profiler output found (looked for {looked})"
+        metadata = self.metadata.frame()
+        if metadata is not None:  # environment and versions go with the export's profiles
+            self.profile.tables["metadata"] = metadata
         return exports_beside(self.path, self.root, what, self.profile)
 
     # -- metadata -----------------------------------------------------------------------------
@@ -424,6 +428,9 @@ class FolderReader:
         metadata = self.metadata.frame()
         if metadata is not None:
             tables["metadata"] = metadata
+            rated = metadata.loc[metadata["key"] == "device.aicore_freq_mhz", "value"]
+            if "aicore_freq" in tables and not rated.empty:  # the chip's clock, from info.json
+                tables["aicore_freq"] = with_rated(tables["aicore_freq"], rated.iloc[0])
         times = table_times(tables, TIME_COLUMNS)
         if times.size and self.clock.origin is not None:
             shift, centre = robust_origin(times)
