@@ -105,6 +105,13 @@ TABLES: dict[str, TableSpec] = {
                 _c("duration_us", "float64", US, "task duration", True),
                 _c("wait_us", "float64", US, "idle time on the device before this task started"),
                 _c(
+                    "kernel_wait_us",
+                    "float64",
+                    US,
+                    "part of duration_us before the task's kernel started: the wait for its "
+                    "inputs (MegEngine static graph: the longest `kern - start` over comp nodes)",
+                ),
+                _c(
                     "gap_us",
                     "float64",
                     US,
@@ -284,6 +291,13 @@ TABLES: dict[str, TableSpec] = {
                     US,
                     "call duration (or total time for aggregated rows)",
                     True,
+                ),
+                _c(
+                    "kernel_wait_us",
+                    "float64",
+                    US,
+                    "part of duration_us before the call began dispatching its kernel (MegEngine "
+                    "static graph: the longest host `kern - start` over threads)",
                 ),
                 _c("count", "Int64", "", "number of calls (aggregated sources)"),
                 _c("thread", "Int64", "", "host thread id"),

@@ -10,7 +10,8 @@ steps. The v1.0-1.2 layout (a bare list with `tid: "host"` or a device string) i
 Static graph (`trace(profiling=True).get_profile()`, saved by the user) is one JSON object
 with `graph_exec` (operators, vars) and `profiler` (per-operator device and host
 `start`/`kern`/`end` times in SECONDS, and `opr_footprint` with FLO and bytes). As MegEngine's
-profile_analyze does, an operator's time is the longest `end - start` over its comp nodes.
+profile_analyze does, an operator's time is the longest `end - start` over its comp nodes (host
+threads), and its wait before the kernel (`--top-end-key kern`) the longest `kern - start`.
 """
 
 from __future__ import annotations
@@ -362,9 +363,11 @@ def _read_static(path: Path) -> Profile:
     operators = graph.get("operator")
     if not isinstance(operators, dict):
         raise UnreadableInput(path, "graph_exec.operator is missing or not an object")
-    variables = graph.get("var") if isinstance(graph.get("var"), dict) else {}
-    device_times = prof.get("device") if isinstance(prof.get("device"), dict) else {}
-    host_times = prof.get("host") if isinstance(prof.get("host"), dict) else {}
+    variables, device_times, host_times = (
+        _object(graph.get("var")),
+        _object(prof.get("device")),
+        _object(prof.get("host")),
+    )
     footprints = prof.get("opr_footprint")
     if not isinstance(footprints, dict):
         footprints = {}
@@ -382,13 +385,14 @@ def _read_static(path: Path) -> Profile:
             if opr_id in device_times:
                 bad += 1
         else:
-            start, duration, comp_node = times
+            start, duration, comp_node, wait = times
             row = {
                 "name": name,
                 "op_type": typ,
                 "core_type": _core_type(_node_name(comp_node)),
                 "start_us": start * 1e6,
                 "duration_us": duration * 1e6,
+                "kernel_wait_us": None if wait is None else wait * 1e6,
                 "category": "memcpy" if "copy" in typ.lower() else "compute",
                 "input_dtypes": ";".join(
                     _dtype(variables.get(str(v))) for v in opr.get("input") or []
@@ -403,6 +407,7 @@ def _read_static(path: Path) -> Profile:
                     "kind": "launch",
                     "start_us": host_time[0] * 1e6,
                     "duration_us": host_time[1] * 1e6,
+                    "kernel_wait_us": None if host_time[3] is None else host_time[3] * 1e6,
                 }
             )
     if bad:
@@ -426,26 +431,35 @@ def _read_static(path: Path) -> Profile:
     return profile
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON object of the profile, or an empty one where the file has something else."""
+    return value if isinstance(value, dict) else {}
+
+
 def _node_name(comp_node: str) -> str:
     """`CompNode("gpu0:0" from "xpux:0")` -> `gpu0:0`."""
     match = re.search(r'"([^"]+)"', comp_node)
     return match.group(1) if match else comp_node
 
 
-def _opr_times(entry: Any) -> tuple[float, float, str] | None:
-    """(earliest start s, longest end - start s, its comp node) over an operator's entries."""
+def _opr_times(entry: Any) -> tuple[float, float, str, float | None] | None:
+    """(earliest start s, longest end - start s, its comp node, longest kern - start s or None
+    where no entry has a `kern`) over an operator's entries (comp nodes or host threads)."""
     if not isinstance(entry, dict):
         return None
-    found = []
+    found, waits = [], []
     for where, t in entry.items():
         if isinstance(t, dict):
             start, end = _number(t.get("start")), _number(t.get("end"))
             if start is not None and end is not None and end >= start:
                 found.append((start, end - start, str(where)))
+                kern = _number(t.get("kern"))
+                if kern is not None and start <= kern <= end:
+                    waits.append(kern - start)
     if not found:
         return None
     longest = max(found, key=lambda f: f[1])
-    return min(f[0] for f in found), longest[1], longest[2]
+    return min(f[0] for f in found), longest[1], longest[2], max(waits, default=None)
 
 
 def _footprint(entry: Any) -> dict[str, Any]:

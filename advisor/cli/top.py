@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -22,11 +23,29 @@ from advisor.cli.common import (
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost
 from advisor.reading import read_inputs
-from advisor.render.format import terminal_json
-from advisor.top import TopError, TopOptions, format_table, operator_rows, rank_operators
+from advisor.render.format import fmt_value, terminal_json
+from advisor.top import (
+    MissingData,
+    TopOptions,
+    format_table,
+    operator_rows,
+    rank_host_operators,
+    rank_operators,
+    summary,
+)
 
-Ranked = list[tuple[Profile, str, pd.DataFrame]]
-"""Per profile: the profile, the table its rows came from, its ranked operators."""
+
+@dataclass(frozen=True)
+class Ranking:
+    """One profile's answer: the table its device rows came from, the summary, the ranked
+    device operators and, with --show-host, the ranked host operators."""
+
+    profile: Profile
+    table: str
+    end_key: str
+    summary: dict[str, float | None]
+    device: pd.DataFrame
+    host: pd.DataFrame | None
 
 
 @click.command("top")
@@ -78,6 +97,35 @@ Ranked = list[tuple[Profile, str, pd.DataFrame]]
     help="Only operators whose name matches this regular expression (searched anywhere).",
 )
 @click.option(
+    "--input-dtype",
+    default=None,
+    metavar="DTYPE",
+    help="Only operators with at least one input of this data type (e.g. Float16; case "
+    "ignored). Needs input dtypes (MegEngine static graph, Ascend).",
+)
+@click.option(
+    "--top-end-key",
+    "end_key",
+    type=click.Choice(["end", "kern"]),
+    default="end",
+    show_default=True,
+    help="How an operator's time is measured: end = start to end (its whole time); kern = "
+    "start to its kernel's start (only the wait before the kernel). kern needs MegEngine "
+    "static-graph profiles.",
+)
+@click.option(
+    "--copy-time",
+    is_flag=True,
+    help="Add to the summary the total and mean time of the copy operators (category memcpy) "
+    "the filters keep, and of their wait before the kernel where recorded.",
+)
+@click.option(
+    "--show-host",
+    is_flag=True,
+    help="Also rank the operators' host times (MegEngine: the host side of each operator; "
+    "PyTorch: aten operators), with the same options.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["text", "csv", "json"]),
@@ -96,6 +144,10 @@ def top_command(
     max_time: float | None,
     types: tuple[str, ...],
     name: str | None,
+    input_dtype: str | None,
+    end_key: str,
+    copy_time: bool,
+    show_host: bool,
     fmt: str,
     debug: bool,
 ) -> None:
@@ -103,10 +155,14 @@ def top_command(
 
     Uses device_ops (one row per execution) or, when a profile has none, op_stats. GFLOPS
     and GB/s appear where the profile knows operators' FLO and bytes (MegEngine static graph).
+    A summary line gives the total device time (every operator's time, summed) and total host
+    time (text and JSON). An option whose data a profile lacks is a one-line error (exit 2).
 
     \b
     Example:
       advisor top profiling.json -k 5
+      advisor top profiling.json --input-dtype Float16 --copy-time --show-host
+      advisor top profiling.json --top-end-key kern
       advisor top PROF_000001 --aggregate sum --order-by total_us
       advisor top trace.pt.trace.json.gz --type 'gemm|conv' --min-time 100 --format csv
     """
@@ -119,11 +175,20 @@ def top_command(
         max_time_us=max_time,
         types=types,
         name=name,
+        input_dtype=input_dtype,
+        end_key=end_key,
     )
-    guard(debug, lambda: top(paths, options, fmt))
+    guard(debug, lambda: top(paths, options, fmt, copy_time=copy_time, show_host=show_host))
 
 
-def top(paths: Sequence[Path], options: TopOptions, fmt: str) -> int:
+def top(
+    paths: Sequence[Path],
+    options: TopOptions,
+    fmt: str,
+    *,
+    copy_time: bool = False,
+    show_host: bool = False,
+) -> int:
     """The body of `advisor top`: rank every profile read, print them in `fmt`."""
     result = read_inputs(list(paths), PluginHost())
     profiles = result.profiles
@@ -131,16 +196,23 @@ def top(paths: Sequence[Path], options: TopOptions, fmt: str) -> int:
         error(str(input_error))
     if not profiles:
         raise Failure("no profile could be read", EXIT_UNREADABLE)
-    ranked: Ranked = []
+    ranked: list[Ranking] = []
     problems: list[str] = []
     for profile in profiles:
         for warning in profile.warnings:
             error(f"warning: {warning}")
-        try:
-            ranked.append((profile, operator_rows(profile)[1], rank_operators(profile, options)))
-        except TopError as exc:
-            if "no operator times" not in str(exc):
-                raise  # a bad option: the same for every profile
+        try:  # a bad option (TopError) is the same for every profile: it stops the command
+            ranked.append(
+                Ranking(
+                    profile,
+                    operator_rows(profile)[1],
+                    options.end_key,
+                    summary(profile, options, copy_time=copy_time),
+                    rank_operators(profile, options),
+                    rank_host_operators(profile, options) if show_host else None,
+                )
+            )
+        except MissingData as exc:  # this profile lacks what the options need
             problems.append(str(exc))
     if not ranked:
         raise Failure(problems[0], EXIT_USAGE)
@@ -150,35 +222,66 @@ def top(paths: Sequence[Path], options: TopOptions, fmt: str) -> int:
     return EXIT_OK
 
 
-def echo_ranked(ranked: Ranked, fmt: str) -> None:
-    """The rankings as one JSON document, one CSV with a profile column, or a table each."""
+def echo_ranked(ranked: Sequence[Ranking], fmt: str) -> None:
+    """The rankings as one JSON document, one CSV with a profile column (and a side column
+    with --show-host; the summary is left out of CSV), or a summary and table(s) each."""
     if fmt == "json":
-        click.echo(
-            terminal_json(
-                {
-                    "profiles": [
-                        {
-                            "profile": p.label,
-                            "path": p.meta.path,
-                            "source_table": table,
-                            "rows": json.loads(frame.to_json(orient="records")),
-                        }
-                        for p, table, frame in ranked
-                    ]
-                },
-                indent=2,
-            )
-        )
+        click.echo(terminal_json({"profiles": [_as_json(r) for r in ranked]}, indent=2))
     elif fmt == "csv":
-        frames = [
-            frame.assign(profile=p.label)[["profile", *frame.columns]] for p, _, frame in ranked
-        ]
+        frames = []
+        for r in ranked:
+            sides = [("device", r.device)] + ([("host", r.host)] if r.host is not None else [])
+            for side, frame in sides:
+                extra = {"profile": r.profile.label}
+                if r.host is not None:
+                    extra["side"] = side
+                frames.append(frame.assign(**extra)[[*extra, *frame.columns]])
         echo(pd.concat(frames, ignore_index=True).to_csv(index=False), nl=False)
     else:
-        for profile, table, frame in ranked:
+        for r in ranked:
+            p = r.profile
             echo(
-                f"{profile.label} ({profile.meta.source_format}, {table}, "
-                f"{profile.meta.path}): {len(frame)} row(s)"
+                f"{p.label} ({p.meta.source_format}, {r.table}, {p.meta.path}): "
+                f"{len(r.device)} row(s)"
             )
-            echo(format_table(frame))
+            for line in summary_lines(r.summary):
+                echo(line)
+            if r.end_key == "kern":
+                echo("time: each operator's wait before its kernel started (kern - start)")
+            echo(format_table(r.device))
+            if r.host is not None:
+                echo(f"host (host_ops): {len(r.host)} row(s)")
+                echo(format_table(r.host))
             echo("")
+
+
+def _as_json(r: Ranking) -> dict[str, object]:
+    out = {
+        "profile": r.profile.label,
+        "path": r.profile.meta.path,
+        "source_table": r.table,
+        "time_key": r.end_key,
+        "summary": r.summary,
+        "rows": json.loads(r.device.to_json(orient="records")),
+    }
+    if r.host is not None:
+        out["host_rows"] = json.loads(r.host.to_json(orient="records"))
+    return out
+
+
+def summary_lines(numbers: dict[str, float | None]) -> list[str]:
+    """profile_analyze's summary: total device and host time; copy time where asked for."""
+
+    def us(key: str) -> str:
+        value = numbers.get(key)
+        return "N/A" if value is None else fmt_value(key, value)
+
+    lines = [f"total device time {us('total_device_us')}, total host time {us('total_host_us')}"]
+    if "copy_us" in numbers:
+        count = int(numbers["copy_count"] or 0)
+        lines.append(
+            f"copy time ({count} copy operator(s)): total {us('copy_us')}, "
+            f"mean {us('copy_mean_us')}; copy wait time: total {us('copy_wait_us')}, "
+            f"mean {us('copy_wait_mean_us')}"
+        )
+    return lines
