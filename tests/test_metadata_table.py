@@ -321,3 +321,11 @@ def test_rank_folder_without_output_keeps_its_metadata_on_the_export(tmp_path: P
     assert got["version.torch_npu"][1] == "profiler_info_0.json"
     chip = load(export / "device_0" / "info.json.0")["DeviceInfo"][0]
     assert got["device.ai_core_num"][0] == str(chip["ai_core_num"])
+
+
+def test_env_rules_name_the_files_a_folder_without_metadata_lacks() -> None:
+    folder = FIXTURE_DIR / "ascend_db" / "msinsight" / "text_level1_rank0_ascend_pt"
+    (analysis,) = advisor.analyze(folder, select=["ENV-004"]).analyses
+    why = analysis.evaluation.inapplicable["ENV-004"]
+    assert why.reason == "missing"
+    assert any("profiler_metadata.json" in hint for hint in why.collect)

@@ -88,6 +88,19 @@ class AscendPtReader:
         "memory": "profile_memory=True (memory_record.csv)",
         "host_ops.input_shapes": "record_shapes=True",
         "comm_ops": "profile a distributed run (communication.json)",
+        **{
+            f"comm_ops.{c}": "profile a distributed run and export the text results "
+            "(communication.json: per-transport sizes and times)"
+            for c in ("sdma_bytes", "sdma_transit_us", "sdma_bandwidth_gbps")
+            + ("rdma_bytes", "rdma_transit_us", "rdma_bandwidth_gbps")
+        },
+        **{
+            f"comm_ops.{c}": "profiler_level=ProfilerLevel.Level1 or above in the "
+            "experimental config (the HCCL tasks of trace_view.json)"
+            for c in ("copy_task_us", "unaligned_us", "unaligned_tasks")
+        },
+        "metadata": "torch_npu 2.1 or later writes profiler_metadata.json (environment "
+        "variables) and profiler_info_{rank}.json beside the output: keep them with it",
     }
     """How to make the Ascend profiler record what a rule lacks (see Reader.collect)."""
 
