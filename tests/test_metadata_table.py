@@ -329,3 +329,26 @@ def test_env_rules_name_the_files_a_folder_without_metadata_lacks() -> None:
     why = analysis.evaluation.inapplicable["ENV-004"]
     assert why.reason == "missing"
     assert any("profiler_metadata.json" in hint for hint in why.collect)
+
+
+def test_msprof_sample_json_settings_and_driver_version(tmp_path: Path) -> None:
+    """sample.json's collection settings become profiler.* rows; a damaged one is a warning."""
+    import shutil
+
+    export = tmp_path / "PROF_000001_20260105093000123_SMALLCASE"
+    shutil.copytree(FIXTURE_DIR / "msprof" / export.name, export)
+    info_path = export / "device_0" / "info.json.0"
+    info = {**load(info_path), "drvVersion": "0x72313"}
+    info_path.write_text(json.dumps(info))
+    sample = {"ai_core_metrics": "PipeUtilization", "ai_core_profiling_mode": "task-based"}
+    (export / "device_0" / "sample.json").write_text(json.dumps(sample))
+    (profile,) = MsprofReader().read(export)
+    got = facts(profile)
+    assert got["profiler.ai_core_metrics"] == ("PipeUtilization", "device_0/sample.json")
+    assert got["profiler.ai_core_profiling_mode"][0] == "task-based"
+    assert got["version.driver"] == ("0x72313", "device_0/info.json.0")
+    assert "device_0/sample.json" in profile.meta.files_read
+    (export / "device_0" / "sample.json").write_text("{broken")
+    (profile,) = MsprofReader().read(export)
+    assert "profiler.ai_core_metrics" not in facts(profile)
+    assert [w for w in profile.warnings if w.file.endswith("sample.json")]

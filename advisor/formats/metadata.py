@@ -101,6 +101,7 @@ def add_cann_info(
     for field, key in _CANN_DEVICE_FACTS.items():
         rows.add(key, entry.get(field), source)
     rows.add("device.platform_version", info.get("platform_version"), source)
+    rows.add("version.driver", info.get("drvVersion"), source)  # as written (newer exports)
     rows.add("distributed.rank", info.get("rank_id"), source)
     rows.add("host.name", info.get("hostname"), source)
     rows.add("host.os", info.get("OS"), source)
