@@ -14,12 +14,15 @@ import io
 import json
 from collections import defaultdict
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from clirunner import separate_runner
 from conftest import FIXTURE_DIR
 
 from advisor.cli import main
+from advisor.model import Profile, ProfileMeta, conform
+from advisor.top import MissingData, TopOptions, rank_host_operators, rank_operators, summary
 
 MEGENGINE = FIXTURE_DIR / "megengine"
 COPY = MEGENGINE / "static_copy" / "profiling.json"
@@ -274,3 +277,31 @@ def test_help_lists_the_options():
     out = CliRunner().invoke(main, ["top", "--help"]).output
     for option in ("--input-dtype", "--top-end-key", "--copy-time", "--show-host"):
         assert option in out
+
+
+def test_per_type_statistics_lack_what_the_options_need():
+    """A profile with only op_stats (per-type totals, no executions): the summary still gives
+    the total device time (2 x 30 + 1 x 40 = 100 µs), the options needing per-execution data
+    say so."""
+    profile = Profile(ProfileMeta("stats_only", "/data/stats"))
+    profile.tables["op_stats"] = conform(
+        "op_stats",
+        pd.DataFrame(
+            {
+                "op_type": ["MatMul", "Cast"],
+                "core_type": ["AI_CORE", "AI_VECTOR_CORE"],
+                "count": [2, 1],
+                "total_us": [60.0, 40.0],
+                "ratio": [0.6, 0.4],
+            }
+        ),
+    )
+    assert summary(profile, TopOptions()) == {"total_device_us": 100.0, "total_host_us": None}
+    with pytest.raises(MissingData, match="--copy-time needs"):
+        summary(profile, TopOptions(), copy_time=True)
+    with pytest.raises(MissingData, match="--top-end-key kern needs"):
+        rank_operators(profile, TopOptions(end_key="kern"))
+    with pytest.raises(MissingData, match="--input-dtype needs"):
+        rank_operators(profile, TopOptions(input_dtype="float16"))
+    with pytest.raises(MissingData, match="--show-host needs"):
+        rank_host_operators(profile, TopOptions())
