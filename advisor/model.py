@@ -1023,7 +1023,8 @@ TABLES: dict[str, TableSpec] = {
                     "",
                     "cube, vector, conv_forward, conv_backward, flash_attention_forward, "
                     "flash_attention_backward, paged_attention, other_compute (kernel time by "
-                    "class), computing (union of compute tasks), comm_not_overlapped, wait "
+                    "class), lccl (LCCL communication kernels, kernel_aivec; only when a run "
+                    "has some), computing (union of compute tasks), comm_not_overlapped, wait "
                     "(communication waiting for peers), sdma (copies), free (neither computing nor "
                     "communicating), e2e (step time), operators (top-level framework operator "
                     "time), dataloader (host time fetching batches), memory_peak",
@@ -1147,6 +1148,87 @@ TABLES: dict[str, TableSpec] = {
                 _c("diff_bytes", "float64", "bytes", "comp_bytes - base_bytes", True),
                 _c("ratio", "float64", "ratio", "comp_bytes / base_bytes"),
             ),
+        TableSpec(
+            "compare_apis",
+            "framework API name of two runs (advisor compare: ApiCompare; per step)",
+            (
+                _c("name", "string", "", "aten::*, Optimizer.step#... or Python function", True),
+                _c("kind", "string", "", "host_ops kind: aten, optimizer or python"),
+                _c("base_count", "float64", "", "calls per step in the baseline", True),
+                _c("base_us", "float64", US, "host time per step in the baseline", True),
+                _c(
+                    "base_self_us",
+                    "float64",
+                    US,
+                    "host time per step less that of the API calls inside them",
+                ),
+                _c("base_avg_us", "float64", US, "mean call in the baseline"),
+                _c("comp_count", "float64", "", "calls per step in the comparison", True),
+                _c("comp_us", "float64", US, "host time per step in the comparison", True),
+                _c("comp_self_us", "float64", US, "self time per step in the comparison"),
+                _c("comp_avg_us", "float64", US, "mean call in the comparison"),
+                _c("diff_us", "float64", US, "comp_us - base_us", True),
+                _c("diff_avg_us", "float64", US, "comp_avg_us - base_avg_us"),
+                _c("ratio", "float64", "ratio", "comp_us / base_us"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_kernels",
+            "kernel type and input shape of two runs (advisor compare: KernelCompare; per step)",
+            (
+                _c(
+                    "kernel",
+                    "string",
+                    "",
+                    "the operator type of the kernel where the profiler names one (MatMulV2), "
+                    "else the kernel name; communication tasks are left out",
+                    True,
+                ),
+                _c("input_shapes", "string", "", "its input shapes (N/A: not recorded)", True),
+                _c("base_count", "float64", "", "kernels per step in the baseline", True),
+                _c("base_us", "float64", US, "device time per step in the baseline", True),
+                _c("base_avg_us", "float64", US, "mean kernel in the baseline"),
+                _c("base_max_us", "float64", US, "longest kernel in the baseline"),
+                _c("base_min_us", "float64", US, "shortest kernel in the baseline"),
+                _c("comp_count", "float64", "", "kernels per step in the comparison", True),
+                _c("comp_us", "float64", US, "device time per step in the comparison", True),
+                _c("comp_avg_us", "float64", US, "mean kernel in the comparison"),
+                _c("comp_max_us", "float64", US, "longest kernel in the comparison"),
+                _c("comp_min_us", "float64", US, "shortest kernel in the comparison"),
+                _c("diff_us", "float64", US, "comp_us - base_us", True),
+                _c("diff_avg_us", "float64", US, "comp_avg_us - base_avg_us (kernels in both)"),
+                _c("ratio", "float64", "ratio", "comp_us / base_us"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_profiling",
+            "profiler option of a run that inflates its times (advisor compare: a run without "
+            "any was profiled minimally)",
+            (
+                _c("side", "string", "", "baseline or comparison", True),
+                _c(
+                    "option",
+                    "string",
+                    "",
+                    "record_shapes, with_stack, profile_memory, with_modules, with_flops, "
+                    "l2_cache, profiler_level (above Level0), aic_metrics (PMU metrics "
+                    "collected), cpu_activity (the CPU activity on an NPU)",
+                    True,
+                ),
+                _c(
+                    "value",
+                    "string",
+                    "",
+                    "the setting as the profile states it, or 'recorded' when found from the "
+                    "data the option records",
+                    True,
+                ),
+                _c("evidence", "string", "", "the file stating it, or what was recorded"),
+            ),
+            scope=COMPARE,
+        ),
             scope=COMPARE,
         ),
         TableSpec(

@@ -276,7 +276,7 @@ def test_gpu_kineto_against_ascend_pt_end_to_end(tmp_path: Path) -> None:
     fired = {
         r["rule_id"] for group in report["data"].values() for item in group for r in item["result"]
     }
-    assert fired and fired <= {f"CMP-00{i}" for i in range(1, 10)}
+    assert fired and fired <= {f"CMP-{i:03d}" for i in range(1, 12)}
     sheets = pd.read_excel(out / "performance_comparison_result.xlsx", sheet_name=None)
     expected = {SHEETS[t] for t in document["tables"]}
     assert set(sheets) == expected and "OperatorCompareStatistic" in sheets
@@ -305,8 +305,8 @@ def test_bad_sides_are_one_line_errors_and_inputs_stay_untouched(tmp_path: Path)
         shutil.copy(OWN / f"ddp_rank{rank}.pt.trace.json.gz", ranks)
     before = sorted((p.name, p.stat().st_mtime_ns) for p in ranks.iterdir())
     several = _advisor("compare", str(BASE), str(ranks), "-o", str(tmp_path / "o"))
-    assert several.returncode == 3
-    assert "comparison" in several.stderr and "holds 2 profiles" in several.stderr
+    assert several.returncode in (0, 1), several.stderr  # its slowest rank (test_compare_seed003)
+    assert "Comparison holds 2 ranks: compared the slowest" in several.stdout
     inside = _advisor("compare", str(BASE), str(ranks), "-o", str(ranks / "out"))
     assert inside.returncode == 2 and "inside the input" in inside.stderr
     assert sorted((p.name, p.stat().st_mtime_ns) for p in ranks.iterdir()) == before

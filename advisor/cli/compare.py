@@ -111,6 +111,21 @@ def parse_op_name_map(value: str | None) -> dict[str, str]:
     "(at least 4; default: top-level operators only).",
 )
 @click.option(
+    "--base-step",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Compare only step N of the baseline (its ProfilerStep number; default: the mean "
+    "of all its steps).",
+)
+@click.option(
+    "--comparison-step",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Compare only step N of the comparison.",
+)
+@click.option(
     "--rules",
     "rule_paths",
     multiple=True,
@@ -138,6 +153,8 @@ def compare_command(
     use_input_shape: bool,
     op_name_map: str | None,
     max_kernel_num: int | None,
+    base_step: int | None,
+    comparison_step: int | None,
     rule_paths: tuple[Path, ...],
     select: tuple[str, ...],
     ignore: tuple[str, ...],
@@ -150,14 +167,18 @@ def compare_command(
 ) -> None:
     """Compare two runs: what got slower in COMPARISON against BASELINE, and where.
 
-    Each side is one profile (one rank's or device's file or folder) of any format advisor
-    reads: GPU (Kineto) against NPU (Ascend PyTorch, MindSpore), or NPU against NPU. Writes
-    compare.json, prof_rule_compare.json, compare.html and performance_comparison_result.xlsx.
+    Each side is a profile (a file or folder) of any format advisor reads: GPU (Kineto)
+    against NPU (Ascend PyTorch, MindSpore), or NPU against NPU. A side holding several ranks
+    is compared as its slowest rank; one multi-rank folder given as both sides compares its
+    fastest rank (baseline) with its slowest. Writes compare.json, prof_rule_compare.json,
+    compare.html and performance_comparison_result.xlsx.
 
     \b
     Example:
       advisor compare gpu.pt.trace.json.gz rank0_ascend_pt -o cmp
       advisor compare old_run new_run --use-input-shape --max-kernel-num 10
+      advisor compare old_run new_run --base-step 5 --comparison-step 5
+      advisor compare ranks/ ranks/            # fastest rank against slowest
     """
     chosen = parse_formats(formats, COMPARE_FORMATS, param_hint="--format")
     options = CompareCommandOptions(
@@ -167,6 +188,8 @@ def compare_command(
             use_input_shape=use_input_shape,
             op_name_map=parse_op_name_map(op_name_map),
             max_kernel_num=max_kernel_num,
+            base_step=base_step,
+            comparison_step=comparison_step,
         ),
         report=report_options(out, chosen, fail_on, quiet, lang),
         rules=RuleOptions(rule_paths, select, ignore, assignments, severities),
@@ -178,7 +201,8 @@ def run_compare(options: CompareCommandOptions) -> int:
     """The body of `advisor compare`: compare, report problems, write, summarise; the exit
     code."""
     from advisor.render.compare_html import LABELS
-    from advisor.render.compare_outputs import overall_lines
+    from advisor.render.compare_outputs import overall_lines, side_notes
+    from advisor.render.messages import translator
 
     config = discover()
     report = options.report.with_config(config)
@@ -211,12 +235,18 @@ def run_compare(options: CompareCommandOptions) -> int:
     names = [p.name for p in written]
     if not report.quiet and "text" in report.formats:
         labels = {**LABELS["en"], **LABELS.get(report.lang, {})}
-        overall = overall_lines(result.tables["compare_overall"], labels)
+        extra = result.profile.meta.extra
+        overall = overall_lines(
+            result.tables["compare_overall"],
+            labels,
+            inflated=not result.tables["compare_profiling"].empty,
+        )
+        notes = side_notes(extra["baseline"], extra["comparison"], translator(report.lang or "en"))
         echo_summary(
             [result.report],
             detail_files(names, [COMPARE_REPORT], COMPARE_HTML),
             err=report.to_stdout,
-            before=[*overall, ""],
+            before=[*overall, *notes, ""],
         )
     echo_closing(report, result.profile.warnings, out_dir, names)
     if report.to_stdout:

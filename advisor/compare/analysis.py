@@ -16,6 +16,7 @@ import pandas as pd
 
 from advisor.compare.aggregates import allocations, collective_events, module_events, side_by_side
 from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
+from advisor.compare.calls import api_calls, compare_apis, compare_kernels, kernel_calls
 from advisor.compare.operators import (
     CompareOptions,
     canonical_names,
@@ -23,6 +24,8 @@ from advisor.compare.operators import (
     compare_operators,
     operator_statistic,
 )
+from advisor.compare.profiling import profiling_table
+from advisor.compare.sides import RankChoice, pick_rank, select_step
 from advisor.compare.tree import modules, operator_tree
 from advisor.compat import zip_strict
 from advisor.config import Config
@@ -41,7 +44,7 @@ COMPARE_NEEDS = (*RUN_NEEDS, "steps.free_us", "device_ops.compute_class")
 
 
 class CompareError(AdvisorError):
-    """A side of a comparison that is not exactly one readable profile."""
+    """A side of a comparison that holds no readable profile."""
 
 
 @dataclass
@@ -75,20 +78,44 @@ class CompareResult:
         )
 
 
-def _read_side(which: str, path: Path, session: Session) -> tuple[Profile, Reading]:
-    """The one profile under `path`, and what reading it reported; CompareError otherwise."""
+def _read_profiles(which: str, path: Path, session: Session) -> tuple[list[Profile], Reading]:
+    """Every profile under `path` (one per rank or device), and what reading reported;
+    CompareError when there is none."""
     reading = session.read([path], jobs=1)
-    profiles = reading.profiles
-    if not profiles:
+    if not reading.profiles:
         problem = str(reading.input_errors[0]) if reading.input_errors else "no profile found"
         raise CompareError(f"{which} {path}: {problem}")
-    if len(profiles) > 1:
-        labels = ", ".join(p.label for p in profiles[:5])
-        raise CompareError(
-            f"{which} {path} holds {len(profiles)} profiles ({labels}); name "
-            "one rank's or device's folder or file"
-        )
-    return profiles[0], reading
+    return reading.profiles, reading
+
+
+def _narrow(profiles: list[Profile], step: int | None, which: str) -> list[Profile]:
+    return profiles if step is None else [select_step(p, step, which) for p in profiles]
+
+
+def _read_sides(
+    baseline: Path, comparison: Path, options: CompareOptions, session: Session
+) -> tuple[tuple[Profile, Reading, RankChoice | None], tuple[Profile, Reading, RankChoice | None]]:
+    """The profile standing for each side: the one it holds, or among several ranks the
+    slowest; one multi-rank folder given as both sides is its fastest rank (baseline) against
+    its slowest (comparison)."""
+    base_all, base_read = _read_profiles(SIDES[0], baseline, session)
+    same = baseline.resolve() == comparison.resolve()
+    comp_all, comp_read = (
+        (base_all, Reading()) if same else _read_profiles(SIDES[1], comparison, session)
+    )
+    base_all = _narrow(base_all, options.base_step, SIDES[0])
+    comp_all = _narrow(comp_all, options.comparison_step, SIDES[1])
+    sides = []
+    for profiles, reading, slowest in (
+        (base_all, base_read, not (same and len(base_all) > 1)),
+        (comp_all, comp_read, True),
+    ):
+        if len(profiles) == 1:
+            sides.append((profiles[0], reading, None))
+        else:
+            profile, choice = pick_rank(profiles, slowest=slowest)
+            sides.append((profile, reading, choice))
+    return sides[0], sides[1]
 
 
 def _steps_of(profile: Profile) -> pd.DataFrame:
@@ -125,6 +152,13 @@ def compare_tables(
     if not detail.empty:
         tables["compare_ops"] = detail
         tables["compare_op_stats"] = operator_statistic(detail, *steps)
+    apis = [api_calls(p) for p in (base, comp)]
+    if any(not a.empty for a in apis):
+        tables["compare_apis"] = compare_apis(*apis, *steps)
+    kernels = [kernel_calls(p) for p in (base, comp)]
+    if any(not k.empty for k in kernels):
+        tables["compare_kernels"] = compare_kernels(*kernels, *steps)
+    tables["compare_profiling"] = profiling_table(base, comp)  # empty: both minimal
     events = [collective_events(p) for p in (base, comp)]
     if any(not e.empty for e in events):
         comm = side_by_side(
@@ -170,8 +204,19 @@ def compare_tables(
     return {name: conform(name, frame) for name, frame in tables.items()}
 
 
-def _meta(base: Profile, comp: Profile, options: CompareOptions) -> ProfileMeta:
-    def describe(p: Profile) -> dict[str, Any]:
+def _meta(
+    base: Profile,
+    comp: Profile,
+    options: CompareOptions,
+    choices: tuple[RankChoice | None, RankChoice | None] = (None, None),
+    settings: pd.DataFrame | None = None,
+) -> ProfileMeta:
+    def describe(p: Profile, choice: RankChoice | None, side: str) -> dict[str, Any]:
+        heavy = (
+            []
+            if settings is None
+            else settings.loc[settings["side"] == side, "option"].astype(str).tolist()
+        )
         return {
             "path": p.meta.path,
             "source_format": p.meta.source_format,
@@ -180,6 +225,10 @@ def _meta(base: Profile, comp: Profile, options: CompareOptions) -> ProfileMeta:
             "device_name": p.meta.device_name,
             "rank": p.meta.rank,
             "steps": step_count(p),
+            "step": p.meta.extra.get("compared_step"),
+            "rank_choice": None if choice is None else choice.to_dict(),
+            "minimal_profiling": not heavy,
+            "profiling_options": heavy,
         }
 
     return ProfileMeta(
@@ -189,8 +238,8 @@ def _meta(base: Profile, comp: Profile, options: CompareOptions) -> ProfileMeta:
         device_kind=" vs ".join(dict.fromkeys((base.meta.device_kind, comp.meta.device_kind))),
         files_read=[*base.meta.files_read, *comp.meta.files_read],
         extra={
-            "baseline": describe(base),
-            "comparison": describe(comp),
+            "baseline": describe(base, choices[0], SIDES[0]),
+            "comparison": describe(comp, choices[1], SIDES[1]),
             "options": {**asdict(options), "op_name_map": dict(options.op_name_map)},
         },
     )
@@ -212,8 +261,10 @@ def compare(
 ) -> CompareResult:
     """Compare two runs: what got slower (or bigger) in `comparison` against `baseline`.
 
-    Each path must hold one profile (one rank or device) of any format advisor reads.
-    Raises CompareError when a side cannot be read.
+    Each path holds a profile of any format advisor reads; a side holding several ranks is
+    its slowest rank (one multi-rank folder given as both sides: its fastest rank against its
+    slowest). Raises CompareError when a side cannot be read, StepError when
+    `options.base_step` / `comparison_step` names a step a side does not record.
 
     Example:
         >>> result = advisor.compare("gpu_run.pt.trace.json.gz", "npu_rank0_ascend_pt")
@@ -231,16 +282,16 @@ def compare(
         severity=severity,
         lang=lang,
     )
-    sides = [
-        _read_side(which, Path(path), session)
-        for which, path in zip_strict(SIDES, (baseline, comparison))
-    ]
-    for profile, _ in sides:
-        session.derive(profile, COMPARE_NEEDS)
-    (base, base_read), (comp, comp_read) = sides
+    (base, base_read, base_choice), (comp, comp_read, comp_choice) = _read_sides(
+        Path(baseline), Path(comparison), options, session
+    )
+    for side in (base, comp):
+        session.derive(side, COMPARE_NEEDS)
     tables = compare_tables(base, comp, options)
     tables["steps"] = _steps_of(comp)
-    profile = Profile(_meta(base, comp, options), tables, warnings=[*base.warnings, *comp.warnings])
+    meta = _meta(base, comp, options, (base_choice, comp_choice), tables.get("compare_profiling"))
+    warnings = [*base.warnings, *(comp.warnings if comp is not base else [])]
+    profile = Profile(meta, tables, warnings=warnings)
     selected = session.rules_for(COMPARE)
     evaluation = session.evaluate(profile, selected)
     report = build_report(profile, evaluation, selected, session.run, profile_metrics(profile))

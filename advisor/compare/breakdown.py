@@ -25,6 +25,7 @@ METRICS: tuple[tuple[str, str], ...] = (
     ("flash_attention_backward", "µs"),
     ("paged_attention", "µs"),
     ("other_compute", "µs"),
+    ("lccl", "µs"),
     ("computing", "µs"),
     ("comm_not_overlapped", "µs"),
     ("wait", "µs"),
@@ -35,7 +36,8 @@ METRICS: tuple[tuple[str, str], ...] = (
     ("dataloader", "µs"),
     ("memory_peak", "bytes"),
 )
-"""Breakdown rows, in display order. `operators` is the time of the top-level framework
+"""Breakdown rows, in display order. `lccl` is the time of LCCL communication kernels (the
+row appears only when a run has some); `operators` is the time of the top-level framework
 operators per step (host time in a CPU-only run: the figure a CPU trace has); `dataloader`
 the host time spent fetching batches."""
 
@@ -53,6 +55,15 @@ KERNEL_METRICS = (
 _BACKWARD = re.compile(r"grad|backward|backprop|bwd|dgrad|wgrad", re.I)
 _PAGED = re.compile(r"paged_?attention", re.I)
 _KERNEL_CLASSES = {"cube": ("cube", "matmul"), "vector": ("vector",)}
+LCCL_KERNEL = "kernel_aivec"
+"""Name of the device tasks of LCCL (Ascend's lightweight collective library), whose
+collectives run as kernels on the vector cores: msprof-analyze counts tasks of this name
+(any case) as Lccl time, apart from computation."""
+
+
+def is_lccl(ops: pd.DataFrame) -> pd.Series:
+    """Rows of device_ops that are LCCL communication kernels."""
+    return ops["name"].astype("string").str.lower().eq(LCCL_KERNEL).fillna(False).astype(bool)
 
 
 def step_count(profile: Profile) -> int:
@@ -62,7 +73,7 @@ def step_count(profile: Profile) -> int:
 
 def _kernel_times(ops: pd.DataFrame) -> dict[str, tuple[float, int]]:
     """Total time and count of compute kernels per breakdown category."""
-    compute = ops[(ops["category"] == "compute").fillna(False)]
+    compute = ops[(ops["category"] == "compute").fillna(False) & ~is_lccl(ops)]
     text = (compute["op_type"].fillna("") + " " if "op_type" in compute else "") + compute[
         "name"
     ].fillna("")
@@ -107,6 +118,8 @@ def breakdown(profile: Profile, operators_us: float) -> dict[str, tuple[float, f
         out |= dict.fromkeys(KERNEL_METRICS, (0.0, 0.0))
         for metric, (total, count) in _kernel_times(ops).items():
             out[metric] = (total / steps, count / steps)
+        lccl = ops.loc[is_lccl(ops), "duration_us"]
+        out["lccl"] = (float(lccl.sum()) / steps, len(lccl) / steps)
         copies = ops[ops["category"].isin(["memcpy", "memset"]).fillna(False)]
         out["sdma"] = (float(copies["duration_us"].sum()) / steps, len(copies) / steps)
     table = profile.tables.get("steps")
@@ -151,6 +164,8 @@ def compare_breakdown(
         absent = (0.0, 0.0) if metric == "dataloader" else (np.nan, np.nan)
         b_value, b_count = base.get(metric, absent)
         c_value, c_count = comp.get(metric, absent)
+        if metric == "lccl" and not (b_count or c_count):
+            continue  # neither run uses LCCL
         rows.append(
             {
                 "metric": metric,

@@ -27,11 +27,15 @@ TOP_KERNELS = 3  # kernels named per operator in the detail rows
 class CompareOptions:
     """How operators are matched: by name (mapped through `op_name_map`), optionally by input
     shape; operators launching more than `max_kernel_num` kernels are replaced by their
-    children."""
+    children. `base_step` / `comparison_step` narrow a side to one step."""
 
     use_input_shape: bool = False
     op_name_map: Mapping[str, str] = field(default_factory=dict)
     max_kernel_num: int | None = None
+    base_step: int | None = None
+    """Compare only this step of the baseline (default: the mean of all its steps)."""
+    comparison_step: int | None = None
+    """Compare only this step of the comparison."""
 
 
 def canonical_names(op_name_map: Mapping[str, str]) -> dict[str, str]:

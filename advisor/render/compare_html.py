@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor.render.compare_outputs import side_notes
 from advisor.render.format import fmt_value, report_lang
 from advisor.render.html import _environment, _profile_view
 from advisor.render.messages import CATALOG, LANGS, Translate, message, translator
@@ -19,8 +20,12 @@ SECTIONS = (
     ("compare_comm", "comm", "comm_per_collective", "diff_us"),
     ("compare_memory", "memory", "memory_per_operator", "diff_bytes"),
     ("compare_modules", "modules", "modules_per_step", "diff_us"),
+    ("compare_apis", "apis", "apis_per_name", "diff_us"),
+    ("compare_kernels", "kernels", "kernels_per_shape", "diff_us"),
+    ("compare_profiling", "profiling", "profiling_options", None),
 )
-"""The tables of top diffs: compare table, anchor, title's message key, column to rank by."""
+"""The tables of top diffs: compare table, anchor, title's message key, column to rank by
+(None: a table of facts, shown as it is)."""
 OVERALL_HEADINGS = {
     "Metric": "column.metric",
     "Baseline": "baseline",
@@ -31,6 +36,7 @@ OVERALL_HEADINGS = {
 LABELS: dict[str, dict[str, str]] = {
     lang: {
         **{name: message(lang, key) for name, key in OVERALL_HEADINGS.items()},
+        "not_minimal_profiling": message(lang, "not_minimal_profiling"),
         **{
             key.removeprefix("metric."): message(lang, key)
             for key in CATALOG
@@ -48,7 +54,9 @@ def _cell(unit: str, value: Any) -> str:
     return fmt_bytes(value) if unit == "bytes" else fmt_us(value)
 
 
-def _overall_rows(rows: list[dict[str, Any]], tr: Translate) -> list[dict[str, Any]]:
+def _overall_rows(
+    rows: list[dict[str, Any]], tr: Translate, inflated: bool = False
+) -> list[dict[str, Any]]:
     times = [
         v for r in rows if r["unit"] == "µs" for v in (r["base"], r["comparison"]) if v is not None
     ]
@@ -70,7 +78,8 @@ def _overall_rows(rows: list[dict[str, Any]], tr: Translate) -> list[dict[str, A
         out.append(
             {
                 "metric": r["metric"],
-                "label": tr(f"metric.{r['metric']}"),
+                "label": tr(f"metric.{r['metric']}")
+                + (tr("not_minimal_profiling") if inflated and r["metric"] == "e2e" else ""),
                 "base": _cell(r["unit"], r["base"]),
                 "comparison": _cell(r["unit"], r["comparison"]),
                 "diff": ("+" if trend == "worse" else "") + _cell(r["unit"], diff),
@@ -85,10 +94,14 @@ def _overall_rows(rows: list[dict[str, Any]], tr: Translate) -> list[dict[str, A
 
 
 def _table_view(
-    rows: list[dict[str, Any]], table: str, anchor: str, title: str, diff: str
+    rows: list[dict[str, Any]], table: str, anchor: str, title: str, diff: str | None
 ) -> dict[str, Any]:
     """The rows that changed most, worse first then better, with the diff column marked."""
-    ordered = sorted(rows, key=lambda r: -abs(r.get(diff) or 0.0))[:TOP_ROWS]
+    ordered = (
+        rows[:TOP_ROWS]
+        if diff is None
+        else sorted(rows, key=lambda r: -abs(r.get(diff) or 0.0))[:TOP_ROWS]
+    )
     columns = list(ordered[0]) if ordered else []
     body = [
         [
@@ -135,8 +148,16 @@ def render_compare_html(report: dict[str, Any], document: dict[str, Any]) -> str
                 ("use_input_shape", options["use_input_shape"]),
                 ("max_kernel_num", options["max_kernel_num"]),
                 ("op_name_map", len(options["op_name_map"])),
+                *(
+                    (name, options[name])
+                    for name in ("base_step", "comparison_step")
+                    if options.get(name) is not None
+                ),
             ],
-            overall=_overall_rows(tables["compare_overall"], tr),
+            notes=side_notes(document["baseline"], document["comparison"], tr),
+            overall=_overall_rows(
+                tables["compare_overall"], tr, inflated=bool(tables.get("compare_profiling"))
+            ),
             profile=_profile_view(1, report, tr),
             tables=[
                 _table_view(tables[name], name, anchor, tr(title), diff)

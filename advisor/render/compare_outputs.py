@@ -18,6 +18,7 @@ import pandas as pd
 
 from advisor.compat import zip_strict
 from advisor.engine.evaluate import to_plain
+from advisor.render.messages import Translate
 from advisor.units import fmt_num, fmt_pct, fmt_us
 
 COMPARE_SCHEMA: dict[str, Any] = json.loads(
@@ -31,6 +32,9 @@ SHEETS = {
     "compare_comm": "CommunicationCompare",
     "compare_memory": "MemoryCompare",
     "compare_modules": "ModuleCompare",
+    "compare_apis": "ApiCompare",
+    "compare_kernels": "KernelCompare",
+    "compare_profiling": "ProfilingOptions",
 }
 """Compare table -> spreadsheet sheet, in sheet order."""
 
@@ -119,9 +123,14 @@ def spreadsheet(tables: dict[str, pd.DataFrame]) -> bytes:
     return buffer.getvalue()
 
 
-def overall_lines(overall: pd.DataFrame, labels: dict[str, str] | None = None) -> list[str]:
-    """The breakdown side by side, as the compare tool prints it."""
-    labels = labels or {}
+def overall_lines(
+    overall: pd.DataFrame, labels: dict[str, str] | None = None, inflated: bool = False
+) -> list[str]:
+    """The breakdown side by side, as the compare tool prints it; `inflated`: a run was not
+    profiled minimally, which the E2E row says as the compare tool does."""
+    labels = dict(labels or {})
+    if inflated:
+        labels["e2e"] = labels.get("e2e", "e2e") + labels.get("not_minimal_profiling", "")
 
     def cell(unit: str, value: Any) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -150,3 +159,32 @@ def overall_lines(overall: pd.DataFrame, labels: dict[str, str] | None = None) -
         )
         for row in rows
     ]
+
+
+def side_notes(base: dict[str, Any], comp: dict[str, Any], tr: Translate) -> list[str]:
+    """What stands for each side, under the breakdown: the rank picked out of several, the
+    step chosen, and the profiler options that inflate its times."""
+    lines = []
+    for key, run in ((tr("baseline"), base), (tr("column.comparison"), comp)):
+        choice = run.get("rank_choice")
+        if choice:
+            times = choice["mean_step_us"]
+            label = choice["label"]
+            others = ", ".join(f"{n} {fmt_us(t)}" for n, t in times.items() if n != label)
+            lines.append(
+                tr(
+                    f"rank_{choice['picked']}",
+                    side=key,
+                    ranks=choice["of_ranks"],
+                    label=label,
+                    mean=fmt_us(times[label]),
+                    others=others,
+                )
+            )
+        if run.get("step") is not None:
+            lines.append(tr("step_chosen", side=key, step=run["step"]))
+        if run.get("profiling_options"):
+            lines.append(
+                tr("not_minimal_note", side=key, options=", ".join(run["profiling_options"]))
+            )
+    return lines

@@ -257,6 +257,30 @@ CATALOG: dict[str, Text] = {
         "Memory allocated per operator (per step)", "各算子申请的内存（每个迭代）"
     ),
     "modules_per_step": Text("Modules (per step)", "各模块（每个迭代）"),
+    "apis_per_name": Text(
+        "Framework APIs that changed most (per step)", "变化最大的框架 API（每个迭代）"
+    ),
+    "kernels_per_shape": Text(
+        "Kernels by type and input shape (per step)", "按类型和输入 shape 汇总的 kernel（每个迭代）"
+    ),
+    "profiling_options": Text("Profiler options that inflate times", "会使耗时膨胀的采集选项"),
+    "not_minimal_profiling": Text(" (not minimal profiling)", "（非最简采集）"),
+    "rank_slowest": Text(
+        "{side} holds {ranks} ranks: compared the slowest, {label} (mean step {mean}); "
+        "others: {others}",
+        "{side}包含 {ranks} 个 rank：比对最慢的 {label}（平均迭代 {mean}）；其余：{others}",
+    ),
+    "rank_fastest": Text(
+        "{side} holds {ranks} ranks: compared the fastest, {label} (mean step {mean}); "
+        "others: {others}",
+        "{side}包含 {ranks} 个 rank：比对最快的 {label}（平均迭代 {mean}）；其余：{others}",
+    ),
+    "step_chosen": Text("{side}: step {step} only", "{side}：仅比对迭代 {step}"),
+    "not_minimal_note": Text(
+        "{side} was not profiled minimally ({options}): its E2E, free and uncovered "
+        "communication times are inflated",
+        "{side}未使用最简采集（{options}）：其 E2E、空闲和未被掩盖的通信耗时存在膨胀",
+    ),
     "metric.cube": Text("Cube", "Cube"),
     "metric.vector": Text("Vector", "Vector"),
     "metric.conv_forward": Text("Conv forward", "Conv 前向"),
@@ -265,6 +289,7 @@ CATALOG: dict[str, Text] = {
     "metric.flash_attention_backward": Text("Flash attention backward", "Flash Attention 反向"),
     "metric.paged_attention": Text("Paged attention", "Paged Attention"),
     "metric.other_compute": Text("Other compute", "其他计算"),
+    "metric.lccl": Text("Lccl", "Lccl"),
     "metric.computing": Text("Computing time", "计算流耗时"),
     "metric.comm_not_overlapped": Text("Uncovered communication", "未被掩盖的通信"),
     "metric.wait": Text("Communication wait", "通信等待"),
