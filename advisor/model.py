@@ -700,7 +700,15 @@ TABLES: dict[str, TableSpec] = {
             (
                 _c("name", "string", "", "environment variable", True),
                 _c("value", "string", "", "its value in the profile (empty: unset)", True),
-                _c("slow", "bool", "", "the value is one the catalogue calls slow", True),
+                _c(
+                    "slow",
+                    "bool",
+                    "",
+                    "the value is one the catalogue calls slow (where the catalogue asks for it, "
+                    "the timeline also shows the cost: see observed)",
+                    True,
+                ),
+                _c("observed", "string", "", "what the profile showed that the setting costs"),
                 _c("recommended", "string", "", "the value to use (unset: remove it)", True),
                 _c(
                     "area",

@@ -7,6 +7,7 @@ report the table stay as they are.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -19,6 +20,10 @@ from advisor.model import Profile, conform
 
 CATALOGUE = "env_catalogue.yaml"
 _CONDITIONS = ("equals", "set", "int_below", "unset_or_int_below", "unset_or_equals", "lacks")
+ALLOCATOR_CALLS = re.compile(
+    r"^(?:aclMallocMemInner|aclrtMalloc|aclrtFree|cudaMalloc|cudaFree|hipMalloc|hipFree)"
+)
+"""Runtime allocation and free calls on the host timeline (as MEM-003 counts them)."""
 
 
 @cache
@@ -58,11 +63,21 @@ def slow(entry: dict[str, Any], value: str) -> bool:
     return str(entry["lacks"]) not in value
 
 
+def allocator_calls(profile: Profile) -> int:
+    """Runtime allocator calls the host timeline recorded (0 without one)."""
+    host = profile.tables.get("host_ops")
+    if host is None or "name" not in host:
+        return 0
+    return int(host["name"].astype("string").str.match(ALLOCATOR_CALLS).fillna(False).sum())
+
+
 def env_advice(profile: Profile) -> None:
     """One row per recorded environment variable the catalogue knows, `slow` where its value
-    is one the catalogue calls slow: a profile whose settings are all fine still has rows, so
-    the ENV rules pass on it instead of finding nothing to judge."""
+    is one the catalogue calls slow (and, for an entry with `when_allocator_calls`, the
+    timeline shows that many allocator calls): a profile whose settings are all fine still
+    has rows, so the ENV rules pass on it instead of finding nothing to judge."""
     metadata = profile.tables["metadata"]
+    calls = allocator_calls(profile)
     env = metadata[metadata["key"].str.startswith("env.").fillna(False)]
     recorded = {
         str(key)[4:]: (str(value), None if pd.isna(source) else str(source))
@@ -75,11 +90,14 @@ def env_advice(profile: Profile) -> None:
         if entry["name"] not in recorded:
             continue
         value, source = recorded[entry["name"]]
+        needed = entry.get("when_allocator_calls")
+        observed = f"{calls:,} allocator calls on the timeline" if needed and calls else None
         rows.append(
             {
                 "name": entry["name"],
                 "value": value,
-                "slow": slow(entry, value),
+                "slow": slow(entry, value) and (not needed or calls >= needed),
+                "observed": observed,
                 "recommended": str(entry["recommended"]),
                 "area": entry["area"],
                 "reason": entry["reason"],
@@ -87,7 +105,17 @@ def env_advice(profile: Profile) -> None:
                 "source": source,
             }
         )
-    columns = ["name", "value", "slow", "recommended", "area", "reason", "reason_zh", "source"]
+    columns = [
+        "name",
+        "value",
+        "slow",
+        "observed",
+        "recommended",
+        "area",
+        "reason",
+        "reason_zh",
+        "source",
+    ]
     profile.tables["env_advice"] = conform("env_advice", pd.DataFrame(rows, columns=columns))
 
 
@@ -97,7 +125,17 @@ PROVIDERS = [
         ("metadata.key", "metadata.value"),
         tuple(
             f"env_advice{c}"
-            for c in ("", ".name", ".value", ".slow", ".recommended", ".area", ".reason", ".source")
+            for c in (
+                "",
+                ".name",
+                ".value",
+                ".slow",
+                ".observed",
+                ".recommended",
+                ".area",
+                ".reason",
+                ".source",
+            )
         ),
         env_advice,
         "env_advice: the recorded environment variables the catalogue knows, slow or not",
