@@ -49,6 +49,7 @@ class Input:
     origin: str
     msprof_args: tuple[str, ...] = ()
     wrap: str = ""  # folders a bare file goes into, to give it the layout the tools expect
+    extras: tuple[tuple[str, str], ...] = ()  # (fixture file, where it goes in the profile)
 
 
 ASCEND_INPUTS = (
@@ -85,6 +86,39 @@ ASCEND_INPUTS = (
         ("msprof/PROF_000002_20250610120000456_MULTIDEV",),
         "synthetic msprof export (per-device summary layout)",
         ("-pt", "msprof"),
+    ),
+    Input(
+        "freq_pt",
+        ("aicore_freq/rank0_ascend_pt",),
+        "synthetic torch_npu trace with AI Core Freq samples (1800 → 900 MHz)",
+    ),
+    Input(
+        "freq_pt_info",
+        ("aicore_freq/rank0_ascend_pt",),
+        "the same trace with the FREQTEST info.json.0 (rated 1850 MHz) put in a PROF_ folder",
+        extras=(
+            (
+                "aicore_freq/PROF_000001_20240415174447255_FREQTEST/device_0/info.json.0",
+                "PROF_000001_20240415174447255_FREQTEST/device_0/info.json.0",
+            ),
+        ),
+    ),
+    Input(
+        "freq_msprof",
+        ("aicore_freq/PROF_000001_20240415174447255_FREQTEST",),
+        "synthetic msprof raw-export timeline with AI Core Freq samples and info.json",
+        ("-pt", "msprof"),
+    ),
+    Input(
+        "metadata",
+        ("metadata/node0_4242_20260101000000000_ascend_pt",),
+        "synthetic torch_npu rank with profiler_metadata.json (ENV_VARIABLES)",
+    ),
+    Input(
+        "ms_pp4",
+        ("real/mindspore_cluster_4rank",),
+        "real MindSpore pipeline-parallel run on 4 devices, old profiler layout",
+        ("-pt", "mindspore"),
     ),
     Input(
         "cann",
@@ -405,10 +439,15 @@ def prepare(inp: Input, root: Path) -> Path:
         else:
             shutil.copy2(src, target / src.name)
     if inp.wrap:
-        return dest / Path(inp.wrap).parts[0]
-    if len(inp.sources) == 1 and (FIX / inp.sources[0]).is_dir():
-        return dest / Path(inp.sources[0]).name
-    return dest
+        profile = dest / Path(inp.wrap).parts[0]
+    elif len(inp.sources) == 1 and (FIX / inp.sources[0]).is_dir():
+        profile = dest / Path(inp.sources[0]).name
+    else:
+        profile = dest
+    for src, where in inp.extras:
+        (profile / where).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(FIX / src, profile / where)
+    return profile
 
 
 # ---------------------------------------------------------------- msprof-analyze
@@ -582,24 +621,46 @@ def advisor_outcome(check: Check, run: dict[str, Any], rule_ids: list[str]) -> s
     return "; ".join(parts) if parts else "no advisor rule"
 
 
+def _first_sentence(text: str, limit: int = 240) -> str:
+    """The first sentence of a finding's message (where the figures are), at most ~limit long."""
+    match = re.search(r"(?<!e\.g)\. (?=[A-Z])", text)
+    sentence = text[: match.start() + 1] if match else text
+    if len(sentence) <= limit:
+        return sentence
+    cut = sentence.rfind("; ", 0, limit)
+    return sentence[: cut if cut > limit // 2 else limit] + " …"
+
+
 def advisor_cell(check: Check, runs: dict[str, Any], rule_ids: list[str]) -> str:
-    """advisor's result for one check over all inputs, grouped by state (a table cell)."""
-    by_rule: dict[str, dict[str, list[str]]] = {}
-    fired_text: dict[str, list[str]] = {}
+    """advisor's result for one check over all inputs, grouped by state (a table cell).
+
+    A rule that fired is quoted by the first sentence of its message and the time at stake,
+    inputs with the same sentence merged; the other states are counted, with the inputs named
+    when there are few.
+    """
+    parts = []
+    states_by_rule: dict[str, dict[str, list[str]]] = {}
+    quotes: dict[str, dict[str, list[str]]] = {}
     for name, run in runs.items():
         for rule, info in advisor_states(check, run, rule_ids).items():
-            by_rule.setdefault(rule, {}).setdefault(info["state"], []).append(f"`{name}`")
-            fired_text.setdefault(rule, []).extend(f"`{name}`: {text}" for text in info["fired"])
-    parts = []
-    for rule, states in by_rule.items():
+            states_by_rule.setdefault(rule, {}).setdefault(info["state"], []).append(name)
+            for text in info["fired"]:
+                cost = re.search(r" \[[^]]*µs\]$", text)
+                body = text[: cost.start()] if cost else text
+                quote = f'"{_first_sentence(body)}"' + (cost.group(0) if cost else "")
+                quotes.setdefault(rule, {}).setdefault(quote, []).append(f"`{name}`")
+    for rule, states in states_by_rule.items():
         if set(states) == {"not yet"}:
-            parts.append(f"{rule}: not yet")
+            parts.append(f"{rule}: *not yet*")
             continue
-        said = [f"**{rule} fired** on " + "; ".join(fired_text[rule])] if fired_text[rule] else []
+        said = [f"{', '.join(names)}: {quote}" for quote, names in quotes.get(rule, {}).items()]
         for state in ("passed", "n/a", "not run", "advisor failed"):
-            if state in states:
-                said.append(f"{state} on {', '.join(states[state])}")
-        parts.append(f"{rule}: " + "; ".join(said) if not fired_text[rule] else "; ".join(said))
+            names = states.get(state, [])
+            if names:
+                listed = f" ({', '.join(f'`{n}`' for n in names)})" if len(names) <= 3 else ""
+                said.append(f"*{state}* on {len(names)}{listed}")
+        head = f"**{rule} fired** on " if quotes.get(rule) else f"{rule}: "
+        parts.append(head + "; ".join(said))
     return " — ".join(parts) if parts else "no advisor rule"
 
 
@@ -742,8 +803,10 @@ def main(argv: list[str] | None = None) -> int:
         print("inputs: " + "; ".join(f"`{i.name}` ({i.origin})" for i in ASCEND_INPUTS) + "\n")
         _print_table(MSPROF_CHECKS, results["msprof"], "msprof-analyze")
         print("#### findings per input\n")
+        results["msprof_findings"] = {}
         for name, run in runs.items():
             problems = [row[0] for row in run["msprof"]["sheets"].get("problems", [])[1:]]
+            results["msprof_findings"][name] = [problems, _advisor_summary(run["advisor"])]
             print(
                 f"- `{name}`: msprof-analyze {len(problems)} ({', '.join(problems) or '-'});"
                 f" advisor {_advisor_summary(run['advisor'])}"
@@ -765,7 +828,9 @@ def main(argv: list[str] | None = None) -> int:
         }
     if kineto_paths:
         print("\n#### advisor findings per Kineto input\n")
+        results["kineto_findings"] = {}
         for name, run in advisor_runs.items():
+            results["kineto_findings"][name] = _advisor_summary(run)
             print(f"- `{name}`: {_advisor_summary(run)}")
     if "hta" in only:
         hta_runs = {p.name: run_hta(tools, p) for p in kineto_paths}
