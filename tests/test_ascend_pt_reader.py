@@ -140,11 +140,21 @@ def test_rank0_meta_and_contract() -> None:
     assert_contract(profile)
 
 
-def test_rank0_kernel_details_from_another_run_lose_their_start_times() -> None:
+def test_rank0_kernel_details_from_another_run_give_way_to_the_traces_tasks() -> None:
+    """rank0's kernel_details.csv lies 4.6 million seconds from its trace: another run. Its
+    tasks would lend another run's numbers to this one, so the trace's device tasks are the
+    profile's, and two lines say so."""
     profile = read_one(RANK0)
-    ((file, problem),) = problems(profile)
-    assert file == "kernel_details.csv" and "different runs or clocks" in problem
-    assert profile.tables["device_ops"]["start_us"].isna().all()
+    (times, unused) = problems(profile)
+    assert times[0] == "kernel_details.csv" and "different runs or clocks" in times[1]
+    hardware = process_events(raw_trace(), "Ascend Hardware")
+    assert unused == (
+        "kernel_details.csv",
+        f"from another run, so not used: the device tasks are trace_view.json's {len(hardware)}",
+    )
+    ops = profile.tables["device_ops"]
+    assert len(ops) == len(hardware) == 276 and ops["start_us"].notna().all()
+    assert ops["duration_us"].sum() == pytest.approx(sum(float(e["dur"]) for e in hardware))
 
 
 def test_rank0_steps_from_profiler_step() -> None:
@@ -228,7 +238,7 @@ def test_rank0_string_ts_keeps_sub_microsecond_precision() -> None:
     assert any(str(e["ts"]).split(".")[1] not in ("0", "25", "5", "75") for e in cann)
 
 
-def test_rank0_device_ops_from_kernel_details_per_accelerator_core() -> None:
+def test_rank0_device_ops_from_kernel_details_per_accelerator_core(tmp_path: Path) -> None:
     rows = kernel_rows(OLD_KERNELS)
     expected = Counter(r["Accelerator Core"] for r in rows)
     assert expected == {
@@ -239,7 +249,7 @@ def test_rank0_device_ops_from_kernel_details_per_accelerator_core() -> None:
         "AI_CPU": 7,
         "DSA_SQE": 7,
     }
-    ops = read_one(RANK0).tables["device_ops"]
+    ops = read_one(rank_folder(tmp_path, kernel_details__csv=OLD_KERNELS)).tables["device_ops"]
     assert ops["core_type"].value_counts().to_dict() == dict(expected)
     assert ops["duration_us"].sum() == pytest.approx(sum(float(r["Duration(us)"]) for r in rows))
     assert set(ops.loc[ops["core_type"] == "HCCL", "category"]) == {"communication"}
@@ -328,11 +338,12 @@ def test_truncated_trace_view_keeps_its_complete_events(tmp_path: Path) -> None:
     profile = read_one(folder)
     kept = complete_events(cut)
     assert 0 < len(kept) < len(raw_trace())
-    (trace_warning, kernel_warning) = problems(profile)
+    (trace_warning, kernel_warning, unused) = problems(profile)
     assert trace_warning == ("trace_view.json", f"truncated trace: {len(kept)} events recovered")
-    # a2_kernel_details comes from another run than the trace: its times are dropped
+    # a2_kernel_details comes from another run than the trace: the trace's tasks are used
     assert kernel_warning[0] == "kernel_details.csv" and "different runs" in kernel_warning[1]
-    assert len(profile.tables["device_ops"]) == len(kernel_rows(A2_KERNELS))
+    assert unused[0] == "kernel_details.csv" and "so not used" in unused[1]
+    assert len(profile.tables["device_ops"]) == len(process_events(kept, "Ascend Hardware"))
     python = [
         e for e in process_events(kept, "Python") if not e["name"].startswith("ProfilerStep#")
     ]
@@ -1066,9 +1077,13 @@ def test_kernel_details_rows_get_the_launch_of_the_task_at_their_start(tmp_path:
     pd.testing.assert_series_equal(ops["launch_thread"], alone["launch_thread"])
 
 
-def test_rank0_kernel_details_of_another_run_get_no_launch() -> None:
-    ops = read_one(RANK0).tables["device_ops"]
-    assert ops["launch_us"].isna().all() and ops["launch_thread"].isna().all()
+def test_rank0_kernel_details_of_another_run_get_no_launch(tmp_path: Path) -> None:
+    """A kernel_details.csv of another run has no launch (its times cannot meet the trace's
+    flows); the trace's own tasks, used in its place, get theirs from torch_to_npu flows."""
+    folder = rank_folder(tmp_path, kernel_details__csv=OLD_KERNELS, trace_view__json=TRACE)
+    ops = read_one(folder).tables["device_ops"]
+    flows = [e for e in raw_trace() if e.get("name") == "torch_to_npu" and e.get("ph") == "f"]
+    assert ops["launch_us"].notna().sum() == len(flows) == 274
 
 
 def shaped_trace() -> list[dict]:

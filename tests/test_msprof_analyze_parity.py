@@ -40,7 +40,15 @@ def raw():
             for r in csv.DictReader(handle)
             if r["Accelerator Core"] == "AI_CPU" and float(r["Duration(us)"]) > 20
         ]
+    hardware = [e for e in complete if names.get(e["pid"]) == "Ascend Hardware"]
+    trace_aicpu = [
+        float(e["dur"])
+        for e in hardware
+        if (e.get("args") or {}).get("Task Type") == "AI_CPU" and float(e["dur"]) > 20
+    ]
     return {
+        "trace_aicpu": trace_aicpu,
+        "device_tasks": len(hardware),
         "step_us": float(Decimal(str(step["dur"]))),
         "free_us": float(free),
         "compiles": len(compiles),
@@ -55,12 +63,22 @@ def findings():
     return {f.rule.id: f for f in analysis.findings}, analysis
 
 
-def test_aicpu_issue_matches_msprof_analyze(findings, raw):
-    # msprof-analyze: "AICPU Issues", problem count 7, 785.18 µs, all Cast
-    finding = findings[0]["OP-002"]
-    assert finding.values["aicpu_count"] == len(raw["aicpu"]) == 7
-    assert finding.values["aicpu_us"] == pytest.approx(sum(raw["aicpu"])) == pytest.approx(785.18)
+def test_aicpu_issue_is_this_runs_not_the_other_csvs(findings, raw):
+    """msprof-analyze's "AICPU Issues" counts 7 Cast tasks, 785.18 µs, from kernel_details.csv,
+    whose times lie 4.6 million seconds from the trace's: another run. advisor reports this
+    run's AI CPU tasks, the trace's two Cast tasks (msprof-analyze does not use them), and
+    says the CSV was not used."""
+    found, analysis = findings
+    assert len(raw["aicpu"]) == 7 and sum(raw["aicpu"]) == pytest.approx(785.18)
+    finding = found["OP-002"]
+    assert finding.values["aicpu_count"] == len(raw["trace_aicpu"]) == 2
+    assert finding.values["aicpu_us"] == pytest.approx(sum(raw["trace_aicpu"]))
     assert {row[1] for row in finding.evidence["rows"]} == {"Cast"}
+    assert len(analysis.profile.tables["device_ops"]) == raw["device_tasks"] == 276
+    assert any(
+        w.file.endswith("kernel_details.csv") and "from another run, so not used" in w.problem
+        for w in analysis.profile.warnings
+    )
 
 
 def test_fused_optimizer_matches_the_affinity_api_issue(findings):
@@ -88,7 +106,8 @@ def test_what_msprof_analyze_misses(findings, raw):
     # compile step inside each (opCompile, 14-28 µs) is small, so no compilation finding
     assert raw["compiles"] == 11 and "HOST-003" not in found
     assert "HOST-001" in found  # data loading 9.4% of the step (its threshold: 10 ms per call)
-    # tiny kernels: this kernel_details.csv comes from another run than the trace and has no
-    # start times, so the idle time before the kernels (the most launching can cost) is
-    # unknown: not applicable rather than a guess of 5 µs per kernel
-    assert "OP-007" not in found
+    # tiny kernels: the trace's device tasks have start times, so the idle time before the
+    # tiny ones (the most launching can cost) is known and below the step's free time
+    tiny = found["OP-007"]
+    assert tiny.values["tiny_count"] <= raw["device_tasks"]
+    assert 0 < tiny.impact_us <= raw["free_us"]

@@ -157,14 +157,35 @@ def test_no_impact_above_the_time_it_belongs_to(path):
                 assert finding.impact_us <= finding.measured_us
 
 
-def test_an_impact_larger_than_the_profile_is_capped_and_the_raw_figure_kept():
-    # this fixture's kernel_details.csv comes from another run than its trace_view.json
-    (analysis,) = advisor.analyze(ASCEND_PT).analyses
-    capped = [f for f in analysis.findings if f.uncapped_impact_us is not None]
-    assert capped, "OP-001 measured more vector time than the profile lasted"
-    for finding in capped:
-        assert finding.impact_us == finding.measured_us < finding.uncapped_impact_us
-        assert finding.impact_ratio == 1.0
+OVERCLAIM = """
+- id: TEAM-900
+  name: claims-three-steps
+  title: A team rule whose impact is three times the steps
+  group: Op Summary
+  type: Computation
+  subtype: Test
+  requires: [steps.duration_us]
+  let:
+    steps_us: sum(steps.duration_us)
+  when: steps_us > 0
+  impact_us: 3 * steps_us
+  message: "The steps last {{ steps_us|us }}."
+  suggestions: [Nothing to do; this rule overclaims on purpose.]
+  docs: A rule written to claim more time than the profile holds.
+"""
+
+
+def test_an_impact_larger_than_the_profile_is_capped_and_the_raw_figure_kept(tmp_path):
+    """A (team) rule that claims three times the steps: the finding says at most the profile
+    time, 100%, and keeps the raw figure."""
+    rules = tmp_path / "team.yaml"
+    rules.write_text(OVERCLAIM, encoding="utf-8")
+    (analysis,) = advisor.analyze(ASCEND_PT, rules=[rules], select=["TEAM-900"]).analyses
+    (finding,) = analysis.findings
+    steps_us = analysis.profile.tables["steps"]["duration_us"].sum()
+    assert finding.uncapped_impact_us == pytest.approx(3 * steps_us)
+    assert finding.impact_us == finding.measured_us < finding.uncapped_impact_us
+    assert finding.impact_ratio == 1.0
 
 
 def test_comm_message_and_impact_column_give_the_same_share():

@@ -360,6 +360,23 @@ class FolderReader:
             self.tables["steps"] = steps.drop(columns=["preparing_us"], errors="ignore")
 
     def _build_device_ops(self, trace: TraceTables, kernels: pd.DataFrame | None) -> None:
+        """kernel_details.csv's tasks (more columns), unless it comes from another run than
+        trace_view.json (its times were left out): the trace's own device tasks are this
+        run's work then, and a CSV of another run would only lend its numbers to this one."""
+        other_run = (
+            kernels is not None
+            and "start_us" in kernels
+            and kernels["start_us"].isna().all()
+            and trace.device_ops is not None
+            and not trace.device_ops.empty
+        )
+        if other_run:
+            self.warn(
+                self.rel(self.output / "kernel_details.csv"),
+                "from another run, so not used: the device tasks are trace_view.json's "
+                f"{len(trace.device_ops):,}",
+            )
+            kernels = None
         if kernels is not None:
             if trace.launches is not None:
                 kernels = kernels_with_launches(kernels, trace.launches)
