@@ -3,13 +3,17 @@
 Overlap of compute and communication is the core of the step breakdown; device timelines hold
 millions of tasks, so everything here is sort + cumulative max, never a Python loop per task.
 An interval set is a pair of float64 arrays (starts, ends), merged = sorted and disjoint.
-Call stacks are intervals too: `nested_calls` finds the inner levels of host calls.
+Call stacks are intervals too: `nested_calls` finds the inner levels of host calls, `nest`
+the parent of each call and `innermost` the call around a moment (the compare tool's operator
+tree and the memory attributed to operators both use them).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from advisor.compat import zip_strict
 
 Intervals = tuple[np.ndarray, np.ndarray]
 
@@ -141,3 +145,55 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
         return a
     lo, hi = float(min(a[0][0], b[0][0])), float(max(a[1][-1], b[1][-1]))
     return intersect(a, complement(b, lo, hi))
+
+
+def nest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Parent position of each interval (-1 for a root), given rows sorted by (thread, start,
+    longest first). An interval's parent is the innermost earlier one on its thread that is
+    still open at its start."""
+    parent = np.full(len(start), -1, dtype=np.int64)
+    stack: list[int] = []
+    last_thread = None
+    for i in range(len(start)):
+        if thread[i] != last_thread:
+            stack.clear()
+            last_thread = thread[i]
+        while stack and end[stack[-1]] <= start[i]:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def innermost(
+    thread: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    parent: np.ndarray,
+    at_thread: np.ndarray,
+    at: np.ndarray,
+) -> np.ndarray:
+    """Position of the innermost interval on `at_thread` containing each time `at` (-1: none).
+
+    Intervals are sorted as for `nest`. The latest interval starting at or before a point
+    either contains it or has closed, in which case one of its ancestors may still contain it.
+    """
+    found = np.full(len(at), -1, dtype=np.int64)
+    if not len(start):
+        return found
+    bounds: dict[int, tuple[int, int]] = {}
+    threads, first = np.unique(thread, return_index=True)
+    last = np.append(first[1:], len(thread))
+    for value, lo, hi in zip_strict(threads.tolist(), first.tolist(), last.tolist()):
+        bounds[value] = (lo, hi)
+    for k in range(len(at)):
+        span = bounds.get(int(at_thread[k]))
+        if span is None:
+            continue
+        lo, hi = span
+        i = lo + int(np.searchsorted(start[lo:hi], at[k], side="right")) - 1
+        while i >= lo and end[i] <= at[k]:
+            i = int(parent[i])
+        found[k] = i if i >= lo else -1
+    return found

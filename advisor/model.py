@@ -777,6 +777,110 @@ TABLES: dict[str, TableSpec] = {
                 _c(
                     "bubble_us",
                     "float64",
+                _c(
+                    "bytes",
+                    "float64",
+                    "bytes",
+                    "the block this sample allocated (positive) or freed (negative), where the "
+                    "profiler records each allocation (Kineto [memory] 'Bytes')",
+                ),
+                _c(
+                    "address",
+                    "Int64",
+                    "",
+                    "address of that block: an allocation and its free share it (Kineto 'Addr')",
+                ),
+                _c("thread", "Int64", "", "thread that allocated or freed the block"),
+            ),
+        ),
+        TableSpec(
+            "memory_steps",
+            "step of the device's memory curve (derived from the memory samples; the "
+            "accelerator's when the profile samples several devices)",
+            (
+                _c("step", "int64", "", "step number", True),
+                _c("device", "string", "", "device the samples are for"),
+                _c("samples", "int64", "", "memory samples inside the step", True),
+                _c(
+                    "allocated_start_bytes",
+                    "float64",
+                    "bytes",
+                    "allocated memory when the step began (the last sample before it)",
+                ),
+                _c("allocated_peak_bytes", "float64", "bytes", "highest allocated memory in it"),
+                _c(
+                    "allocated_end_bytes",
+                    "float64",
+                    "bytes",
+                    "allocated memory when it ended (its last sample)",
+                ),
+                _c("reserved_start_bytes", "float64", "bytes", "reserved memory when it began"),
+                _c("reserved_peak_bytes", "float64", "bytes", "highest reserved memory in it"),
+                _c("reserved_end_bytes", "float64", "bytes", "reserved memory when it ended"),
+                _c("growth_bytes", "float64", "bytes", "allocated end - allocated start"),
+                _c(
+                    "end_growth_bytes",
+                    "float64",
+                    "bytes",
+                    "allocated end - the previous step's allocated end (missing for the first)",
+                ),
+            ),
+        ),
+        TableSpec(
+            "op_allocations",
+            "memory block a framework operator allocated (operator_memory.csv of torch_npu / "
+            "MindSpore; derived from Kineto [memory] events: the operator on the same thread "
+            "whose call holds the allocation, allocator calls such as aten::empty charged to "
+            "their caller)",
+            (
+                _c("name", "string", "", "operator charged with the block", True),
+                _c("bytes", "float64", "bytes", "block size", True),
+                _c("start_us", "float64", US, "allocation time", True),
+                _c(
+                    "end_us",
+                    "float64",
+                    US,
+                    "release time; missing: not released while the profiler ran",
+                ),
+                _c("device", "string", "", "device of the block"),
+                _c(
+                    "allocated_bytes",
+                    "float64",
+                    "bytes",
+                    "the device's allocated memory right after the allocation",
+                ),
+            ),
+        ),
+        TableSpec(
+            "op_memory",
+            "framework operator (by name and device) and the memory its calls allocated "
+            "(derived from op_allocations)",
+            (
+                _c("name", "string", "", "operator name", True),
+                _c("device", "string", "", "device of the blocks"),
+                _c("allocations", "int64", "", "blocks allocated", True),
+                _c("allocated_bytes", "float64", "bytes", "their total size", True),
+                _c("max_bytes", "float64", "bytes", "the largest block"),
+                _c(
+                    "unreleased_bytes",
+                    "float64",
+                    "bytes",
+                    "size of its blocks still allocated when the profiler stopped",
+                ),
+                _c(
+                    "peak_held_bytes",
+                    "float64",
+                    "bytes",
+                    "size of its blocks allocated at the moment the device's allocated memory "
+                    "peaked (its part of the peak)",
+                ),
+                _c(
+                    "peak_bytes",
+                    "float64",
+                    "bytes",
+                    "the device's allocated peak (the largest allocated total after a block)",
+                ),
+                _c("peak_share", "float64", "", "peak_held_bytes / peak_bytes"),
                     US,
                     "mean pipeline-parallel bubble per step (time waiting to receive from the "
                     "previous stage), where the steps record it",

@@ -13,8 +13,9 @@ A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) fo
   ratios); `step_trace_time.csv` -> the step breakdown where the trace gives none;
   `op_statistic.csv` -> op_stats; `api_statistic.csv` -> host_ops when the trace has no CANN
   calls; `communication.json` / `communication_matrix.json` -> comm_ops; `memory_record.csv`
-  -> memory; MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt` (operators run on the
-  host CPU) -> host_ops of kind cpu_kernel, unless the trace has them as its `CPU OP` process;
+  -> memory; `operator_memory.csv` -> op_allocations (the blocks each operator allocated);
+  MindSpore's `FRAMEWORK/cpu_op_execute_timestamp_{rank}.txt` (operators run on the host CPU)
+  -> host_ops of kind cpu_kernel, unless the trace has them as its `CPU OP` process;
   MindSpore's `minddata_pipeline_raw_{rank}.csv` -> pipeline_ops.
 
 trace_view.json is decoded in batches (`advisor.formats.stream.EventStream`); of each event
@@ -34,14 +35,14 @@ With `export_type=db` the profiler writes `ascend_pytorch_profiler_{rank}.db` /
 the folder has the database it is read in place of the text files (it reads faster), and
 `meta.extra["source"]` is `db`.
 
-Not read: operator_details.csv, operator_memory.csv, npu_module_mem.csv and the binary records
+Not read: operator_details.csv, npu_module_mem.csv and the binary records
 of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in the trace).
 
 Modules: `folder` reads one rank folder into its profile; `trace_columns` and `trace_view` take
 trace_view.json apart; `kernel_details`, `steps` (with step_trace_time.csv), `communication`,
-`memory` and `cpu_ops` read the other files; `db` the profiler database; `meta` the metadata
-files; `kinds` classifies host calls and device tasks; `export` reads the CANN export beside a
-folder without output; `layout` names the folder's parts.
+`memory`, `operator_memory` and `cpu_ops` read the other files; `db` the profiler database;
+`meta` the metadata files; `kinds` classifies host calls and device tasks; `export` reads the
+CANN export beside a folder without output; `layout` names the folder's parts.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class AscendPtReader:
             )
         },
         "memory": "profile_memory=True (memory_record.csv)",
+        "op_allocations": "profile_memory=True (operator_memory.csv)",
         "host_ops.input_shapes": "record_shapes=True",
         "comm_ops": "profile a distributed run (communication.json)",
         **{

@@ -38,6 +38,7 @@ from .kinds import cann_kind
 from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, OUTPUT_FILES, READER
 from .memory import read_memory_record
 from .meta import read_metadata, set_framework
+from .operator_memory import read_operator_memory
 from .steps import (
     fill_breakdown,
     read_step_trace_time,
@@ -54,6 +55,7 @@ TIME_COLUMNS = {
     "host_ops": ("start_us",),
     "comm_ops": ("start_us",),
     "memory": ("time_us",),
+    "op_allocations": ("start_us", "end_us"),
     "aicore_freq": ("start_us", "end_us"),
 }
 CLOCK_TOLERANCE_US = 60e6  # how far outside the trace's span another file's times may lie
@@ -146,6 +148,7 @@ class FolderReader:
         )
         if memory is not None and not memory.empty:
             self.tables["memory"] = self._same_clock(memory, "time_us", "memory_record.csv")
+        self._read_operator_memory()
         if not self.tables:
             return self._without_output()
         self._finish()
@@ -317,6 +320,19 @@ class FolderReader:
         if device is not None and self.profile.meta.device_id is None:
             self.profile.meta.device_id = device
         return self._same_clock(kernels, "start_us", "kernel_details.csv")
+
+    def _read_operator_memory(self) -> None:
+        """The blocks each operator allocated; a file on another clock is left out whole (its
+        blocks could not be placed in steps or against the memory curve)."""
+        name = "operator_memory.csv"
+        frame = self._read_csv_file(
+            name, lambda path, rel: read_operator_memory(path, rel, self.clock, self.warn)
+        )
+        if frame is None or frame.empty:
+            return
+        frame = self._same_clock(frame, "start_us", name)
+        if frame["start_us"].notna().any():
+            self.tables["op_allocations"] = frame
 
     def _same_clock(self, frame: pd.DataFrame, column: str, name: str) -> pd.DataFrame:
         """Drop a file's times when they cannot be on the trace's clock (another run)."""

@@ -13,5 +13,6 @@ OUTPUT_FILES = (
     "communication.json",
     "communication_matrix.json",
     "memory_record.csv",
+    "operator_memory.csv",
     "ascend_pytorch_profiler_{rank}.db",
 )

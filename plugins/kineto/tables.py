@@ -109,6 +109,9 @@ def frames(
                 "reserved_bytes": as_numpy(walk.m_reserved),
                 "device": string_column([d for d, _, _ in walk.memory_devices], codes),
                 "capacity_bytes": capacity[codes],
+                "bytes": as_numpy(walk.m_bytes),
+                "address": as_ids(walk.m_addr),
+                "thread": as_ids(walk.m_thread),
             }
         )
     return tables

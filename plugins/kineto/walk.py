@@ -53,6 +53,8 @@ class WalkArgs(msgspec.Struct, gc=False):
     device_id: Any = msgspec.field(default=None, name="Device Id")
     allocated: Any = msgspec.field(default=None, name="Total Allocated")
     reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    alloc_bytes: Any = msgspec.field(default=None, name="Bytes")  # [memory]: + allocated, - freed
+    addr: Any = msgspec.field(default=None, name="Addr")  # [memory]: the block, to pair its free
     name: Any = None
     labels: Any = None
     # a kernel's launch configuration and CUPTI's occupancy estimate
@@ -106,6 +108,7 @@ class EventWalk:
         self.memory_codes: dict[tuple[Any, Any], int] = {}
         self.m_code = array("i")
         self.m_time, self.m_allocated, self.m_reserved = array("d"), array("d"), array("d")
+        self.m_bytes, self.m_addr, self.m_thread = array("d"), array("q"), array("q")
         self.threads: dict[int, str] = {}
         self.process_names: dict[Any, str] = {}
         self.process_labels: dict[Any, str] = {}
@@ -228,7 +231,7 @@ class EventWalk:
                 if ts is None:
                     no_ts += 1
                 elif ev.name == "[memory]":
-                    self._memory(ts, ev.args)
+                    self._memory(ts, ev.args, ev.tid)
                 elif ts < other_min:
                     other_min = ts
             elif ph == "M":
@@ -341,7 +344,7 @@ class EventWalk:
             total = total or None
         self.comm.append((name, collective(name.split(":", 1)[1]), None, ts, dur, total))
 
-    def _memory(self, ts: float, args: WalkArgs | None) -> None:
+    def _memory(self, ts: float, args: WalkArgs | None, tid: Any) -> None:
         if args is None:
             args = _NO_ARGS
         key = (args.device_type, args.device_id)
@@ -353,6 +356,10 @@ class EventWalk:
         self.m_time.append(ts)
         self.m_allocated.append(json_number_or_nan(args.allocated))
         self.m_reserved.append(json_number_or_nan(args.reserved))
+        self.m_bytes.append(json_number_or_nan(args.alloc_bytes))
+        addr = args.addr
+        self.m_addr.append(addr if addr.__class__ is int and 0 <= addr <= MAX_ID else NO_ID)
+        self.m_thread.append(id_number(tid, self.tids))
 
     def _memory_device(self, key: tuple[Any, Any]) -> int:
         device_type, device_id = int_or_none(key[0]), int_or_none(key[1])

@@ -1,0 +1,55 @@
+"""operator_memory.csv: every tensor block torch_npu (or MindSpore) saw an operator allocate,
+with when it was released; written with profile_memory=True.
+
+Columns (torch_npu's documentation, "operator_memory.csv"): Name, Size(KB), Allocation
+Time(us), Release Time(us) (empty: not released while profiling), Duration(us), Allocation
+Total Allocated(MB), Allocation Total Reserved(MB), ... Release Total Active(MB), Stream Ptr,
+Device Type. `cann::` rows are the graph engine's own workspace (their sizes are KB too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from advisor.formats.cann_csv import open_csv
+from advisor.formats.decimal_clock import Clock
+from advisor.formats.warn import WarnFn
+
+KIB = 1024.0  # Size(KB): the allocator's binary KB
+MIB = float(2**20)
+
+
+def read_operator_memory(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.DataFrame | None:
+    """One `op_allocations` row per block; rows without a name, size or time are left out
+    (their cells were already named in a warning)."""
+    csv = open_csv(path, rel, warn, ("Name", "Size(KB)", "Allocation Time(us)"))
+    if csv is None:
+        return None
+    size, start = csv.number("Size(KB)"), csv.number("Allocation Time(us)")
+    if size is None or start is None:  # open_csv checked both are there
+        return None
+    start_valid = start.notna().to_numpy()
+    frame = pd.DataFrame(
+        {
+            "name": csv.text("Name"),
+            "bytes": size * KIB,
+            "start_us": np.where(start_valid, clock.us(csv.df["Allocation Time(us)"]), np.nan),
+        }
+    )
+    release = csv.number("Release Time(us)")
+    if release is not None:
+        valid = release.notna().to_numpy()
+        frame["end_us"] = np.nan
+        if valid.any():
+            frame.loc[valid, "end_us"] = clock.us(csv.df["Release Time(us)"][valid])
+    allocated = csv.number("Allocation Total Allocated(MB)")
+    if allocated is not None:
+        frame["allocated_bytes"] = allocated * MIB
+    device = csv.text("Device Type")
+    if device is not None:
+        frame["device"] = device
+    keep = frame["name"].notna() & frame["bytes"].notna() & frame["start_us"].notna()
+    return frame[keep.to_numpy(dtype=bool)].reset_index(drop=True)
