@@ -139,11 +139,14 @@ def if_fixed_values(f: dict, report: dict) -> dict[str, str] | None:
 
 def fix_first_values(report: dict) -> dict[str, Any] | None:
     """The "fix these first" rule ids with the step time now, were they fixed, and the
-    saving, formatted; None when the report names none."""
+    saving, formatted, and the message key for one rule or several (`key`); None when the
+    report names none."""
     fix = report["summary"].get("fix_first")
     if not fix or not fix["step_us"]:
         return None
-    return {"rules": list(fix["rules"]), **_saving(fix["step_us"], fix["step_time_if_fixed_us"])}
+    key = "fix_first_line" if len(fix["rules"]) > 1 else "fix_first_one"
+    saving = _saving(fix["step_us"], fix["step_time_if_fixed_us"])
+    return {"key": key, "rules": list(fix["rules"]), **saving}
 
 
 def report_lang(reports: list[dict] | dict) -> str:

@@ -174,7 +174,7 @@ def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
     return {
         "fix_first": None
         if fix is None
-        else tr("fix_first_line", rules=tr("list_sep").join(fix.pop("rules")), **fix),
+        else tr(fix.pop("key"), rules=tr("list_sep").join(fix.pop("rules")), **fix),
         "combined": None
         if combined is None or not added > combined * 1.0001
         else {

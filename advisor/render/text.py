@@ -338,7 +338,7 @@ def _fix_first_line(report: dict, lang: str) -> str:
     if fix is None:
         return ""
     rules = message(lang, "list_sep").join(fix.pop("rules"))
-    return message(lang, "fix_first_line", rules=rules, **fix)
+    return message(lang, fix.pop("key"), rules=rules, **fix)
 
 
 def _impact_notes(f: dict, lang: str) -> list[str]:
