@@ -11,6 +11,9 @@ or a Dask cluster); the full run is the README's test command.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,3 +41,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [i for i in items if i not in left_out]
+
+
+_CACHE_DIR = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The rule cache of the tests' runs (subprocesses and collection included) goes to a
+    temporary folder, never the developer's ~/.cache; it is shared, so most runs load warm."""
+    config.stash[_CACHE_DIR] = tempfile.mkdtemp(prefix="advisor-test-cache-")
+    os.environ["ADVISOR_CACHE_DIR"] = config.stash[_CACHE_DIR]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _CACHE_DIR in config.stash:
+        os.environ.pop("ADVISOR_CACHE_DIR", None)
+        shutil.rmtree(config.stash[_CACHE_DIR], ignore_errors=True)

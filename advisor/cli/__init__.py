@@ -4,24 +4,72 @@
 Each command parses its options, calls the API (advisor.api, advisor.compare, advisor.outputs,
 advisor.scaffold, advisor.top) and prints; advisor.cli.common holds what they share and the
 exit codes. No traceback reaches the user unless --debug is given.
+
+A command's module is imported only when that command runs (or its own --help is shown):
+`advisor --version` and `advisor --help` import click and advisor.version, never pandas.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from advisor import __version__
-from advisor.cli.compare import compare_command
-from advisor.cli.inspect import inspect_command
-from advisor.cli.plugins import plugins_group
-from advisor.cli.rules import rules_group
-from advisor.cli.run import run_command
-from advisor.cli.top import top_command
+from advisor.version import __version__
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "compare": (
+        "advisor.cli.compare:compare_command",
+        "Compare two runs: what got slower in COMPARISON against BASELINE, and where.",
+    ),
+    "inspect": (
+        "advisor.cli.inspect:inspect_command",
+        "Show what was detected in PATHS and which tables and rows were read.",
+    ),
+    "plugins": ("advisor.cli.plugins:plugins_group", "Inspect installed plugins."),
+    "rules": ("advisor.cli.rules:rules_group", "List, show, validate, test and scaffold rules."),
+    "run": (
+        "advisor.cli.run:run_command",
+        "Analyse profiles and write prof_rule JSON, an HTML report and a summary.",
+    ),
+    "top": (
+        "advisor.cli.top:top_command",
+        "Rank the slowest operators of any profile advisor reads.",
+    ),
+}
+"""Command name -> (where it is defined, the first line of its help). The line is kept here so
+that `advisor --help` lists the commands without importing them; a test checks that it is the
+command's own."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands are imported the first time they are looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, _, attr = COMMANDS[cmd_name][0].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """`advisor --help`'s command list as click writes it, from COMMANDS' lines for the
+        commands not imported yet."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [
+            (name, self.commands.get(name, click.Command(name, help=COMMANDS[name][1])))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="advisor")
 def main() -> None:
     """Turn performance profiles into ranked, actionable tuning advice.
@@ -30,14 +78,3 @@ def main() -> None:
     Example:
       advisor run PROF_000001_20260105100000000_DEMO -o report
     """
-
-
-for command in (
-    run_command,
-    compare_command,
-    top_command,
-    inspect_command,
-    rules_group,
-    plugins_group,
-):
-    main.add_command(command)

@@ -95,20 +95,25 @@ def compile_expression(
     functions: Collection[str],
     tables: Mapping[str, Collection[str]],
     names: Collection[str],
+    checked: bool = False,
 ) -> Expression:
     """Validate `text` and return an Expression, or raise ExprError.
 
     `tables` maps each known table to its allowed column names; `names` are the allowed bare
-    names; `functions` the callable names.
+    names; `functions` the callable names. `checked`: the same text passed with the same
+    names before (the rule cache says so), so the checks of its text alone (length, nesting,
+    private names) are skipped; every node is still checked against the allowlist as its
+    closure is built.
     """
     if not isinstance(text, str):
         raise ExprError(f"an expression must be text, not {type(text).__name__}")
     text = text.strip()
     if len(text) > MAX_LENGTH:
         raise ExprError(f"expression is too long ({len(text)} characters, at most {MAX_LENGTH})")
-    tree = _parse(text)
+    tree = _parse(text, checked)
     compiler = _Compiler(text, functions, tables, names)
-    compiler.check_private_names(tree)
+    if not checked:
+        compiler.check_private_names(tree)
     run = compiler.build(tree.body)
     return Expression(
         text,
@@ -322,7 +327,7 @@ def _negate(value: Any) -> bool | pd.Series:
 # --- validation and compilation -----------------------------------------------------------------
 
 
-def _parse(text: str) -> ast.Expression:
+def _parse(text: str, checked: bool = False) -> ast.Expression:
     try:
         with warnings.catch_warnings():  # e.g. "invalid escape sequence" in regex literals
             warnings.simplefilter("ignore")
@@ -336,7 +341,7 @@ def _parse(text: str) -> ast.Expression:
         raise ExprError(f"syntax error at {where}: {exc.msg}{quoted}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise ExprError(f"cannot parse expression: {exc}") from None
-    if _bracket_depth(text) > MAX_DEPTH or _ast_depth(tree) > MAX_DEPTH:
+    if not checked and (_bracket_depth(text) > MAX_DEPTH or _ast_depth(tree) > MAX_DEPTH):
         raise ExprError(f"expression is nested too deeply (at most {MAX_DEPTH} levels)")
     return tree
 
@@ -426,11 +431,21 @@ class _Compiler:
     ) -> None:
         self.text = text
         self.functions = set(functions)
-        self.tables = {t: set(cols) for t, cols in tables.items()}
+        self.tables = tables  # not copied: one expression reads a few of ~100 tables
         self.names = set(names)
         self.used_names: set[str] = set()
         self.used_columns: set[tuple[str, str]] = set()
         self.used_tables: set[str] = set()
+        self.builders: dict[type[ast.AST], Callable[[Any], Run]] = {
+            ast.Constant: self.constant,
+            ast.Name: self.name,
+            ast.Attribute: self.column,
+            ast.BinOp: self.binop,
+            ast.UnaryOp: self.unaryop,
+            ast.BoolOp: self.boolop,
+            ast.Compare: self.compare,
+            ast.Call: self.call,
+        }
 
     # messages
 
@@ -442,9 +457,9 @@ class _Compiler:
         raise ExprError(f"{problem}: {self.fragment(node)!r}{detail}")
 
     def guard(self, node: ast.AST, run: Run) -> Run:
-        """Turn any exception of an operator or function into an ExprError naming the node."""
-        fragment = self.fragment(node)
-        where = "" if fragment == self.text else f" in {fragment!r}"
+        """Turn any exception of an operator or function into an ExprError naming the node
+        (quoted only when it fails: finding the text of every node costs more than building
+        the whole expression)."""
 
         def guarded(scope: Scope) -> Any:
             try:
@@ -452,6 +467,8 @@ class _Compiler:
             except ExprError:
                 raise
             except Exception as exc:
+                fragment = self.fragment(node)
+                where = "" if fragment == self.text else f" in {fragment!r}"
                 raise ExprError(f"{type(exc).__name__}{where}: {exc}") from exc
 
         return guarded
@@ -472,17 +489,7 @@ class _Compiler:
     # nodes
 
     def build(self, node: ast.expr) -> Run:
-        builders: dict[type[ast.AST], Callable[[Any], Run]] = {
-            ast.Constant: self.constant,
-            ast.Name: self.name,
-            ast.Attribute: self.column,
-            ast.BinOp: self.binop,
-            ast.UnaryOp: self.unaryop,
-            ast.BoolOp: self.boolop,
-            ast.Compare: self.compare,
-            ast.Call: self.call,
-        }
-        builder = builders.get(type(node))
+        builder = self.builders.get(type(node))
         if builder is None:
             self.fail(node, _FORBIDDEN.get(type(node), f"{type(node).__name__} is not allowed"))
         return builder(node)

@@ -11,14 +11,15 @@ import ast
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 from jinja2 import meta
 
+from advisor.engine import rule_cache
 from advisor.engine.expr import MAX_STRING, ExprError, Expression, compile_expression
 from advisor.engine.functions import regex_problem
 from advisor.engine.outcome import Severity
@@ -30,7 +31,6 @@ from advisor.small_files import read_small_text
 RULE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8")
 )
-_VALIDATOR = jsonschema.Draft202012Validator(RULE_SCHEMA)
 MAX_RULE_FILE_BYTES = 1_000_000
 MAX_VALUES = 100_000  # values in one YAML document, an alias counted each time it is used
 MAX_NESTING = 20  # levels of nested mappings and lists
@@ -203,13 +203,22 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 def read_rule_documents(path: Path) -> list[dict[str, Any]]:
     """Parse a rule file into raw rule mappings (no validation yet)."""
+    return parse_rule_documents(path, read_rule_text(path))
+
+
+def read_rule_text(path: Path) -> str:
+    """A rule file's text; a RuleError when it is too large, not UTF-8 or unreadable."""
     try:
-        text = read_small_text(path, MAX_RULE_FILE_BYTES)
+        return read_small_text(path, MAX_RULE_FILE_BYTES)
     except ValueError as exc:  # too large (UnicodeDecodeError is a ValueError too)
         problem = str(exc) if not isinstance(exc, UnicodeDecodeError) else f"not UTF-8: {exc}"
         raise RuleError(path, None, problem) from None
     except OSError as exc:
         raise RuleError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def parse_rule_documents(path: Path, text: str) -> list[dict[str, Any]]:
+    """The raw rule mappings of a rule file's text (`path` names it in errors)."""
     try:
         _check_nesting(path, text)
         docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
@@ -281,8 +290,19 @@ def _check_patterns(expr: Expression) -> None:
                     raise ExprError(problem)
 
 
+@cache
+def _validator() -> Any:
+    """The rule schema's validator, built on first use: a run whose rule files all come from
+    the rule cache never imports jsonschema."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(RULE_SCHEMA)
+
+
 def _schema_problem(raw: dict[str, Any]) -> str | None:
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(raw))
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(raw))
     if error is None:
         return None
     where = ".".join(str(p) for p in error.absolute_path)
@@ -314,11 +334,16 @@ def build_rule(
     source: str,
     functions: Collection[str],
     tables: Mapping[str, TableSpec] = TABLES,
+    checked: bool = False,
 ) -> Rule:
     """Validate one raw rule mapping and compile its expressions against `tables` (the
-    built-in ones, or with the tables plugins register)."""
+    built-in ones, or with the tables plugins register).
+
+    `checked`: `raw` comes from the rule cache, so it passed the checks that depend on its
+    text alone (schema, templates, translated variables, regex patterns) with these functions
+    and tables; they are skipped, everything else is built as usual."""
     rule_id = raw.get("id") if isinstance(raw.get("id"), str) else None
-    problem = _schema_problem(raw)
+    problem = None if checked else _schema_problem(raw)
     if problem:
         raise RuleError(source, rule_id, problem)
     specs, columns = tables, {name: spec.column_names for name, spec in tables.items()}
@@ -338,9 +363,10 @@ def build_rule(
     def expr(text: Any, what: str, names: Collection[str]) -> Expression:
         try:
             compiled = compile_expression(
-                str(text), functions=functions, tables=columns, names=names
+                str(text), functions=functions, tables=columns, names=names, checked=checked
             )
-            _check_patterns(compiled)
+            if not checked:
+                _check_patterns(compiled)
             return compiled
         except ExprError as exc:
             raise RuleError(source, rule_id, f"{what}: {exc}") from None
@@ -404,7 +430,7 @@ def build_rule(
     ]
     if "impact_note" in raw:
         texts.append(("impact_note", raw["impact_note"]))
-    for key, text in texts:
+    for key, text in [] if checked else texts:
         problem = check_template(text)
         if problem:
             raise RuleError(source, rule_id, f"{key}: {problem}")
@@ -418,7 +444,9 @@ def build_rule(
     measured = expr(raw["measured_us"], "measured_us", known) if "measured_us" in raw else None
     translations = {}
     if "zh" in raw:
-        translations["zh"] = _translation(raw, "zh", set(params) | set(let), source, rule_id)
+        translations["zh"] = _translation(
+            raw, "zh", set(params) | set(let), source, rule_id, checked
+        )
     rule = Rule(
         id=raw["id"],
         name=raw["name"],
@@ -450,10 +478,16 @@ def build_rule(
 
 
 def _translation(
-    raw: dict[str, Any], lang: str, names: set[str], source: str, rule_id: str | None
+    raw: dict[str, Any],
+    lang: str,
+    names: set[str],
+    source: str,
+    rule_id: str | None,
+    checked: bool = False,
 ) -> RuleText:
     """Check a translated block like the English texts, and that it promises the same advice
-    with the same data: as many suggestions, and no variable the English texts cannot use."""
+    with the same data: as many suggestions, and no variable the English texts cannot use
+    (its templates are not parsed again when `checked`, see build_rule)."""
     block = raw[lang]
     if len(block["suggestions"]) != len(raw["suggestions"]):
         raise RuleError(
@@ -476,7 +510,7 @@ def _translation(
     ]
     if "impact_note" in block:
         texts.append(("impact_note", block["impact_note"]))
-    for key, text in texts:
+    for key, text in [] if checked else texts:
         problem = check_template(text)
         if problem:
             raise RuleError(source, rule_id, f"{lang}.{key}: {problem}")
@@ -507,11 +541,27 @@ def rule_files(path: Path) -> list[Path]:
 def load_rule_file(
     path: Path, functions: Collection[str], tables: Mapping[str, TableSpec] = TABLES
 ) -> tuple[list[Rule], list[RuleError]]:
-    """Build every rule of a file; one bad rule does not hide the good ones beside it."""
+    """Build every rule of a file; one bad rule does not hide the good ones beside it.
+
+    A file whose rules all passed before, with the same text, functions and tables, comes
+    from the rule cache (advisor.engine.rule_cache) without being checked again."""
+    try:
+        text = read_rule_text(path)
+    except RuleError as exc:
+        return [], [exc]
+    key = rule_cache.entry_key(text, _contract(functions, tables))
+    cached = rule_cache.load(key)
+    if cached is not None:
+        try:
+            return [
+                build_rule(raw, str(path), functions, tables, checked=True) for raw in cached
+            ], []
+        except (RuleError, LookupError, TypeError, ValueError, AttributeError):
+            pass  # an entry of the wrong shape: check the file as if it were not cached
     rules: list[Rule] = []
     errors: list[RuleError] = []
     try:
-        raws = read_rule_documents(path)
+        raws = parse_rule_documents(path, text)
     except RuleError as exc:
         return [], [exc]
     for raw in raws:
@@ -519,7 +569,21 @@ def load_rule_file(
             rules.append(build_rule(raw, str(path), functions, tables))
         except RuleError as exc:
             errors.append(exc)
+    if not errors:
+        rule_cache.store(key, raws)
     return rules, errors
+
+
+def _contract(functions: Collection[str], tables: Mapping[str, TableSpec]) -> list[str]:
+    """What a rule file is checked against besides its text: the expression functions' names
+    and every table's scope and columns (plugins add both)."""
+    return [
+        ",".join(sorted(functions)),
+        *(
+            f"{name}:{spec.scope}:{','.join(spec.column_names)}"
+            for name, spec in sorted(tables.items())
+        ),
+    ]
 
 
 @dataclass

@@ -1,0 +1,134 @@
+"""A per-user cache of validated rule files, so that each run does not re-check every rule.
+
+Checking a rule file (YAML, JSON Schema, every message template parsed and its variables
+worked out, regex patterns vetted) costs far more than reading it: about 0.4 s for the
+built-in rules, on every run. What the checks conclude depends only on the file's text and on
+the checker (advisor's code, the Python version, the expression functions and tables plugins
+register), so a file that passed is remembered under a hash of all of these and later runs
+skip the checks.
+
+An entry is JSON that advisor wrote itself, in the user's cache directory: it is written to a
+temporary file and renamed into place, so two runs racing see either no entry or a whole one,
+and an entry that cannot be read or parsed, or has the wrong shape, is ignored (and rewritten).
+A file that failed its checks is never cached: it is checked again and fails the same way.
+
+Where: $ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor, else ~/.cache/advisor (on Windows
+%LOCALAPPDATA%/advisor/cache); ADVISOR_NO_CACHE=1 turns the cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from advisor.version import __version__
+
+CACHE_DIR_ENV = "ADVISOR_CACHE_DIR"
+NO_CACHE_ENV = "ADVISOR_NO_CACHE"
+FORMAT = 1
+"""Bumped when what an entry holds changes."""
+_CHECKER_FILES = (
+    "engine/rules.py",
+    "engine/templates.py",
+    "engine/expr.py",
+    "engine/functions.py",
+    "engine/rule_cache.py",
+    "schemas/rule.schema.json",
+)
+"""advisor's files whose content decides whether a rule passes: an edited checker in a
+development checkout (same version number) must not trust what the old one concluded."""
+
+
+def cache_dir() -> Path | None:
+    """Where validated rule files are kept, or None when the cache is turned off."""
+    if os.environ.get(NO_CACHE_ENV, "").strip() not in ("", "0"):
+        return None
+    if os.environ.get(CACHE_DIR_ENV):
+        return Path(os.environ[CACHE_DIR_ENV])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "advisor"
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "advisor" / "cache"
+    return Path.home() / ".cache" / "advisor"
+
+
+@cache
+def _checker_fingerprint() -> str:
+    """A hash of advisor's version, Python's and the checker's own files."""
+    digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.version}".encode())
+    package = Path(__file__).resolve().parent.parent
+    for name in _CHECKER_FILES:
+        try:
+            digest.update((package / name).read_bytes())
+        except OSError:  # e.g. run from a zip: the version alone then stands for the code
+            digest.update(name.encode())
+    return digest.hexdigest()
+
+
+def entry_key(text: str, context: Iterable[str]) -> str:
+    """The cache key of a rule file's text checked in `context` (the names of the expression
+    functions and the table contract, as text): any change to either is another key."""
+    digest = hashlib.sha256(_checker_fingerprint().encode())
+    for part in context:
+        digest.update(b"\0" + part.encode())
+    digest.update(b"\1" + text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _entry_path(root: Path, key: str) -> Path:
+    return root / "rules" / f"{key}.json"
+
+
+def load(key: str) -> list[dict[str, Any]] | None:
+    """The validated rule mappings stored under `key`; None when there are none usable."""
+    root = cache_dir()
+    if root is None:
+        return None
+    try:
+        entry = json.loads(_entry_path(root, key).read_bytes())
+    except (OSError, ValueError, RecursionError):  # absent, unreadable, torn or not JSON
+        return None
+    if (
+        not isinstance(entry, dict)
+        or entry.get("key") != key
+        or not isinstance(entry.get("rules"), list)
+        or not all(isinstance(r, dict) for r in entry["rules"])
+    ):
+        return None
+    rules: list[dict[str, Any]] = entry["rules"]
+    return rules
+
+
+def store(key: str, raws: list[dict[str, Any]]) -> None:
+    """Remember that the rule mappings `raws` passed every check; nothing is stored when they
+    would not come back from JSON exactly as they are (a YAML date, a number key, a NaN) or
+    when the cache directory cannot be written: the next run checks them again."""
+    root = cache_dir()
+    if root is None:
+        return
+    try:
+        text = json.dumps({"key": key, "rules": raws}, ensure_ascii=False, allow_nan=False)
+        if json.loads(text)["rules"] != raws:
+            return
+    except (TypeError, ValueError, RecursionError):
+        return
+    path = _entry_path(root, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temp, path)  # atomic: a racing run sees the old entry or this one
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+    except (OSError, ValueError):  # read-only home, full disk, a lone surrogate in a text
+        return

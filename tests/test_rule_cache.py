@@ -1,0 +1,282 @@
+"""The rule cache: rules and reports are the same with it off, cold and warm; a broken,
+stale or racing entry is never trusted; a broken rule file is never cached."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import DEMO, FIXTURE_DIR, REAL, ROOT
+
+from advisor.cli import main
+from advisor.engine import rule_cache
+from advisor.engine import rules as rules_module
+from advisor.engine.functions import BUILTIN_FUNCTIONS
+from advisor.engine.rules import Rule, load_rule_file
+from advisor.model import TABLES
+from advisor.plugin_manager import PluginHost
+from advisor.ruleset import load_ruleset
+
+HOST_RULE = ROOT / "rules" / "host.yaml"
+BROKEN = """\
+id: TEAM-001
+name: team-broken
+title: Broken
+type: Host
+when: "steps.duration_us >"
+message: never
+suggestions: [nothing]
+docs: a rule with a syntax error
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ADVISOR_NO_CACHE", raising=False)
+    return folder
+
+
+def entries(folder: Path) -> list[Path]:
+    return sorted((folder / "rules").glob("*.json")) if (folder / "rules").exists() else []
+
+
+def full(rule: Rule) -> tuple[Rule, object, object]:
+    """What a rule is, including the fields its == leaves out."""
+    return rule, rule.raw, [(e.source, e.names, e.columns, e.tables) for e in rule.let.values()]
+
+
+def test_every_builtin_rule_is_the_same_off_cold_and_warm(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = PluginHost()
+    monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
+    off, off_errors = load_ruleset(host, [])
+    assert not entries(cache)  # turned off: nothing written
+    monkeypatch.delenv("ADVISOR_NO_CACHE")
+    cold, cold_errors = load_ruleset(host, [])
+    files = {r.source for r in cold.rules.values()}
+    assert len(entries(cache)) == len(files) > 10
+    warm, warm_errors = load_ruleset(host, [])
+    assert off_errors == cold_errors == warm_errors == []
+    assert list(off.rules) == list(cold.rules) == list(warm.rules)
+    assert len(off.rules) > 50
+    for rule_id, rule in off.rules.items():
+        assert full(rule) == full(cold.rules[rule_id]) == full(warm.rules[rule_id]), rule_id
+        assert rule.scope == warm.rules[rule_id].scope
+    assert off.origins == warm.origins
+
+
+def test_a_warm_load_checks_no_template_and_no_schema(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the cache saves is real: warm, no template is parsed and no schema walked (a
+    template is compiled only when its rule fires)."""
+    cold, _ = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(rules_module, "check_template", refuse)
+    monkeypatch.setattr(rules_module, "_schema_problem", refuse)
+    warm, errors = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+    assert errors == [] and [full(r) for r in warm] == [full(r) for r in cold]
+    # the cache off, the same file is checked: the patched checks are reached
+    monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
+    with pytest.raises(AssertionError, match="checked again"):
+        load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda key: b"",
+        lambda key: b'{"key": "' + key.encode() + b'", "rules": [{"id": "HO',
+        lambda key: b'{"key": "another", "rules": []}',
+        lambda key: b"[1, 2]",
+        lambda key: json.dumps({"key": key, "rules": [{"id": "HOST-001"}]}).encode(),
+        lambda key: json.dumps({"key": key, "rules": [[]]}).encode(),
+    ],
+    ids=["empty", "torn", "other-key", "not-a-mapping", "wrong-shape", "not-rules"],
+)
+def test_a_damaged_entry_is_ignored_and_rewritten(
+    cache: Path, damage: Callable[[str], bytes]
+) -> None:
+    cold, _ = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+    (entry,) = entries(cache)
+    good = entry.read_bytes()
+    entry.write_bytes(damage(entry.stem))
+    again, errors = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+    assert errors == [] and [full(r) for r in again] == [full(r) for r in cold]
+    assert entry.read_bytes() == good
+
+
+def test_an_unreadable_cache_folder_only_costs_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(blocker))
+    off = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+    assert off[1] == [] and len(off[0]) > 3
+    assert blocker.read_text() == "not a folder"
+
+
+def test_the_key_follows_the_text_functions_and_tables(cache: Path, tmp_path: Path) -> None:
+    """A stale entry is never found: another text, function set or table contract (plugins
+    add both) is another key."""
+    copy = tmp_path / "host.yaml"
+    copy.write_bytes(HOST_RULE.read_bytes())
+    load_rule_file(copy, BUILTIN_FUNCTIONS)
+    load_rule_file(copy, BUILTIN_FUNCTIONS)
+    assert len(entries(cache)) == 1
+    load_rule_file(copy, {**BUILTIN_FUNCTIONS, "team_fn": len})
+    assert len(entries(cache)) == 2
+    spec = TABLES["steps"]
+    fewer = {**TABLES, "steps": type(spec)(**{**vars(spec), "columns": spec.columns[:-1]})}
+    load_rule_file(copy, BUILTIN_FUNCTIONS, fewer)
+    assert len(entries(cache)) == 3
+    copy.write_bytes(HOST_RULE.read_bytes() + b"\n# a comment\n")
+    load_rule_file(copy, BUILTIN_FUNCTIONS)
+    assert len(entries(cache)) == 4
+
+
+def test_a_broken_rule_file_is_never_cached_and_fails_the_same(cache: Path, tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(BROKEN)
+    first = CliRunner().invoke(main, ["rules", "validate", str(team)])
+    second = CliRunner().invoke(main, ["rules", "validate", str(team)])
+    assert first.exit_code == second.exit_code != 0
+    assert first.output == second.output
+    assert "TEAM-001" in first.output and "syntax error" in first.output
+    assert not entries(cache)
+
+
+def test_a_value_json_cannot_hold_as_it_is_is_not_cached(cache: Path) -> None:
+    """A YAML date, NaN or number key would come back from JSON changed: such rules are
+    checked on every run instead of being cached changed."""
+    rule_cache.store("n" * 64, [{"params": {"x": float("nan")}}])
+    rule_cache.store("d" * 64, [{"params": {"since": datetime.date(2026, 1, 5)}}])
+    rule_cache.store("i" * 64, [{"params": {1: "number key"}}])
+    rule_cache.store("s" * 64, [{"message": "\ud800"}])
+    assert not entries(cache)
+    rule_cache.store("o" * 64, [{"params": {"x": 1.0, "y": 1, "z": True, "t": "ü"}}])
+    assert rule_cache.load("o" * 64) == [{"params": {"x": 1.0, "y": 1, "z": True, "t": "ü"}}]
+
+
+def test_racing_writers_and_readers_see_whole_entries_only(cache: Path) -> None:
+    raws = [{"id": f"R-{i}", "text": "x" * 5000} for i in range(50)]
+    seen: list[object] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        for _ in range(30):
+            rule_cache.store("r" * 64, raws)
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.append(rule_cache.load("r" * 64))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    writers = [threading.Thread(target=write) for _ in range(3)]
+    for t in readers + writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    assert rule_cache.load("r" * 64) == raws
+    assert all(s is None or s == raws for s in seen) and any(s == raws for s in seen)
+    assert [p.name for p in (cache / "rules").iterdir()] == [f"{'r' * 64}.json"]
+
+
+def test_processes_racing_on_a_cold_cache(cache: Path) -> None:
+    """Two runs loading every rule at once on an empty cache both succeed, with one entry per
+    file left, each whole."""
+    code = (
+        "from advisor.plugin_manager import PluginHost; from advisor.ruleset import "
+        "load_ruleset; rs, errors = load_ruleset(PluginHost(), []); "
+        "print(len(rs.rules), len(errors))"
+    )
+    env = {**os.environ, "ADVISOR_CACHE_DIR": str(cache)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert outs[0] == outs[1] and outs[0][1] == "0"
+    for entry in entries(cache):
+        assert json.loads(entry.read_text())["key"] == entry.stem
+    assert not list((cache / "rules").glob(".*.tmp"))
+
+
+def test_the_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("ADVISOR_CACHE_DIR", "ADVISOR_NO_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    if sys.platform != "win32":
+        assert rule_cache.cache_dir() == tmp_path / ".cache" / "advisor"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert rule_cache.cache_dir() == tmp_path / "xdg" / "advisor"
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert rule_cache.cache_dir() == tmp_path / "mine"
+    monkeypatch.setenv("ADVISOR_NO_CACHE", "0")
+    assert rule_cache.cache_dir() == tmp_path / "mine"
+    monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
+    assert rule_cache.cache_dir() is None
+
+
+REPORTED = [
+    ("run", DEMO),
+    ("run", DEMO, "--lang", "zh"),
+    ("run", FIXTURE_DIR / "msprof" / "PROF_000002_20250610120000456_MULTIDEV"),
+    ("run", FIXTURE_DIR / "ascend_db" / "rank0_ascend_pt"),
+    ("run", FIXTURE_DIR / "kineto_own" / "dataloader_bound.pt.trace.json.gz"),
+    ("run", FIXTURE_DIR / "kineto_own" / "ddp_rank0.pt.trace.json.gz"),
+    ("run", FIXTURE_DIR / "megengine" / "static"),
+    ("run", FIXTURE_DIR / "aoe" / "good"),
+    ("run", REAL / "mindspore_cluster_4rank"),
+    (
+        "compare",
+        FIXTURE_DIR / "kineto_own" / "compare_base.pt.trace.json.gz",
+        FIXTURE_DIR / "kineto_own" / "compare_slow.pt.trace.json.gz",
+    ),
+]
+
+
+def _report(args: tuple[object, ...], env: dict[str, str]) -> tuple[int, object]:
+    result = CliRunner().invoke(main, [*map(str, args), "-o", "-", "-q"], env=env)
+    assert result.exit_code in (0, 1, 3), result.output
+    data = json.loads(result.stdout)
+
+    def scrub(value: object) -> object:  # the only field that differs between two runs
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items() if k != "generated_at"}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return value
+
+    return result.exit_code, scrub(data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", REPORTED, ids=lambda a: f"{a[0]}-{Path(str(a[1])).name}")
+def test_reports_are_the_same_off_cold_and_warm(args: tuple[object, ...], tmp_path: Path) -> None:
+    folder = str(tmp_path / "cache")
+    off = _report(args, {"ADVISOR_NO_CACHE": "1", "ADVISOR_CACHE_DIR": folder})
+    assert not Path(folder).exists()
+    cold = _report(args, {"ADVISOR_CACHE_DIR": folder, "ADVISOR_NO_CACHE": ""})
+    assert entries(Path(folder))
+    warm = _report(args, {"ADVISOR_CACHE_DIR": folder, "ADVISOR_NO_CACHE": ""})
+    assert off == cold == warm
+    assert off[1]  # a report was written
