@@ -276,6 +276,7 @@ PROVIDERS = [
             "memory.address",
             "memory.thread",
             "host_ops.kind",
+            "host_ops.thread",
             "host_ops.start_us",
             "host_ops.duration_us",
         ),
