@@ -386,6 +386,53 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "dynamic_shape_ops",
+            "operator (by name) whose input shapes were recorded in two or more steps, with its "
+            "time and shapes per step (derived from device_ops, else host_ops: MindInsight's "
+            "dynamic shape view)",
+            (
+                _c("name", "string", "", "operator or kernel name", True),
+                _c("op_type", "string", "", "operator type, where recorded"),
+                _c("source", "string", "", "device_ops or host_ops: the table the runs came from"),
+                _c("steps", "int64", "", "steps the operator ran in with its shapes recorded", True),
+                _c("shapes", "int64", "", "distinct input shapes over all its runs", True),
+                _c(
+                    "variants",
+                    "int64",
+                    "",
+                    "distinct per-step shape sets (the shapes of all its runs in a step); 1 when "
+                    "every step ran the same shapes",
+                    True,
+                ),
+                _c(
+                    "changes",
+                    "int64",
+                    "",
+                    "steps whose shape set differs from the operator's previous step",
+                ),
+                _c("total_us", "float64", US, "time of all its runs in these steps", True),
+                _c("min_step_us", "float64", US, "its time in its fastest step"),
+                _c("median_step_us", "float64", US, "median of its time per step"),
+                _c("max_step_us", "float64", US, "its time in its slowest step"),
+                _c(
+                    "excess_us",
+                    "float64",
+                    US,
+                    "time above median_step_us in the steps right after a shape change: the "
+                    "cost of recompiling or re-tiling for the new shape (an upper bound: a "
+                    "larger shape also takes longer)",
+                    True,
+                ),
+                _c(
+                    "shapes_per_step",
+                    "string",
+                    "",
+                    "step: shape set (time) for the first 8 steps and every change, e.g. "
+                    "'1: 32,1;32,1 (75.6 µs) | 2: 48,1;48,1 (88.0 µs)'",
+                ),
+            ),
+        ),
+        TableSpec(
             "op_stats",
             "operator type (per core type)",
             (

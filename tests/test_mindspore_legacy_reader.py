@@ -56,6 +56,8 @@ def test_one_profile_per_rank_and_contract() -> None:
         "queues",
         "cpu_usage",
         "utilization",
+        "device_ops",  # the GPU kernel and operator of gpu_timeline_display_0.json
+        "host_ops",
     }
     assert set(profiles[1].tables) == {"device_ops"}
 

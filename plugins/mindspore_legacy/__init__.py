@@ -33,13 +33,19 @@ gives one Profile per number. Files read (formats.md §3.1-3.2):
   (`op_info`, op_id -1 is MindSpore's extra entry and is skipped as its analyser does); each
   operator's mean user + sys utilisation -> pipeline_ops.cpu_pct.
 
+- GPU runs (module `gpu`, device_kind GPU): `gpu_timeline_display_{N}.json` -> device_ops (the
+  CUDA kernels, core GPU), host_ops (the operators, as MindSpore times them on the host) and
+  steps; without it `gpu_activity_data_{N}.csv` (kernel totals), `gpu_op_detail_info_{N}.csv`
+  (operator totals) and `gpu_op_type_info_{N}.csv` (op_stats). `dynamic_shape_info_{N}.json`
+  (module `dynamic_shape`) gives each operator's and kernel's step and input shapes.
+
 All absolute times (steps, GetNext samples, tasks) are on the device clock and are rebased to
 the earliest of them; CPU samples are numbered, not timed (their clock is the host's). Not
-read: flops_scope, memory, timeline JSON and cluster files.
+read: flops_scope, memory, the Ascend timeline JSON and cluster files.
 
 Modules: `names` tells the files apart; `rank` reads one rank source by source and rebases its
 clock, through the helpers of `context`; `steps`, `hccl`, `queues`, `device_ops`, `flops`,
-`cpu` and `memory` read one source each (minddata_pipeline_raw is read by
+`cpu`, `memory`, `gpu` and `dynamic_shape` read one source each (minddata_pipeline_raw is read by
 advisor.formats.minddata, which the new layout shares).
 """
 
@@ -98,7 +104,8 @@ class MindSporeLegacyReader:
             raise UnreadableInput(
                 path,
                 "no readable MindSpore profiler data (step trace, data "
-                "queues, pipeline or AI Core operator files)" + (f"; {lost[0]}" if lost else ""),
+                "queues, pipeline, AI Core or GPU operator files)"
+                + (f"; {lost[0]}" if lost else ""),
             )
         profiles[0].warnings += lost
         return profiles

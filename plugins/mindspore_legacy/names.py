@@ -23,6 +23,11 @@ _KINDS: dict[str, re.Pattern[str]] = {
         ("memory_summary", r"memory_usage_summary_(\d+)\.json"),
         ("hccl", r"hccl_raw_(\d+)\.csv"),
         ("cluster", r"ascend_cluster_analyse_[a-z-]+_\d+_\d+_(\d+)\.csv"),
+        ("gpu_timeline", r"gpu_timeline_display_(\d+)\.json"),
+        ("gpu_activity", r"gpu_activity_data_(\d+)\.csv"),
+        ("gpu_op_detail", r"gpu_op_detail_info_(\d+)\.csv"),
+        ("gpu_op_type", r"gpu_op_type_info_(\d+)\.csv"),
+        ("dynamic_shape", r"dynamic_shape_info_(\d+)\.json"),
     )
 }
 # Files that alone make a folder a MindSpore profiler folder (framework_raw alone does not).
@@ -34,6 +39,11 @@ DETECTING = (
     "pipeline",
     "aicore_type",
     "cpu",
+    "gpu_timeline",
+    "gpu_activity",
+    "gpu_op_detail",
+    "gpu_op_type",
+    "dynamic_shape",
 )
 
 

@@ -17,6 +17,7 @@ from .context import Rank
 from .cpu import read_cpu_usage
 from .device_ops import read_device_ops
 from .flops import read_flops
+from .gpu import read_gpu
 from .hccl import read_hccl
 from .memory import read_memory
 from .queues import read_queues
@@ -39,6 +40,7 @@ def read_rank(rank: Rank) -> Profile | None:
         _add(rank, kind, read, table, clock)
     read_queues(rank)
     read_device_ops(rank)
+    read_gpu(rank)
     read_flops(rank)
     read_cpu_usage(rank)
     read_memory(rank)

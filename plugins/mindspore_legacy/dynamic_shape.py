@@ -1,0 +1,132 @@
+"""`dynamic_shape_info_{N}.json`: MindSpore's per-step operator view of a GPU run (what
+MindInsight's "operator time per step" and "shape per step" charts show).
+
+MindSpore writes it from the GPU timeline: `operator` maps each step to the operators run in
+it (`op_name` such as `Add-op6`, `op_type`, `op_side`, `dur` in µs, `shape_info`: one
+`[32, 1]` text per input), `kernel` each step to its CUDA kernels (`op_name` the kernel,
+`op_full_name` its operator, `dur`, `block_dim`, `grid_dim`). `operator_type` and
+`kernel_type` are per-step sums of the same rows and are not read. Input shapes are written
+as msprof writes them: `32,1;32,1` (`;` between tensors).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.formats.cann_tasks import op_type
+from advisor.formats.numbers import finite_float
+
+if TYPE_CHECKING:
+    from .context import Rank
+
+_DIMS = re.compile(r"[\[\]\s]")
+
+
+@dataclass
+class StepShapes:
+    """The operators and kernels of each step, and the input shapes by (step, operator)."""
+
+    operators: pd.DataFrame
+    kernels: pd.DataFrame
+
+    def shapes(self) -> dict[tuple[int, str], str]:
+        """(step, short operator name) -> input shapes; the first run of the step wins."""
+        if self.operators.empty:
+            return {}
+        first = self.operators.dropna(subset=["input_shapes"]).drop_duplicates(["step", "name"])
+        return {
+            (int(step), str(name)): str(shapes)
+            for step, name, shapes in zip(first["step"], first["name"], first["input_shapes"])
+        }
+
+
+def read_dynamic_shapes(rank: Rank) -> StepShapes | None:
+    """The file's operators and kernels per step; None (warned) when it is unreadable or not
+    in the GPU layout."""
+    path = rank.files.get("dynamic_shape")
+    if path is None:
+        return None
+    rank.profile.meta.files_read.append(path.name)
+    data = rank.json(path)
+    if data is None:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("operator"), dict):
+        rank.warn(path, "not the GPU layout (operators and kernels per step); not read")
+        return None
+    operators = _rows(rank, path, data.get("operator"), _operator)
+    kernels = _rows(rank, path, data.get("kernel"), _kernel)
+    if operators.empty and kernels.empty:
+        rank.warn(path, "no operator or kernel rows")
+        return None
+    return StepShapes(operators, kernels)
+
+
+def _rows(rank: Rank, path: Path, steps: Any, row: Any) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    bad = 0
+    for key, items in (steps or {}).items() if isinstance(steps, dict) else ():
+        step = finite_float(key)
+        if not (step == step and step == int(step)) or not isinstance(items, list):
+            bad += 1
+            continue
+        for item in items:
+            parsed = row(int(step), item) if isinstance(item, dict) else None
+            if parsed is None:
+                bad += 1
+            else:
+                rows.append(parsed)
+    if bad:
+        rank.warn(path, f"{bad} step entries without a step number, name or dur skipped")
+    return pd.DataFrame(rows)
+
+
+def _operator(step: int, item: dict[str, Any]) -> dict[str, Any] | None:
+    name, duration = item.get("op_name"), finite_float(item.get("dur"))
+    if not isinstance(name, str) or duration != duration:
+        return None
+    shapes = item.get("shape_info")
+    shape_text = (
+        ";".join(_DIMS.sub("", str(s)) for s in shapes)
+        if isinstance(shapes, list) and shapes
+        else None
+    )
+    return {
+        "step": step,
+        "name": name,
+        "op_type": str(item.get("op_type") or op_type(name)),
+        "kind": "cpu_kernel" if str(item.get("op_side", "")).lower() == "cpu" else "aten",
+        "duration_us": duration,
+        "input_shapes": shape_text,
+    }
+
+
+def _kernel(step: int, item: dict[str, Any]) -> dict[str, Any] | None:
+    name, duration = item.get("op_name"), finite_float(item.get("dur"))
+    if not isinstance(name, str) or duration != duration:
+        return None
+    full = str(item.get("op_full_name") or "")
+    return {
+        "step": step,
+        "name": name,
+        "op_name": full.rsplit("/", 1)[-1],
+        "op_type": op_type(full) if full else None,
+        "core_type": "GPU",
+        "duration_us": duration,
+        "category": "communication" if name.lower().startswith("nccl") else "compute",
+        "block_threads": dims_product(item.get("block_dim")),
+        "grid_blocks": dims_product(item.get("grid_dim")),
+    }
+
+
+def dims_product(dims: Any) -> float:
+    """`256,1,1` -> 256: threads per block or blocks per grid."""
+    parts = str(dims or "").strip('"').split(",")
+    if not all(p.strip().isdigit() for p in parts):
+        return np.nan
+    return float(np.prod([int(p) for p in parts]))

@@ -1,0 +1,248 @@
+"""MindSpore GPU profiler files in the old-layout reader, and the per-step dynamic-shape view
+(`dynamic_shape_ops`, rule OP-013).
+
+Fixtures: the genuine MindInsight samples `gpu_timeline_display_0.json` and
+`dynamic_shape_info_0.json` (tests/fixtures/real, see PROVENANCE.md), and the hand-built GPU
+folder tests/fixtures/mindspore_gpu/profiler (README.md there names each column's source).
+Expected numbers are computed here from the raw files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import FIXTURE_DIR
+
+from advisor.api import analyze
+from advisor.derive import derive
+from advisor.model import Profile, ProfileMeta, conform, contract_problems
+from advisor_plugins.dynamic_shapes import PROVIDERS
+from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
+
+REAL = FIXTURE_DIR / "real"
+TIMELINE = REAL / "mindspore_legacy" / "profiler_misc" / "gpu_timeline_display_0.json"
+DYNAMIC = REAL / "mindspore_gpu_dynamic_shape" / "dynamic_shape_info_0.json"
+GPU = FIXTURE_DIR / "mindspore_gpu" / "profiler"
+READER = MindSporeLegacyReader()
+
+
+def read_one(folder: Path) -> Profile:
+    (profile,) = READER.read(folder)
+    assert contract_problems(profile) == []
+    return profile
+
+
+def folder_with(tmp_path: Path, *files: Path) -> Path:
+    for file in files:
+        shutil.copy(file, tmp_path)
+    return tmp_path
+
+
+def test_gpu_files_make_a_mindspore_folder(tmp_path: Path) -> None:
+    for name in (
+        "gpu_timeline_display_3.json",
+        "gpu_activity_data_3.csv",
+        "gpu_op_detail_info_3.csv",
+        "gpu_op_type_info_3.csv",
+        "dynamic_shape_info_3.json",
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / name).write_text("x")
+        assert READER.detect(folder), name
+    assert not READER.detect(
+        tmp_path / "gpu_timeline_display_3.json" / "gpu_timeline_display_3.json"
+    )
+
+
+def test_real_gpu_timeline_kernel_and_operator(tmp_path: Path) -> None:
+    events = json.loads(TIMELINE.read_text())
+    op, kernel = events  # MindInsight's sample: one operator, one CUDA kernel
+    profile = read_one(folder_with(tmp_path, TIMELINE))
+    assert profile.meta.device_kind == "GPU" and profile.warnings == []
+    (row,) = profile.tables["device_ops"].to_dict("records")
+    assert row["name"] == kernel["name"] and row["core_type"] == "GPU"
+    assert row["op_type"] == "ApplyMomentum"  # from Default/optimizer-Momentum/ApplyMomentum-op55
+    assert row["duration_us"] == kernel["dur"] and row["stream"] == int(kernel["tid"])
+    assert row["block_threads"] == 1024 and row["grid_blocks"] == 8  # "1024,1,1", "8,1,1"
+    assert row["category"] == "compute"
+    (host,) = profile.tables["host_ops"].to_dict("records")
+    assert (host["name"], host["kind"], host["duration_us"]) == (op["name"], "aten", op["dur"])
+    # both on the GPU clock, rebased together: the operator came first
+    assert host["start_us"] == 0.0
+    assert row["start_us"] == pytest.approx(kernel["ts"] - op["ts"])
+
+
+def test_real_dynamic_shape_file_gives_steps_and_shapes(tmp_path: Path) -> None:
+    raw = json.loads(DYNAMIC.read_text())
+    profile = read_one(folder_with(tmp_path, DYNAMIC))
+    assert profile.meta.device_kind == "GPU" and profile.warnings == []
+    kernels = [k for items in raw["kernel"].values() for k in items]
+    ops = profile.tables["device_ops"]
+    assert list(ops["step"]) == [k["step"] for k in kernels]
+    assert list(ops["duration_us"]) == [k["dur"] for k in kernels]
+    # a kernel takes its operator's input shapes in that step: Add-op6 ran with [32, 1] twice
+    assert set(ops["input_shapes"]) == {"32,1;32,1"}
+    assert set(ops["op_type"]) == {"Add"} and "start_us" not in ops
+    operators = [o for items in raw["operator"].values() for o in items]
+    host = profile.tables["host_ops"]
+    assert list(host["name"]) == [o["op_name"] for o in operators]
+    assert host["duration_us"].sum() == pytest.approx(sum(o["dur"] for o in operators))
+    assert host["input_shapes"].notna().sum() == sum(1 for o in operators if o["shape_info"])
+
+    derive(profile, ["dynamic_shape_ops"], PROVIDERS)
+    (row,) = profile.tables["dynamic_shape_ops"].to_dict("records")
+    times = [k["dur"] for k in kernels]
+    assert (row["source"], row["steps"], row["shapes"], row["variants"]) == ("device_ops", 9, 1, 1)
+    assert row["changes"] == 0 and row["excess_us"] == 0.0
+    assert row["total_us"] == pytest.approx(sum(times))
+    assert (row["min_step_us"], row["max_step_us"]) == (min(times), max(times))
+    assert row["median_step_us"] == pytest.approx(sorted(times)[4])
+    assert row["shapes_per_step"].startswith("1: 32,1;32,1 (3.90 µs) | 2: 32,1;32,1")
+
+
+def test_documented_gpu_folder_timeline_steps_and_shapes() -> None:
+    timeline = json.loads((GPU / "gpu_timeline_display_0.json").read_text())
+    profile = read_one(GPU)
+    assert profile.meta.device_kind == "GPU" and profile.warnings == []
+    steps = profile.tables["steps"]
+    raw_steps = [e for e in timeline if e.get("tid") == 100000 and e["ph"] == "X"]
+    assert list(steps["step"]) == [int(e["name"]) for e in raw_steps]
+    assert list(steps["duration_us"]) == [e["dur"] for e in raw_steps]
+    assert steps["start_us"].iloc[0] == 0.0  # rebased with the operators and kernels
+    kernels = [e for e in timeline if "op_full_name" in e.get("args", {})]
+    ops = profile.tables["device_ops"]
+    assert len(ops) == len(kernels)  # scope-name and overlap-analysis bars are not tasks
+    assert set(ops["stream"]) == {7, 8}
+    nccl = ops[ops["name"].str.startswith("nccl")]
+    assert list(nccl["category"]) == ["communication"] and list(nccl["step"]) == [2]
+    add = ops[ops["op_type"] == "Add"]
+    assert list(add["step"]) == [1, 2, 3, 4]
+    assert list(add["input_shapes"]) == ["32,1;32,1", "32,1;32,1", "48,1;48,1", "48,1;48,1"]
+    host = profile.tables["host_ops"]
+    assert sorted(host["kind"].unique()) == ["aten", "cpu_kernel"]
+    assert (host["kind"] == "aten").sum() == 8  # Add-op6 and MatMul-op1 in 4 steps
+
+
+def test_op_013_fires_on_the_gpu_folder_with_gpu_advice() -> None:
+    (analysis,) = analyze(GPU, select=["OP-013"]).analyses
+    (finding,) = analysis.findings
+    table = analysis.tables["dynamic_shape_ops"].set_index("op_type")
+    # Add kernels per step 10, 10, 60 (new shape), 12: median 11, 60 - 11 = 49 after the change
+    assert table.loc["Add", "excess_us"] == 49.0 and table.loc["MatMul", "variants"] == 1
+    assert finding.impact_us == 49.0
+    assert finding.values["ratio"] == pytest.approx(49 / 4000)  # 4 steps of 1000 µs
+    assert "3: 48,1;48,1 (60.0 µs)" in finding.evidence["rows"][0][-1]
+    assert any("Cell.set_inputs" in s for s in finding.suggestions)
+    assert not any("torch" in s or "AOE" in s for s in finding.suggestions)
+
+
+def test_csv_tables_without_a_timeline(tmp_path: Path) -> None:
+    names = ("gpu_activity_data_0.csv", "gpu_op_detail_info_0.csv", "gpu_op_type_info_0.csv")
+    profile = read_one(folder_with(tmp_path, *(GPU / n for n in names)))
+    with open(GPU / names[0], newline="") as handle:
+        activity = list(csv.DictReader(handle))
+    ops = profile.tables["device_ops"]
+    assert list(ops["name"]) == [r["name"] for r in activity]
+    assert list(ops["duration_us"]) == [float(r["total_duration(us)"]) for r in activity]
+    assert list(ops["op_type"]) == ["Add", "MatMul", "AllReduce"]
+    assert list(ops["category"]) == ["compute", "compute", "communication"]
+    with open(GPU / names[1], newline="") as handle:
+        detail = list(csv.DictReader(handle))
+    host = profile.tables["host_ops"]
+    assert list(host["name"]) == [r["op_full_name"] for r in detail]
+    assert list(host["count"]) == [int(r["op_occurrences"]) for r in detail]
+    assert list(host["duration_us"]) == [float(r["op_total_time(us)"]) for r in detail]
+    assert "op_stats" not in profile.tables  # derived from the kernels instead
+
+
+def test_op_stats_from_the_type_table_alone(tmp_path: Path) -> None:
+    profile = read_one(folder_with(tmp_path, GPU / "gpu_op_type_info_0.csv"))
+    stats = profile.tables["op_stats"].set_index("op_type")
+    assert list(stats.index) == ["Add", "MatMul"] and set(stats["core_type"]) == {"GPU"}
+    assert stats.loc["Add", "count"] == 4 and stats.loc["MatMul", "total_us"] == 120.0
+    assert stats.loc["MatMul", "ratio"] == pytest.approx(120 / 200)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("gpu_timeline_display_0.json", "[{", "not valid JSON"),
+        ("gpu_timeline_display_0.json", '{"a": 1}', "not a list of timeline events"),
+        ("dynamic_shape_info_0.json", '{"Add": []}', "not the GPU layout"),
+        ("gpu_activity_data_0.csv", "name,type\nk,cuLaunchKernel\n", "missing column"),
+    ],
+)
+def test_bad_gpu_file_is_one_warning(tmp_path: Path, name: str, text: str, problem: str) -> None:
+    (tmp_path / name).write_text(text)
+    shutil.copy(GPU / "gpu_op_type_info_0.csv", tmp_path)  # something readable beside it
+    profile = read_one(tmp_path)
+    (warning,) = profile.warnings
+    assert Path(warning.file).name == name and problem in warning.problem
+
+
+def test_timeline_events_without_times_are_counted(tmp_path: Path) -> None:
+    events = [
+        {"name": "Add-op6", "ph": "X", "tid": 100002, "ts": 5.0, "dur": 2.0, "pid": 0},
+        {"name": "Mul-op7", "ph": "X", "tid": 100002, "ts": "x", "dur": 2.0, "pid": 0},
+        {"ph": "X", "tid": 100002, "ts": 1.0, "dur": 2.0, "pid": 0},
+    ]
+    (tmp_path / "gpu_timeline_display_0.json").write_text(json.dumps(events))
+    profile = read_one(tmp_path)
+    assert list(profile.tables["host_ops"]["name"]) == ["Add-op6"]
+    (warning,) = profile.warnings
+    assert warning.problem == "2 events without a name, ts or dur skipped"
+
+
+def profile_of(**tables: pd.DataFrame) -> Profile:
+    return Profile(
+        ProfileMeta("test", "memory"), {name: conform(name, df) for name, df in tables.items()}
+    )
+
+
+def test_shape_sets_per_step_not_per_run() -> None:
+    """Two layers calling aten::mm with different shapes every step are not dynamic; a third
+    shape appearing in one step is one change, and the change back another."""
+    shapes = {"a": "[[8, 64], [64, 64]]", "b": "[[8, 64], [64, 256]]", "c": "[[6, 64], [64, 64]]"}
+    runs = [(1, "a", 50), (1, "b", 90), (2, "a", 50), (2, "b", 90), (3, "c", 80), (3, "b", 90)]
+    runs += [(4, "a", 50), (4, "b", 90)]
+    host = pd.DataFrame(
+        {
+            "name": "aten::mm",
+            "kind": "aten",
+            "step": [s for s, _, _ in runs],
+            "input_shapes": [shapes[k] for _, k, _ in runs],
+            "duration_us": [float(d) for _, _, d in runs],
+        }
+    )
+    profile = profile_of(host_ops=host)
+    derive(profile, ["dynamic_shape_ops"], PROVIDERS)
+    (row,) = profile.tables["dynamic_shape_ops"].to_dict("records")
+    # per step: 140, 140, 170, 140; median 140; the change at step 3 costs 30, the change
+    # back at step 4 nothing
+    assert (row["source"], row["shapes"], row["variants"], row["changes"]) == ("host_ops", 3, 2, 2)
+    assert row["excess_us"] == 30.0 and row["total_us"] == 590.0
+    steady = profile_of(host_ops=host[host["step"] != 3])
+    derive(steady, ["dynamic_shape_ops"], PROVIDERS)
+    assert steady.tables["dynamic_shape_ops"]["variants"].tolist() == [1]
+
+
+def test_operators_seen_in_one_step_are_left_out() -> None:
+    device = pd.DataFrame(
+        {
+            "name": ["x", "y", "y"],
+            "core_type": "GPU",
+            "category": "compute",
+            "step": [1, 1, 2],
+            "input_shapes": ["1", "2", "3"],
+            "duration_us": [1.0, 2.0, 3.0],
+        }
+    )
+    profile = profile_of(device_ops=device)
+    derive(profile, ["dynamic_shape_ops"], PROVIDERS)
+    assert profile.tables["dynamic_shape_ops"]["name"].tolist() == ["y"]
