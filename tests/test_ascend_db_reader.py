@@ -128,14 +128,13 @@ def test_torch_npu_database_gives_the_findings_of_its_text_export(tmp_path: Path
 
 
 def test_analysis_database_and_memory_record_give_the_tables_of_their_text_files() -> None:
-    """Genuine communication.json, communication_matrix.json and memory_record.csv against
-    analysis.db's CommAnalyzer* tables and MEMORY_RECORD made from them."""
+    """Genuine communication.json, communication_matrix.json, memory_record.csv and
+    operator_memory.csv against analysis.db's CommAnalyzer* tables, MEMORY_RECORD and OP_MEMORY
+    made from them."""
     text, db = read_pt(LEVEL1_TEXT), read_pt(LEVEL1_DB)
     assert problems(text) == problems(db) == []
-    assert set(db.tables) == {"comm_ops", "memory"}
-    # operator_memory.csv (op_allocations) has no twin in the database made from the others
-    assert set(text.tables) == {"comm_ops", "memory", "op_allocations"}
-    for name in ("comm_ops", "memory"):
+    assert set(text.tables) == set(db.tables) == {"comm_ops", "memory", "op_allocations"}
+    for name in ("comm_ops", "memory", "op_allocations"):
         assert_same_table(text.tables[name], db.tables[name], name)
     totals = [t.meta.extra["comm_bandwidth"] for t in (text, db)]
     assert totals[0].keys() == totals[1].keys()

@@ -11,6 +11,8 @@ import csv
 import gzip
 import json
 import math
+import shutil
+import sqlite3
 from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -279,3 +281,20 @@ def test_a_bad_operator_memory_csv_is_a_warning(tmp_path: Path, text: str, probl
     assert told and all(w.problem for w in told)
     assert any(problem in w.problem for w in told)
     assert not profile.tables["memory"].empty
+
+
+def test_op_memory_of_the_database_marks_a_zero_release_time_unreleased(tmp_path: Path) -> None:
+    """OP_MEMORY of the level1 twin (made from operator_memory.csv by make_db.py) with the
+    blocks never released written as 0 instead of NULL: the same 24 blocks stay unreleased."""
+    twin = FIXTURE_DIR / "ascend_db" / "level1_twin_ascend_pt"
+    copy = tmp_path / "level1_twin_ascend_pt"
+    shutil.copytree(twin, copy)
+    database = copy / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    with sqlite3.connect(database) as con:
+        con.execute("UPDATE OP_MEMORY SET releaseTime = 0 WHERE releaseTime IS NULL")
+    (profile,) = AscendPtReader().read(copy)
+    assert profile.meta.extra["source"] == "db"
+    blocks = profile.tables["op_allocations"]
+    rows = raw_operator_memory()
+    assert len(blocks) == len(rows)
+    assert blocks["end_us"].isna().sum() == sum(r["Release Time(us)"] == "" for r in rows) == 24

@@ -12,10 +12,11 @@ Their tables give what the text files give:
   that gives launch_us / launch_thread;
 - PYTORCH_API (framework ops, task queue, Python frames; its type from ENUM_API_TYPE) and
   CANN_API: trace_view.json's Python and CANN processes;
-- MEMORY_RECORD: memory_record.csv; CommAnalyzerTime / CommAnalyzerBandwidth /
-  CommAnalyzerMatrix: communication.json and communication_matrix.json, in the same units,
-  so the JSON readers read them; COMMUNICATION_OP stands in for communication.json when
-  analysis.db has no communication (as the trace's HCCL process does for the text files);
+- MEMORY_RECORD: memory_record.csv; OP_MEMORY: operator_memory.csv; CommAnalyzerTime /
+  CommAnalyzerBandwidth / CommAnalyzerMatrix: communication.json and
+  communication_matrix.json, in the same units, so the JSON readers read them;
+  COMMUNICATION_OP stands in for communication.json when analysis.db has no communication
+  (as the trace's HCCL process does for the text files);
 - RANK_DEVICE_MAP and META_DATA: the rank, device and environment.
 
 Column facts: torch_npu's `TableColumnsManager` and the Ascend/msprof database reference (see
@@ -56,6 +57,7 @@ from .communication import parse_communication, parse_communication_matrix
 from .kinds import cann_kind, framework_kind
 from .memory import one_component
 from .meta import non_negative_int, versions
+from .operator_memory import op_memory_table
 from .steps import fill_breakdown, steps_from_table
 from .trace_view import STEP_NAME
 
@@ -116,6 +118,7 @@ class DbTables:
     host_ops: list[pd.DataFrame] = field(default_factory=list)
     comm_ops: pd.DataFrame | None = None
     memory: pd.DataFrame | None = None
+    op_allocations: pd.DataFrame | None = None
     aicore_freq: pd.DataFrame | None = None
     files: list[Path] = field(default_factory=list)
 
@@ -198,6 +201,7 @@ def _read_main(db: CannDb, clock: Clock, meta: ProfileMeta, out: DbTables) -> No
             meta.device_id = str(int(ops["device"].dropna().iloc[0]))
         out.device_ops = with_wait(_with_launches(ops, launches)).drop(columns="device")
     out.memory = _memory(db, clock)
+    out.op_allocations = op_memory_table(db, clock)
     samples = aicore_freq_samples(db, clock)
     if samples is not None:  # the last sample holds to the end of the device tasks
         ops, end = out.device_ops, None

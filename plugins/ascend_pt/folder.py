@@ -228,6 +228,8 @@ class FolderReader:
             self.tables["comm_ops"] = db.comm_ops
         if db.memory is not None and not db.memory.empty:
             self.tables["memory"] = db.memory
+        if db.op_allocations is not None and not db.op_allocations.empty:
+            self.tables["op_allocations"] = db.op_allocations
         if db.aicore_freq is not None:
             self.tables["aicore_freq"] = db.aicore_freq
         return True

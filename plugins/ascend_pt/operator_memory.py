@@ -5,6 +5,7 @@ Columns (torch_npu's documentation, "operator_memory.csv"): Name, Size(KB), Allo
 Time(us), Release Time(us) (empty: not released while profiling), Duration(us), Allocation
 Total Allocated(MB), Allocation Total Reserved(MB), ... Release Total Active(MB), Stream Ptr,
 Device Type. `cann::` rows are the graph engine's own workspace (their sizes are KB too).
+The profiler database's OP_MEMORY table holds the same rows in bytes and ns.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.formats.cann_csv import open_csv
+from advisor.formats.cann_db import CannDb, ns_times
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.warn import WarnFn
 
@@ -52,4 +54,40 @@ def read_operator_memory(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd
     if device is not None:
         frame["device"] = device
     keep = frame["name"].notna() & frame["bytes"].notna() & frame["start_us"].notna()
+    return frame[keep.to_numpy(dtype=bool)].reset_index(drop=True)
+
+
+def op_memory_table(db: CannDb, clock: Clock) -> pd.DataFrame | None:
+    """OP_MEMORY of the profiler database (bytes, ns; name a STRING_IDS id), as
+    operator_memory.csv gives it; a block never released has no release time (NULL or 0)."""
+    columns = db.columns("OP_MEMORY")
+    if not {"name", "size", "allocationTime"} <= columns:
+        return None
+    picked = [c for c in ("releaseTime", "allocationTotalAllocated", "deviceId") if c in columns]
+    rows = db.frame(
+        f"SELECT name, size, allocationTime{''.join(', ' + c for c in picked)} "
+        f"FROM {db.table('OP_MEMORY')} ORDER BY allocationTime",
+        what="OP_MEMORY",
+    )
+    if rows is None or rows.empty:
+        return None
+    frame = pd.DataFrame(
+        {
+            "name": db.strings(rows["name"]),
+            "bytes": pd.to_numeric(rows["size"], errors="coerce").astype(float),
+            "start_us": ns_times(clock, rows["allocationTime"]),
+        }
+    )
+    if "releaseTime" in rows:
+        release = pd.to_numeric(rows["releaseTime"], errors="coerce")
+        frame["end_us"] = np.where(
+            (release > 0).to_numpy(dtype=bool), ns_times(clock, rows["releaseTime"]), np.nan
+        )
+    if "allocationTotalAllocated" in rows:
+        total = pd.to_numeric(rows["allocationTotalAllocated"], errors="coerce")
+        frame["allocated_bytes"] = total.astype(float)
+    if "deviceId" in rows:
+        device = pd.to_numeric(rows["deviceId"], errors="coerce").astype("Int64")
+        frame["device"] = ("NPU:" + device.astype("string")).astype("string")
+    keep = frame["name"].notna() & frame["bytes"].notna() & np.isfinite(frame["start_us"])
     return frame[keep.to_numpy(dtype=bool)].reset_index(drop=True)
