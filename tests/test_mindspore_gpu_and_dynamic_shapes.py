@@ -174,7 +174,8 @@ def test_op_stats_from_the_type_table_alone(tmp_path: Path) -> None:
     [
         ("gpu_timeline_display_0.json", "[{", "not valid JSON"),
         ("gpu_timeline_display_0.json", '{"a": 1}', "not a list of timeline events"),
-        ("dynamic_shape_info_0.json", '{"Add": []}', "not the GPU layout"),
+        ("dynamic_shape_info_0.json", '{"Add": 3}', "neither the GPU layout"),
+        ("dynamic_shape_info_0.json", '{"Add": []}', "no operator or kernel rows"),
         ("gpu_activity_data_0.csv", "name,type\nk,cuLaunchKernel\n", "missing column"),
     ],
 )
@@ -246,3 +247,79 @@ def test_operators_seen_in_one_step_are_left_out() -> None:
     profile = profile_of(device_ops=device)
     derive(profile, ["dynamic_shape_ops"], PROVIDERS)
     assert profile.tables["dynamic_shape_ops"]["name"].tolist() == ["y"]
+
+
+def write_ascend_dynamic_run(folder: Path, shapes: list[str]) -> None:
+    """A 3-step MindSpore Ascend run in the old layout, hand-built from the documented files:
+    step_trace_raw (10 ns ticks; the last row is MindSpore's average row), the AI Core
+    timeline (ms) and dynamic_shape_info in the Ascend layout (DynamicFrameWorkParser: per
+    operator its n-th run's op_summary Task Duration in µs and framework_raw shape text)."""
+    trace = [
+        "step_num,start_point,end_point,total,fp_point,bp_point,iteration_interval,fp_and_bp,tail"
+    ]
+    timeline = ["op_name, stream_id, start_time(ms), duration(ms)"]
+    add_us = [10.0, 50.0, 12.0]
+    for i, us in enumerate(add_us):
+        start = 1_000_000 + i * 100_000  # ticks: one step per ms
+        trace.append(
+            f"{i + 1},{start},{start + 100_000},100000,{start},{start + 90_000},0,90000,10000"
+        )
+        ms = start / 100_000
+        timeline.append(f"Default/network/Add-op6,5,{ms + 0.1},{us / 1000}")
+        timeline.append(f"Default/network/MatMul-op1,5,{ms + 0.2},0.1")
+    trace.append("-,0,0,0,0,0,0,0,0")
+    (folder / "step_trace_raw_0_detail_time.csv").write_text("\n".join(trace) + "\n")
+    (folder / "output_timeline_data_0.txt").write_text("\n".join(timeline) + "\n")
+    dynamic = {
+        "Add": [{"Add-op6": {"op_exe_time": add_us, "op_shape": shapes, "op_exe_occurrences": 3}}],
+        "MatMul": [
+            {
+                "MatMul-op1": {
+                    "op_exe_time": [100.0] * 3,
+                    "op_shape": ["FLOAT,ND,32,64,FLOAT,ND,64,64"] * 3,
+                    "op_exe_occurrences": 3,
+                }
+            }
+        ],
+        "op_type": {"Add": [24.0], "MatMul": [100.0]},
+    }
+    (folder / "dynamic_shape_info_0.json").write_text(json.dumps(dynamic))
+
+
+def test_ascend_layout_gives_each_task_the_shape_of_its_run(tmp_path: Path) -> None:
+    shapes = ["FLOAT,ND,32,1", "FLOAT,ND,48,1", "FLOAT,ND,48,1"]
+    write_ascend_dynamic_run(tmp_path, shapes)
+    profile = read_one(tmp_path)
+    assert profile.meta.device_kind == "NPU" and profile.warnings == []
+    ops = profile.tables["device_ops"].sort_values("start_us")
+    add = ops[ops["name"].str.endswith("Add-op6")]
+    assert list(add["input_shapes"]) == shapes
+    assert list(add["duration_us"]) == pytest.approx([10.0, 50.0, 12.0])
+
+    (analysis,) = analyze(tmp_path, select=["OP-013"]).analyses
+    (finding,) = analysis.findings
+    # Add-op6 per step 10, 50 (new shape), 12: median 12, 50 - 12 = 38 of 3 steps of 1 ms
+    assert finding.impact_us == pytest.approx(38.0)
+    assert finding.values["ratio"] == pytest.approx(38 / 3000)
+    assert any("Cell.set_inputs" in s for s in finding.suggestions)
+
+
+def test_ascend_layout_with_counts_that_do_not_match_keeps_framework_shapes(
+    tmp_path: Path,
+) -> None:
+    write_ascend_dynamic_run(tmp_path, ["a", "b", "c"])
+    raw = json.loads((tmp_path / "dynamic_shape_info_0.json").read_text())
+    raw["Add"][0]["Add-op6"]["op_exe_time"] = [10.0, 50.0]  # two runs for three tasks
+    raw["Add"][0]["Add-op6"]["op_shape"] = ["a", "b"]
+    (tmp_path / "dynamic_shape_info_0.json").write_text(json.dumps(raw))
+    ops = read_one(tmp_path).tables["device_ops"]
+    assert ops.loc[ops["name"].str.endswith("Add-op6"), "input_shapes"].isna().all()
+
+
+def test_ascend_layout_without_a_timeline_is_one_warning(tmp_path: Path) -> None:
+    write_ascend_dynamic_run(tmp_path, ["a", "b", "c"])
+    (tmp_path / "output_timeline_data_0.txt").unlink()
+    profile = read_one(tmp_path)
+    (warning,) = profile.warnings
+    assert Path(warning.file).name == "dynamic_shape_info_0.json"
+    assert "no operator timeline" in warning.problem

@@ -30,7 +30,7 @@ import pandas as pd
 from advisor.formats.cann_tasks import op_type
 from advisor.formats.numbers import finite_float
 
-from .dynamic_shape import StepShapes, dims_product, read_dynamic_shapes
+from .dynamic_shape import StepShapes, dims_product
 
 if TYPE_CHECKING:
     from .context import Rank
@@ -44,10 +44,10 @@ _HOST_CPU_TIDS = ("HostCpuOps", 100003)
 _STREAM = re.compile(r"(?:Stream #)?(\d+)")
 
 
-def read_gpu(rank: Rank) -> None:
-    """device_ops, host_ops, steps and op_stats of the GPU files (each only where the Ascend
-    files gave none), their device-clock columns registered for rebasing."""
-    dynamic = read_dynamic_shapes(rank)
+def read_gpu(rank: Rank, dynamic: StepShapes | None) -> None:
+    """device_ops, host_ops, steps and op_stats of the GPU files and the GPU layout of
+    `dynamic_shape_info` (`dynamic`), each only where the Ascend files gave none, their
+    device-clock columns registered for rebasing."""
     if dynamic is None and not any(kind in rank.files for kind in GPU_KINDS):
         return
     rank.profile.meta.device_kind = "GPU"

@@ -16,6 +16,7 @@ from .cluster_meta import read_cluster_meta
 from .context import Rank
 from .cpu import read_cpu_usage
 from .device_ops import read_device_ops
+from .dynamic_shape import read_dynamic_shapes, with_run_shapes
 from .flops import read_flops
 from .gpu import read_gpu
 from .hccl import read_hccl
@@ -40,7 +41,10 @@ def read_rank(rank: Rank) -> Profile | None:
         _add(rank, kind, read, table, clock)
     read_queues(rank)
     read_device_ops(rank)
-    read_gpu(rank)
+    dynamic = read_dynamic_shapes(rank)
+    read_gpu(rank, dynamic if dynamic is not None and dynamic.gpu else None)
+    if dynamic is not None and not dynamic.gpu:
+        with_run_shapes(rank, dynamic)
     read_flops(rank)
     read_cpu_usage(rank)
     read_memory(rank)
