@@ -779,51 +779,6 @@ TABLES: dict[str, TableSpec] = {
                 _c("reserved_bytes", "float64", "bytes", "reserved memory"),
                 _c("device", "string", "", "device the sample is for"),
                 _c("capacity_bytes", "float64", "bytes", "total memory of that device"),
-            ),
-        ),
-        TableSpec(
-            "aicore_freq",
-            "AI Core frequency sample ('AI Core Freq' counter of the Ascend timeline): the "
-            "frequency from this sample to the next",
-            (
-                _c("start_us", "float64", US, "sample time: the frequency holds from here", True),
-                _c(
-                    "end_us",
-                    "float64",
-                    US,
-                    "next sample's time; the last sample holds to the end of the device timeline",
-                    True,
-                ),
-                _c("duration_us", "float64", US, "end - start", True),
-                _c("freq_mhz", "float64", "MHz", "AI Core frequency ('MHz' of the counter)", True),
-                _c(
-                    "rated_mhz",
-                    "float64",
-                    "MHz",
-                    "the chip's rated AI Core frequency: info.json 'aic_frequency' where the "
-                    "profile has it, else the highest frequency sampled",
-                ),
-            ),
-        ),
-        TableSpec(
-            "ranks",
-            "rank of a multi-rank run (built across its profiles; means per step)",
-            (
-                _c("rank", "int64", "", "rank (or device) number", True),
-                _c("steps", "int64", "", "number of steps profiled on that rank", True),
-                _c("duration_us", "float64", US, "mean step time on that rank", True),
-                _c("computing_us", "float64", US, "mean device compute time per step"),
-                _c("communication_us", "float64", US, "mean device communication time per step"),
-                _c(
-                    "comm_not_overlapped_us",
-                    "float64",
-                    US,
-                    "mean communication not hidden by compute per step",
-                ),
-                _c("free_us", "float64", US, "mean device idle time per step"),
-                _c(
-                    "bubble_us",
-                    "float64",
                 _c(
                     "bytes",
                     "float64",
@@ -875,8 +830,9 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             "op_allocations",
-            "memory block a framework operator allocated (operator_memory.csv of torch_npu / "
-            "MindSpore; derived from Kineto [memory] events: the operator on the same thread "
+            "memory block a framework operator allocated (operator_memory.csv or the database's "
+            "OP_MEMORY of torch_npu / MindSpore; derived from Kineto [memory] events: the operator "
+            "on the same thread "
             "whose call holds the allocation, allocator calls such as aten::empty charged to "
             "their caller)",
             (
@@ -928,6 +884,51 @@ TABLES: dict[str, TableSpec] = {
                     "the device's allocated peak (the largest allocated total after a block)",
                 ),
                 _c("peak_share", "float64", "", "peak_held_bytes / peak_bytes"),
+            ),
+        ),
+        TableSpec(
+            "aicore_freq",
+            "AI Core frequency sample ('AI Core Freq' counter of the Ascend timeline): the "
+            "frequency from this sample to the next",
+            (
+                _c("start_us", "float64", US, "sample time: the frequency holds from here", True),
+                _c(
+                    "end_us",
+                    "float64",
+                    US,
+                    "next sample's time; the last sample holds to the end of the device timeline",
+                    True,
+                ),
+                _c("duration_us", "float64", US, "end - start", True),
+                _c("freq_mhz", "float64", "MHz", "AI Core frequency ('MHz' of the counter)", True),
+                _c(
+                    "rated_mhz",
+                    "float64",
+                    "MHz",
+                    "the chip's rated AI Core frequency: info.json 'aic_frequency' where the "
+                    "profile has it, else the highest frequency sampled",
+                ),
+            ),
+        ),
+        TableSpec(
+            "ranks",
+            "rank of a multi-rank run (built across its profiles; means per step)",
+            (
+                _c("rank", "int64", "", "rank (or device) number", True),
+                _c("steps", "int64", "", "number of steps profiled on that rank", True),
+                _c("duration_us", "float64", US, "mean step time on that rank", True),
+                _c("computing_us", "float64", US, "mean device compute time per step"),
+                _c("communication_us", "float64", US, "mean device communication time per step"),
+                _c(
+                    "comm_not_overlapped_us",
+                    "float64",
+                    US,
+                    "mean communication not hidden by compute per step",
+                ),
+                _c("free_us", "float64", US, "mean device idle time per step"),
+                _c(
+                    "bubble_us",
+                    "float64",
                     US,
                     "mean pipeline-parallel bubble per step (time waiting to receive from the "
                     "previous stage), where the steps record it",
@@ -1307,6 +1308,8 @@ TABLES: dict[str, TableSpec] = {
                 _c("diff_bytes", "float64", "bytes", "comp_bytes - base_bytes", True),
                 _c("ratio", "float64", "ratio", "comp_bytes / base_bytes"),
             ),
+            scope=COMPARE,
+        ),
         TableSpec(
             "compare_apis",
             "framework API name of two runs (advisor compare: ApiCompare; per step)",
@@ -1386,8 +1389,6 @@ TABLES: dict[str, TableSpec] = {
                 ),
                 _c("evidence", "string", "", "the file stating it, or what was recorded"),
             ),
-            scope=COMPARE,
-        ),
             scope=COMPARE,
         ),
         TableSpec(
