@@ -124,6 +124,7 @@ def test_fixtures_are_there():
     assert [p.name for p in OWN_TRACES] == [
         "compare_base.pt.trace.json.gz",
         "compare_slow.pt.trace.json.gz",
+        "data_parallel.pt.trace.json.gz",
         "dataloader_bound.pt.trace.json.gz",
         *(f"ddp4_rank{r}.pt.trace.json.gz" for r in range(4)),
         "ddp_rank0.pt.trace.json.gz",
