@@ -9,13 +9,15 @@ layer) is dynamic only when that set changes, not because its layers differ. The
 is the time above the operator's median per-step time in the steps right after a change: the
 recompilation or re-tiling a new shape pays (an upper bound, as a larger shape also simply takes
 longer). Device operators are used where they carry shapes and steps (MindSpore, Ascend
-PyTorch), else host operators (PyTorch profiler's aten operators with their Input Dims).
+PyTorch), else host operators (PyTorch profiler's aten operators with their Input Dims), the
+outermost call with shapes of each stack only.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.model import TABLES, Profile, conform
 from advisor.units import fmt_us
@@ -29,6 +31,10 @@ def dynamic_shape_ops(profile: Profile, source: str) -> None:
     two or more steps with input shapes."""
     runs = profile.tables[source]
     runs = runs[runs["input_shapes"].notna() & runs["step"].notna() & runs["duration_us"].notna()]
+    if source == "host_ops":
+        # only the outermost call with shapes of each stack: aten::addmm inside aten::linear
+        # (or aten::mm inside AddmmBackward0) is the same time, counted once
+        runs = runs[~intervals.nested_calls(runs)]
     rows = []
     for name, op in runs.groupby("name", sort=False):
         per_step = op.groupby("step", sort=True).agg(

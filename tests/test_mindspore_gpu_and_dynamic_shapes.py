@@ -323,3 +323,54 @@ def test_ascend_layout_without_a_timeline_is_one_warning(tmp_path: Path) -> None
     (warning,) = profile.warnings
     assert Path(warning.file).name == "dynamic_shape_info_0.json"
     assert "no operator timeline" in warning.problem
+
+
+KINETO_DYNAMIC = FIXTURE_DIR / "kineto_own" / "dynamic_batch.pt.trace.json.gz"
+
+
+def test_real_pytorch_trace_with_a_changing_batch() -> None:
+    """A genuine torch 2.13 CPU trace whose batch goes 8, 8, 64, 64, 8, 8 over its profiled
+    steps (make_traces.py --only dynamic_batch): aten::linear's per-step shape sets, times and
+    the time above median after each change, recomputed from the raw events."""
+    import gzip
+
+    events = json.loads(gzip.decompress(KINETO_DYNAMIC.read_bytes()))["traceEvents"]
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+        for e in events
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    per_step: dict[int, list[tuple[str, float]]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("name") == "aten::linear":
+            step = next(n for lo, hi, n in steps if lo <= e["ts"] < hi)
+            dims = json.dumps(e["args"]["Input Dims"], separators=(", ", ": "))
+            per_step.setdefault(step, []).append((dims, e["dur"]))
+    order = sorted(per_step)
+    sets = [" + ".join(sorted({d for d, _ in per_step[s]})) for s in order]
+    times = [sum(t for _, t in per_step[s]) for s in order]
+    changed = [i for i in range(1, len(sets)) if sets[i] != sets[i - 1]]
+    assert [order[i] for i in changed] == [4, 6]  # batch 8 -> 64 at step 4, back at step 6
+    median = float(pd.Series(times).median())
+
+    (analysis,) = analyze(KINETO_DYNAMIC, select=["OP-013"]).analyses
+    table = analysis.tables["dynamic_shape_ops"].set_index("name")
+    row = table.loc["aten::linear"]
+    assert (row["source"], row["steps"], row["variants"], row["changes"]) == (
+        "host_ops",
+        6,
+        2,
+        2,
+    )
+    assert row["shapes"] == 6  # three layers, two batch sizes
+    assert row["total_us"] == pytest.approx(sum(times))
+    assert row["excess_us"] == pytest.approx(sum(max(0.0, times[i] - median) for i in changed))
+    # nested calls with shapes are left to their caller: aten::addmm runs inside aten::linear
+    assert "aten::addmm" not in table.index and "AddmmBackward0" in table.index
+    assert set(table["variants"]) == {1, 2}  # the optimizer's ops keep their shapes
+    # the rule fires exactly when the time above median after the changes passes 1%
+    dynamic = table[(table["variants"] >= 2) & (table["steps"] >= 3)]
+    steps_table = analysis.tables["steps"]
+    span = steps_table["end_us"].max() - steps_table["start_us"].min()
+    ratio = dynamic["excess_us"].sum() / span
+    assert analysis.evaluation.outcomes["OP-013"] == ("fired" if ratio > 0.01 else "passed")
