@@ -1,0 +1,58 @@
+"""The command line's fixed cost: `advisor --version` and `--help` import no command (hence
+no pandas, no plugin), and the lazy group lists and runs every command as before."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from advisor.cli import COMMANDS, main
+
+PROBE = """
+import json, sys
+from advisor.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = ("pandas", "numpy", "pyarrow", "jinja2", "jsonschema", "yaml", "advisor.api",
+         "advisor.plugin_manager", "advisor.engine.rules")
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], []])
+def test_version_and_help_import_nothing_heavy(args: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60
+    )
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
+    assert "advisor" in proc.stdout + proc.stderr  # no arguments: the help, on stderr
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_listed_line_is_the_commands_own(name: str) -> None:
+    """`advisor --help` shows COMMANDS' lines without importing the commands: each must be
+    the first line of the command's own help, and name a click command."""
+    module, _, attr = COMMANDS[name][0].partition(":")
+    command = getattr(importlib.import_module(module), attr)
+    assert isinstance(command, click.Command) and command.name == name
+    assert command.get_short_help_str(limit=1000) == COMMANDS[name][1]
+
+
+def test_help_lists_every_command_and_each_runs() -> None:
+    listing = CliRunner().invoke(main, ["--help"])
+    assert listing.exit_code == 0
+    listed = listing.output.split("Commands:")[1].split()
+    assert all(name in listed for name in COMMANDS)
+    for name in COMMANDS:
+        result = CliRunner().invoke(main, [name, "--help"], prog_name="advisor")
+        assert result.exit_code == 0 and f"Usage: advisor {name}" in result.output
+    unknown = CliRunner().invoke(main, ["rnu"])
+    assert unknown.exit_code == 2 and "No such command 'rnu'" in unknown.output
