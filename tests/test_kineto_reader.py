@@ -129,6 +129,7 @@ def test_fixtures_are_there():
         *(f"ddp4_rank{r}.pt.trace.json.gz" for r in range(4)),
         "ddp_rank0.pt.trace.json.gz",
         "ddp_rank1.pt.trace.json.gz",
+        "dynamic_batch.pt.trace.json.gz",
         "healthy.pt.trace.json.gz",
     ]
 
