@@ -374,3 +374,10 @@ def test_real_pytorch_trace_with_a_changing_batch() -> None:
     span = steps_table["end_us"].max() - steps_table["start_us"].min()
     ratio = dynamic["excess_us"].sum() / span
     assert analysis.evaluation.outcomes["OP-013"] == ("fired" if ratio > 0.01 else "passed")
+
+
+def test_op_013_reads_in_chinese() -> None:
+    (analysis,) = analyze(GPU, select=["OP-013"], lang="zh").analyses
+    (finding,) = analysis.findings
+    assert finding.message.startswith("1 个算子的输入 shape 在迭代之间变化（共 1 次变化）；变化后")
+    assert "（4 个迭代中有 2 种 shape）。" in finding.message
