@@ -150,6 +150,22 @@ def test_the_key_follows_the_text_functions_and_tables(cache: Path, tmp_path: Pa
     assert len(entries(cache)) == 4
 
 
+def test_the_key_follows_the_checking_libraries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another PyYAML, jsonschema or Jinja2 may read or check a rule differently."""
+    before = rule_cache.entry_key("id: X", ["f"])
+    real = rule_cache.metadata.version
+    monkeypatch.setattr(
+        rule_cache.metadata, "version", lambda n: "99.0" if n == "Jinja2" else real(n)
+    )
+    rule_cache._checker_fingerprint.cache_clear()
+    try:
+        assert rule_cache.entry_key("id: X", ["f"]) != before
+    finally:
+        monkeypatch.undo()
+        rule_cache._checker_fingerprint.cache_clear()
+    assert rule_cache.entry_key("id: X", ["f"]) == before
+
+
 def test_a_broken_rule_file_is_never_cached_and_fails_the_same(cache: Path, tmp_path: Path) -> None:
     team = tmp_path / "team.yaml"
     team.write_text(BROKEN)

@@ -3,9 +3,9 @@
 Checking a rule file (YAML, JSON Schema, every message template parsed and its variables
 worked out, regex patterns vetted) costs far more than reading it: about 0.4 s for the
 built-in rules, on every run. What the checks conclude depends only on the file's text and on
-the checker (advisor's code, the Python version, the expression functions and tables plugins
-register), so a file that passed is remembered under a hash of all of these and later runs
-skip the checks.
+the checker (advisor's code, the Python version, the versions of PyYAML, jsonschema and
+Jinja2, the expression functions and tables plugins register), so a file that passed is
+remembered under a hash of all of these and later runs skip the checks.
 
 An entry is JSON that advisor wrote itself, in the user's cache directory: it is written to a
 temporary file and renamed into place, so two runs racing see either no entry or a whole one,
@@ -25,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,21 @@ def cache_dir() -> Path | None:
     return Path.home() / ".cache" / "advisor"
 
 
+_CHECKER_LIBRARIES = ("PyYAML", "jsonschema", "Jinja2")
+"""The libraries that parse rule files and check them: another version may conclude
+otherwise (a YAML scalar read differently, a template syntax added)."""
+
+
 @cache
 def _checker_fingerprint() -> str:
-    """A hash of advisor's version, Python's and the checker's own files."""
+    """A hash of advisor's version, Python's, the checking libraries' and the checker's own
+    files."""
     digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.version}".encode())
+    for library in _CHECKER_LIBRARIES:
+        try:
+            digest.update(f"\0{library} {metadata.version(library)}".encode())
+        except metadata.PackageNotFoundError:  # vendored or frozen: the files below still count
+            digest.update(f"\0{library} ?".encode())
     package = Path(__file__).resolve().parent.parent
     for name in _CHECKER_FILES:
         try:
