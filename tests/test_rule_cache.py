@@ -296,3 +296,36 @@ def test_reports_are_the_same_off_cold_and_warm(args: tuple[object, ...], tmp_pa
     warm = _report(args, {"ADVISOR_CACHE_DIR": folder, "ADVISOR_NO_CACHE": ""})
     assert off == cold == warm
     assert off[1]  # a report was written
+
+
+def test_only_the_templates_of_firing_rules_are_compiled(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading compiles no template (cold or warm); a run compiles those of the rules that
+    fire, when it renders their findings."""
+    from advisor import analyze
+    from advisor.engine import templates
+
+    compiled: list[str] = []
+    real = templates._compiled
+
+    def recording(text: str) -> object:
+        compiled.append(text)
+        return real(text)
+
+    monkeypatch.setattr(templates, "_compiled", recording)
+    result = analyze(DEMO)
+    fired = {f.rule.id for f in result.findings}
+    assert fired and len(fired) < len(result.rules)
+    texts = {
+        text
+        for rule in result.rules
+        if rule.id in fired
+        for lang in ("en", "zh")
+        for text in (
+            rule.text(lang).message,
+            *rule.text(lang).suggestions,
+            rule.text(lang).impact_note,
+        )
+    }
+    assert compiled and set(compiled) <= texts
