@@ -95,8 +95,10 @@ def workdir(tmp_path: Path) -> Path:
 def test_results_next_to_the_profile_close_the_loop(tmp_path, workdir):
     before = digest(workdir)
     report, html, advised = run_loop(tmp_path, workdir / SMALL.name)
-    # the fixture tunes three of the five advised convolutions: improved, regressed, failed
-    assert len(advised) == 5
+    # the fixture tunes three of the five advised convolutions: improved, regressed, failed;
+    # the Ascend compute rules (OP-009/010/011) advise more operators, which AOE did not tune
+    assert len([n for n in advised if n.endswith("conv1/Conv2D")]) == 5
+    assert len(advised) == len(set(advised))
     check(report, advised)
     assert report["tuning_loop"]["sources"] == [str((workdir / AOE.name).resolve())]
     assert "AOE tuning of the advised operators" in html
