@@ -367,8 +367,7 @@ TABLES: dict[str, TableSpec] = {
                     "host_calls",
                     "int64",
                     "",
-                    "host calls (all kinds but python frames and annotations) overlapping the "
-                    "gap",
+                    "host calls (all kinds but python frames and annotations) overlapping the gap",
                 ),
                 _c(
                     "host_busy_us",
@@ -380,8 +379,7 @@ TABLES: dict[str, TableSpec] = {
                     "gc_us",
                     "float64",
                     US,
-                    "time within the gap covered by recorded garbage collection (host_ops kind "
-                    "gc)",
+                    "time within the gap covered by recorded garbage collection (host_ops kind gc)",
                 ),
             ),
         ),
@@ -394,7 +392,9 @@ TABLES: dict[str, TableSpec] = {
                 _c("name", "string", "", "operator or kernel name", True),
                 _c("op_type", "string", "", "operator type, where recorded"),
                 _c("source", "string", "", "device_ops or host_ops: the table the runs came from"),
-                _c("steps", "int64", "", "steps the operator ran in with its shapes recorded", True),
+                _c(
+                    "steps", "int64", "", "steps the operator ran in with its shapes recorded", True
+                ),
                 _c("shapes", "int64", "", "distinct input shapes over all its runs", True),
                 _c(
                     "variants",

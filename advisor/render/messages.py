@@ -87,7 +87,8 @@ CATALOG: dict[str, Text] = {
     "fix_first_one": Text(
         "Fix this first: {rules} → {saving} step time ({before} → {after}; at most its kind's "
         "time on the critical path)",
-        "优先修复：{rules} → 迭代时间 {saving}（{before} → {after}；不超过同类工作在关键路径上的时间）",
+        "优先修复：{rules} → 迭代时间 {saving}（{before} → {after}；"
+        "不超过同类工作在关键路径上的时间）",
     ),
     "reader_warnings_count": Text("{n} reader warning{s}", "读取数据时有 {n} 条告警"),
     "rule_errors_count": Text("{n} rule error{s}", "{n} 条规则执行出错"),
