@@ -250,6 +250,15 @@ def test_the_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert rule_cache.cache_dir() == tmp_path / "mine"
     monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
     assert rule_cache.cache_dir() is None
+    for name in ("ADVISOR_CACHE_DIR", "ADVISOR_NO_CACHE", "XDG_CACHE_HOME", "LOCALAPPDATA"):
+        monkeypatch.delenv(name, raising=False)
+
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(homeless))
+    assert rule_cache.cache_dir() is None
+    assert load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)[1] == []
 
 
 REPORTED = [

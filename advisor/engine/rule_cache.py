@@ -57,7 +57,10 @@ def cache_dir() -> Path | None:
         return Path(os.environ["XDG_CACHE_HOME"]) / "advisor"
     if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
         return Path(os.environ["LOCALAPPDATA"]) / "advisor" / "cache"
-    return Path.home() / ".cache" / "advisor"
+    try:
+        return Path.home() / ".cache" / "advisor"
+    except (RuntimeError, KeyError):  # no home directory (a bare container user): no cache
+        return None
 
 
 _CHECKER_LIBRARIES = ("PyYAML", "jsonschema", "Jinja2")
