@@ -28,52 +28,69 @@ SHOWN_STEPS = 8  # steps listed in shapes_per_step besides every step with a cha
 
 def dynamic_shape_ops(profile: Profile, source: str) -> None:
     """dynamic_shape_ops from `source` (device_ops or host_ops): one row per operator seen in
-    two or more steps with input shapes."""
+    two or more steps with input shapes.
+
+    The figures come from groupings of all runs at once, not a loop over operators: a profile
+    runs thousands of operators and every run derives this table."""
     runs = profile.tables[source]
     runs = runs[runs["input_shapes"].notna() & runs["step"].notna() & runs["duration_us"].notna()]
     if source == "host_ops":
         # only the outermost call with shapes of each stack: aten::addmm inside aten::linear
         # (or aten::mm inside AddmmBackward0) is the same time, counted once
         runs = runs[~intervals.nested_calls(runs)]
-    rows = []
-    for name, op in runs.groupby("name", sort=False):
-        per_step = op.groupby("step", sort=True).agg(
-            time_us=("duration_us", "sum"),
-            shape_set=("input_shapes", lambda s: " + ".join(sorted(set(s)))),
-        )
-        if len(per_step) < 2:
-            continue
-        rows.append(_row(str(name), op, per_step, source))
+    runs = runs.assign(name=runs["name"].astype(str), input_shapes=runs["input_shapes"].astype(str))
+    keys = ["name", "step"]
+    times = runs.groupby(keys, sort=True)["duration_us"].sum()
+    sets = (
+        runs[[*keys, "input_shapes"]]
+        .drop_duplicates()
+        .sort_values([*keys, "input_shapes"])
+        .groupby(keys, sort=True)["input_shapes"]
+        .agg(" + ".join)
+    )
+    per_step = pd.DataFrame({"time_us": times, "shape_set": sets})
+    steps = per_step.groupby(level="name").size()
+    per_step = per_step[per_step.index.get_level_values("name").isin(steps[steps >= 2].index)]
+    names = per_step.index.get_level_values("name")
+    first = ~pd.Series(names, index=per_step.index).duplicated().to_numpy()
+    previous = per_step["shape_set"].groupby(level="name").shift()
+    per_step["changed"] = per_step["shape_set"].ne(previous) & ~first
+    profile.tables[TABLE] = conform(TABLE, _rows(runs, per_step, source))
+
+
+def _rows(runs: pd.DataFrame, per_step: pd.DataFrame, source: str) -> pd.DataFrame:
+    """One row per operator from its per-step figures (`per_step`, indexed by name and step)."""
+    by_name = per_step.groupby(level="name", sort=False)
+    median = by_name["time_us"].transform("median")
+    excess = (per_step["time_us"] - median).clip(lower=0).where(per_step["changed"], 0.0)
+    position = by_name.cumcount()
+    shown = per_step[(position < SHOWN_STEPS) | per_step["changed"]]
+    text = pd.Series(
+        [
+            f"{step}: {shape_set} ({fmt_us(float(time_us))})"
+            for (_, step), shape_set, time_us in zip(
+                shown.index, shown["shape_set"], shown["time_us"]
+            )
+        ],
+        index=shown.index,
+    )
+    ops = runs[runs["name"].isin(per_step.index.get_level_values("name"))].groupby("name")
+    table = by_name.agg(
+        steps=("time_us", "size"),
+        variants=("shape_set", "nunique"),
+        changes=("changed", "sum"),
+        total_us=("time_us", "sum"),
+        min_step_us=("time_us", "min"),
+        median_step_us=("time_us", "median"),
+        max_step_us=("time_us", "max"),
+    )
+    table["excess_us"] = excess.groupby(level="name").sum()
+    table["shapes"] = ops["input_shapes"].nunique()
+    table["shapes_per_step"] = text.groupby(level="name").agg(" | ".join)
+    table["op_type"] = ops["op_type"].first() if "op_type" in runs else None
+    table["source"] = source
     columns = [c.name for c in TABLES[TABLE].columns]
-    profile.tables[TABLE] = conform(TABLE, pd.DataFrame(rows, columns=columns))
-
-
-def _row(name: str, op: pd.DataFrame, per_step: pd.DataFrame, source: str) -> dict[str, object]:
-    times, sets = per_step["time_us"], per_step["shape_set"]
-    changed = sets.ne(sets.shift()) & (sets.index != sets.index[0])
-    median = float(times.median())
-    excess = float((times[changed] - median).clip(lower=0).sum())
-    shown = [
-        f"{step}: {sets[step]} ({fmt_us(float(times[step]))})"
-        for i, step in enumerate(per_step.index)
-        if i < SHOWN_STEPS or changed[step]
-    ]
-    types = op["op_type"].dropna() if "op_type" in op else pd.Series(dtype="string")
-    return {
-        "name": name,
-        "op_type": types.iloc[0] if len(types) else None,
-        "source": source,
-        "steps": len(per_step),
-        "shapes": op["input_shapes"].nunique(),
-        "variants": sets.nunique(),
-        "changes": int(changed.sum()),
-        "total_us": float(times.sum()),
-        "min_step_us": float(times.min()),
-        "median_step_us": median,
-        "max_step_us": float(times.max()),
-        "excess_us": excess,
-        "shapes_per_step": " | ".join(shown),
-    }
+    return table.rename_axis("name").reset_index().reindex(columns=columns)
 
 
 def _from_device(profile: Profile) -> None:
