@@ -20,6 +20,8 @@ PMU_RATIOS = {
     "fixpipe_ratio": ("aic_fixpipe_ratio", "fixpipe_ratio"),
 }
 """Each PMU ratio of device_ops and the counters that give it, first present wins."""
+PMU_COLUMNS = ("aicore_time_us", *PMU_RATIOS)
+"""The device_ops columns only a PipeUtilization collection records (readers' collect hints)."""
 VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
 
 

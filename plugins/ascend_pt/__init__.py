@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from advisor.formats.cann_summaries import PMU_COLUMNS
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
@@ -75,16 +76,7 @@ class AscendPtReader:
         **{
             f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
             "experimental config (PMU columns of kernel_details.csv)"
-            for c in (
-                "aicore_time_us",
-                "vec_ratio",
-                "mac_ratio",
-                "scalar_ratio",
-                "mte1_ratio",
-                "mte2_ratio",
-                "mte3_ratio",
-                "fixpipe_ratio",
-            )
+            for c in PMU_COLUMNS
         },
         "memory": "profile_memory=True (memory_record.csv)",
         "op_allocations": "profile_memory=True (operator_memory.csv)",

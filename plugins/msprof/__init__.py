@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from advisor.formats.cann_summaries import PMU_COLUMNS
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
@@ -49,16 +50,7 @@ class MsprofReader:
         ),
         **{
             f"device_ops.{c}": 'aic_metrics "PipeUtilization" in the profiling options'
-            for c in (
-                "aicore_time_us",
-                "vec_ratio",
-                "mac_ratio",
-                "scalar_ratio",
-                "mte1_ratio",
-                "mte2_ratio",
-                "mte3_ratio",
-                "fixpipe_ratio",
-            )
+            for c in PMU_COLUMNS
         },
         "comm_ops": "profile the distributed job (HCCL data: hccl_* files)",
     }
