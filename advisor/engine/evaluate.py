@@ -41,6 +41,22 @@ def at_least(severity: str, threshold: str) -> bool:
     return SEVERITIES.index(Severity(severity)) <= SEVERITIES.index(Severity(threshold))
 
 
+@dataclass(frozen=True)
+class SourceLocation:
+    """A line of the user's code that launched a finding's operators (from recorded Python
+    stacks), with the operator time it stands for."""
+
+    file: str
+    line: int | None
+    """None when the stack names the function but not the line."""
+    function: str
+    time_us: float
+    """Time of the finding's operators launched from this line."""
+    share: float | None
+    """time_us over the time of all the finding's operators that have a recorded stack;
+    None when that total is unknown."""
+
+
 @dataclass
 class Finding:
     """A rule that fired, with everything needed to act on it."""
@@ -71,6 +87,9 @@ class Finding:
     """Estimated mean step time were this finding fixed: the impact taken off the step, at
     most the time its kind of work holds on the critical path (engine/savings.py); None
     without an impact or a profile time."""
+    sources: list[SourceLocation] = field(default_factory=list)
+    """The user code lines that launched the operators behind this finding, most time first
+    (at most a few); empty when the profile recorded no Python stacks."""
 
     @property
     def title(self) -> str:
