@@ -37,6 +37,7 @@ from advisor.render.format import (
     rank_order,
     report_lang,
 )
+from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.messages import CATALOG, Translate, translator
 from advisor.units import MISSING, column_unit, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
@@ -109,6 +110,22 @@ def render_html(
 ) -> str:
     """One self-contained HTML page for one or more profiles (devices/ranks), in the language
     the reports were written in."""
+    return _environment().get_template("report.html.j2").render(_page(reports, title, sections))
+
+
+def render_html_fragment(reports: list[dict], *, title: str | None = None) -> str:
+    """The same report as a fragment for a notebook cell: no <html> wrapper, no script, its
+    styles scoped to the fragment and its anchors made unique on the notebook's page."""
+    return render_fragment(
+        _environment().get_template("report.html.j2"),
+        _page(reports, title, (), anchor_prefix()),
+    )
+
+
+def _page(
+    reports: list[dict], title: str | None, sections: Sequence[ReportSection], prefix: str = ""
+) -> dict[str, Any]:
+    """What report.html.j2 shows, for the page and its fragment alike."""
     lang = report_lang(reports)
     tr = translator(lang)
     # the cluster's verdict first: with hundreds of ranks it must not come last
@@ -116,29 +133,25 @@ def render_html(
         reports, key=lambda r: (r["profile"]["source_format"] != "cluster", rank_order(r))
     )
     collapse = len(ordered) > COLLAPSE_FROM and ordered[0]["profile"]["source_format"] == "cluster"
-    profiles = [_profile_view(i, report, tr) for i, report in enumerate(ordered, start=1)]
+    profiles = [_profile_view(i, report, tr, prefix) for i, report in enumerate(ordered, start=1)]
     for view in profiles[1:] if collapse else ():
         view["collapsed"] = True
     meta = reports[0].get("advisor", {}) if reports else {}
     script = _script()
-    return (
-        _environment()
-        .get_template("report.html.j2")
-        .render(
-            lang=lang,
-            tr=tr,
-            title=tr("advisor_report") if title is None else title,
-            profiles=profiles,
-            collapsed=sum(1 for v in profiles if v["collapsed"]),
-            version=meta.get("version", ""),
-            generated_at=meta.get("generated_at", ""),
-            config=meta.get("config"),
-            script=Markup(script),
-            script_hash=Markup(_hash(script)),  # base64 and quotes only, from our own file
-            # Plugin HTML is trusted code output: the only markup not escaped on this page.
-            sections=[{"title": s.title, "html": Markup(s.html)} for s in sections],
-        )
-    )
+    return {
+        "lang": lang,
+        "tr": tr,
+        "title": tr("advisor_report") if title is None else title,
+        "profiles": profiles,
+        "collapsed": sum(1 for v in profiles if v["collapsed"]),
+        "version": meta.get("version", ""),
+        "generated_at": meta.get("generated_at", ""),
+        "config": meta.get("config"),
+        "script": Markup(script),
+        "script_hash": Markup(_hash(script)),  # base64 and quotes only, from our own file
+        # Plugin HTML is trusted code output: the only markup not escaped on this page.
+        "sections": [{"title": s.title, "html": Markup(s.html)} for s in sections],
+    }
 
 
 @cache
@@ -157,10 +170,11 @@ def _hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
 
 
-def _profile_view(index: int, report: dict, tr: Translate) -> dict[str, Any]:
-    """Everything the template shows for one profile, with every optional field resolved."""
+def _profile_view(index: int, report: dict, tr: Translate, prefix: str = "") -> dict[str, Any]:
+    """Everything the template shows for one profile, with every optional field resolved;
+    `prefix` starts its anchors (unique ones for a fragment among others on one page)."""
     profile = report["profile"]
-    anchor = f"p{index}"
+    anchor = f"{prefix}p{index}"
     summary = report["summary"]
     findings = findings_by_rank(report)
     device = profile.get("device_name") or profile["device_kind"]
