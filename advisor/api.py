@@ -58,6 +58,19 @@ class ProfileAnalysis:
             self.profile, self.evaluation, self.rules, self.run, self.metrics, self.tuning
         )
 
+    def findings_frame(self) -> pd.DataFrame:
+        """This profile's findings as a DataFrame, one row each (columns: see
+        AnalysisResult.findings_frame)."""
+        from advisor.render.frames import findings_frame
+
+        return findings_frame([(self.profile, self.findings)])
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows this profile's report, as report.html does (no script needed)."""
+        from advisor.render.html import render_html_fragment
+
+        return render_html_fragment([self.report])
+
 
 @dataclass
 class AnalysisResult:
@@ -89,6 +102,35 @@ class AnalysisResult:
     def tune_ops(self) -> list[str]:
         """Operator names the findings point at, for AOE's --tune_ops_file."""
         return list(dict.fromkeys(op for f in self.findings for op in f.tune_ops))
+
+    @property
+    def tables(self) -> list[str]:
+        """The names of the tables (normalized and derived) any profile holds, for `table`."""
+        from advisor.render.frames import table_names
+
+        return table_names([a.profile for a in self.analyses])
+
+    def table(self, name: str, rank: int | None = None) -> pd.DataFrame:
+        """Table `name` as one DataFrame: that of the profile of `rank`, or with no rank every
+        profile's rows one after the other, with the profile's rank in a first `rank` column.
+        KeyError names the tables or ranks there are when none matches."""
+        from advisor.render.frames import profiles_table
+
+        return profiles_table([a.profile for a in self.analyses], name, rank)
+
+    def findings_frame(self) -> pd.DataFrame:
+        """Every profile's findings as a DataFrame, one row each: profile, rank (the finding's
+        place, 1 = fix first), rule_id, title, severity, impact_us, impact_ratio,
+        step_time_if_fixed_us, message."""
+        from advisor.render.frames import findings_frame
+
+        return findings_frame([(a.profile, a.findings) for a in self.analyses])
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the report of every profile, as report.html does (no script needed)."""
+        from advisor.render.html import render_html_fragment
+
+        return render_html_fragment(self.reports)
 
 
 def read_neighbour_tuning(

@@ -77,6 +77,28 @@ class CompareResult:
             w.unread for side in (self.baseline, self.comparison) for w in side.warnings
         )
 
+    def table(self, name: str) -> pd.DataFrame:
+        """Compare table `name` (compare_overall, compare_op_stats, ...; `tables` lists them);
+        KeyError names the tables there are when it is not one."""
+        from advisor.render.frames import profile_table
+
+        return profile_table(self.profile, name)
+
+    def findings_frame(self) -> pd.DataFrame:
+        """The compare findings as a DataFrame, one row each, with the columns of
+        AnalysisResult.findings_frame."""
+        from advisor.render.frames import findings_frame
+
+        return findings_frame([(self.profile, self.findings)])
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the compare page, as compare.html does (no script needed)."""
+        from advisor.render.compare_html import render_compare_html_fragment
+        from advisor.render.compare_outputs import compare_document
+
+        document = compare_document(self.tables, self.report["profile"], self.report["advisor"])
+        return render_compare_html_fragment(self.report, document)
+
 
 def _read_profiles(which: str, path: Path, session: Session) -> tuple[list[Profile], Reading]:
     """Every profile under `path` (one per rank or device), and what reading reported;

@@ -10,6 +10,7 @@ from typing import Any
 
 from advisor.render.compare_outputs import side_notes
 from advisor.render.format import fmt_value, report_lang
+from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.html import _environment, _profile_view
 from advisor.render.messages import CATALOG, LANGS, Translate, message, translator
 from advisor.units import fmt_bytes, fmt_num, fmt_pct, fmt_us
@@ -127,42 +128,52 @@ def _table_view(
 
 def render_compare_html(report: dict[str, Any], document: dict[str, Any]) -> str:
     """The compare page from the compare profile's report and the compare.json document."""
+    return _environment().get_template("compare.html.j2").render(_page(report, document))
+
+
+def render_compare_html_fragment(report: dict[str, Any], document: dict[str, Any]) -> str:
+    """The same page as a fragment for a notebook cell (render/fragment.py)."""
+    return render_fragment(
+        _environment().get_template("compare.html.j2"), _page(report, document, anchor_prefix())
+    )
+
+
+def _page(report: dict[str, Any], document: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """What compare.html.j2 shows, for the page and its fragment alike; `prefix` starts
+    every id."""
     lang = report_lang(report)
     tr = translator(lang)
     tables = document["tables"]
     options = document["options"]
-    return (
-        _environment()
-        .get_template("compare.html.j2")
-        .render(
-            lang=lang,
-            tr=tr,
-            title=tr("advisor_compare"),
-            version=document["advisor"].get("version", ""),
-            generated_at=document["advisor"].get("generated_at", ""),
-            runs=[
-                (tr("baseline"), document["baseline"]),
-                (tr("column.comparison"), document["comparison"]),
-            ],
-            options=[
-                ("use_input_shape", options["use_input_shape"]),
-                ("max_kernel_num", options["max_kernel_num"]),
-                ("op_name_map", len(options["op_name_map"])),
-                *(
-                    (name, options[name])
-                    for name in ("base_step", "comparison_step")
-                    if options.get(name) is not None
-                ),
-            ],
-            notes=side_notes(document["baseline"], document["comparison"], tr),
-            overall=_overall_rows(
-                tables["compare_overall"], tr, inflated=bool(tables.get("compare_profiling"))
+    return {
+        "lang": lang,
+        "tr": tr,
+        "prefix": prefix,
+        "title": tr("advisor_compare"),
+        "version": document["advisor"].get("version", ""),
+        "generated_at": document["advisor"].get("generated_at", ""),
+        "runs": [
+            (tr("baseline"), document["baseline"]),
+            (tr("column.comparison"), document["comparison"]),
+        ],
+        "options": [
+            ("use_input_shape", options["use_input_shape"]),
+            ("max_kernel_num", options["max_kernel_num"]),
+            ("op_name_map", len(options["op_name_map"])),
+            *(
+                (name, options[name])
+                for name in ("base_step", "comparison_step")
+                if options.get(name) is not None
             ),
-            profile=_profile_view(1, report, tr),
-            tables=[
-                _table_view(tables[name], name, anchor, tr(title), diff)
-                for name, anchor, title, diff in SECTIONS
-                if tables.get(name)
-            ],
-        )
-    )
+        ],
+        "notes": side_notes(document["baseline"], document["comparison"], tr),
+        "overall": _overall_rows(
+            tables["compare_overall"], tr, inflated=bool(tables.get("compare_profiling"))
+        ),
+        "profile": _profile_view(1, report, tr, prefix),
+        "tables": [
+            _table_view(tables[name], name, anchor, tr(title), diff)
+            for name, anchor, title, diff in SECTIONS
+            if tables.get(name)
+        ],
+    }
