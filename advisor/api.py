@@ -10,21 +10,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.cluster import build_cluster
 from advisor.config import Config
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
 from advisor.errors import AdvisorError, RuleError
+from advisor.lazy import lazy_module
 from advisor.metrics import ProfileMetrics, profile_metrics
 from advisor.model import CLUSTER, PROFILE, Profile, RunInfo
 from advisor.plugin_manager import PluginHost, PluginInfo
 from advisor.render.json_report import build_report
 from advisor.session import Session
 from advisor.tuning_loop import files_read, neighbour_results, tuning_loop
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 @dataclass

@@ -16,18 +16,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
-import pandas as pd
 
 from advisor.cluster import build_cluster
 from advisor.engine.evaluate import Evaluation
 from advisor.engine.rules import Rule, RuleSet, read_rule_documents
 from advisor.errors import AdvisorError, RuleError
+from advisor.lazy import lazy_module
 from advisor.model import CLUSTER, TABLES, Profile, ProfileMeta, TableSpec, conform
 from advisor.plugin_manager import PluginHost
 from advisor.session import Session
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 CASE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/case.schema.json").read_text(encoding="utf-8")

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 BANDWIDTH_BOUND_BYTES = 1 << 20
 """Mean message size from which a link's throughput measures its bandwidth: msprof-analyze's

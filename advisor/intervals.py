@@ -10,12 +10,19 @@ tree and the memory attributed to operators both use them).
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.compat import zip_strict
+from advisor.lazy import lazy_module
 
-Intervals = tuple[np.ndarray, np.ndarray]
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
+
+Intervals = tuple["np.ndarray", "np.ndarray"]
 
 
 def merge(starts: np.ndarray, ends: np.ndarray) -> Intervals:

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.compat import zip_strict
 from advisor.errors import AdvisorError
+from advisor.lazy import lazy_module
 from advisor.model import Profile
 from advisor.render.format import column_format
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 AGGREGATES = ("sum", "mean", "max", "min")
 END_KEYS = ("end", "kern")

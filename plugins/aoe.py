@@ -24,14 +24,18 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.files import read_bytes
 from advisor.hookspecs import hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 READER = "aoe"
 FILE_NAME = re.compile(r"aoe_result_.*\.json", re.IGNORECASE)

@@ -8,12 +8,19 @@ for every op at once against the union of the MatMul tasks (no loop per op).
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 
 def covered_before(merged: intervals.Intervals, points: np.ndarray) -> np.ndarray:

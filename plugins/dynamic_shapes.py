@@ -15,12 +15,18 @@ outermost call with shapes of each stack only.
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import TABLES, Profile, conform
 from advisor.units import fmt_us
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 TABLE = "dynamic_shape_ops"
 SHOWN_STEPS = 8  # steps listed in shapes_per_step besides every step with a change

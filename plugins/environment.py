@@ -10,13 +10,18 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import yaml
 
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 CATALOGUE = "env_catalogue.yaml"
 _CONDITIONS = ("equals", "set", "int_below", "unset_or_int_below", "unset_or_equals", "lacks")

@@ -27,15 +27,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
 import yaml
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 CATALOGUE = "fusion_patterns.yaml"
 MIN_KERNELS = 3  # HTA get_frequent_cuda_kernel_sequences: min_pattern_len = 3

@@ -19,17 +19,22 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pandas as pd
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.formats.chrome_trace import Trace
 from advisor.formats.stream import EventStream
 from advisor.hookspecs import hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 HEAD_BYTES = 64 * 1024
 TIMELINE_SUFFIX = ".chrome_timeline.json"

@@ -11,13 +11,19 @@ their reader into `op_allocations`), so `op_memory` is built the same way for bo
 from __future__ import annotations
 
 import re
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 FRAMEWORK_KINDS = ("aten", "optimizer")
 """host_ops kinds that are framework operators, the ones a block is charged to."""

@@ -10,13 +10,19 @@ a whole (all streams together), since one stream idling while another runs costs
 from __future__ import annotations
 
 import re
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 # HTA's default `consecutive_kernel_delay` of get_idle_time_breakdown (trace time, µs): an idle
 # interval shorter than this between a task and the one before it is launch overhead.

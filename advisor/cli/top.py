@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
 
 from advisor.cli.common import (
     EXIT_OK,
@@ -20,6 +20,7 @@ from advisor.cli.common import (
     error,
     guard,
 )
+from advisor.lazy import lazy_module
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost
 from advisor.reading import read_inputs
@@ -33,6 +34,11 @@ from advisor.top import (
     rank_operators,
     summary,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,18 @@ one sortable column whatever the number of steps each run profiled.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.compare.tree import OperatorTree, innermost
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 
 def side_by_side(

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.compare.aggregates import allocations, collective_events, module_events, side_by_side
 from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
@@ -32,12 +30,18 @@ from advisor.config import Config
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
 from advisor.errors import AdvisorError, RuleError
+from advisor.lazy import lazy_module
 from advisor.metrics import profile_metrics
 from advisor.model import COMPARE, Profile, ProfileMeta, conform
 from advisor.plugin_manager import PluginHost
 from advisor.reading import Reading
 from advisor.render.json_report import build_report
 from advisor.session import RUN_NEEDS, Session
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 SIDES = ("baseline", "comparison")
 COMPARE_NEEDS = (*RUN_NEEDS, "steps.free_us", "device_ops.compute_class")

@@ -10,11 +10,17 @@ Everything is a mean per step, so runs profiled for different numbers of steps c
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
-
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 METRICS: tuple[tuple[str, str], ...] = (
     ("cube", "µs"),

@@ -8,11 +8,18 @@ compiler version), shows whatever the call tree around it.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.compare.tree import FRAMEWORK_KINDS, nest, sorted_intervals
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 API_KINDS = (*FRAMEWORK_KINDS, "python")
 """host_ops kinds that are framework APIs: operators (aten::*, Optimizer.step#...) and Python

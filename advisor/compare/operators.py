@@ -12,13 +12,18 @@ import bisect
 import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Optional
 
 from advisor.compare.tree import OperatorTree
 from advisor.compat import zip_strict
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 TOP_KERNELS = 3  # kernels named per operator in the detail rows
 

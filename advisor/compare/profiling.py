@@ -14,11 +14,16 @@ operators on an NPU).
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.compat import zip_strict
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 _SWITCHES = (
     "record_shapes",

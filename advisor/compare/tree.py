@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.intervals import innermost, nest
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 FRAMEWORK_KINDS = ("aten", "optimizer")
 """host_ops kinds that are framework operators (Optimizer.step#SGD.step included, as users

@@ -22,12 +22,17 @@ import tokenize
 import warnings
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from advisor.compat import zip_strict
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 MAX_LENGTH = 2000  # characters of expression text
 MAX_DEPTH = 40  # nested sub-expressions, and nested brackets

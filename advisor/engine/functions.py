@@ -15,12 +15,17 @@ import re
 import sys
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.engine.expr import as_mask, is_missing, plain, truthy
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 MAX_PATTERN = 200  # characters of a regex
 MAX_SUBJECT = 1000  # characters of each string a regex is applied to

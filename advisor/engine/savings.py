@@ -18,9 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from advisor.engine.evaluate import Finding

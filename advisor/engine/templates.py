@@ -16,15 +16,20 @@ from __future__ import annotations
 import math
 import numbers
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from jinja2 import StrictUndefined, Template, TemplateError, nodes
 from jinja2.filters import do_round
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from advisor import units
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 MAX_MESSAGE_CHARS = 4000
 SAFE_FILTERS = (

@@ -3,8 +3,16 @@ the aicore_freq table: each sample holds from its time to the next sample's."""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
+
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 COUNTER = "AI Core Freq"
 """Name of the counter events (`ph: "C"`, `args: {"MHz": ...}`) and of their process."""

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.compat import zip_strict
 from advisor.formats.cann_tasks import collective, op_type
 from advisor.formats.numbers import int_or_none, trace_number
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 _GROUP_THREAD = re.compile(r"Group (\S+) Communication")
 

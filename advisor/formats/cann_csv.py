@@ -10,14 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.formats.csv_text import read_csv_strings
 from advisor.formats.numbers import MISSING_TOKENS, to_numbers
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 DEVICE_COLUMN = "_device"
 """The `Device_id` of each row of a merged summary (dropped by `conform`)."""

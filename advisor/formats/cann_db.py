@@ -18,10 +18,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.cann_summaries import pmu_ratios, unquoted_shapes
@@ -30,6 +27,14 @@ from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand
 from advisor.formats.numbers import MISSING_TOKENS
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 NS_PER_US = 1000
 API_LEVELS = {

@@ -4,11 +4,16 @@ kernel_details is op_summary under other column names), op_statistic and api_sta
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.cann_csv import CsvKind, SummaryCsv, frame_of
 from advisor.formats.cann_tasks import task_categories
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 PMU_RATIOS = {
     "vec_ratio": ("aic_vec_ratio", "aiv_vec_ratio", "vec_ratio"),

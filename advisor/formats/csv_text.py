@@ -12,15 +12,21 @@ import csv
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.files import TOO_LARGE
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    pd = lazy_module("pandas")
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
 
 
 def read_csv_strings(
@@ -48,7 +54,7 @@ def read_csv_strings(
     try:
         df = (
             _read_arrow_text(path, columns)
-            if _ARROW_INFERS_TYPES
+            if _arrow_infers_types()
             else pd.read_csv(path, engine="pyarrow", **options)
         )
     except (pd.errors.ParserError, ValueError):
@@ -77,7 +83,8 @@ def read_csv_strings(
 
 # pandas 2's pyarrow engine infers each column's type and casts it to str afterwards, which
 # rounds long decimals (`1736413971558972.912` -> `1736413971558973.0`); pandas 3 reads text.
-_ARROW_INFERS_TYPES = int(pd.__version__.split(".")[0]) < 3
+def _arrow_infers_types() -> bool:
+    return int(pd.__version__.split(".")[0]) < 3
 
 
 def _read_arrow_text(path: str | Path, columns: list[str]) -> pd.DataFrame:

@@ -22,9 +22,14 @@ Values are text, as written (numbers as the file writes them, booleans as true/f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 def text(value: Any) -> str | None:

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.formats.cann_csv import open_csv
 from advisor.formats.numbers import finite_float, int_from_text
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 
 def read_pipeline_raw(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | None:

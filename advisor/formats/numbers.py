@@ -9,19 +9,32 @@ failing the file.
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
 
 MISSING_TOKENS = frozenset({"", "n/a", "na", "-", "none", "nan", "null"})
 """Cell texts that mean "no value" (compared case-insensitively); never warned about."""
-_MISSING_ARRAY = pa.array(sorted(MISSING_TOKENS), type=pa.string())
+
+
+@cache
+def _missing_array() -> pa.Array:
+    """MISSING_TOKENS as an arrow array, built on first use (pyarrow is imported lazily)."""
+    return pa.array(sorted(MISSING_TOKENS), type=pa.string())
 
 
 def to_numbers(series: pd.Series, *, file: str | Path, column: str, warn: WarnFn) -> pd.Series:
@@ -60,7 +73,7 @@ def _plain_numbers(series: pd.Series) -> np.ndarray | None:
     else, which `to_numbers` then finds and reports."""
     try:
         array = pa.array(series, type=pa.string(), from_pandas=True)
-        missing = pc.is_in(pc.utf8_lower(array), value_set=_MISSING_ARRAY)
+        missing = pc.is_in(pc.utf8_lower(array), value_set=_missing_array())
         numbers = pc.cast(pc.if_else(missing, None, array), pa.float64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None

@@ -10,9 +10,16 @@ the origin ignores them and readers drop their rows with a warning.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 OUTLIER_US = 86_400e6
 """How far from the median of a profile's times a time may lie: a day."""

@@ -11,15 +11,20 @@ import io
 import json
 import math
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
-import pandas as pd
 
 from advisor.compat import zip_strict
 from advisor.engine.evaluate import to_plain
+from advisor.lazy import lazy_module
 from advisor.render.messages import Translate
 from advisor.units import fmt_num, fmt_pct, fmt_us
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 COMPARE_SCHEMA: dict[str, Any] = json.loads(
     files("advisor").joinpath("schemas/compare.schema.json").read_text(encoding="utf-8")

@@ -4,13 +4,18 @@ bandwidth, and the rank-to-rank links of each."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.formats.cann_tasks import collective
 from advisor.formats.decimal_clock import Clock
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 MB = 1e6  # communication sizes: decimal MB (MB/ms is the GB/s written beside them)
 

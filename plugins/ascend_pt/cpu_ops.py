@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 CPU_KERNEL = "cpu_kernel"
 CPU_OP_FILE = re.compile(r"^cpu_op_execute_timestamp_(\d+)\.txt$")

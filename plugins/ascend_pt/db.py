@@ -30,10 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.aicore_freq import freq_samples
@@ -51,6 +48,7 @@ from advisor.formats.cann_tasks import collective, with_wait
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
 from advisor.model import ProfileMeta
 
 from .communication import parse_communication, parse_communication_matrix
@@ -60,6 +58,13 @@ from .meta import non_negative_int, versions
 from .operator_memory import op_memory_table
 from .steps import fill_breakdown, steps_from_table
 from .trace_view import STEP_NAME
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 PROFILER_DB = re.compile(r"^ascend_(?:pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 ANALYSIS_DBS = ("analysis.db", "communication_analyzer.db")

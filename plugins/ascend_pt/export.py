@@ -7,15 +7,20 @@ by importing another plugin: with ADVISOR_BLOCK_PLUGINS=msprof none of its code 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.errors import UnreadableInput
 from advisor.hookspecs import Reader
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
 from advisor.plugin_manager import PluginHost
 
 from .layout import READER
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 def exports_beside(path: Path, root: Path, what: str, folder: Profile) -> list[Profile]:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.aicore_freq import with_rated
@@ -22,6 +19,7 @@ from advisor.formats.metadata import MetadataRows
 from advisor.formats.minddata import read_pipeline_raw
 from advisor.formats.stream import EventStream
 from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
@@ -48,6 +46,13 @@ from .steps import (
 )
 from .trace_columns import DECODER
 from .trace_view import TraceTables, parse_trace
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 TIME_COLUMNS = {
     "steps": ("start_us", "end_us"),

@@ -4,9 +4,7 @@ names), and the torch_to_npu launch of each from the trace."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.cann_csv import open_csv
 from advisor.formats.cann_summaries import device_ops_from_op_summary, unquoted_shapes
@@ -14,6 +12,14 @@ from advisor.formats.cann_tasks import device_category
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 # kernel_details.csv header -> the op_summary header the msprof mapping reads.
 _KERNEL_COLUMNS = {

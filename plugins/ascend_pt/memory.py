@@ -4,13 +4,19 @@ the same way)."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.cann_csv import open_csv
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 MIB = float(2**20)  # memory_record: MB of the allocator, binary
 

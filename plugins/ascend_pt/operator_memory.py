@@ -11,14 +11,20 @@ The profiler database's OP_MEMORY table holds the same rows in bytes and ns.
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.cann_csv import open_csv
 from advisor.formats.cann_db import CannDb, ns_times
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 KIB = 1024.0  # Size(KB): the allocator's binary KB
 MIB = float(2**20)

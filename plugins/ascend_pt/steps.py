@@ -4,15 +4,21 @@ them, else step_trace_time.csv; and the step each host call falls in."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.formats.cann_csv import open_csv
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
 
 from .trace_view import OVERLAP_KINDS, TraceTables
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 
 def covered_in(merged: intervals.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

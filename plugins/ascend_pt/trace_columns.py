@@ -6,12 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from advisor.compat import zip_strict
 from advisor.formats.aicore_freq import COUNTER as FREQ_COUNTER
@@ -19,6 +16,16 @@ from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent
 from advisor.formats.decimal_clock import Clock, exact_parts
 from advisor.formats.interning import Codes, arrow_strings, hashable
 from advisor.formats.numbers import trace_number as _float
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
+    pa = lazy_module("pyarrow")
 
 
 def floats(values: Iterable[Any]) -> np.ndarray:

@@ -6,11 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-import pandas as pd
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from advisor import intervals
 from advisor.compat import zip_strict
@@ -22,10 +18,20 @@ from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand, per_row, unique
 from advisor.formats.stream import EventStream
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
 
 from .cpu_ops import CPU_KERNEL
 from .kinds import cann_kind, framework_kind, op_type_from_task
 from .trace_columns import PlaneTask, Rows, TraceColumns, floats
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import pyarrow.compute as pc
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
+    pc = lazy_module("pyarrow.compute")
 
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 

@@ -3,11 +3,15 @@ settings) and the properties of the device the trace is for."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.formats.metadata import MetadataRows
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 _SETTINGS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
 """Header keys some PyTorch versions write for the profiler's arguments."""

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.stream import (
@@ -15,6 +13,7 @@ from advisor.formats.stream import (
     EventStream,
 )
 from advisor.formats.timebase import drop_far_times, far_warning
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
@@ -23,6 +22,11 @@ from .sniff import BLANK, file_size, read_head
 from .tables import frames
 from .values import int_or_none, json_number
 from .walk import DECODER, EventWalk
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 READER = "kineto"
 GZIP_CUT = "truncated or corrupt gzip data"  # EventStream's problem for a cut gzip file

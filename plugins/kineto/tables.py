@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from array import array
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.compat import zip_strict
 from advisor.formats.chrome_trace import shape_text
 from advisor.formats.interning import string_column
+from advisor.lazy import lazy_module
 
 from .categories import GPU_DEVICE_TYPES
 from .values import MAX_ID, NO_ID, int_or_none, json_number, json_number_or_nan
 from .walk import EventWalk
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 
 def frames(
@@ -198,7 +203,7 @@ def _ids(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
     return pd.arrays.IntegerArray(values, values == NO_ID)
 
 
-def as_numpy(column: array, dtype: type = np.float64) -> np.ndarray:
+def as_numpy(column: array, dtype: str | type = "float64") -> np.ndarray:
     """An array column seen as a NumPy array, without a copy (the frame copies it)."""
     return np.frombuffer(column, dtype=dtype)
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import math
 from array import array
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
 
 from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent, raw_value
 from advisor.formats.timebase import OUTLIER_US, robust_origin
+from advisor.lazy import lazy_module
 
 from .categories import (
     ANNOTATION,
@@ -29,6 +29,11 @@ from .categories import (
     host_kind,
 )
 from .values import MAX_ID, NO_ID, id_number, int_or_none, json_number, json_number_or_nan
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 # Host name codes that are no host_ops row; a gloo annotation is row `GLOO - code`.
 STEP, SKIP, GLOO = -1, -2, -3

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.metadata import MetadataRows
+from advisor.lazy import lazy_module
 
 from .context import MS, Rank
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 _NAME = re.compile(r"ascend_cluster_analyse_([a-z-]+)_(\d+)_(\d+)_(\d+)\.csv")
 

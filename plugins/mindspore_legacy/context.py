@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pandas as pd
 
 from advisor.formats.cann_csv import open_csv
 from advisor.formats.numbers import to_numbers
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 READER = "mindspore_legacy"
 MS = 1000.0

@@ -7,13 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import orjson
-import pandas as pd
 
 from advisor.formats.cann_tasks import op_type
+from advisor.lazy import lazy_module
 
 from .context import MS
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from .context import Rank

@@ -25,11 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
 from advisor.formats.cann_tasks import op_type
 from advisor.formats.numbers import finite_float
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from .context import Rank

@@ -6,9 +6,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from advisor.formats.numbers import finite_float as _float
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from .context import Rank

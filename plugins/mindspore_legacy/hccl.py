@@ -5,15 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
-import pandas as pd
 
 from advisor.formats.cann_tasks import collective as collective_name
 from advisor.formats.numbers import finite_float as _float
 from advisor.formats.numbers import int_from_text as _int
+from advisor.lazy import lazy_module
 
 from .context import MS
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 if TYPE_CHECKING:
     from .context import Rank

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.minddata import read_pipeline_raw
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
 
 from .cluster_meta import read_cluster_meta
@@ -23,6 +22,13 @@ from .hccl import read_hccl
 from .memory import read_memory
 from .queues import read_queues
 from .steps import read_steps
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 CLOCK_TOLERANCE_US = 60e6  # GetNext samples further than this from the steps: another clock
 

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.errors import UnreadableInput
 from advisor.formats.cann_db import CannDb, cann_api_totals, communication_ops, compute_tasks
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 DB_FILE = re.compile(r"^msprof_(\d+)\.db$")
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.aicore_freq import with_rated
@@ -18,12 +16,18 @@ from advisor.formats.chrome_trace import Trace
 from advisor.formats.files import files_with_suffix, load_json
 from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 
 from .db import newest_database, read_database
 from .info import apply_info, info_metadata
 from .summaries import CSV_TABLES, in_read_order, read_csv_table, split_devices
 from .timeline import timeline_tables
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 READER = "msprof"
 MERGED_DIR = "mindstudio_profiler_output"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.formats.metadata import MetadataRows, add_cann_info
+from advisor.lazy import lazy_module
 from advisor.model import ProfileMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 
 def apply_info(meta: ProfileMeta, info: dict[str, Any], device_id: str | None) -> None:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor.formats.cann_csv import (
     DEVICE_COLUMN,
@@ -20,6 +18,14 @@ from advisor.formats.cann_csv import (
 from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC, OP_SUMMARY
 from advisor.formats.cann_tasks import task_categories
 from advisor.formats.warn import WarnFn
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 
 def in_read_order(chosen: dict[str, list[Path]]) -> list[tuple[str, list[Path]]]:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.formats.aicore_freq import COUNTER, freq_samples
 from advisor.formats.cann_comm import comm_as_device_ops, comm_from_columns
@@ -16,6 +13,14 @@ from advisor.formats.cann_tasks import op_type, task_category
 from advisor.formats.chrome_trace import Trace
 from advisor.formats.numbers import int_or_none
 from advisor.formats.numbers import trace_number as _f
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 _TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
 _MODEL_ID = re.compile(r"Model ID:\s*(\d+)")
