@@ -85,6 +85,11 @@ class PluginHost:
         self.pm = pluggy.PluginManager("advisor")
         self.pm.add_hookspecs(hookspecs)
         self.infos: list[PluginInfo] = []
+        extra = tuple(extra)
+        self.installed_only = entry_points_group == ENTRY_POINT_GROUP and not extra
+        """Whether the plugins are the installed ones only, so that a worker process's own
+        PluginHost() has the same (the caller's extra plugins live in this process only)."""
+        self._dists: dict[int, tuple[str, str]] = {}
         blocked = blocked_names()
         if entry_points_group:
             # Built-in plugins first, so plugin-shipped rules can replace built-in ones.
@@ -95,9 +100,19 @@ class PluginHost:
         for name, plugin in extra:
             self._register(name, plugin, "", "", getattr(plugin, "__name__", name))
 
+    def _distribution(self, ep: EntryPoint) -> tuple[str, str]:
+        """Name and version of the package shipping `ep`, read once per package: each read
+        parses its METADATA file, and one package usually ships several plugins."""
+        if ep.dist is None:
+            return "", ""
+        key = id(ep.dist)
+        if key not in self._dists:
+            metadata = ep.dist.metadata
+            self._dists[key] = (metadata["Name"] or "", metadata["Version"] or "")
+        return self._dists[key]
+
     def _load(self, ep: EntryPoint, blocked: set[str]) -> None:
-        dist = ep.dist.name if ep.dist else ""
-        version = ep.dist.version if ep.dist else ""
+        dist, version = self._distribution(ep)
         if ep.name in blocked:
             self.pm.set_blocked(ep.name)
             self.infos.append(
@@ -160,6 +175,10 @@ class PluginHost:
             if value is not None:
                 results.append((impl.plugin_name, value))
         return results
+
+    def mark_failed(self, name: str, error: str) -> None:
+        """Record that plugin `name` failed in another process's host (a worker's)."""
+        self._fail(name, error)
 
     def failed(self) -> list[PluginInfo]:
         return [i for i in self.infos if i.status == "failed"]

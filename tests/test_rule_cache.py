@@ -86,7 +86,7 @@ def test_a_warm_load_checks_no_template_and_no_schema(
     def refuse(*_: object) -> None:
         raise AssertionError("checked again")
 
-    monkeypatch.setattr(rules_module, "check_template", refuse)
+    monkeypatch.setattr(rules_module, "_template_problem", refuse)
     monkeypatch.setattr(rules_module, "_schema_problem", refuse)
     warm, errors = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
     assert errors == [] and [full(r) for r in warm] == [full(r) for r in cold]

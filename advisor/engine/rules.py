@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jinja2 import meta
 
 from advisor.engine import rule_cache
 from advisor.engine.expr import MAX_STRING, ExprError, Expression, compile_expression
 from advisor.engine.functions import regex_problem
 from advisor.engine.outcome import Severity
-from advisor.engine.templates import ENV, check_template
 from advisor.errors import RuleError
 from advisor.model import PROFILE, TABLES, TableSpec
 from advisor.small_files import read_small_text
@@ -329,6 +327,23 @@ def _scope(rule: Rule, tables: Mapping[str, TableSpec]) -> str:
     return scopes.pop() if scopes else PROFILE
 
 
+def _template_problem(text: str) -> str | None:
+    """check_template, importing Jinja only when a rule file is checked (a cached one is
+    not, and commands that render nothing never load it)."""
+    from advisor.engine.templates import check_template
+
+    return check_template(text)
+
+
+def _template_variables(text: str) -> set[str]:
+    """The variables a (valid) template reads."""
+    from jinja2 import meta
+
+    from advisor.engine.templates import ENV
+
+    return set(meta.find_undeclared_variables(ENV.parse(text)))
+
+
 def build_rule(
     raw: dict[str, Any],
     source: str,
@@ -431,7 +446,7 @@ def build_rule(
     if "impact_note" in raw:
         texts.append(("impact_note", raw["impact_note"]))
     for key, text in [] if checked else texts:
-        problem = check_template(text)
+        problem = _template_problem(text)
         if problem:
             raise RuleError(source, rule_id, f"{key}: {problem}")
     if raw.get("severity") == "high" and impact is None and "impact_note" not in raw:
@@ -511,10 +526,10 @@ def _translation(
     if "impact_note" in block:
         texts.append(("impact_note", block["impact_note"]))
     for key, text in [] if checked else texts:
-        problem = check_template(text)
+        problem = _template_problem(text)
         if problem:
             raise RuleError(source, rule_id, f"{lang}.{key}: {problem}")
-        unknown = sorted(meta.find_undeclared_variables(ENV.parse(text)) - known)
+        unknown = sorted(_template_variables(text) - known)
         if unknown:
             raise RuleError(
                 source,

@@ -53,9 +53,7 @@ from advisor.formats.cann_summaries import PMU_COLUMNS
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
-from .db import PROFILER_DB
-from .folder import FolderReader
-from .layout import FOLDER_SUFFIXES, OUTPUT_DIR
+from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, PROFILER_DB
 
 
 class AscendPtReader:
@@ -111,6 +109,8 @@ class AscendPtReader:
         )
 
     def read(self, path: Path) -> list[Profile]:
+        from .folder import FolderReader  # the readers load when there is something to read
+
         path = Path(path)
         if path.is_dir():
             return FolderReader(path).read()

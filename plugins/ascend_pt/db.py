@@ -53,6 +53,7 @@ from advisor.model import ProfileMeta
 
 from .communication import parse_communication, parse_communication_matrix
 from .kinds import cann_kind, framework_kind
+from .layout import PROFILER_DB
 from .memory import one_component
 from .meta import non_negative_int, versions
 from .operator_memory import op_memory_table
@@ -66,7 +67,6 @@ else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
 
-PROFILER_DB = re.compile(r"^ascend_(?:pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 ANALYSIS_DBS = ("analysis.db", "communication_analyzer.db")
 _API_CATEGORIES = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "mstx"}
 """ENUM_API_TYPE names of PYTORCH_API rows and the trace category of the same events, which

@@ -1,9 +1,13 @@
 """The layout of a rank folder: what this reader is called, where the analysed output lies,
 which folder names say which framework, which files are read."""
 
+import re
+
 READER = "ascend_pt"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 FOLDER_SUFFIXES = {"_ascend_pt": "PyTorch", "_ascend_ms": "MindSpore"}
+PROFILER_DB = re.compile(r"^ascend_(?:pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
+"""The profiler's own database (a rank's, or one named on its own)."""
 OUTPUT_FILES = (
     "trace_view.json",
     "kernel_details.csv",

@@ -57,9 +57,8 @@ from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
-from .context import READER, Rank
+from .context import READER
 from .names import DETECTING, kind_of
-from .rank import read_rank
 
 
 class MindSporeLegacyReader:
@@ -85,6 +84,9 @@ class MindSporeLegacyReader:
         return False
 
     def read(self, path: Path) -> list[Profile]:
+        from .context import Rank  # the readers load when there is something to read
+        from .rank import read_rank
+
         path = Path(path)
         ranks: dict[int, dict[str, Path]] = {}
         for child in sorted(path.iterdir()):

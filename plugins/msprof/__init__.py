@@ -33,8 +33,7 @@ from advisor.formats.cann_summaries import PMU_COLUMNS
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
-from .db import DB_FILE
-from .export import MERGED_DIR, ExportReader, device_dirs
+from .layout import DB_FILE, MERGED_DIR, device_dirs
 
 
 class MsprofReader:
@@ -71,6 +70,8 @@ class MsprofReader:
         )
 
     def read(self, path: Path) -> list[Profile]:
+        from .export import ExportReader  # the readers load when there is something to read
+
         path = Path(path)
         if path.is_dir():
             return ExportReader(path).read()

@@ -11,7 +11,6 @@ Reading goes through advisor.formats.cann_db.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,12 +19,12 @@ from advisor.formats.cann_db import CannDb, cann_api_totals, communication_ops, 
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 
+from .layout import DB_FILE
+
 if TYPE_CHECKING:
     import pandas as pd
 else:
     pd = lazy_module("pandas")
-
-DB_FILE = re.compile(r"^msprof_(\d+)\.db$")
 
 
 def newest_database(root: Path) -> Path | None:

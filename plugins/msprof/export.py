@@ -21,6 +21,7 @@ from advisor.model import Profile, ProfileMeta, conform
 
 from .db import newest_database, read_database
 from .info import apply_info, info_metadata
+from .layout import MERGED_DIR, device_dirs
 from .summaries import CSV_TABLES, in_read_order, read_csv_table, split_devices
 from .timeline import timeline_tables
 
@@ -30,7 +31,6 @@ else:
     pd = lazy_module("pandas")
 
 READER = "msprof"
-MERGED_DIR = "mindstudio_profiler_output"
 EXPORT_HINT = "run `msprof --export=on --output=<path>` first"
 TIME_COLUMNS = {
     "steps": ("start_us", "end_us"),
@@ -377,17 +377,6 @@ class ExportReader:
         if frame is not None:
             files = [self._rel(path)] + ([self._rel(sample_path)] if sample is not None else [])
             dev.add("metadata", frame, files)
-
-
-def device_dirs(root: Path) -> list[Path]:
-    return sorted(
-        (
-            p
-            for p in root.glob("device_*")
-            if p.is_dir() and p.name.removeprefix("device_").isdigit()
-        ),
-        key=lambda p: int(p.name.removeprefix("device_")),
-    )
 
 
 def _device_sort_key(device_id: str) -> tuple[int, str]:
