@@ -31,7 +31,6 @@ from pathlib import Path
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
-from .reader import TraceReader
 from .sniff import KINETO_MARKERS, read_head
 
 
@@ -76,6 +75,8 @@ class KinetoReader:
         return b'"traceEvents"' in head and any(m in head for m in KINETO_MARKERS)
 
     def read(self, path: Path) -> list[Profile]:
+        from .reader import TraceReader  # the reader loads when there is something to read
+
         return [TraceReader(Path(path)).read()]
 
 
