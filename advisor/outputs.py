@@ -1,5 +1,6 @@
-"""Writing what a run produced: prof_rule JSON, the HTML report, the AOE tuning file, and the
-outputs of a comparison (compare.json, its report, the compare page and spreadsheet).
+"""Writing what a run produced: prof_rule JSON, the HTML report, SARIF and JUnit XML for CI,
+the AOE tuning file, and the outputs of a comparison (compare.json, its report, the compare
+page and spreadsheet).
 
 Everything is rendered before anything is written, so a failing renderer leaves the folder as
 it was; each file then replaces its earlier version atomically, so a full disk or another
@@ -47,11 +48,15 @@ MANIFEST = ".advisor-manifest.json"
 """The file, in an output folder, naming the files advisor wrote there (per command)."""
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_LABEL = 64  # characters of a profile-derived label in an output file name
-FILE_FORMATS = ("json", "html")
+FILE_FORMATS = ("json", "html", "sarif", "junit")
 """The formats of a run that are files; `text` is the terminal summary."""
+REPORT_FORMATS = ("json", "html")
+"""What write_outputs writes when no formats are named: the reports people read."""
 COMPARE_FILE_FORMATS = ("json", "html", "xlsx")
 """The formats of a comparison that are files."""
 HTML_REPORT = "report.html"
+SARIF_FILE = "advisor.sarif"
+JUNIT_FILE = "advisor-junit.xml"
 TUNE_OPS_FILE = "operator_tuning_file.cfg"
 """The operators to tune, in the form AOE accepts as --tune_ops_file."""
 COMPARE_JSON = "compare.json"
@@ -180,10 +185,15 @@ def report_names(result: AnalysisResult) -> list[str]:
 
 
 def render_outputs(
-    result: AnalysisResult, formats: Sequence[str], host: PluginHost | None = None
+    result: AnalysisResult,
+    formats: Sequence[str],
+    host: PluginHost | None = None,
+    fail_on: str | None = None,
 ) -> dict[str, str]:
-    """Every output file of `formats` (json, html; others are ignored), by file name. The AOE
-    tuning file comes with them when a finding names operators to tune."""
+    """Every output file of `formats` (json, html, sarif, junit; others are ignored), by file
+    name. The AOE tuning file comes with them when a finding names operators to tune.
+    `fail_on` is the severity from which a JUnit test case fails (junit.DEFAULT_FAIL_ON when
+    None)."""
     from advisor.render.html import render_html
 
     outputs: dict[str, str] = {}
@@ -193,6 +203,14 @@ def render_outputs(
     if "html" in formats:
         sections = [s for a in result.analyses for s in host.report_sections(a)] if host else []
         outputs[HTML_REPORT] = render_html(result.reports, sections=sections)
+    if "sarif" in formats:
+        from advisor.render.sarif import render_sarif
+
+        outputs[SARIF_FILE] = render_sarif(result)
+    if "junit" in formats:
+        from advisor.render.junit import render_junit
+
+        outputs[JUNIT_FILE] = render_junit(result, fail_on)
     tune_ops = tune_ops_file(result)
     if tune_ops is not None and any(f in formats for f in FILE_FORMATS):
         outputs[TUNE_OPS_FILE] = tune_ops
@@ -220,13 +238,16 @@ def stdout_document(result: AnalysisResult) -> dict[str, Any]:
 def write_outputs(
     result: AnalysisResult,
     out_dir: str | Path,
-    formats: Sequence[str] = FILE_FORMATS,
+    formats: Sequence[str] = REPORT_FORMATS,
     host: PluginHost | None = None,
+    fail_on: str | None = None,
 ) -> list[Path]:
     """Render the outputs of `formats` and write them into `out_dir` (created when missing),
     removing the outputs an earlier run wrote there that this one does not rewrite. Returns
-    the paths written; nothing (and no folder) when no format is a file."""
-    return write_files(Path(out_dir), render_outputs(result, formats, host), command="run")
+    the paths written; nothing (and no folder) when no format is a file. `fail_on`: the
+    --fail-on the JUnit file's failures follow."""
+    outputs = render_outputs(result, formats, host, fail_on)
+    return write_files(Path(out_dir), outputs, command="run")
 
 
 def _compare_document(result: CompareResult) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from clirunner import separate_runner
 from conftest import DEMO, FIXTURE_DIR, ROOT
 
 from advisor.cli import main
+from advisor.cli.run import FORMATS
 from advisor.render.json_report import validate_report
 
 SMALL = FIXTURE_DIR / "msprof/PROF_000001_20260105093000123_SMALLCASE"
@@ -130,7 +131,7 @@ def test_set_may_target_a_rule_outside_the_selection(tmp_path):
         (["--set", "OP-002.nope=1"], "has no param 'nope'"),
         (["--set", "NOPE-001.x=1"], "no rule 'NOPE-001'"),
         (["--set", "garbage"], "expects ID.param=VALUE"),
-        (["--format", "pdf"], "choose from json, html, text"),
+        (["--format", "pdf"], f"choose from {', '.join(FORMATS)}"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path, args, message):

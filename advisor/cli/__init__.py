@@ -1,12 +1,14 @@
 """Command line: `advisor run`, `compare`, `top`, `inspect`, `rules list|show|new|validate|test`,
-`plugins list`.
+`plugins list`, `completion`.
 
 Each command parses its options, calls the API (advisor.api, advisor.compare, advisor.outputs,
 advisor.scaffold, advisor.top) and prints; advisor.cli.common holds what they share and the
 exit codes. No traceback reaches the user unless --debug is given.
 
 A command's module is imported only when that command runs (or its own --help is shown):
-`advisor --version` and `advisor --help` import click and advisor.version, never pandas.
+`advisor --version` and `advisor --help` import click and advisor.version, never pandas, and
+neither does completing a command's name in the shell (click's completion,
+`_ADVISOR_COMPLETE=bash_source advisor`, or `advisor completion bash`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from advisor.version import __version__
 __all__ = ["COMMANDS", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "completion": (
+        "advisor.cli.completion:completion_command",
+        "Print the script that completes advisor's commands and options in SHELL.",
+    ),
     "compare": (
         "advisor.cli.compare:compare_command",
         "Compare two runs: what got slower in COMPARISON against BASELINE, and where.",
@@ -55,6 +61,25 @@ class LazyGroup(click.Group):
             module, _, attr = COMMANDS[cmd_name][0].partition(":")
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def shell_complete(
+        self, ctx: click.Context, incomplete: str
+    ) -> list[click.shell_completion.CompletionItem]:
+        """Command names with COMMANDS' lines, then the group's options: click's own listing
+        would import every command (and pandas) on each press of TAB."""
+        from click.shell_completion import CompletionItem
+
+        names = [name for name in self.list_commands(ctx) if name.startswith(incomplete)]
+        items = [
+            CompletionItem(
+                name,
+                help=COMMANDS[name][1]
+                if name in COMMANDS
+                else self.commands[name].get_short_help_str(),
+            )
+            for name in names
+        ]
+        return items + click.Command.shell_complete(self, ctx, incomplete)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """`advisor --help`'s command list as click writes it, from COMMANDS' lines for the

@@ -146,6 +146,21 @@ def parse_formats(
     return chosen
 
 
+def complete_formats(
+    allowed: Sequence[str],
+) -> Callable[[click.Context, click.Parameter, str], list[str]]:
+    """Shell completion of a comma-separated --format: the word typed so far completed by each
+    format not already in it (`json,h` -> `json,html`)."""
+
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+        head, _, last = incomplete.rpartition(",")
+        chosen = set(head.split(",")) if head else set()
+        prefix = f"{head}," if head else ""
+        return [prefix + f for f in allowed if f.startswith(last) and f not in chosen]
+
+    return complete
+
+
 def defaulted(param: str) -> bool:
     """True when the running command's option was not given (so a project config may set it)."""
     source = click.get_current_context().get_parameter_source(param)

@@ -13,6 +13,7 @@ from advisor.cli.common import (
     Failure,
     ReportOptions,
     RuleOptions,
+    complete_formats,
     debug_option,
     detail_files,
     echo_closing,
@@ -88,6 +89,7 @@ def parse_op_name_map(value: str | None) -> dict[str, str]:
     "formats",
     default="json,html,xlsx,text",
     show_default=True,
+    shell_complete=complete_formats(COMPARE_FORMATS),
     help="Comma-separated outputs: json, html, xlsx, text.",
 )
 @click.option(

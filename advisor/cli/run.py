@@ -14,6 +14,7 @@ from advisor.cli.common import (
     Failure,
     ReportOptions,
     RuleOptions,
+    complete_formats,
     debug_option,
     detail_files,
     echo_closing,
@@ -45,6 +46,8 @@ from advisor.render.format import terminal_json
 from advisor.ruleset import parse_overrides, parse_severities
 
 FORMATS = (*FILE_FORMATS, "text")
+FOLDER_FORMATS = ("html", "sarif", "junit")
+"""The file formats `-o -` refuses: stdout carries the JSON report only."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,9 @@ class RunOptions:
     "formats",
     default="json,html,text",
     show_default=True,
-    help="Comma-separated outputs: json, html, text.",
+    shell_complete=complete_formats(FORMATS),
+    help="Comma-separated outputs: json, html, sarif (advisor.sarif), junit "
+    "(advisor-junit.xml), text.",
 )
 @click.option(
     "--rules",
@@ -146,11 +151,13 @@ def run(options: RunOptions) -> int:
     config = discover()
     report = options.report.with_config(config)
     rules = options.rules
+    in_folder = [f for f in FOLDER_FORMATS if f in report.formats]
     out_dir = report.folder(
         options.paths,
         lambda: Path.cwd() / timestamped("advisor-report"),
-        ["html"],
-        "-o - writes the JSON report to stdout; --format html needs a folder (-o DIR)",
+        FOLDER_FORMATS,
+        f"-o - writes the JSON report to stdout; --format {', '.join(in_folder)} "
+        f"need{'s' if len(in_folder) == 1 else ''} a folder (-o DIR)",
     )
     progress.set_quiet(report.quiet)
     host = PluginHost()
@@ -178,7 +185,11 @@ def run(options: RunOptions) -> int:
         error(str(input_error))
     if not result.analyses:
         raise Failure("no profile could be read", EXIT_UNREADABLE)
-    written = [] if out_dir is None else write_outputs(result, out_dir, report.formats, host)
+    written = (
+        []
+        if out_dir is None
+        else write_outputs(result, out_dir, report.formats, host, report.fail_on)
+    )
     names = [p.name for p in written]
     if not report.quiet and "text" in report.formats:  # beside stdout's JSON: on stderr
         echo_summary(

@@ -68,6 +68,22 @@ CATALOG: dict[str, Text] = {
         "（影响已按所度量的 {measured} 封顶；规则计算得到 {raw}）",
     ),
     "no_estimate_line": Text("(no time estimate: {note})", "（未估算时间：{note}）"),
+    # --- CI outputs (SARIF, JUnit) -----------------------------------------------------------
+    "at_stake_line": Text("Time at stake: {impact}.", "影响：{impact}。"),
+    "at_stake_share_line": Text(
+        "Time at stake: {impact} ({share} of {measured}).",
+        "影响：{impact}（占 {measured} 的 {share}）。",
+    ),
+    "skip_missing": Text(
+        "data missing from this profile: {needs}", "本次性能数据缺少所需数据：{needs}"
+    ),
+    "skip_not_recorded": Text(
+        "data this format never records: {needs}", "该格式不记录所需数据：{needs}"
+    ),
+    "fired_below": Text(
+        "fired at {severity}, below --fail-on {fail_on}: {message}",
+        "已触发（{severity}），低于 --fail-on {fail_on}：{message}",
+    ),
     "together_line": Text(
         "Together at most {combined}{share}: findings that measure the same time (e.g. idle "
         "device) are counted once, not {added}",
