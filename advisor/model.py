@@ -324,6 +324,53 @@ TABLES: dict[str, TableSpec] = {
                     "as compact JSON text such as [[8, 64], [256, 64], []]; missing when not "
                     "recorded",
                 ),
+                _c(
+                    "call_stack",
+                    "string",
+                    "",
+                    "the Python stack the profiler recorded with the call (torch_npu with_stack: "
+                    "'Call stack', PYTORCH_CALLCHAINS), innermost frame first, one per line, "
+                    "each as path(line): function",
+                ),
+            ),
+        ),
+        TableSpec(
+            "op_stacks",
+            "host operator (a host_ops row other than Python frames, runtime calls, kernel "
+            "launches and CANN API calls) with the innermost frame of the user's code around it, "
+            "from the Python stack the profiler recorded (derived from host_ops.call_stack, else "
+            "from the Python frames enclosing the operator: Kineto's with_stack "
+            "python_function events); absent without recorded stacks",
+            (
+                _c("host_row", "int64", "", "position of the operator's row in host_ops", True),
+                _c("name", "string", "", "operator name"),
+                _c("thread", "Int64", "", "host thread id"),
+                _c("start_us", "float64", US, "operator start"),
+                _c("duration_us", "float64", US, "operator duration"),
+                _c(
+                    "file",
+                    "string",
+                    "",
+                    "file of the user's frame as the profiler wrote it (Kineto: relative to the "
+                    "sys.path entry holding it, e.g. train.py)",
+                    True,
+                ),
+                _c(
+                    "line",
+                    "Int64",
+                    "",
+                    "line in that file: the call being run (a recorded call stack), or where a "
+                    "Kineto python_function event places the function: its first line, or the "
+                    "line it was on when profiling began for one already running then",
+                ),
+                _c("function", "string", "", "function of the user's frame"),
+                _c(
+                    "stack",
+                    "string",
+                    "",
+                    "the whole recorded stack, innermost frame first, one per line; missing for "
+                    "stacks rebuilt from Python frame events",
+                ),
             ),
         ),
         TableSpec(

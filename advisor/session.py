@@ -29,9 +29,11 @@ RUN_NEEDS = (
     "device_ops.compute_class",
     "host_ops.step",
     "step_bounds",
+    "op_stacks",
 )
 """What every run derives for every profile besides the needs of the rules: the report's
-breakdown, statistics and charts, and the critical path findings' savings are bounded by."""
+breakdown, statistics and charts, the critical path findings' savings are bounded by, and
+the user code lines behind the operators findings name (op_stacks)."""
 
 
 def check_language(lang: str) -> str:

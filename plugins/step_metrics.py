@@ -1,5 +1,6 @@
 """Built-in metric providers: statistics, step assignment, overlap breakdown, compute classes,
-nesting of host calls, task waits behind collectives, device gaps before tasks.
+nesting of host calls, the user's code around each host operator, task waits behind
+collectives, device gaps before tasks.
 
 These derive what most profiles lack on disk: per-step computing / communication / uncovered
 communication / free time from device task intervals, per-type statistics from tasks, and the
@@ -16,6 +17,7 @@ import pandas as pd
 from advisor import intervals
 from advisor.compat import zip_strict
 from advisor.formats.aicore_freq import task_frequency
+from advisor.formats.python_frames import Frame, is_user_file, parse_frame, split_stack
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.model import Profile, conform
 
@@ -190,6 +192,98 @@ def mark_nested_host_ops(profile: Profile) -> None:
     profile.tables["host_ops"] = ops.assign(nested=intervals.nested_calls(ops))
 
 
+_UNSTACKED_KINDS = ("python", "runtime", "launch", "cann_api")
+"""host_ops kinds op_stacks leaves out: Python frames are the stack itself; runtime calls,
+kernel launches and CANN API calls are too many to list, and their work reaches a finding
+through the operator around them."""
+
+
+def op_stacks(profile: Profile) -> None:
+    """op_stacks: the innermost frame of the user's code around each host operator, from the
+    stack the profiler wrote with the operator (host_ops.call_stack), else from the Python
+    frames (host_ops kind python, Kineto's python_function events) that enclose the operator's
+    midpoint on its thread. No table when the profile recorded neither."""
+    host = profile.tables["host_ops"]
+    kind = host["kind"].astype("string")
+    rows = np.flatnonzero(~kind.isin(_UNSTACKED_KINDS).fillna(True).to_numpy(bool))
+    chosen: list[Frame | None] = [None] * len(rows)
+    stacks: list[str | None] = [None] * len(rows)
+    if "call_stack" in host:
+        texts = host["call_stack"].to_numpy(object, na_value=None)[rows]
+        for k, text in enumerate(texts.tolist()):
+            if text:
+                frames = split_stack(text)
+                stacks[k] = "\n".join(frames)
+                chosen[k] = next(
+                    (f for f in map(parse_frame, frames) if f is not None and is_user_file(f.file)),
+                    None,
+                )
+    missing = np.array([frame is None for frame in chosen], dtype=bool)
+    if missing.any() and "start_us" in host:
+        for k, frame in zip_strict(
+            np.flatnonzero(missing).tolist(), _enclosing_user_frames(host, rows[missing])
+        ):
+            chosen[k] = frame
+    found = [(k, frame) for k, frame in enumerate(chosen) if frame is not None]
+    if not found:
+        return
+    keep = [k for k, _ in found]
+    picked = host.iloc[rows[keep]]
+    columns = {
+        "host_row": rows[keep],
+        "name": picked["name"].to_numpy(object),
+        "file": [frame.file for _, frame in found],
+        "line": [frame.line for _, frame in found],
+        "function": [frame.function or None for _, frame in found],
+        "stack": [stacks[k] for k in keep],
+    }
+    for column in ("thread", "start_us", "duration_us"):
+        if column in picked:
+            columns[column] = picked[column].to_numpy()
+    profile.tables["op_stacks"] = conform("op_stacks", pd.DataFrame(columns))
+
+
+def _enclosing_user_frames(host: pd.DataFrame, rows: np.ndarray) -> list[Frame | None]:
+    """For each host_ops row, the innermost Python frame of the user's code on its thread
+    that encloses the row's midpoint (None: none does)."""
+    python = host["kind"].eq("python").fillna(False).to_numpy(bool)
+    python &= host["start_us"].notna().to_numpy(bool)
+    if not python.any():
+        return [None] * len(rows)
+    thread = (
+        host["thread"].fillna(-1).to_numpy("int64")
+        if "thread" in host
+        else np.full(len(host), -1, dtype=np.int64)
+    )
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = host["duration_us"].to_numpy("float64", na_value=0.0)
+    frames = np.flatnonzero(python)
+    order = frames[np.lexsort((-duration[frames], start[frames], thread[frames]))]
+    f_thread, f_start = thread[order], start[order]
+    f_end = f_start + duration[order]
+    parent = intervals.nest(f_thread, f_start, f_end)
+    parsed: dict[str, Frame | None] = {}
+    names = host["name"].to_numpy(object, na_value="")[order]
+    user_of = np.full(len(order), -1, dtype=np.int64)
+    frame_of: list[Frame | None] = []
+    for i, name in enumerate(names.tolist()):
+        if name not in parsed:
+            frame = parse_frame(name)
+            parsed[name] = frame if frame is not None and is_user_file(frame.file) else None
+        frame_of.append(parsed[name])
+        if parsed[name] is not None:
+            user_of[i] = i
+        elif parent[i] >= 0:  # parents come before their children
+            user_of[i] = user_of[parent[i]]
+    at = start[rows] + np.nan_to_num(duration[rows]) / 2
+    inner = intervals.innermost(f_thread, f_start, f_end, parent, thread[rows], at)
+    found: list[Frame | None] = []
+    for position in inner.tolist():
+        user = user_of[position] if position >= 0 else -1
+        found.append(frame_of[user] if user >= 0 else None)
+    return found
+
+
 def comm_waits(profile: Profile) -> None:
     """device_ops.comm_wait_us: the part of each task's wait during which a collective ran.
 
@@ -237,6 +331,13 @@ def task_frequencies(profile: Profile) -> None:
 
 
 PROVIDERS = [
+    MetricProvider(
+        "op_stacks",
+        ("host_ops.kind", "host_ops.name"),
+        ("op_stacks", *(f"op_stacks.{c}" for c in ("host_row", "file", "line", "function"))),
+        op_stacks,
+        "op_stacks: the user's code line around each host operator, from recorded Python stacks",
+    ),
     MetricProvider(
         "op_stats",
         ("device_ops.duration_us", "device_ops.core_type"),

@@ -131,6 +131,7 @@ def test_fixtures_are_there():
         "ddp_rank1.pt.trace.json.gz",
         "dynamic_batch.pt.trace.json.gz",
         "healthy.pt.trace.json.gz",
+        "with_stack.pt.trace.json.gz",
     ]
 
 

@@ -17,10 +17,11 @@ import pandas as pd
 from advisor.applicability import Inapplicable, explain
 from advisor.compat import zip_strict
 from advisor.derive import present
-from advisor.engine import savings, templates
+from advisor.engine import savings, sources, templates
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
 from advisor.engine.outcome import SEVERITIES, Outcome, Severity
 from advisor.engine.rules import Evidence, Rule
+from advisor.engine.sources import SourceLocation
 from advisor.hookspecs import MetricProvider
 from advisor.model import Profile
 
@@ -39,22 +40,6 @@ def severity_from_share(share: float | None) -> Severity:
 def at_least(severity: str, threshold: str) -> bool:
     """Whether `severity` is `threshold` or more urgent (values or Severity members)."""
     return SEVERITIES.index(Severity(severity)) <= SEVERITIES.index(Severity(threshold))
-
-
-@dataclass(frozen=True)
-class SourceLocation:
-    """A line of the user's code that launched a finding's operators (from recorded Python
-    stacks), with the operator time it stands for."""
-
-    file: str
-    line: int | None
-    """None when the stack names the function but not the line."""
-    function: str
-    time_us: float
-    """Time of the finding's operators launched from this line."""
-    share: float | None
-    """time_us over the time of all the finding's operators that have a recorded stack;
-    None when that total is unknown."""
 
 
 @dataclass
@@ -88,8 +73,12 @@ class Finding:
     most the time its kind of work holds on the critical path (engine/savings.py); None
     without an impact or a profile time."""
     sources: list[SourceLocation] = field(default_factory=list)
-    """The user code lines that launched the operators behind this finding, most time first
-    (at most a few); empty when the profile recorded no Python stacks."""
+    """The user code lines that ran the operators behind this finding, most time first (at
+    most sources.MAX_SOURCES); empty when the profile recorded no Python stacks or the
+    evidence names no operator (engine/sources.py)."""
+    evidence_rows: pd.Index | None = field(default=None, repr=False, compare=False)
+    """Labels of every row of the evidence table the rule's evidence selected (not only those
+    shown): the operators `sources` are charged from; None without evidence."""
 
     @property
     def title(self) -> str:
@@ -170,7 +159,8 @@ def _evidence(
     profile: Profile,
     values: Mapping[str, Any],
     functions: Mapping[str, Callable[..., Any]],
-) -> tuple[dict[str, Any], pd.DataFrame]:
+) -> tuple[dict[str, Any], pd.DataFrame, pd.Index]:
+    """(the evidence as reported, the rows shown, the labels of every row selected)."""
     df = profile.tables[ev.table]
     if ev.where is not None:
         scope = Scope(profile.tables, {**values, **{c: df[c] for c in df.columns}}, functions)
@@ -179,7 +169,7 @@ def _evidence(
             df = df[mask.fillna(False).astype(bool)]
         elif not mask:
             df = df.iloc[0:0]
-    total_rows = len(df)
+    total_rows, selected = len(df), df.index
     if ev.sort:
         cols = [c for c, _ in ev.sort if c in df.columns]
         asc = [a for c, a in ev.sort if c in df.columns]
@@ -188,7 +178,8 @@ def _evidence(
     df = df.head(ev.limit)
     columns = [c for c in ev.columns if c in df.columns]
     rows = [[to_plain(v) for v in row] for row in df[columns].itertuples(index=False)]
-    return {"table": ev.table, "columns": columns, "rows": rows, "total_rows": total_rows}, df
+    shown = {"table": ev.table, "columns": columns, "rows": rows, "total_rows": total_rows}
+    return shown, df, selected
 
 
 def _eval(expr: Expression, scope: Scope) -> Any:
@@ -238,9 +229,9 @@ def evaluate_rule(
         return None
     impact, measured_us, uncapped = _impact(rule, scope, total_us)
     ratio = impact / measured_us if impact is not None and measured_us else None
-    evidence, evidence_df = (None, None)
+    evidence, evidence_df, selected = (None, None, None)
     if rule.evidence is not None:
-        evidence, evidence_df = _evidence(rule.evidence, profile, values, functions)
+        evidence, evidence_df, selected = _evidence(rule.evidence, profile, values, functions)
     measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
     context = {
         **{k: to_plain(v) for k, v in params.items()},
@@ -276,6 +267,7 @@ def evaluate_rule(
         measured_us=measured_us,
         uncapped_impact_us=uncapped,
         impact_note=templates.render(text.impact_note, context) if text.impact_note else None,
+        evidence_rows=selected,
     )
 
 
@@ -336,6 +328,7 @@ def evaluate(
     result.combined_impact_us = combine_impacts(result.findings, total_us)
     result.critical_path = savings.critical_path(profile, total_us)
     result.fix_first = savings.apply(result.findings, result.critical_path)
+    sources.attach(result.findings, profile)
     return result
 
 

@@ -137,6 +137,22 @@ def if_fixed_values(f: dict, report: dict) -> dict[str, str] | None:
     return _saving(path["step_us"], after)
 
 
+def source_values(source: dict) -> dict[str, str]:
+    """A finding's source line as every renderer shows it: `location` (`train.py:42 step()`,
+    file alone where the stack names no line or function) and `share` of the finding's
+    operator time (its time where the share is unknown)."""
+    location = (
+        source["file"] if source.get("line") is None else f"{source['file']}:{source['line']}"
+    )
+    if source.get("function"):
+        location += f" {source['function']}()"
+    share = source.get("share")
+    return {
+        "location": location,
+        "share": fmt_us(source["time_us"]) if share is None else fmt_pct(share),
+    }
+
+
 def fix_first_values(report: dict) -> dict[str, Any] | None:
     """The "fix these first" rule ids with the step time now, were they fixed, and the
     saving, formatted, and the message key for one rule or several (`key`); None when the

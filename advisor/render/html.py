@@ -36,6 +36,7 @@ from advisor.render.format import (
     profile_label,
     rank_order,
     report_lang,
+    source_values,
 )
 from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.messages import CATALOG, Translate, translator
@@ -273,6 +274,7 @@ def _finding_view(
     raw = f.get("uncapped_impact_us")
     return {
         "if_fixed": None if if_fixed is None else tr("if_fixed_line", **if_fixed),
+        "sources": [source_values(source) for source in f.get("sources") or []],
         "anchor": anchor,
         "group": group,
         "rank": f["rank"],

@@ -55,6 +55,7 @@ def _finding(f: Finding) -> dict[str, Any]:
         "uncapped_impact_us": f.uncapped_impact_us,
         "shares_time_with": f.shares_time_with,
         "step_time_if_fixed_us": f.step_time_if_fixed_us,
+        "sources": [source.to_dict() for source in f.sources],
         "evidence": f.evidence,
         "suggestions": f.suggestions,
         "source": rule.source,

@@ -94,6 +94,8 @@ CATALOG: dict[str, Text] = {
         "if fixed: step time {before} → {after} ({saving})",
         "修复后：迭代时间 {before} → {after}（{saving}）",
     ),
+    "source_line": Text("at {location} {share}", "位于 {location} {share}"),
+    "sources_heading": Text("Where in your code", "对应代码位置"),
     "fix_first_line": Text(
         "Fix these first: {rules} → {saving} step time ({before} → {after}; time they share "
         "counted once, each at most its kind's time on the critical path)",

@@ -33,6 +33,7 @@ from advisor.render.format import (
     profile_label,
     rank_order,
     report_lang,
+    source_values,
     terminal_safe,
 )
 from advisor.render.messages import message
@@ -408,6 +409,9 @@ def _finding_lines(
         lines.extend(_wrap(note, width, indent))
     if if_fixed:
         lines.extend(_wrap(message(lang, "if_fixed_line", **if_fixed), width, indent))
+    for source in f.get("sources") or []:
+        line = message(lang, "source_line", **source_values(source))
+        lines.extend(_wrap(line, width, indent + "  ", first=indent))
     suggestions = list(f.get("suggestions") or [])
     shown = (
         suggestions if len(suggestions) <= MAX_SUGGESTIONS + 1 else suggestions[:MAX_SUGGESTIONS]
