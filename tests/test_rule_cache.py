@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from conftest import DEMO, FIXTURE_DIR, REAL, ROOT
 
 from advisor.cli import main
-from advisor.engine import rule_cache
+from advisor.engine import rule_cache, templates
 from advisor.engine import rules as rules_module
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import Rule, load_rule_file
@@ -338,3 +338,28 @@ def test_only_the_templates_of_firing_rules_are_compiled(
         )
     }
     assert compiled and set(compiled) <= texts
+
+
+def test_template_code_is_cached_and_renders_the_same(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template compiled once is taken from the cache afterwards (not compiled again) and
+    renders exactly what a fresh compile renders; a damaged entry is compiled again."""
+    text = "{{ name }} took {{ value | us }} ({{ share | pct }})"
+    context = {"name": "MatMul", "value": 1234.5, "share": 0.25}
+    templates._compiled.cache_clear()
+    fresh = templates.render(text, context)
+    assert list((cache / "templates").glob("*.code"))
+    templates._compiled.cache_clear()
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(templates.ENV, "compile", refuse)
+    assert templates.render(text, context) == fresh
+    templates._compiled.cache_clear()
+    for entry in (cache / "templates").glob("*.code"):
+        entry.write_bytes(b"not marshal data")
+    with pytest.raises(AssertionError, match="compiled again"):
+        templates._compiled(text)
+    templates._compiled.cache_clear()

@@ -12,6 +12,11 @@ temporary file and renamed into place, so two runs racing see either no entry or
 and an entry that cannot be read or parsed, or has the wrong shape, is ignored (and rewritten).
 A file that failed its checks is never cached: it is checked again and fails the same way.
 
+The compiled code of each rule template that rendered is kept beside (`templates/`, marshal
+files under the same fingerprint): a rule that fires renders without compiling its message
+again. Only advisor writes these files, in the user's own cache directory, as Jinja2's own
+bytecode cache does; a file of the wrong shape is ignored.
+
 Where: $ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor, else ~/.cache/advisor (on Windows
 %LOCALAPPDATA%/advisor/cache); ADVISOR_NO_CACHE=1 turns the cache off.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import os
 import sys
 import tempfile
@@ -27,6 +33,7 @@ from collections.abc import Iterable
 from functools import cache
 from importlib import metadata
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 from advisor.version import __version__
@@ -132,18 +139,56 @@ def store(key: str, raws: list[dict[str, Any]]) -> None:
         text = json.dumps({"key": key, "rules": raws}, ensure_ascii=False, allow_nan=False)
         if json.loads(text)["rules"] != raws:
             return
-    except (TypeError, ValueError, RecursionError):
+        data = text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # ValueError: also a lone surrogate
         return
-    path = _entry_path(root, key)
+    _write_atomically(_entry_path(root, key), data)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so a racing run sees the old file or this one, never a torn
+    one; a read-only home or a full disk leaves the cache as it was (the next run redoes the
+    work)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
         try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(temp, path)  # atomic: a racing run sees the old entry or this one
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temp, path)
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
-    except (OSError, ValueError):  # read-only home, full disk, a lone surrogate in a text
+    except (OSError, ValueError):
         return
+
+
+def _template_path(root: Path, text: str) -> Path:
+    digest = hashlib.sha256(_checker_fingerprint().encode() + b"\2")
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return root / "templates" / f"{digest.hexdigest()}.code"
+
+
+def load_template_code(text: str) -> CodeType | None:
+    """The compiled code of the rule template `text`, when an earlier run cached it.
+
+    Compiling a template costs about a millisecond, loading its code a hundredth of that; a
+    report renders dozens. The key holds Python's version (marshal's format is Python's own),
+    Jinja2's and the sandbox's source (engine/templates.py is a checker file), so code is only
+    ever reused by the same interpreter and sandbox that compiled it. An entry that cannot be
+    read or is not code is ignored and written again."""
+    root = cache_dir()
+    if root is None:
+        return None
+    try:
+        code = marshal.loads(_template_path(root, text).read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    return code if isinstance(code, CodeType) else None
+
+
+def store_template_code(text: str, code: CodeType) -> None:
+    """Keep the compiled code of the rule template `text` for later runs."""
+    root = cache_dir()
+    if root is not None:
+        _write_atomically(_template_path(root, text), marshal.dumps(code))
