@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -363,3 +364,28 @@ def test_template_code_is_cached_and_renders_the_same(
     with pytest.raises(AssertionError, match="compiled again"):
         templates._compiled(text)
     templates._compiled.cache_clear()
+
+
+def test_report_pages_compile_once_and_read_the_same(tmp_path: Path) -> None:
+    """report.html's templates are compiled into the cache's pages/ folder on the first run;
+    later runs (other processes, so no in-memory copy helps) and a run without the cache
+    write the same page."""
+    folder = tmp_path / "cache"
+
+    def page(name: str, **env: str) -> str:
+        out = tmp_path / name
+        argv = [sys.executable, "-m", "advisor", "run", str(DEMO), "-o", str(out)]
+        subprocess.run(
+            [*argv, "--format", "html", "-q"],
+            env={**os.environ, "ADVISOR_CACHE_DIR": str(folder), "ADVISOR_NO_CACHE": "", **env},
+            check=False,
+        )
+        html = (out / "report.html").read_text(encoding="utf-8")
+        return re.sub(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[^<\s]*", "", html)
+
+    cold = page("cold")
+    compiled = sorted((folder / "pages").glob("*.cache"))
+    assert compiled
+    warm = page("warm")
+    assert sorted((folder / "pages").glob("*.cache")) == compiled
+    assert cold == warm == page("off", ADVISOR_NO_CACHE="1")

@@ -34,9 +34,12 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.version import __version__
+
+if TYPE_CHECKING:
+    from jinja2 import BytecodeCache
 
 CACHE_DIR_ENV = "ADVISOR_CACHE_DIR"
 NO_CACHE_ENV = "ADVISOR_NO_CACHE"
@@ -192,3 +195,20 @@ def store_template_code(text: str, code: CodeType) -> None:
     root = cache_dir()
     if root is not None:
         _write_atomically(_template_path(root, text), marshal.dumps(code))
+
+
+def page_bytecode_cache() -> BytecodeCache | None:
+    """Jinja2's own cache of the report pages' compiled templates, in the same directory (the
+    report and compare pages take longer to compile than to render); None when the cache is
+    off."""
+    root = cache_dir()
+    if root is None:
+        return None
+    from jinja2 import FileSystemBytecodeCache
+
+    folder = root / "pages"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return FileSystemBytecodeCache(str(folder))

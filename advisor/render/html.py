@@ -24,6 +24,7 @@ from markupsafe import Markup
 
 from advisor.applicability import NOT_RECORDED
 from advisor.compat import zip_strict
+from advisor.engine import rule_cache
 from advisor.engine.outcome import SEVERITIES
 from advisor.hookspecs import ReportSection
 from advisor.render.format import (
@@ -98,6 +99,7 @@ def _environment() -> Environment:
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=rule_cache.page_bytecode_cache(),
     )
     env.filters.update(us=fmt_us, pct=fmt_pct, num=fmt_num)
     return env
