@@ -13,6 +13,8 @@ import ast
 import gzip
 import json
 import re
+import shutil
+import sqlite3
 from functools import cache
 from pathlib import Path
 
@@ -302,3 +304,122 @@ def test_a_host_call_outside_op_stacks_goes_to_the_operator_around_it() -> None:
     (source,) = index.locate("host_ops", pd.Index([1, 2]))
     assert (source.time_us, source.share) == (80.0, 1.0)
     assert index.locate("steps", pd.Index([0])) == []
+
+
+# --- torch_npu: the call stacks of its profiler database ----------------------------------------
+
+RANK0_DB = FIXTURE_DIR / "ascend_db" / "rank0_ascend_pt"
+OPTIMIZER_STACK = [  # innermost first, as torch_npu writes a `Call stack`
+    "/usr/local/lib/python3.9/site-packages/torch/optim/optimizer.py(373): wrapper",
+    "/home/user/train.py(88): train_step",
+    "/home/user/train.py(120): main",
+]
+OPERATOR_STACK = [
+    "/usr/local/lib/python3.9/site-packages/torch/nn/modules/linear.py(114): forward",
+    "/usr/local/lib/python3.9/site-packages/torch/nn/modules/module.py(1501): _call_impl",
+    "/home/user/model.py(42): forward",
+    "/home/user/train.py(85): train_step",
+]
+
+
+def with_call_stacks(tmp_path: Path) -> Path:
+    """The torch_npu database fixture with stacks recorded as torch_npu writes them with
+    with_stack=True (torch_npu's `_fwk_api_db_parser.py` / `CallChainIdManager`): a callchainId
+    on each PYTORCH_API row, and PYTORCH_CALLCHAINS(id, stack, stackDepth) one row per frame,
+    `stack` a STRING_IDS id, `stackDepth` the frame's place in the `Call stack` text (0: the
+    innermost). Optimizer calls get OPTIMIZER_STACK, every other op OPERATOR_STACK."""
+    folder = shutil.copytree(RANK0_DB, tmp_path / RANK0_DB.name)
+    con = sqlite3.connect(folder / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db")
+    first = con.execute("SELECT max(id) FROM STRING_IDS").fetchone()[0] + 1
+    frames = OPTIMIZER_STACK + OPERATOR_STACK
+    con.executemany(
+        "INSERT INTO STRING_IDS (id, value) VALUES (?, ?)",
+        [(first + i, f) for i, f in enumerate(frames)],
+    )
+    con.execute("CREATE TABLE PYTORCH_CALLCHAINS (id INTEGER, stack INTEGER, stackDepth INTEGER)")
+    rows = [(0, first + d, d) for d in range(len(OPTIMIZER_STACK))]
+    rows += [(1, first + len(OPTIMIZER_STACK) + d, d) for d in range(len(OPERATOR_STACK))]
+    con.executemany("INSERT INTO PYTORCH_CALLCHAINS VALUES (?, ?, ?)", rows)
+    con.execute(
+        "UPDATE PYTORCH_API SET callchainId = CASE WHEN (SELECT value FROM STRING_IDS "
+        "WHERE id = PYTORCH_API.name) LIKE 'Optimizer.%' THEN 0 ELSE 1 END WHERE type = 50001"
+    )
+    con.commit()
+    con.close()
+    return folder
+
+
+def test_torch_npu_database_call_stacks_name_the_user_lines(tmp_path: Path) -> None:
+    folder = with_call_stacks(tmp_path)
+    (result,) = advisor.analyze(folder).analyses
+    host = result.tables["host_ops"]
+    steps = host["name"].str.startswith("Optimizer.").fillna(False)
+    assert host.loc[steps, "call_stack"].eq("\n".join(OPTIMIZER_STACK)).all()
+    findings = {f.rule.id: f for f in result.findings}
+    # the optimizer steps ran in train.py:88 (the torch frame above it is not the user's)
+    (source,) = findings["HOST-004"].sources
+    assert (source.file, source.line, source.function) == ("/home/user/train.py", 88, "train_step")
+    database = folder / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    (expected,) = (
+        sqlite3.connect(database)
+        .execute(
+            "SELECT sum(CAST(endNs AS INTEGER) - CAST(startNs AS INTEGER)) / 1000.0 "
+            "FROM PYTORCH_API "
+            "WHERE (SELECT value FROM STRING_IDS WHERE id = name) LIKE 'Optimizer.%'"
+        )
+        .fetchone()
+    )
+    assert source.time_us == pytest.approx(expected) and source.share == pytest.approx(1.0)
+    # device kernels reach model.py:42 through the operators that launched them
+    kernel_findings = [
+        f
+        for f in result.findings
+        if f.evidence and f.evidence["table"] in ("device_ops", "op_stats")
+    ]
+    assert kernel_findings
+    for finding in kernel_findings:
+        assert [(s.file, s.line, s.function) for s in finding.sources] == [
+            ("/home/user/model.py", 42, "forward")
+        ]
+        assert 0 < finding.sources[0].share <= 1  # type: ignore[operator]
+    validate_report(result.report)
+
+
+RANK0_TEXT = FIXTURE_DIR / "real" / "ascend_pt" / "rank0_ascend_pt"
+
+
+def test_torch_npu_trace_view_call_stacks_name_the_user_lines(tmp_path: Path) -> None:
+    """The genuine torch_npu trace with the `Call stack` args torch_npu writes on cpu_op events
+    with with_stack=True (`_torch_op_bean.py`: frames joined by ";\\r\\n", innermost first),
+    added here: OPTIMIZER_STACK on the optimizer calls, OPERATOR_STACK on every other op."""
+    folder = shutil.copytree(RANK0_TEXT, tmp_path / RANK0_TEXT.name)
+    trace = folder / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+    events = json.loads(trace.read_text())
+    for event in events:
+        if event.get("cat") == "cpu_op":
+            stack = OPTIMIZER_STACK if event["name"].startswith("Optimizer.") else OPERATOR_STACK
+            event.setdefault("args", {})["Call stack"] = ";\r\n".join(stack)
+    trace.write_text(json.dumps(events))
+    (result,) = advisor.analyze(folder).analyses
+    ops = result.tables["op_stacks"]
+    assert set(zip(ops["file"], ops["line"], ops["function"])) == {
+        ("/home/user/train.py", 88, "train_step"),
+        ("/home/user/model.py", 42, "forward"),
+    }
+    assert ops["stack"].isin(["\n".join(OPTIMIZER_STACK), "\n".join(OPERATOR_STACK)]).all()
+    findings = {f.rule.id: f for f in result.findings}
+    optimizer = sum(
+        e["dur"] for e in events if e.get("cat") == "cpu_op" and e["name"].startswith("Optimizer.")
+    )
+    (source,) = findings["HOST-004"].sources
+    assert (source.file, source.line, source.function) == ("/home/user/train.py", 88, "train_step")
+    assert source.time_us == pytest.approx(optimizer) and source.share == pytest.approx(1.0)
+    kernel_findings = [
+        f
+        for f in result.findings
+        if f.evidence and f.evidence["table"] in ("device_ops", "op_stats")
+    ]
+    assert kernel_findings
+    for finding in kernel_findings:
+        assert [(s.line, s.function) for s in finding.sources] == [(42, "forward")]
+    validate_report(result.report)

@@ -125,21 +125,22 @@ class StackIndex:
                 "time_us": times[known],
             }
         )
-        summed = lines.groupby(["file", "line", "function"], sort=False, as_index=False)[
-            "time_us"
-        ].sum()
-        summed = summed.sort_values(
-            ["time_us", "file", "line"], ascending=[False, True, True], kind="stable"
-        ).head(MAX_SOURCES)
+        per_line = lines.groupby(["file", "line", "function"], sort=False)["time_us"].sum()
+        summed = (
+            per_line.reset_index()
+            .sort_values(["time_us", "file", "line"], ascending=[False, True, True], kind="stable")
+            .head(MAX_SOURCES)
+        )
+        columns = (summed[c].tolist() for c in ("file", "line", "function", "time_us"))
         return [
             SourceLocation(
-                file=row.file,
-                line=None if row.line < 0 else int(row.line),
-                function=row.function,
-                time_us=float(row.time_us),
-                share=min(float(row.time_us) / total, 1.0) if total > 0 else None,
+                file=str(file),
+                line=None if line < 0 else int(line),
+                function=str(function),
+                time_us=float(time_us),
+                share=min(float(time_us) / total, 1.0) if total > 0 else None,
             )
-            for row in summed.itertuples(index=False)
+            for file, line, function, time_us in zip(*columns)
         ]
 
     def _charged(self, table: str, labels: pd.Index) -> tuple[np.ndarray, np.ndarray] | None:

@@ -41,6 +41,7 @@ from advisor.formats.cann_db import (
     cann_api_calls,
     communication_ops,
     compute_tasks,
+    integers,
     ns_times,
     thread_ids,
 )
@@ -304,7 +305,8 @@ def _framework_ops(
     if not db.has("PYTORCH_API", "startNs", "endNs", "name"):
         return None, None
     columns = db.columns("PYTORCH_API")
-    extra = [c for c in ("type", "globalTid", "inputShapes", "inputDtypes") if c in columns]
+    wanted = ("type", "globalTid", "inputShapes", "inputDtypes", "callchainId")
+    extra = [c for c in wanted if c in columns]
     rows = db.frame(
         "SELECT CAST(startNs AS INTEGER) AS start_ns, "
         "CAST(endNs AS INTEGER) - CAST(startNs AS INTEGER) AS duration_ns, name"
@@ -334,8 +336,38 @@ def _framework_ops(
     dims = _dims_column(db, rows)
     if dims is not None:
         host["input_shapes"] = dims.mask(dims == "").where(host["kind"] == "aten")
+    if "callchainId" in rows:
+        stacks = _call_stacks(db)
+        if stacks:
+            chain = integers(rows["callchainId"])
+            host["call_stack"] = pd.array(chain.map(stacks, na_action="ignore"), dtype="string")
     is_step = names.fillna("").str.match(STEP_NAME.pattern).to_numpy(dtype=bool)
     return host[~is_step].reset_index(drop=True), _launches(db, clock, types)
+
+
+def _call_stacks(db: CannDb) -> dict[int, str]:
+    """The Python stack of each callchainId (with_stack=True): PYTORCH_CALLCHAINS has one row
+    per frame (id, stack: its STRING_IDS id, stackDepth: its place in the stack, 0 the
+    innermost, as torch_npu splits the `Call stack` text of trace_view.json), joined here one
+    frame per line."""
+    if not db.has("PYTORCH_CALLCHAINS", "id", "stack", "stackDepth"):
+        return {}
+    rows = db.frame(
+        f"SELECT id, stack, stackDepth FROM {db.table('PYTORCH_CALLCHAINS')}",
+        what="PYTORCH_CALLCHAINS",
+    )
+    if rows is None or rows.empty:
+        return {}
+    frames = pd.DataFrame(
+        {
+            "id": integers(rows["id"]),
+            "depth": integers(rows["stackDepth"]),
+            "frame": db.strings(rows["stack"]),
+        }
+    ).dropna()
+    frames = frames.sort_values(["id", "depth"], kind="stable")
+    joined = frames.groupby("id", sort=False)["frame"].agg("\n".join)
+    return {int(k): str(v) for k, v in joined.items()}
 
 
 def _dims_column(db: CannDb, rows: pd.DataFrame) -> pd.Series | None:

@@ -68,6 +68,8 @@ class TraceArgs(msgspec.Struct, gc=False):
     labels: Any = None  # of process_labels metadata
     # of cpu_op events recorded with shapes: raw JSON, decoded once per distinct value
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    # of cpu_op events recorded with with_stack=True: frames joined by ";\r\n"
+    call_stack: Any = msgspec.field(default=None, name="Call stack")
 
 
 DECODER = EventDecoder(TraceArgs)
@@ -115,6 +117,8 @@ class TraceColumns:
         self.plane_tasks: dict[int, PlaneTask] = {}
         # `Input Dims` of events that have it (row -> raw JSON)
         self.shapes: dict[int, bytes] = {}
+        # `Call stack` of events that have it (row -> text)
+        self.stacks: dict[int, str] = {}
         # torch_to_npu flow events: (ph, id, pid, tid, ts)
         self.flows: list[tuple[str, Any, Any, Any, Any]] = []
         # AI Core Freq counter samples: (ts, MHz)
@@ -169,6 +173,8 @@ class TraceColumns:
                 )
             if a.input_dims:
                 shapes[row] = bytes(a.input_dims)
+            if a.call_stack.__class__ is str and a.call_stack:
+                self.stacks[row] = a.call_stack
             row += 1
         if row == self.size:
             return

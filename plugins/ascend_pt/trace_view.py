@@ -16,6 +16,7 @@ from advisor.formats.cann_tasks import device_category
 from advisor.formats.chrome_trace import shape_text
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand, per_row, unique
+from advisor.formats.python_frames import split_stack
 from advisor.formats.stream import EventStream
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
@@ -109,7 +110,9 @@ def parse_trace(batches: Iterable[list[Any]], clock: Clock, warn: WarnFn, rel: s
     return role_tables(columns, clock, warn, rel)
 
 
-def _framework_tables(out: TraceTables, rows: Rows, shapes: dict[int, bytes]) -> None:
+def _framework_tables(
+    out: TraceTables, rows: Rows, shapes: dict[int, bytes], stacks: dict[int, str]
+) -> None:
     names = rows.text("name")
     ts, dur = rows.ts, rows.dur
     candidates = np.flatnonzero(
@@ -150,6 +153,8 @@ def _framework_tables(out: TraceTables, rows: Rows, shapes: dict[int, bytes]) ->
     )
     if shapes:
         frame["input_shapes"] = _input_shapes(rows.index, frame["kind"].to_numpy(), shapes)
+    if stacks:
+        frame["call_stack"] = _call_stacks(rows.index, stacks)
     out.host_ops.append(frame[~is_step].reset_index(drop=True))
 
 
@@ -185,7 +190,7 @@ def role_tables(columns: TraceColumns, clock: Clock, warn: WarnFn, rel: str) -> 
         index = index[np.argsort(pid[index], kind="stable")]  # process by process
         rows = Rows(columns, index, ts[index], dur[index])
         if name == "framework":
-            _framework_tables(out, rows, columns.shapes)
+            _framework_tables(out, rows, columns.shapes, columns.stacks)
         elif name == "cann":
             out.host_ops.append(_cann_ops(rows))
         elif name == "cpu_ops":
@@ -240,6 +245,21 @@ def _input_shapes(index: np.ndarray, kinds: np.ndarray, shapes: dict[int, bytes]
                 text = texts[raw] = shape_text(raw)
             column[i] = text
     return column
+
+
+def _call_stacks(index: np.ndarray, stacks: dict[int, str]) -> pd.arrays.StringArray:
+    """host_ops.call_stack of framework rows: their `Call stack` (frames joined by `;\\r\\n`,
+    innermost first), one frame per line."""
+    texts: dict[str, str] = {}
+    column = np.full(len(index), None, dtype=object)
+    for i, row in enumerate(index.tolist()):
+        raw = stacks.get(row)
+        if raw is not None:
+            text = texts.get(raw)
+            if text is None:
+                text = texts[raw] = "\n".join(split_stack(raw))
+            column[i] = text or None
+    return pd.array(column, dtype="string")
 
 
 def _with_launches(ops: pd.DataFrame, rows: Rows, flows: pd.DataFrame) -> pd.DataFrame:
