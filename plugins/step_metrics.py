@@ -205,6 +205,8 @@ def op_stacks(profile: Profile) -> None:
     midpoint on its thread. No table when the profile recorded neither."""
     host = profile.tables["host_ops"]
     kind = host["kind"].astype("string")
+    if "call_stack" not in host and not kind.eq("python").any():
+        return  # no stacks recorded: nothing to look up, row by row
     rows = np.flatnonzero(~kind.isin(_UNSTACKED_KINDS).fillna(True).to_numpy(bool))
     chosen: list[Frame | None] = [None] * len(rows)
     stacks: list[str | None] = [None] * len(rows)
