@@ -58,6 +58,11 @@ class EventDecoder(Generic[A]):
         self._raw = tuple(f.name for f in msgspec.structs.fields(args) if f.type is msgspec.Raw)
         self._decoder = msgspec.json.Decoder(list[TraceEvent[args]])  # type: ignore[valid-type]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from its args struct in a worker process (a msgspec decoder is not
+        picklable), so that `decode` can be handed to one."""
+        return (EventDecoder, (self._args,))
+
     def decode(self, data: bytes) -> list[Any]:
         try:
             return self._decoder.decode(data)

@@ -19,6 +19,11 @@ array (Kineto writes `distributedInfo` and `traceName` after it), which gives th
 What a hostile file may cost is bounded by `advisor.formats.files.Limits`: a .gz file is
 inflated within its size and ratio limits, and a slice without an event boundary (an event
 that never ends, or a run of whitespace) is refused past `event_bytes` instead of held.
+
+A stream can also cover one part of an uncompressed file's event array (`span`), which
+`advisor.formats.parallel` decodes on several cores: the part's bytes are read alone, and its
+end must be an event boundary, else `CutNotAtEvent` (the part before it then takes the next one
+too). The last part runs to the end of the file and gives the header as above.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _STRING_OR_BOUNDARY = re.compile(rb'"(?:[^"\\]|\\.)*"|\}\s*,\s*\{', re.DOTALL)
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 MAX_HEADER_BYTES = 64 * 1024 * 1024
+_RAW_DOCUMENT = msgspec.json.Decoder(dict[str, msgspec.Raw])  # each key's value left undecoded
 
 
 def _loads_lenient(data: bytes) -> Any:
@@ -63,6 +69,10 @@ def _loads_lenient(data: bytes) -> Any:
         return json.loads(data)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+
+
+class CutNotAtEvent(ValueError):
+    """A part of the event array does not end at an event boundary (or is not valid JSON)."""
 
 
 @dataclass
@@ -88,6 +98,10 @@ class EventStream:
     truncated: int | None = None
     events: int = 0
     offset: int = field(default=0, repr=False)  # bytes of the array already decoded
+    # a part of an uncompressed file: (offset of its first event, offset after its last one,
+    # None for the last part), and the document's text before the array (its header)
+    span: tuple[int, int | None] | None = None
+    prefix: bytes = b""
 
     def __iter__(self) -> Iterator[list[Any]]:
         limits = Limits.from_env(self.path)
@@ -95,7 +109,10 @@ class EventStream:
         gc.disable()  # millions of small objects would trigger collections over and over
         try:
             with open_content(self.path, limits) as (source, raw):
-                yield from self._batches(source, raw, limits.event_bytes)
+                if self.span is None:
+                    yield from self._batches(source, raw, limits.event_bytes)
+                else:
+                    yield from self._part(raw, limits.event_bytes)
         except gzip.BadGzipFile:
             raise UnreadableInput(
                 self.path, "not gzip data although the name ends in .gz"
@@ -169,6 +186,29 @@ class EventStream:
             self.header = self._header_only(prefix)  # kept even if the file is cut later
         else:
             raise UnreadableInput(self.path, "not a JSON trace (expected '[' or '{')")
+        yield from self._array(source, raw, buf, pos, most, prefix, last=True)
+
+    def _part(self, raw: BinaryIO, most: int) -> Iterator[list[Any]]:
+        """The batches of the part `span` of the event array (an uncompressed file)."""
+        start, end = self.span or (0, None)
+        raw.seek(start)
+        source = _Window(raw, None if end is None else end - start)
+        self.offset = start - 1  # buf[0] stands for the byte before the part
+        buf = bytearray(b"[") + self._read(source, raw)
+        yield from self._array(source, raw, buf, 1, most, self.prefix, last=end is None)
+
+    def _array(
+        self,
+        source: Chunks,
+        raw: BinaryIO,
+        buf: bytearray,
+        pos: int,
+        most: int,
+        prefix: bytes,
+        *,
+        last: bool,
+    ) -> Iterator[list[Any]]:
+        """The batches from buf[pos:] on; `last`: the bytes run to the end of the file."""
         # From here buf[pos - 1] is the byte before the next event (`[`, `,` or a space).
         eof = False
         while True:
@@ -202,7 +242,27 @@ class EventStream:
         with memoryview(buf) as view:
             rest = bytes(view[pos:])
         del buf
-        yield self._last_batch(prefix, rest)
+        yield self._last_batch(prefix, rest) if last else self._part_end(rest, self.offset + pos)
+
+    def _part_end(self, rest: bytes, start: int) -> list[Any]:
+        """The last events of a part that is not the last: `rest` (from byte `start` of the
+        file on) must end with an event.
+
+        The part's bytes are the file's, so only their end can be wrong: a cut inside a
+        string leaves it unterminated, one inside an event leaves the parse wanting more at
+        the end. An error before the end is invalid JSON in the file.
+        """
+        try:
+            events: list[Any] = self._decode(b"[" + rest + b"]", decode=self.decode)
+        except json.JSONDecodeError as exc:
+            if exc.msg.startswith("Unterminated string") or exc.pos >= len(exc.doc) - 1:
+                raise CutNotAtEvent(f"part ending at byte {start + len(rest)}") from None
+            at = start + len(exc.doc[: max(exc.pos - 1, 0)].encode("utf-8", "surrogateescape"))
+            raise UnreadableInput(self.path, f"invalid JSON at byte {at}: {exc.msg}") from None
+        except ValueError as exc:
+            raise UnreadableInput(self.path, str(exc)) from None
+        self.events += len(events)
+        return events
 
     def _leading_batch(self, buf: bytearray, pos: int, target: int) -> tuple[list[Any] | None, int]:
         """Decode buf[pos:cut] at the first accepted boundary after `target`.
@@ -239,12 +299,14 @@ class EventStream:
     def _last_batch(self, prefix: bytes, rest: bytes) -> list[Any]:
         """The remaining events, decoded with the text around the array to get the header."""
         whole = (prefix + b'"traceEvents":[' + rest) if prefix else b"[" + rest
-        try:
-            doc = self._decode(whole, repair=True)
-        except ValueError:
-            events = self._salvage(rest)
-            self.truncated = self.events + len(events)
-            doc = {**self.header, "traceEvents": events} if prefix else events
+        doc = self._typed_document(whole, prefix)
+        if doc is None:
+            try:
+                doc = self._decode(whole, repair=True)
+            except ValueError:
+                events = self._salvage(rest)
+                self.truncated = self.events + len(events)
+                doc = {**self.header, "traceEvents": events} if prefix else events
         if prefix:
             if not isinstance(doc, dict):
                 raise UnreadableInput(self.path, "the trace object is not a JSON object")
@@ -258,6 +320,26 @@ class EventStream:
         if self.progress is not None:
             self.progress.decoded(len(events))
         return events
+
+    def _typed_document(self, whole: bytes, prefix: bytes) -> Any:
+        """The document of the last batch with its events decoded by `decode` like the other
+        batches' (several times faster than dicts for a typed decoder), the other keys of an
+        object one by one; None when anything needs the lenient path (a trailer, NaN, a cut)."""
+        if self.decode is orjson.loads:
+            return None
+        try:
+            if not prefix:
+                return self.decode(whole)
+            doc: dict[str, Any] = _RAW_DOCUMENT.decode(whole)
+            events = doc.get("traceEvents")
+            if events is None:
+                return None
+            return {
+                key: (self.decode if key == "traceEvents" else orjson.loads)(bytes(value))
+                for key, value in doc.items()
+            }
+        except (ValueError, msgspec.DecodeError):
+            return None
 
     def _header_only(self, prefix: bytes) -> dict[str, Any]:
         """The keys written before `traceEvents` of a file cut later on (best effort)."""
@@ -300,6 +382,37 @@ class EventStream:
         if self.events:
             return []
         raise UnreadableInput(self.path, "truncated or invalid JSON: no complete event")
+
+
+class _Window:
+    """At most `size` bytes (None: all) of a file from its current position."""
+
+    def __init__(self, raw: BinaryIO, size: int | None) -> None:
+        self._raw = raw
+        self._left = size
+
+    def read(self, size: int, /) -> bytes:
+        if self._left is None:
+            return self._raw.read(size)
+        chunk = self._raw.read(min(size, self._left))
+        self._left -= len(chunk)
+        return chunk
+
+
+def array_start(head: bytes) -> tuple[bytes, int] | None:
+    """(the document's text before its `"traceEvents":` key, b"" for a bare list; the offset
+    after the event array's `[`) from a trace file's first bytes, as the stream finds them;
+    None when these bytes show no event array."""
+    start = 3 if head.startswith(b"\xef\xbb\xbf") else 0
+    start += len(head) - start - len(head[start:].lstrip())
+    first = head[start : start + 1]
+    if first == b"[":
+        return b"", start + 1
+    if first == b"{":
+        match = _EVENTS_KEY.search(head, start)
+        if match is not None:
+            return head[start : match.start()], match.end()
+    return None
 
 
 def _how_to_raise(most: int) -> str:

@@ -17,6 +17,7 @@ from advisor.formats.decimal_clock import Clock
 from advisor.formats.files import load_json
 from advisor.formats.metadata import MetadataRows
 from advisor.formats.minddata import read_pipeline_raw
+from advisor.formats.parallel import read_in_parts
 from advisor.formats.stream import EventStream
 from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
 from advisor.lazy import lazy_module
@@ -44,8 +45,8 @@ from .steps import (
     steps_from_table,
     steps_with_breakdown,
 )
-from .trace_columns import DECODER
-from .trace_view import TraceTables, parse_trace
+from .trace_columns import DECODER, merge_columns, read_columns
+from .trace_view import TraceTables, parse_trace, role_tables
 
 if TYPE_CHECKING:
     import numpy as np
@@ -248,8 +249,14 @@ class FolderReader:
         rel = self.rel(path)
         progress = FileProgress(rel, path.stat().st_size)
         try:
-            events = EventStream(path, progress, decode=DECODER.decode)
-            trace = parse_trace(events, self.clock, self.warn, rel)
+            parts = read_in_parts(
+                path, DECODER.decode, read_columns, merge_columns, progress=progress
+            )
+            if parts is not None:  # a large file, decoded on several cores
+                trace = role_tables(parts.state, self.clock, self.warn, rel)
+            else:
+                events = EventStream(path, progress, decode=DECODER.decode)
+                trace = parse_trace(events, self.clock, self.warn, rel)
         except UnreadableInput as exc:
             self.warn(rel, exc.problem, unread=True)
             return TraceTables()

@@ -208,6 +208,27 @@ class TraceColumns:
         elif kind == "thread_name":
             self.threads[(hashable(e.pid), hashable(e.tid))] = str(value.name or "")
 
+    def extend(self, later: TraceColumns) -> None:
+        """Take in the columns of the events that follow in the file (a part read elsewhere),
+        as one pass over all of them would have: pid and tid codes numbered in order of first
+        sight, rows numbered on, later metadata winning."""
+        rows = self.size
+        pids, tids = self.pids.encode(later.pids.values), self.tids.encode(later.tids.values)
+        for key, chunks in later.number_chunks.items():
+            codes = pids if key == "pid" else tids if key == "tid" else None
+            self.number_chunks[key] += chunks if codes is None else [codes[c] for c in chunks]
+        for key, texts in later.text_chunks.items():
+            self.text_chunks[key] += texts
+        self.processes.update(later.processes)
+        self.labels.update(later.labels)
+        self.threads.update(later.threads)
+        self.plane_tasks.update({row + rows: task for row, task in later.plane_tasks.items()})
+        self.shapes.update({row + rows: shape for row, shape in later.shapes.items()})
+        self.stacks.update({row + rows: stack for row, stack in later.stacks.items()})
+        self.flows += later.flows
+        self.freq += later.freq
+        self.size += later.size
+
     def concatenate(self) -> None:
         for key, chunks in self.number_chunks.items():
             self.number[key] = np.concatenate(chunks)
@@ -284,3 +305,19 @@ class Rows:
 
     def thread_names(self, which: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         return self.columns.thread_names(self.index if which is None else self.index[which])
+
+
+def read_columns(batches: Iterable[list[Any]]) -> TraceColumns:
+    """The columns of batches of events (a stream of a whole file or of one part of it)."""
+    columns = TraceColumns()
+    for batch in batches:
+        columns.add(batch)
+    return columns
+
+
+def merge_columns(parts: list[TraceColumns]) -> TraceColumns:
+    """The columns of consecutive parts of a file, in file order, as those of the whole."""
+    first = parts[0]
+    for later in parts[1:]:
+        first.extend(later)
+    return first

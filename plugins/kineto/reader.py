@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
+from advisor.formats.parallel import read_in_parts
 from advisor.formats.stream import (
     CHUNK_BYTES,  # the batch size, a module global for tests
     EventStream,
@@ -18,6 +19,7 @@ from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
 from .metadata import header_metadata
+from .parts import merge_walks, walk_events
 from .sniff import BLANK, file_size, read_head
 from .tables import frames
 from .values import int_or_none, json_number
@@ -65,11 +67,22 @@ class TraceReader:
         stream = EventStream(path, progress, chunk_bytes=CHUNK_BYTES, decode=DECODER.decode)
         gzip_cut = False
         try:
-            for batch in stream:
-                walk.walk(batch)
-                # The stream's generator still holds this list while it decodes the next
-                # batch: empty it so that its events are freed now.
-                batch.clear()
+            parts = read_in_parts(
+                path,
+                DECODER.decode,
+                walk_events,
+                merge_walks,
+                progress=progress,
+                chunk_bytes=CHUNK_BYTES,
+            )
+            if parts is not None:  # a large file, decoded on several cores
+                walk, stream.header, stream.events = parts.state, parts.header, parts.events
+            else:
+                for batch in stream:
+                    walk.walk(batch)
+                    # The stream's generator still holds this list while it decodes the next
+                    # batch: empty it so that its events are freed now.
+                    batch.clear()
         except UnreadableInput as exc:
             # A cut gzip file ends the stream with an error: keep the batches walked so far.
             if exc.problem != GZIP_CUT or not stream.events:
@@ -154,6 +167,7 @@ class TraceReader:
         origin, centre = walk.earliest()
         if origin is not None:
             meta.extra["time_origin_us"] = origin + (base_ns / 1000.0 if base_ns else 0.0)
+            meta.extra["trace_ts_origin"] = origin  # the file's own ts at time 0 (snippets)
             meta.extra["time_base"] = (
                 "relative to baseTimeNanoseconds" if base_ns else "epoch microseconds"
             )

@@ -76,6 +76,22 @@ DECODER = EventDecoder(WalkArgs)
 _NO_ARGS = DECODER.no_args
 
 
+def _device_row(code: int) -> int:
+    return ~code if code < 0 else code  # communication kernels' codes are complemented
+
+
+def _host_row(code: int) -> int:
+    return code if code >= 0 else GLOO - code  # gloo annotations' codes are offset
+
+
+_TYPECODES = {"i": np.int32, "q": np.int64, "d": np.float64}
+
+
+def _append(column: array, values: np.ndarray) -> None:
+    """Append numpy values to an array column (of its own type)."""
+    column.frombytes(values.astype(_TYPECODES[column.typecode], copy=False).tobytes())
+
+
 class EventWalk:
     """The pass over traceEvents, one batch at a time, filling compact per-table columns.
 
@@ -245,6 +261,120 @@ class EventWalk:
         self.no_ts += no_ts
         self.no_dur += no_dur
         self.not_events += not_events
+
+    # -- the walk of the events that follow, made elsewhere (a part of the file) -----------
+
+    def extend(self, later: EventWalk) -> None:
+        """Take in the walk of the events that follow this walk's in the file, so that this
+        walk ends as one pass over all of them would: codes numbered in order of first sight,
+        rows appended, the later event winning where it does in one pass (names, the longest
+        run of a step)."""
+        device, host = self._translate(later)
+        d_rows, h_rows = len(self.d_code), len(self.h_code)
+        for number, (ts, dur) in later.steps.items():
+            if number not in self.steps or dur > self.steps[number][1]:
+                self.steps[number] = (ts, dur)
+        for key, value in later.tids.items():
+            self.tids.setdefault(key, value)
+        _append(self.d_code, device[np.asarray(later.d_code)])
+        _append(self.h_code, host[np.asarray(later.h_code)])
+        for mine, theirs in (
+            (self.d_stream, later.d_stream),
+            (self.d_start, later.d_start),
+            (self.d_dur, later.d_dur),
+            (self.d_bytes, later.d_bytes),
+            (self.d_corr, later.d_corr),
+            (self.h_thread, later.h_thread),
+            (self.h_start, later.h_start),
+            (self.h_dur, later.h_dur),
+            (self.r_corr, later.r_corr),
+            (self.m_time, later.m_time),
+            (self.m_allocated, later.m_allocated),
+            (self.m_reserved, later.m_reserved),
+            (self.m_bytes, later.m_bytes),
+            (self.m_addr, later.m_addr),
+            (self.m_thread, later.m_thread),
+        ):
+            mine.extend(theirs)
+        for pid, count in later.device_pids.items():
+            self.device_pids[pid] = self.device_pids.get(pid, 0) + count
+        if later.s_row_code:
+            shapes = self.shapes
+            shape = np.array([shapes.setdefault(k, len(shapes)) for k in later.shapes], np.int64)
+            packed = np.asarray(later.s_row_code)
+            _append(self.s_row_code, (packed >> 32) + h_rows << 32 | shape[packed & 0xFFFFFFFF])
+        _append(self.r_row, np.asarray(later.r_row) + h_rows)
+        self.kernel_args += [(row + d_rows, args) for row, args in later.kernel_args]
+        self.comm += later.comm
+        _append(self.m_code, self._memory_codes(later)[np.asarray(later.m_code)])
+        self.threads.update(later.threads)
+        self.process_names.update(later.process_names)
+        self.process_labels.update(later.process_labels)
+        self.runtime_families |= later.runtime_families
+        self.no_dur += later.no_dur
+        self.no_ts += later.no_ts
+        self.not_events += later.not_events
+        self.other_min = min(self.other_min, later.other_min)
+
+    def _translate(self, later: EventWalk) -> tuple[np.ndarray, np.ndarray]:
+        """This walk's code of each of `later`'s device and host names, the new ones appended
+        in `later`'s order (their order of first sight); `later`'s categories taken in."""
+        device_key: dict[int, tuple[Any, str]] = {}  # later's code -> (cat, name)
+        host_key: dict[int, tuple[Any, str]] = {}
+        for cat, (family, codes) in later.cats.items():
+            for name, code in codes.items():
+                if family <= MEMSET:
+                    device_key[~code if code < 0 else code] = (cat, name)
+                elif code >= 0 or code <= GLOO:
+                    host_key[code if code >= 0 else GLOO - code] = (cat, name)
+        device = [
+            self._code(device_key.get(c), self.device_names, n, _device_row)
+            for c, n in enumerate(later.device_names)
+        ]
+        host = [
+            self._code(host_key.get(c), self.host_names, n, _host_row)
+            for c, n in enumerate(later.host_names)
+        ]
+        for cat, (family, codes) in later.cats.items():
+            mine = self.cats.setdefault(cat, (family, {}))[1]
+            for name, code in codes.items():
+                if name not in mine:
+                    if family <= MEMSET:
+                        mine[name] = ~device[~code] if code < 0 else device[code]
+                    elif code >= 0:
+                        mine[name] = host[code]
+                    else:
+                        mine[name] = GLOO - host[GLOO - code] if code <= GLOO else code
+        return np.array(device, dtype=np.int64), np.array(host, dtype=np.int64)
+
+    def _code(
+        self,
+        key: tuple[Any, str] | None,
+        names: list[Any],
+        facts: Any,
+        row: Any,
+    ) -> int:
+        """The code of (cat, name) `key` here, or a new one for `facts`."""
+        entry = None if key is None else self.cats.get(key[0])
+        code = None if entry is None else entry[1].get(key[1])
+        if code is None:
+            names.append(facts)
+            return len(names) - 1
+        return row(code)
+
+    def _memory_codes(self, later: EventWalk) -> np.ndarray:
+        """This walk's code of each of `later`'s memory devices (new ones appended)."""
+        keys = {code: key for key, code in later.memory_codes.items()}
+        codes = np.empty(len(later.memory_devices), dtype=np.int64)
+        for code, facts in enumerate(later.memory_devices):
+            found = self.memory_codes.get(keys[code]) if code in keys else None
+            if found is None:
+                found = len(self.memory_devices)
+                self.memory_devices.append(facts)
+                if code in keys:
+                    self.memory_codes[keys[code]] = found
+            codes[code] = found
+        return codes
 
     # -- first sight of a category or name -------------------------------------------------
 

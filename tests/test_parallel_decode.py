@@ -1,0 +1,269 @@
+"""One trace decoded in parts on several cores gives exactly what one sequential pass gives.
+
+The parts are forced small here (a few KB), so every fixture is cut into many of them, and run
+in this process (one test starts real worker processes). The comparison covers the readers'
+whole output: every table, the warnings and the metadata.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from conftest import FIXTURE_DIR
+
+from advisor.formats import parallel
+from advisor.formats.parallel import Part, plan_parts, read_in_parts, run_parts
+from advisor.formats.stream import EventStream, array_start
+from advisor_plugins.ascend_pt import AscendPtReader
+from advisor_plugins.kineto import KinetoReader
+from advisor_plugins.kineto.parts import merge_walks, walk_events
+from advisor_plugins.kineto.walk import DECODER
+
+REAL = FIXTURE_DIR / "real"
+OWN = FIXTURE_DIR / "kineto_own"
+KINETO = sorted((REAL / "kineto").glob("*.json.gz")) + sorted(OWN.glob("*.pt.trace.json.gz"))
+ASCEND = REAL / "ascend_pt" / "rank0_ascend_pt"
+
+
+@contextmanager
+def no_pool(processes: int) -> Iterator[None]:
+    """Every part folded in this process (quick; one test starts real workers)."""
+    yield None
+
+
+@pytest.fixture
+def parts_seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Parts of a few KB whatever the file's size, folded in this process; the number of
+    parts each read merged."""
+    seen: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> parallel.Parts[Any] | None:
+        result = read_in_parts(*args, **kwargs)
+        seen.append(0 if result is None else result.parts)
+        return result
+
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PART_BYTES", 24 * 1024)
+    monkeypatch.setattr(parallel, "decode_workers", lambda: 4)
+    monkeypatch.setattr(parallel, "_pool", no_pool)
+    monkeypatch.setattr("advisor_plugins.kineto.reader.read_in_parts", counting)
+    monkeypatch.setattr("advisor_plugins.ascend_pt.folder.read_in_parts", counting)
+    monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 8 * 1024)
+    return seen
+
+
+def sequential(monkeypatch: pytest.MonkeyPatch, read: Any) -> Any:
+    with monkeypatch.context() as m:
+        m.setattr(parallel, "decode_workers", lambda: 1)
+        return read()
+
+
+def assert_same_profile(got: Any, want: Any) -> None:
+    assert sorted(got.tables) == sorted(want.tables)
+    for name, frame in want.tables.items():
+        pd.testing.assert_frame_equal(got.tables[name], frame, check_exact=True, obj=name)
+    assert got.warnings == want.warnings
+    assert got.meta == want.meta
+
+
+def plain_copy(source: Path, folder: Path) -> Path:
+    """The trace uncompressed (a .gz file is never cut)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / source.name.removesuffix(".gz")
+    target.write_bytes(gzip.decompress(source.read_bytes()))
+    return target
+
+
+@pytest.mark.parametrize("source", KINETO, ids=lambda p: p.name.split(".")[0])
+def test_kineto_tables_are_the_same_in_parts(tmp_path, monkeypatch, parts_seen, source):
+    trace = plain_copy(source, tmp_path)
+    whole = sequential(monkeypatch, lambda: KinetoReader().read(trace)[0])
+    in_parts = KinetoReader().read(trace)[0]
+    assert parts_seen[-1] > 1
+    assert_same_profile(in_parts, whole)
+
+
+def test_ascend_tables_are_the_same_in_parts(tmp_path, monkeypatch, parts_seen):
+    folder = tmp_path / ASCEND.name
+    shutil.copytree(ASCEND, folder)
+    whole = sequential(monkeypatch, lambda: AscendPtReader().read(folder))
+    in_parts = AscendPtReader().read(folder)
+    assert parts_seen[-1] > 1
+    assert len(in_parts) == len(whole)
+    for got, want in zip(in_parts, whole):
+        assert_same_profile(got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# Strings that look like event boundaries
+
+
+def adversarial(doc: dict) -> dict:
+    """A real trace whose strings hold braces, `},{` and, in args keys that no reader reads,
+    the text the part planner looks for (`}, {"` followed by `...":`): a cut proposed there
+    falls inside a string and must be found out."""
+    for k, event in enumerate(doc["traceEvents"]):
+        if k % 5 == 0 and isinstance(event.get("name"), str):
+            event["name"] += ' },{"ph": "X"}, {\n} {'
+        if k % 3 == 0:
+            args = event.setdefault("args", {})
+            if isinstance(args, dict):
+                args["x}, {"] = 1
+                args[":y"] = '}, {"name": "fake", "ph": "X"}'
+    return doc
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        REAL / "kineto/timeline_analysis__sampled_rank-0.json.gz",
+        OWN / "with_stack.pt.trace.json.gz",
+    ],
+    ids=lambda p: p.name.split(".")[0],
+)
+def test_boundaries_inside_strings_give_the_same_tables(tmp_path, monkeypatch, parts_seen, source):
+    trace = tmp_path / "adversarial.pt.trace.json"
+    trace.write_text(json.dumps(adversarial(json.loads(gzip.decompress(source.read_bytes())))))
+    whole = sequential(monkeypatch, lambda: KinetoReader().read(trace)[0])
+    in_parts = KinetoReader().read(trace)[0]
+    assert parts_seen[-1] > 1
+    assert_same_profile(in_parts, whole)
+    # the planner did propose cuts inside strings, which the check in file order undid
+    _, parts = plan_parts(trace, 64)
+    assert any(inside_a_string(trace, [p.end - 1 for p in parts if p.end is not None]))
+
+
+def inside_a_string(path: Path, offsets: list[int]) -> list[bool]:
+    """Whether each byte offset of a JSON file lies inside a string (outside strings a JSON
+    text holds no `"`, so the strings are the successive matches)."""
+    spans = [m.span() for m in re.finditer(rb'"(?:[^"\\]|\\.)*"', path.read_bytes())]
+    starts = [start for start, _ in spans]
+    found = []
+    for offset in offsets:
+        k = bisect.bisect_right(starts, offset) - 1
+        found.append(k >= 0 and offset < spans[k][1] - 1)
+    return found
+
+
+def walk_state(walk: Any) -> dict[str, Any]:
+    """A walk's attributes, its array columns as their bytes (NaN equals NaN)."""
+    return {
+        k: (v.typecode, v.tobytes()) if hasattr(v, "typecode") else v for k, v in vars(walk).items()
+    }
+
+
+def test_a_cut_inside_a_string_is_decoded_again_with_the_next_part(tmp_path):
+    """Parts given by hand, one ending inside a string: the walk is still the sequential one."""
+    trace = tmp_path / "t.json"
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 7, "ts": i, "dur": 1}
+        for i in range(40)
+    ]
+    events[20]["name"] = 'a}, {"ph": "X", "name": "b"}, {"c": 1'
+    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "tail": "}, {"}))
+    data = trace.read_bytes()
+    prefix, first = array_start(data) or (b"", 0)
+    bad = data.index(b"a}, {") + 1  # the `}` inside the name
+    good = data.rindex(b"}, {", 0, data.index(b'"k21"'))  # the end of that event
+    parts = [Part(first, bad + 1), Part(bad + 3, good + 1), Part(good + 3, None)]
+    assert inside_a_string(trace, [bad]) == [True]
+    got = run_parts(trace, prefix, parts, DECODER.decode, walk_events, merge_walks, None)
+    want_stream = EventStream(trace, decode=DECODER.decode)
+    want = walk_events(want_stream)
+    assert got is not None and got.parts == 2  # the first part took the second in
+    assert got.header == want_stream.header == {"schemaVersion": 1, "tail": "}, {"}
+    assert got.events == 40
+    assert walk_state(got.state) == walk_state(want)
+
+
+# ---------------------------------------------------------------------------------------------
+# What is not cut, and what goes back to the sequential path
+
+
+def test_the_walks_of_the_parts_merge_into_the_whole_walk(tmp_path):
+    """Every attribute of the merged walk equals the sequential walk's, in the same order."""
+    trace = plain_copy(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", tmp_path)
+    prefix, parts = plan_parts(trace, 23)
+    got = run_parts(
+        trace, prefix, parts, DECODER.decode, walk_events, merge_walks, None, None, 4096
+    )
+    want = walk_events(EventStream(trace, decode=DECODER.decode))
+    assert got is not None and got.parts == len(parts) > 20
+    state, expected = walk_state(got.state), walk_state(want)
+    assert list(state) == list(expected)
+    for key, value in expected.items():
+        assert state[key] == value, key
+        if isinstance(value, dict):
+            assert list(state[key]) == list(value), key  # same order of first sight
+
+
+def test_nan_truncation_and_invalid_bytes_go_back_to_the_sequential_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PART_BYTES", 2048)
+    monkeypatch.setattr(parallel, "decode_workers", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", no_pool)
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(400)
+    ]
+    text = json.dumps({"traceEvents": events})
+
+    def parts_of(name: str, content: str) -> Any:
+        path = tmp_path / name
+        path.write_text(content)
+        return read_in_parts(path, DECODER.decode, walk_events, merge_walks)
+
+    assert parts_of("ok.json", text) is not None
+    assert parts_of("nan.json", text.replace('"dur": 1}', '"dur": NaN}', 1)) is None
+    assert parts_of("cut.json", text[: len(text) * 2 // 3]) is None
+    assert parts_of("bad.json", text.replace('"ts": 200', '"ts": 2 00')) is None
+    assert parts_of("list.json", "[1, 2, 3]" + " " * 4096) is None  # no event start to cut at
+
+
+def test_not_cut_when_small_compressed_or_in_a_worker(tmp_path, monkeypatch):
+    trace = plain_copy(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", tmp_path)
+    packed = REAL / "kineto/nccl_parser_config__nccl_data.json.gz"
+    monkeypatch.setattr(parallel, "PART_BYTES", 1 << 20)
+    monkeypatch.setenv(parallel.WORKERS_ENV, "4")
+    assert parallel.decode_workers() == 4
+    assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks) is None  # < MIN_BYTES
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    assert read_in_parts(packed, DECODER.decode, walk_events, merge_walks) is None
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks) is None
+    monkeypatch.setenv(parallel.WORKERS_ENV, "many")
+    assert parallel.decode_workers() == 1
+    monkeypatch.delenv(parallel.WORKERS_ENV)
+    monkeypatch.setattr(parallel.multiprocessing, "parent_process", lambda: object())
+    assert parallel.decode_workers() == 1
+
+
+@pytest.mark.integration
+def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch):
+    """Real worker processes (spawned), three parts each."""
+    trace = plain_copy(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", tmp_path)
+    whole = sequential(monkeypatch, lambda: KinetoReader().read(trace)[0])
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PART_BYTES", trace.stat().st_size // 6)
+    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
+    seen: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        result = read_in_parts(*args, **kwargs)
+        seen.append(0 if result is None else result.parts)
+        return result
+
+    monkeypatch.setattr("advisor_plugins.kineto.reader.read_in_parts", counting)
+    in_parts = KinetoReader().read(trace)[0]
+    assert seen and seen[0] > 1
+    assert_same_profile(in_parts, whole)
