@@ -3,6 +3,7 @@ stale or racing entry is never trusted; a broken rule file is never cached."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -20,6 +21,13 @@ from conftest import DEMO, FIXTURE_DIR, REAL, ROOT
 from advisor.cli import main
 from advisor.engine import rule_cache, templates
 from advisor.engine import rules as rules_module
+from advisor.engine.expr import (
+    ExprError,
+    Expression,
+    Scope,
+    compile_expression,
+    deferred_expression,
+)
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import Rule, load_rule_file
 from advisor.model import TABLES
@@ -389,3 +397,41 @@ def test_report_pages_compile_once_and_read_the_same(tmp_path: Path) -> None:
     warm = page("warm")
     assert sorted((folder / "pages").glob("*.cache")) == compiled
     assert cold == warm == page("off", ADVISOR_NO_CACHE="1")
+
+
+def test_a_warm_load_compiles_each_expression_on_first_use(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Warm, a rule's expressions are compiled when first evaluated (rules list and rules
+    that do not apply never pay for them), once, and reference what the cold build found."""
+    cold, _ = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+    compiled: list[str] = []
+    real = rules_module.compile_expression
+
+    def recording(text: str, **kwargs: object) -> Expression:
+        compiled.append(text)
+        return real(text, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rules_module, "compile_expression", recording)
+    warm, errors = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+    assert errors == [] and compiled == []
+    assert [full(r) for r in warm] == [full(r) for r in cold]
+    when = warm[0].when
+    scope = Scope({}, dict(warm[0].params), BUILTIN_FUNCTIONS)
+    for _ in range(2):
+        with contextlib.suppress(ExprError):
+            when.evaluate(scope)
+    assert compiled == [when.source]
+
+
+def test_a_deferred_expression_that_reads_otherwise_fails() -> None:
+    """A cache record that does not match the expression's text is never trusted."""
+
+    def compile_now() -> Expression:
+        return compile_expression("x + 1", functions=(), tables={}, names={"x"})
+
+    liar = deferred_expression("x + 1", frozenset({"y"}), frozenset(), frozenset(), compile_now)
+    with pytest.raises(ExprError, match="out of date"):
+        liar.evaluate(Scope({}, {"x": 1, "y": 1}, {}))
+    honest = deferred_expression("x + 1", frozenset({"x"}), frozenset(), frozenset(), compile_now)
+    assert honest.evaluate(Scope({}, {"x": 1}, {})) == 2

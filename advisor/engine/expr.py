@@ -129,6 +129,34 @@ def compile_expression(
     )
 
 
+def deferred_expression(
+    source: str,
+    names: frozenset[str],
+    columns: frozenset[tuple[str, str]],
+    tables: frozenset[str],
+    compile_now: Callable[[], Expression],
+) -> Expression:
+    """An Expression whose references are known (from the rule cache) and whose closures are
+    built on its first evaluation: listing rules, or a run where a rule does not apply, never
+    pays for compiling it. The compiled expression must reference exactly what was recorded;
+    otherwise the record was not this text's, and evaluating fails rather than guess."""
+    compiled: list[Run] = []
+
+    def run(scope: Scope) -> Any:
+        if not compiled:
+            expression = compile_now()
+            if (expression.names, expression.columns, expression.tables) != (
+                names,
+                columns,
+                tables,
+            ):
+                raise ExprError("the rule cache's record of this expression is out of date")
+            compiled.append(expression._run)
+        return compiled[0](scope)
+
+    return Expression(source, names, columns, tables, run)
+
+
 # --- values ------------------------------------------------------------------------------------
 
 

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
 CACHE_DIR_ENV = "ADVISOR_CACHE_DIR"
 NO_CACHE_ENV = "ADVISOR_NO_CACHE"
-FORMAT = 1
-"""Bumped when what an entry holds changes."""
+FORMAT = 2
+"""Bumped when what an entry holds changes (2: what each expression reads)."""
 _CHECKER_FILES = (
     "engine/rules.py",
     "engine/templates.py",
@@ -111,8 +111,9 @@ def _entry_path(root: Path, key: str) -> Path:
     return root / "rules" / f"{key}.json"
 
 
-def load(key: str) -> list[dict[str, Any]] | None:
-    """The validated rule mappings stored under `key`; None when there are none usable."""
+def load_entry(key: str) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The validated rule mappings stored under `key` and what their expressions read (by
+    rule id; empty when the entry has none); None when there are none usable."""
     root = cache_dir()
     if root is None:
         return None
@@ -127,19 +128,27 @@ def load(key: str) -> list[dict[str, Any]] | None:
         or not all(isinstance(r, dict) for r in entry["rules"])
     ):
         return None
-    rules: list[dict[str, Any]] = entry["rules"]
-    return rules
+    refs = entry.get("refs")
+    return entry["rules"], refs if isinstance(refs, dict) else {}
 
 
-def store(key: str, raws: list[dict[str, Any]]) -> None:
-    """Remember that the rule mappings `raws` passed every check; nothing is stored when they
-    would not come back from JSON exactly as they are (a YAML date, a number key, a NaN) or
-    when the cache directory cannot be written: the next run checks them again."""
+def load(key: str) -> list[dict[str, Any]] | None:
+    """The validated rule mappings stored under `key`; None when there are none usable."""
+    entry = load_entry(key)
+    return None if entry is None else entry[0]
+
+
+def store(key: str, raws: list[dict[str, Any]], refs: dict[str, Any] | None = None) -> None:
+    """Remember that the rule mappings `raws` passed every check, and what their expressions
+    read (`refs`, by rule id); nothing is stored when they would not come back from JSON
+    exactly as they are (a YAML date, a number key, a NaN) or when the cache directory cannot
+    be written: the next run checks them again."""
     root = cache_dir()
     if root is None:
         return
+    entry = {"key": key, "rules": raws, "refs": refs or {}}
     try:
-        text = json.dumps({"key": key, "rules": raws}, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(entry, ensure_ascii=False, allow_nan=False)
         if json.loads(text)["rules"] != raws:
             return
         data = text.encode("utf-8")

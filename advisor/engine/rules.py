@@ -11,7 +11,7 @@ import ast
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, cached_property
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,13 @@ from typing import Any
 import yaml
 
 from advisor.engine import rule_cache
-from advisor.engine.expr import MAX_STRING, ExprError, Expression, compile_expression
+from advisor.engine.expr import (
+    MAX_STRING,
+    ExprError,
+    Expression,
+    compile_expression,
+    deferred_expression,
+)
 from advisor.engine.functions import regex_problem
 from advisor.engine.outcome import Severity
 from advisor.errors import RuleError
@@ -130,6 +136,11 @@ class Rule:
 
     def needs(self) -> list[str]:
         """Every table/column the rule reads: declared requirements plus expression refs."""
+        return list(self._needs)
+
+    @cached_property
+    def _needs(self) -> tuple[str, ...]:
+        """needs(), worked out once: every profile of a run asks for it."""
         needed = list(self.requires)
         exprs = [self.when, self.impact_us, self.measured_us, *self.let.values()]
         for expr in exprs:
@@ -140,7 +151,7 @@ class Rule:
         if self.evidence:  # evidence columns are optional: absent ones are left out
             needed.append(self.evidence.table)
             needed += [f"{self.evidence.table}.{n}" for n in self.evidence.filters_on]
-        return list(dict.fromkeys(needed))
+        return tuple(dict.fromkeys(needed))
 
     def text(self, lang: str = "en") -> RuleText:
         """The rule's texts in `lang`; English when the rule has no such translation."""
@@ -350,13 +361,16 @@ def build_rule(
     functions: Collection[str],
     tables: Mapping[str, TableSpec] = TABLES,
     checked: bool = False,
+    refs: Mapping[str, Any] | None = None,
 ) -> Rule:
     """Validate one raw rule mapping and compile its expressions against `tables` (the
     built-in ones, or with the tables plugins register).
 
     `checked`: `raw` comes from the rule cache, so it passed the checks that depend on its
     text alone (schema, templates, translated variables, regex patterns) with these functions
-    and tables; they are skipped, everything else is built as usual."""
+    and tables; they are skipped, everything else is built as usual. `refs`: what the cache
+    recorded each expression reads (expression_refs), so expressions are compiled on first
+    evaluation instead of now."""
     rule_id = raw.get("id") if isinstance(raw.get("id"), str) else None
     problem = None if checked else _schema_problem(raw)
     if problem:
@@ -376,6 +390,17 @@ def build_rule(
     known = set(params) | BUILTIN_NAMES
 
     def expr(text: Any, what: str, names: Collection[str]) -> Expression:
+        if checked and refs is not None and what in refs:
+            used_names, used_columns, used_tables = refs[what]
+            return deferred_expression(
+                str(text).strip(),
+                frozenset(used_names),
+                frozenset((table, column) for table, column in used_columns),
+                frozenset(used_tables),
+                lambda: compile_expression(
+                    str(text), functions=functions, tables=columns, names=names, checked=True
+                ),
+            )
         try:
             compiled = compile_expression(
                 str(text), functions=functions, tables=columns, names=names, checked=checked
@@ -565,11 +590,15 @@ def load_rule_file(
     except RuleError as exc:
         return [], [exc]
     key = rule_cache.entry_key(text, _contract(functions, tables))
-    cached = rule_cache.load(key)
+    cached = rule_cache.load_entry(key)
     if cached is not None:
+        raws, refs = cached
         try:
             return [
-                build_rule(raw, str(path), functions, tables, checked=True) for raw in cached
+                build_rule(
+                    raw, str(path), functions, tables, checked=True, refs=refs.get(raw["id"])
+                )
+                for raw in raws
             ], []
         except (RuleError, LookupError, TypeError, ValueError, AttributeError):
             pass  # an entry of the wrong shape: check the file as if it were not cached
@@ -585,8 +614,26 @@ def load_rule_file(
         except RuleError as exc:
             errors.append(exc)
     if not errors:
-        rule_cache.store(key, raws)
+        rule_cache.store(key, raws, {rule.id: expression_refs(rule) for rule in rules})
     return rules, errors
+
+
+def expression_refs(rule: Rule) -> dict[str, list[Any]]:
+    """What each expression of a built rule reads (names, table columns, tables), by its
+    place in the rule (`when`, `let.NAME` ...): the rule cache keeps it so a cached rule's
+    expressions can be compiled when first evaluated (build_rule's `refs`)."""
+    expressions = {f"let.{name}": e for name, e in rule.let.items()}
+    expressions["when"] = rule.when
+    if rule.impact_us is not None:
+        expressions["impact_us"] = rule.impact_us
+    if rule.measured_us is not None:
+        expressions["measured_us"] = rule.measured_us
+    if rule.evidence is not None and rule.evidence.where is not None:
+        expressions["evidence.where"] = rule.evidence.where
+    return {
+        what: [sorted(e.names), sorted(map(list, e.columns)), sorted(e.tables)]
+        for what, e in expressions.items()
+    }
 
 
 def _contract(functions: Collection[str], tables: Mapping[str, TableSpec]) -> list[str]:
