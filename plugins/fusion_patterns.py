@@ -337,17 +337,26 @@ def kernel_sequence_rows(
     kernels = device.loc[links["device"]].assign(top=links["top"].to_numpy())
     kernels = kernels.sort_values("start_us", kind="stable")
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-    for label, launched in kernels.groupby("top", sort=False):
-        if len(launched) < MIN_KERNELS:
-            continue
+    # The calls in order of their first kernel, each call's kernels in start order (what a
+    # groupby by call gives, without a frame per call: a trace has tens of thousands)
+    codes, labels = pd.factorize(kernels["top"], sort=False)
+    order = np.argsort(codes, kind="stable")
+    ends = np.cumsum(np.bincount(codes, minlength=len(labels)))
+    all_names = [str(n) for n in kernels["name"]]
+    all_durations = kernels["duration_us"].to_numpy("float64", na_value=0.0)
+    all_starts = kernels["start_us"].tolist()
+    short: dict[str, str] = {}
+    for code in np.flatnonzero(np.diff(ends, prepend=0) >= MIN_KERNELS).tolist():
+        rows = order[ends[code - 1] if code else 0 : ends[code]]
+        label = labels[code]
         root = _PREFIXES.sub("", str(top.at[label, "name"]))
-        names = [str(n) for n in launched["name"]]
-        durations = launched["duration_us"].to_numpy("float64", na_value=0.0)
+        names = [all_names[r] for r in rows.tolist()]
+        durations = all_durations[rows]
         groups[(root, *names)].append(
             {
-                "start": float(launched["start_us"].iloc[0]),
+                "start": float(all_starts[rows[0]]),
                 "step": _step(top, label),
-                "names": [_short(n) for n in names],
+                "names": [short.get(n) or short.setdefault(n, _short(n)) for n in names],
                 "ops": len(names),
                 "total": float(durations.sum()),
                 "fused": float(durations.max()),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from advisor.compat import zip_strict
 from advisor.formats.chrome_trace import shape_text
 from advisor.formats.interning import string_column
@@ -163,26 +165,63 @@ def _kernel_args(walk: EventWalk) -> dict[str, Any]:
     if not walk.kernel_args:
         return {}
     rows = len(walk.d_code)
-    floats = {k: np.full(rows, np.nan) for k in ("occ", "bps", "wps", "smem")}
-    ints = {k: np.full(rows, NO_ID, dtype=np.int64) for k in ("regs", "grid", "block")}
-    for row, args in walk.kernel_args:
-        floats["bps"][row] = json_number_or_nan(args.blocks_per_sm)
-        floats["wps"][row] = json_number_or_nan(args.warps_per_sm)
-        floats["occ"][row] = json_number_or_nan(args.occupancy) / 100.0
-        floats["smem"][row] = json_number_or_nan(args.shared_memory)
-        for key, value in (("regs", args.registers), ("grid", args.grid), ("block", args.block)):
-            number = _extent(value)
-            if number is not None:
-                ints[key][row] = number
+    index = np.fromiter((row for row, _ in walk.kernel_args), np.int64, len(walk.kernel_args))
+    # Launch configurations repeat across a trace: each distinct one is converted once, told
+    # apart by its JSON text (1, 1.0 and true convert differently but compare equal)
+    known: dict[bytes, tuple[tuple[float, ...], tuple[int, ...]]] = {}
+    converted = []
+    for _, args in walk.kernel_args:
+        key = _encode(
+            (
+                args.blocks_per_sm,
+                args.warps_per_sm,
+                args.occupancy,
+                args.shared_memory,
+                args.registers,
+                args.grid,
+                args.block,
+            )
+        )
+        values = known.get(key)
+        if values is None:
+            values = known[key] = _launch(args)
+        converted.append(values)
+    numbers = np.array([f for f, _ in converted], dtype=np.float64).reshape(-1, 4)
+    counts = np.array([i for _, i in converted], dtype=np.int64).reshape(-1, 3)
+    columns = {}
+    for k, key in enumerate(("occ", "bps", "wps", "smem")):
+        columns[key] = np.full(rows, np.nan)
+        columns[key][index] = numbers[:, k]
+    for k, key in enumerate(("regs", "grid", "block")):
+        columns[key] = np.full(rows, NO_ID, dtype=np.int64)
+        columns[key][index] = counts[:, k]
     return {
-        "est_occupancy": floats["occ"],
-        "blocks_per_sm": floats["bps"],
-        "warps_per_sm": floats["wps"],
-        "registers_per_thread": _ids(ints["regs"]),
-        "shared_memory_bytes": floats["smem"],
-        "grid_blocks": _ids(ints["grid"]),
-        "block_threads": _ids(ints["block"]),
+        "est_occupancy": columns["occ"],
+        "blocks_per_sm": columns["bps"],
+        "warps_per_sm": columns["wps"],
+        "registers_per_thread": _ids(columns["regs"]),
+        "shared_memory_bytes": columns["smem"],
+        "grid_blocks": _ids(columns["grid"]),
+        "block_threads": _ids(columns["block"]),
     }
+
+
+_encode = msgspec.json.encode
+
+
+def _launch(args: Any) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(occupancy as a fraction, blocks and warps per SM, shared memory bytes; registers per
+    thread, grid blocks, block threads, NO_ID where missing) of one kernel's args."""
+    counts = (_extent(args.registers), _extent(args.grid), _extent(args.block))
+    return (
+        (
+            json_number_or_nan(args.occupancy) / 100.0,
+            json_number_or_nan(args.blocks_per_sm),
+            json_number_or_nan(args.warps_per_sm),
+            json_number_or_nan(args.shared_memory),
+        ),
+        tuple(NO_ID if c is None else c for c in counts),
+    )
 
 
 def _extent(value: Any) -> int | None:
