@@ -345,11 +345,12 @@ def kernel_sequence_rows(
     all_names = [str(n) for n in kernels["name"]]
     all_durations = kernels["duration_us"].to_numpy("float64", na_value=0.0)
     all_starts = kernels["start_us"].tolist()
+    top_names = top["name"]
     short: dict[str, str] = {}
     for code in np.flatnonzero(np.diff(ends, prepend=0) >= MIN_KERNELS).tolist():
         rows = order[ends[code - 1] if code else 0 : ends[code]]
         label = labels[code]
-        root = _PREFIXES.sub("", str(top.at[label, "name"]))
+        root = _PREFIXES.sub("", str(top_names.at[label]))
         names = [all_names[r] for r in rows.tolist()]
         durations = all_durations[rows]
         groups[(root, *names)].append(

@@ -52,8 +52,9 @@ S = TypeVar("S")
 WORKERS_ENV = "ADVISOR_DECODE_WORKERS"
 MIN_BYTES = 64 * 1024 * 1024
 """Smaller files are decoded by one process: starting another costs more than it saves."""
-PART_BYTES = 32 * 1024 * 1024
-"""About this much of the file per part: small enough to share the work evenly."""
+PART_BYTES = 16 * 1024 * 1024
+"""About this much of the file per part: small enough to share the work evenly, large enough
+that a part's columns are worth sending back."""
 _WINDOW = 1024 * 1024  # bytes searched for an event start after an approximate offset
 _EVENT_START = re.compile(rb'\}\s*,\s*(\{\s*"[^"\\]*"\s*:)')
 
@@ -138,8 +139,11 @@ def read_in_parts(
     if plan is None:
         return None
     prefix, parts = plan
-    with _pool(min(workers, len(parts)) - 1) as pool:
-        return run_parts(path, prefix, parts, decode, fold, merge, pool, progress, chunk_bytes)
+    processes = min(workers, len(parts)) - 1
+    with _pool(processes) as pool:
+        return run_parts(
+            path, prefix, parts, decode, fold, merge, pool, progress, chunk_bytes, processes
+        )
 
 
 @contextmanager
@@ -212,28 +216,42 @@ def run_parts(
     pool: Executor | None,
     progress: FileProgress | None = None,
     chunk_bytes: int = CHUNK_BYTES,
+    processes: int = 1,
 ) -> Parts[S] | None:
-    """Fold every part (the pool's from the back, this process's from the front), check them
-    in file order, merge. None when the sequential path must read the file."""
+    """Fold every part (the pool's from the back, this process's from the front, until they
+    meet), check them in file order, merge. None when the sequential path must read the
+    file."""
 
     def here(part: Part) -> PartResult[S]:
         return fold_part(str(path), part, prefix, decode, fold, chunk_bytes)
 
-    futures: dict[int, Future[PartResult[S]]] = {}
-    if pool is not None:
-        for i in reversed(range(1, len(parts))):
-            futures[i] = pool.submit(
-                fold_part, str(path), parts[i], prefix, decode, fold, chunk_bytes
-            )
     results: list[PartResult[S] | None] = [None] * len(parts)
+    futures: dict[int, Future[PartResult[S]]] = {}
+    front, back = 0, len(parts)  # this process takes parts[:front], the pool parts[back:]
+
+    def top_up() -> None:
+        """Keep two parts per worker submitted and not done (one running, one waiting), taken
+        from the back: a part submitted cannot be taken back once a worker holds it."""
+        nonlocal back, pool
+        try:
+            while pool is not None and back - 1 >= front:
+                if sum(not f.done() for f in futures.values()) >= 2 * processes:
+                    return
+                back -= 1
+                futures[back] = pool.submit(
+                    fold_part, str(path), parts[back], prefix, decode, fold, chunk_bytes
+                )
+        except RuntimeError:  # no process can start (a spawned child still importing its main)
+            pool = None
+
     try:
-        for i, part in enumerate(parts):
-            future = futures.get(i)
-            if future is None or future.cancel():
-                results[i] = here(part)
+        top_up()
+        while front < back:
+            front += 1
+            results[front - 1] = here(parts[front - 1])
+            top_up()
         for i, future in futures.items():
-            if results[i] is None:
-                results[i] = future.result()
+            results[i] = future.result()
     except BrokenExecutor:
         return None
     finally:
