@@ -2,27 +2,33 @@
 
 Notebook users get the normalized tables as DataFrames, the derived metrics and the findings
 from the same objects the CLI renders, so both always agree.
+
+Each profile goes through one stage, read → derive → evaluate → metrics (and, when its tables
+are not kept, its report and a summary for the cluster), in this process or, with several
+jobs or a Dask scheduler, in the worker that read it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from advisor.cluster import build_cluster
+from advisor.cluster import RankSummary, cluster_profile, rank_summary
 from advisor.config import Config
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
 from advisor.errors import AdvisorError, RuleError
+from advisor.hookspecs import ReportSection
 from advisor.lazy import lazy_module
 from advisor.metrics import ProfileMetrics, profile_metrics
 from advisor.model import CLUSTER, PROFILE, Profile, RunInfo
 from advisor.plugin_manager import PluginHost, PluginInfo
+from advisor.reading import Reading, find_claims, map_claims, numeric_order, read_claim, workers_for
 from advisor.render.json_report import build_report
-from advisor.session import Session
+from advisor.session import Session, SessionRecipe, reopen
 from advisor.tuning_loop import files_read, neighbour_results, tuning_loop
 
 if TYPE_CHECKING:
@@ -45,6 +51,12 @@ class ProfileAnalysis:
     run: RunInfo = field(default_factory=RunInfo)
     tuning: dict[str, Any] | None = None
     """What AOE did with the operators advised here, when AOE results were found."""
+    prebuilt_report: dict[str, Any] | None = field(default=None, repr=False)
+    """The report as built before the tables were dropped (`without_tables`), but for the
+    two parts analyze may add later: warnings and the tuning loop."""
+    sections: list[ReportSection] | None = field(default=None, repr=False)
+    """The plugins' HTML sections, computed before the tables were dropped; None: computed
+    by the HTML output from this analysis."""
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -58,8 +70,32 @@ class ProfileAnalysis:
     def report(self) -> dict[str, Any]:
         """The prof_rule-style dict written as JSON; built once, on first use, from the
         typed results above (which are complete by the time `analyze` returns)."""
-        return build_report(
-            self.profile, self.evaluation, self.rules, self.run, self.metrics, self.tuning
+        if self.prebuilt_report is None:
+            return build_report(
+                self.profile, self.evaluation, self.rules, self.run, self.metrics, self.tuning
+            )
+        report = {**self.prebuilt_report, "warnings": [w.to_dict() for w in self.profile.warnings]}
+        if self.tuning is not None:
+            report["tuning_loop"] = self.tuning
+        return report
+
+    def without_tables(self, host: PluginHost) -> ProfileAnalysis:
+        """This analysis with what its outputs need computed now (the report, `host`'s HTML
+        sections) and the profile's tables dropped, all but AOE results (`tuning`, which the
+        tuning loop of the other profiles reads); `metrics` are then empty (the report holds
+        them). What is kept per profile is small, so a run of many ranks needs memory for the
+        ranks being analysed only."""
+        kept = {"tuning": self.tables["tuning"]} if "tuning" in self.tables else {}
+        profile = self.profile
+        return ProfileAnalysis(
+            Profile(profile.meta, kept, profile.warnings, profile.providers_run),
+            self.evaluation,
+            self.rules,
+            ProfileMetrics(),
+            self.run,
+            self.tuning,
+            build_report(profile, self.evaluation, self.rules, self.run, self.metrics, None),
+            host.report_sections(self),
         )
 
     def findings_frame(self) -> pd.DataFrame:
@@ -178,6 +214,78 @@ def attach_tuning_loop(analyses: Sequence[ProfileAnalysis]) -> None:
             analysis.tuning = tuning_loop(advised, tuning, sources)
 
 
+@dataclass
+class _Staged:
+    """A profile through its stage: its analysis, and its summary for the cluster."""
+
+    analysis: ProfileAnalysis
+    summary: RankSummary | None
+
+
+def _stage(session: Session, profile: Profile, keep_tables: bool) -> _Staged:
+    """Derive, evaluate and measure one profile read (the same wherever it runs)."""
+    session.derive(profile)
+    rules = session.rules_for(PROFILE)
+    analysis = ProfileAnalysis(
+        profile,
+        session.evaluate(profile, rules),
+        rules,
+        profile_metrics(profile),
+        session.run,
+    )
+    summary = rank_summary(profile)
+    return _Staged(analysis if keep_tables else analysis.without_tables(session.host), summary)
+
+
+def _stage_claim(
+    claim: Any, recipe: SessionRecipe, keep_tables: bool
+) -> tuple[bytes | None, AdvisorError | None]:
+    """In a worker: read one claim and stage its profiles with the run's session, opened
+    once per worker. Returns them shipped (Session.ship, with the plugin failures the
+    worker's host recorded), or the error that made the claim unreadable."""
+    session = reopen(recipe)
+    profiles = read_claim(claim, session.tables)
+    if isinstance(profiles, AdvisorError):
+        return None, profiles
+    staged = [_stage(session, profile, keep_tables) for profile in profiles]
+    return session.ship((staged, session.host.failed())), None
+
+
+def _staged_profiles(
+    session: Session,
+    paths: Sequence[Path],
+    reading: Reading,
+    *,
+    jobs: int | None,
+    scheduler: str | None,
+    keep_tables: bool,
+) -> Iterator[_Staged]:
+    """Every profile under `paths` staged, claim by claim in the claims' order (input errors
+    go to `reading`). Workers stage the profiles they read when they can open the same
+    session (only installed plugins); else they only read, and the stage runs here."""
+    claims = find_claims(paths, session.host, reading)
+    workers = workers_for(claims, jobs)
+    if session.recipe is not None and (scheduler is not None or workers > 1):
+        stage = partial(_stage_claim, recipe=session.recipe, keep_tables=keep_tables)
+        for shipped, error in map_claims(stage, claims, workers=workers, scheduler=scheduler):
+            if error is not None:
+                reading.input_errors.append(error)
+                continue
+            staged, failures = session.unship(shipped or b"")
+            for info in failures:
+                session.host.mark_failed(info.name, info.error)
+            yield from staged
+        return
+    read = partial(read_claim, tables=session.tables)
+    for outcome in map_claims(read, claims, workers=workers, scheduler=scheduler):
+        if isinstance(outcome, AdvisorError):
+            reading.input_errors.append(outcome)
+            continue
+        staged = [_stage(session, profile, keep_tables) for profile in outcome]
+        del outcome  # the profiles as read: not to be held while the next claim is read
+        yield from staged
+
+
 def analyze(
     *paths: str | Path,
     rules: Sequence[str | Path] = (),
@@ -190,16 +298,26 @@ def analyze(
     severity: Mapping[str, str] | None = None,
     config: Config | None = None,
     scheduler: str | None = None,
+    keep_tables: bool = True,
 ) -> AnalysisResult:
     """Analyse profiles and return tables, metrics and ranked findings.
 
-    `jobs` is the number of processes that read several ranks (default: several only for
-    large inputs); `scheduler`, the address of a Dask scheduler (tcp://host:8786), reads
-    them on that cluster's workers instead (needs the `dask` extra).
+    `jobs` is the number of processes that read and analyse several ranks (default: several
+    for many or large ranks); `scheduler`, the address of a Dask scheduler (tcp://host:8786),
+    runs them on that cluster's workers instead (needs the `dask` extra). Workers evaluate
+    the rules too when `host` has only the installed plugins (a plugin passed in `host`
+    exists in this process only, so there they only read).
     `lang` ("en" or "zh") is the language of titles, messages and suggestions.
     `severity` fixes rules' severities ({ID: "high"}). `config` (`advisor.config.discover()`
     for what the CLI finds) supplies rules, select, ignore, params, severity and lang; the
     arguments given here win over it.
+
+    `keep_tables=False` analyses the ranks as a stream: each profile's report, findings,
+    warnings and the figures the cluster needs are kept, its tables dropped as soon as it is
+    evaluated (`ProfileAnalysis.without_tables`), so memory is bounded by the jobs, not by
+    the ranks. Its analyses then have no tables (but AOE results) and empty `metrics`; the
+    reports, findings and the cluster's analysis (tables included) are the same as with the
+    default, which keeps every table for notebook use. The command line uses it.
 
     Example:
         >>> result = advisor.analyze("PROF_000001")
@@ -222,25 +340,24 @@ def analyze(
         plugins=session.host.infos,
         rules=session.rules,
     )
-    reading = session.read([Path(p) for p in paths], jobs=jobs, scheduler=scheduler)
+    inputs = [Path(p) for p in paths]
+    reading = Reading()
+    staged = list(
+        _staged_profiles(
+            session, inputs, reading, jobs=jobs, scheduler=scheduler, keep_tables=keep_tables
+        )
+    )
     result.input_errors += reading.input_errors
     result.plugin_problems += reading.plugin_problems
-    profiles = reading.profiles
-    profiles += read_neighbour_tuning([Path(p) for p in paths], profiles, session, result)
-    per_profile = session.rules_for(PROFILE)
-    for profile in profiles:
-        session.derive(profile)
-        result.analyses.append(
-            ProfileAnalysis(
-                profile,
-                session.evaluate(profile, per_profile),
-                per_profile,
-                profile_metrics(profile),
-                session.run,
-            )
-        )
+    staged.sort(key=lambda s: numeric_order(s.analysis.profile))
+    profiles = [s.analysis.profile for s in staged]
+    staged += [
+        _stage(session, neighbour, keep_tables)
+        for neighbour in read_neighbour_tuning(inputs, profiles, session, result)
+    ]
+    result.analyses += [s.analysis for s in staged]
     attach_tuning_loop(result.analyses)
-    cluster = build_cluster(profiles)
+    cluster = cluster_profile([s.summary for s in staged if s.summary is not None])
     cross_rank = session.rules_for(CLUSTER)
     if cluster is not None and cross_rank:
         result.analyses.append(

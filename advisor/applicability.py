@@ -52,9 +52,10 @@ def _hints_for(
     hints: Mapping[str, str],
     providers: Sequence[MetricProvider],
     seen: set[str],
+    known: dict[str, bool],
 ) -> list[str] | None:
     """How to collect `need`: its own hint, or the hints of a provider's missing inputs;
-    None when no way is known (the format never records it)."""
+    None when no way is known (the format never records it). `known`: what is present."""
     hint = _hint(need, profile, hints)
     if hint:
         return [hint]
@@ -65,8 +66,8 @@ def _hints_for(
         if need not in provider.outputs:
             continue
         found: list[str] = []
-        for source in (i for i in provider.inputs if not present(profile, i)):
-            more = _hints_for(source, profile, hints, providers, seen)
+        for source in (i for i in provider.inputs if not _present(profile, i, known)):
+            more = _hints_for(source, profile, hints, providers, seen, known)
             if more is None:
                 break
             found += more
@@ -76,21 +77,33 @@ def _hints_for(
     return None
 
 
+def _present(profile: Profile, need: str, known: dict[str, bool]) -> bool:
+    if need not in known:
+        known[need] = present(profile, need)
+    return known[need]
+
+
 def explain(
-    profile: Profile, missing: Sequence[str], providers: Sequence[MetricProvider]
+    profile: Profile,
+    missing: Sequence[str],
+    providers: Sequence[MetricProvider],
+    known: dict[str, bool] | None = None,
 ) -> Inapplicable:
     """Classify one not-applicable rule from the needs it lacks on `profile`.
 
     Entries that are not table names (a rule's runtime "no data" message) mean the data
     exists in kind but not in this profile, so they count as missing without a hint.
+    `known` remembers what is present across the rules of one evaluation (the tables do not
+    change while rules are evaluated).
     """
+    known = {} if known is None else known
     hints = profile.meta.collect
     collect: list[str] = []
     for need in missing:
         table = need.partition(".")[0]
         if not table.isidentifier():
             continue
-        found = _hints_for(need, profile, hints, providers, set())
+        found = _hints_for(need, profile, hints, providers, set(), known)
         if found is None:
             return Inapplicable(NOT_RECORDED)
         collect += found

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
@@ -132,30 +133,39 @@ def _add_stages(ranks: pd.DataFrame, stages: list[int | None]) -> pd.DataFrame:
     return ranks
 
 
-def build_links(by_rank: dict[int, Profile]) -> pd.DataFrame | None:
+def _rank_links(profile: Profile) -> dict[str, Any] | None:
+    """One rank's totals per link and transport from its communication-matrix rows, as
+    columns (name, transport, bytes, duration_us, ops); None without such rows."""
+    comm = profile.tables.get("comm_ops")
+    if comm is None or not {"kind", "transport"} <= set(comm):
+        return None
+    links = comm[(comm["kind"] == "link").fillna(False)]
+    if links.empty:
+        return None
+    links = links.assign(
+        transport=links["transport"].fillna("unknown"), bytes=links.get("bytes", np.nan)
+    )
+    per_rank = links.groupby(["name", "transport"]).agg(
+        bytes=("bytes", lambda b: b.sum(min_count=1)),
+        duration_us=("duration_us", "sum"),
+        ops=("duration_us", "size"),
+    )
+    table = per_rank.reset_index()
+    return {str(c): table[c].to_numpy() for c in table.columns}
+
+
+def build_links(summaries: Sequence[RankSummary]) -> pd.DataFrame | None:
     """One row per link and transport from the communication-matrix rows of every rank.
 
     Both ends of a link may list it, so each rank's total for the link is averaged over the
     ranks reporting it rather than added up. Bandwidth is recomputed from bytes and transit
     time, which weighs every operation on the link by its size, not by its count.
     """
-    frames = []
-    for rank, profile in sorted(by_rank.items()):
-        comm = profile.tables.get("comm_ops")
-        if comm is None or not {"kind", "transport"} <= set(comm):
-            continue
-        links = comm[(comm["kind"] == "link").fillna(False)]
-        if links.empty:
-            continue
-        links = links.assign(
-            transport=links["transport"].fillna("unknown"), bytes=links.get("bytes", np.nan)
-        )
-        per_rank = links.groupby(["name", "transport"]).agg(
-            bytes=("bytes", lambda b: b.sum(min_count=1)),
-            duration_us=("duration_us", "sum"),
-            ops=("duration_us", "size"),
-        )
-        frames.append(per_rank.assign(reported_by=str(rank)).reset_index())
+    frames = [
+        pd.DataFrame(s.links).assign(reported_by=str(s.rank))
+        for s in sorted(summaries, key=lambda s: s.rank)
+        if s.links is not None
+    ]
     if not frames:
         return None
     out = (
@@ -187,31 +197,64 @@ def build_links(by_rank: dict[int, Profile]) -> pd.DataFrame | None:
     return conform("links", out)
 
 
+@dataclass(frozen=True)
+class RankSummary:
+    """What the cluster profile needs of one rank's derived profile: its per-step means,
+    pipeline stage and link totals. Small and free of DataFrames, so a run can keep one per
+    rank after dropping the rank's tables (api.analyze(keep_tables=False))."""
+
+    rank: int
+    row: dict[str, float | int]
+    """The rank's row of the `ranks` table before scoring: steps and per-step means."""
+    stage: int | None
+    links: dict[str, Any] | None
+    """The rank's totals per link (columns as arrays), None without link rows."""
+    meta: ProfileMeta
+
+
+def rank_summary(profile: Profile) -> RankSummary | None:
+    """The summary of a derived profile that has a rank and step durations, else None."""
+    rank = profile.meta.rank
+    if rank is None or not profile.has("steps", "duration_us"):
+        return None
+    return RankSummary(
+        rank,
+        _rank_row(rank, profile),
+        pipeline_stage(rank, profile),
+        _rank_links(profile),
+        profile.meta,
+    )
+
+
 def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
     """A profile holding the `ranks` (and `links`) tables, or None with fewer than two ranks
     with steps."""
-    by_rank: dict[int, Profile] = {}
-    for profile in profiles:
-        rank = profile.meta.rank
-        if rank is not None and profile.has("steps", "duration_us") and rank not in by_rank:
-            by_rank[rank] = profile
+    return cluster_profile([s for p in profiles if (s := rank_summary(p)) is not None])
+
+
+def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
+    """build_cluster from the ranks' summaries (the first of each rank counts), or None
+    with fewer than two ranks."""
+    by_rank: dict[int, RankSummary] = {}
+    for summary in summaries:
+        by_rank.setdefault(summary.rank, summary)
     if len(by_rank) < 2:
         return None
-    ranks = pd.DataFrame([_rank_row(rank, p) for rank, p in sorted(by_rank.items())])
-    ranks = _add_stages(ranks, [pipeline_stage(r, p) for r, p in sorted(by_rank.items())])
+    members = [by_rank[r] for r in sorted(by_rank)]
+    ranks = pd.DataFrame([s.row for s in members])
+    ranks = _add_stages(ranks, [s.stage for s in members])
     tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}
-    links = build_links(by_rank)
+    links = build_links(members)
     if links is not None:
         tables["links"] = links
-    members = list(by_rank.values())
     first = members[0].meta
     meta = ProfileMeta(
         source_format="cluster",
-        path=os.path.commonpath([p.meta.path for p in members]),
+        path=os.path.commonpath([s.meta.path for s in members]),
         framework=first.framework,
         device_kind=first.device_kind,
         world_size=len(by_rank),
-        files_read=[f for p in members for f in p.meta.files_read],
+        files_read=[f for s in members for f in s.meta.files_read],
         extra={"ranks": sorted(by_rank)},
     )
     return Profile(meta, tables)

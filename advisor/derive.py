@@ -22,16 +22,25 @@ def derive(profile: Profile, needs: Iterable[str], providers: Sequence[MetricPro
     failure becomes a profile warning: the rules depending on it then show up as "not
     applicable" with the missing column named.
     """
+    known: dict[str, bool] = {}
     for need in needs:
-        _supply(profile, need, providers, set())
+        _supply(profile, need, providers, set(), known)
 
 
 def _supply(
-    profile: Profile, need: str, providers: Sequence[MetricProvider], pending: set[str]
+    profile: Profile,
+    need: str,
+    providers: Sequence[MetricProvider],
+    pending: set[str],
+    known: dict[str, bool],
 ) -> bool:
     """Whether `need` is present, after running what supplies it; `pending` holds the needs
-    being supplied further up, so providers that need each other's outputs stop."""
-    if present(profile, need):
+    being supplied further up, so providers that need each other's outputs stop. `known`
+    remembers what is present or absent until a provider adds to the tables (hundreds of
+    needs ask about the same few dozen columns)."""
+    if need not in known:
+        known[need] = present(profile, need)
+    if known[need]:
         return True
     if need in pending:
         return False
@@ -40,7 +49,7 @@ def _supply(
     for provider in providers:
         if provider.name in done or need not in provider.outputs:
             continue
-        if not all(_supply(profile, i, providers, pending) for i in provider.inputs):
+        if not all(_supply(profile, i, providers, pending, known) for i in provider.inputs):
             continue
         done.add(provider.name)
         try:
@@ -49,6 +58,9 @@ def _supply(
             profile.warn(
                 f"<metric {provider.name}>", f"metric provider failed: {type(exc).__name__}: {exc}"
             )
+        # providers only add tables and columns (MetricProvider): what was there still is
+        for name in [n for n, there in known.items() if not there]:
+            del known[name]
         if present(profile, need):
             return True
     return False

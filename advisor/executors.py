@@ -1,19 +1,28 @@
 """Where ranks are read: a local pool of processes or the workers of a Dask cluster.
 
-Both are `concurrent.futures.Executor`s, so reading (reading.read_inputs) maps the same function
-over the claims whichever runs it; only how the executor is opened and closed differs.
+Both are `concurrent.futures.Executor`s, so reading (reading.map_claims) maps the same function
+over the claims whichever runs it; only how the executor is opened and closed differs. Each
+opener also says how many tasks the executor runs at once, so that callers keep only a few
+more than that in flight (`ordered_map`): results that nobody has consumed yet are memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from multiprocessing import get_context
+from typing import TypeVar
 
 from advisor.errors import AdvisorError
 
 DASK_EXTRA = "pip install 'dl-perf-advisor[dask]'"
+IN_FLIGHT_PER_SLOT = 2
+"""Tasks submitted per task the executor runs at once: one running, one queued behind it."""
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class SchedulerError(AdvisorError):
@@ -21,16 +30,17 @@ class SchedulerError(AdvisorError):
 
 
 @contextmanager
-def process_pool(workers: int) -> Iterator[Executor]:
+def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
     """Local worker processes, started with spawn: readers may have started threads
-    (pyarrow) that fork would copy in a broken state."""
+    (pyarrow) that fork would copy in a broken state. Yields the pool and `workers`."""
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        yield pool
+        yield pool, workers
 
 
 @contextmanager
-def dask_executor(address: str) -> Iterator[Executor]:
-    """The workers of the Dask cluster whose scheduler listens at `address` (tcp://...)."""
+def dask_executor(address: str) -> Iterator[tuple[Executor, int]]:
+    """The workers of the Dask cluster whose scheduler listens at `address` (tcp://...), and
+    how many tasks they run at once (their threads, at least 1)."""
     try:
         from distributed import Client
     except ImportError:
@@ -40,4 +50,25 @@ def dask_executor(address: str) -> Iterator[Executor]:
     except (OSError, TimeoutError, ValueError) as exc:
         raise SchedulerError(f"cannot reach the Dask scheduler {address}: {exc}") from None
     with client:
-        yield client.get_executor()
+        yield client.get_executor(), max(1, sum(client.nthreads().values()))
+
+
+def ordered_map(
+    executor: Executor, fn: Callable[[T], R], items: Iterable[T], slots: int
+) -> Iterator[R]:
+    """`fn` over `items` on `executor`, results in the items' order, with at most
+    IN_FLIGHT_PER_SLOT × `slots` items submitted and not yet consumed (Executor.map submits
+    them all at once, so finished results would pile up while the caller is busy). Items
+    not started when the caller stops early are cancelled."""
+    pending: deque[Future[R]] = deque()
+    window = max(1, IN_FLIGHT_PER_SLOT * slots)
+    try:
+        for item in items:
+            pending.append(executor.submit(fn, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()

@@ -1567,7 +1567,7 @@ class Profile:
             return False
         if column is None:
             return True
-        return column in df.columns and bool(df[column].notna().any())
+        return column in df.columns and int(df[column].count()) > 0  # count: 2x notna().any()
 
     def warn(
         self,
@@ -1606,6 +1606,8 @@ def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.D
 
 def _cast(series: pd.Series, dtype: str) -> pd.Series:
     """One column as its documented dtype; values that are not of it become missing."""
+    if _is_cast(series, dtype):
+        return series  # most columns already are: no conversion to pay on every table
     if dtype == "float64":
         return pd.to_numeric(series, errors="coerce").astype("float64")
     if dtype in ("int64", *_NULLABLE_NUMERIC):
@@ -1620,6 +1622,13 @@ def _cast(series: pd.Series, dtype: str) -> pd.Series:
     if dtype == "bool":
         return series.astype("bool")
     return series.astype("string")
+
+
+def _is_cast(series: pd.Series, dtype: str) -> bool:
+    """Whether `_cast` would return the column as it is (exactly its dtype)."""
+    if dtype == "string":
+        return bool(series.dtype == pd.StringDtype())
+    return dtype in ("float64", "int64", "Int64", "bool") and str(series.dtype) == dtype
 
 
 def _has_dtype(series: pd.Series, dtype: str) -> bool:

@@ -201,7 +201,15 @@ def render_outputs(
         for name, report in zip_strict(report_names(result), result.reports):
             outputs[name] = json.dumps(report, indent=2, ensure_ascii=False)
     if "html" in formats:
-        sections = [s for a in result.analyses for s in host.report_sections(a)] if host else []
+        sections = (
+            [
+                s
+                for a in result.analyses
+                for s in (host.report_sections(a) if a.sections is None else a.sections)
+            ]
+            if host
+            else []
+        )
         outputs[HTML_REPORT] = render_html(result.reports, sections=sections)
     if "sarif" in formats:
         from advisor.render.sarif import render_sarif

@@ -1,5 +1,5 @@
-"""Reading inputs: which reader claims each path, reading claims (in parallel for large
-multi-rank runs), and holding every returned profile to the table contract.
+"""Reading inputs: which reader claims each path, reading claims (in parallel for large or
+many-rank runs), and holding every returned profile to the table contract.
 
 This is the one boundary between reader plugins and the core: whatever a reader returns is
 checked here, so a third-party reader's mistake is a warning naming it, never a crash later.
@@ -10,22 +10,29 @@ named here too: readers pass over them without a word.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from advisor.errors import AdvisorError, UnreadableInput
-from advisor.executors import dask_executor, process_pool
+from advisor.executors import dask_executor, ordered_map, process_pool
 from advisor.locate import CLAIM_SCAN_DEPTH, SEARCH_DEPTH, Claim, broken_entries, locate
 from advisor.model import TABLES, Profile, ProfileMeta, TableSpec, hold_to_contract
 from advisor.plugin_manager import PluginHost
 
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
-"""Below this much input, starting worker processes costs more than it saves."""
+"""Below this much input, and below PARALLEL_MIN_CLAIMS ranks, starting worker processes
+costs more than it saves."""
+PARALLEL_MIN_CLAIMS = 16
+"""From this many ranks workers pay off whatever their size: each rank costs a tenth of a
+second or more to read, derive and evaluate, starting a worker about a second (in parallel)."""
+
+R = TypeVar("R")
 
 
-def _read_claim(
+def read_claim(
     claim: Claim, tables: Mapping[str, TableSpec] = TABLES
 ) -> list[Profile] | AdvisorError:
     """Read one claimed path and hold what the reader returns to the table contract; errors
@@ -69,12 +76,15 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-def _workers(claims: Sequence[Claim], jobs: int | None) -> int:
-    """Processes to read with: as asked, or automatically for several large ranks."""
+def workers_for(claims: Sequence[Claim], jobs: int | None) -> int:
+    """Processes to read with: as asked, or automatically for many or several large ranks."""
     if len(claims) < 2:
         return 1
     if jobs is None:
-        big = sum(_size(c.path) for c in claims) >= PARALLEL_MIN_BYTES
+        big = (
+            len(claims) >= PARALLEL_MIN_CLAIMS
+            or sum(_size(c.path) for c in claims) >= PARALLEL_MIN_BYTES
+        )
         jobs = os.cpu_count() or 1 if big else 1
     return max(1, min(jobs, len(claims)))
 
@@ -86,6 +96,46 @@ class Reading:
     profiles: list[Profile] = field(default_factory=list)
     input_errors: list[AdvisorError] = field(default_factory=list)
     plugin_problems: list[str] = field(default_factory=list)
+
+
+def find_claims(paths: Sequence[Path], host: PluginHost, reading: Reading) -> list[Claim]:
+    """The claims of every reader on `paths`; what no reader can read (broken entries beside
+    the claims) is recorded in `reading`."""
+    readers = host.readers()
+    claims: list[Claim] = []
+    for path in paths:
+        found: list[Claim] = []
+        try:
+            found = locate(path, readers, reading.plugin_problems)
+        except UnreadableInput as exc:
+            reading.input_errors.append(exc)
+        claims += found
+        claimed = [c.path for c in found]
+        if path.is_dir() and path not in claimed:  # beside the claims: an input not read
+            reading.input_errors += broken_entries(path, SEARCH_DEPTH, claimed)
+    return claims
+
+
+def map_claims(
+    fn: Callable[[Claim], R],
+    claims: Sequence[Claim],
+    *,
+    workers: int = 1,
+    scheduler: str | None = None,
+) -> Iterator[R]:
+    """`fn` over `claims`, results in the claims' order: on the workers of the Dask cluster
+    at `scheduler`, in `workers` processes (see workers_for), else here one after the other.
+    Only a few claims per worker are in flight at a time, so a caller that reduces each
+    result before taking the next holds memory bounded by the workers, not by the claims.
+    `fn` must be picklable for workers (a module-level function or a partial of one)."""
+    if scheduler is not None:
+        with dask_executor(scheduler) as (executor, slots):
+            yield from ordered_map(executor, fn, claims, slots)
+    elif workers > 1:
+        with process_pool(workers) as (executor, slots):
+            yield from ordered_map(executor, fn, claims, slots)
+    else:
+        yield from map(fn, claims)
 
 
 def read_inputs(
@@ -103,37 +153,19 @@ def read_inputs(
     Failures are recorded in the result, never raised: the readable inputs are still analysed.
     """
     reading = Reading()
-    readers = host.readers()
-    claims: list[Claim] = []
-    for path in paths:
-        found: list[Claim] = []
-        try:
-            found = locate(path, readers, reading.plugin_problems)
-        except UnreadableInput as exc:
-            reading.input_errors.append(exc)
-        claims += found
-        claimed = [c.path for c in found]
-        if path.is_dir() and path not in claimed:  # beside the claims: an input not read
-            reading.input_errors += broken_entries(path, SEARCH_DEPTH, claimed)
-    read = partial(_read_claim, tables=host.tables() if tables is None else tables)
-    if scheduler is not None:
-        with dask_executor(scheduler) as executor:
-            outcomes = list(executor.map(read, claims))
-    elif (workers := _workers(claims, jobs)) > 1:
-        with process_pool(workers) as executor:
-            outcomes = list(executor.map(read, claims))
-    else:
-        outcomes = [read(claim) for claim in claims]
-    for outcome in outcomes:
+    claims = find_claims(paths, host, reading)
+    read = partial(read_claim, tables=host.tables() if tables is None else tables)
+    workers = workers_for(claims, jobs)
+    for outcome in map_claims(read, claims, workers=workers, scheduler=scheduler):
         if isinstance(outcome, AdvisorError):
             reading.input_errors.append(outcome)
         else:
             reading.profiles += outcome
-    reading.profiles.sort(key=_numeric_order)
+    reading.profiles.sort(key=numeric_order)
     return reading
 
 
-def _numeric_order(profile: Profile) -> tuple[int, float]:
+def numeric_order(profile: Profile) -> tuple[int, float]:
     """Ranks, then devices, in numeric order (rank 2 before rank 10); others keep their
     reading order (the sort is stable)."""
     meta = profile.meta

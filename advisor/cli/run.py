@@ -100,13 +100,13 @@ class RunOptions:
     "--jobs",
     type=click.IntRange(min=1),
     default=None,
-    help="Processes to read several ranks with (default: automatic).",
+    help="Processes to read and analyse several ranks with (default: automatic).",
 )
 @click.option(
     "--scheduler",
     metavar="ADDRESS",
     default=None,
-    help="Read the ranks on a Dask cluster: its scheduler's address, e.g. "
+    help="Analyse the ranks on a Dask cluster: its scheduler's address, e.g. "
     "tcp://10.0.0.1:8786 (needs: pip install 'dl-perf-advisor[dask]').",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors (no progress).")
@@ -173,6 +173,7 @@ def run(options: RunOptions) -> int:
         severity=parse_severities(rules.severities),
         config=config,
         scheduler=options.scheduler,
+        keep_tables=False,  # the outputs need each rank's report, not its tables
     )
     for info in host.failed():  # failed at import, validation or in a hook
         error(f"plugin {info.describe()}")

@@ -301,10 +301,14 @@ def evaluate(
     overrides = overrides or {}
     result = Evaluation(lang=lang)
     total_us = profile_time_us(profile)
+    available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
     for rule in rules:
         params = {**rule.params, **overrides.get(rule.id, {})}
         result.params[rule.id] = {k: to_plain(v) for k, v in params.items()}
-        missing = [n for n in rule.needs() if not present(profile, n)]
+        for need in rule.needs():
+            if need not in available:
+                available[need] = present(profile, need)
+        missing = [n for n in rule.needs() if not available[n]]
         try:
             finding = (
                 None if missing else evaluate_rule(rule, profile, params, functions, total_us, lang)
@@ -318,7 +322,7 @@ def evaluate(
         if missing:
             result.not_applicable.append((rule, missing))
             result.outcomes[rule.id] = Outcome.NOT_APPLICABLE
-            result.inapplicable[rule.id] = explain(profile, missing, providers)
+            result.inapplicable[rule.id] = explain(profile, missing, providers, available)
         elif finding is None:
             result.outcomes[rule.id] = Outcome.PASSED
         else:

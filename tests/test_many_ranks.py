@@ -1,0 +1,185 @@
+"""Many ranks as a stream (analyze(keep_tables=False), what `advisor run` uses) and in workers:
+the same reports and cluster as the in-memory path, and no rank's tables kept once reduced."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import shutil
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pandas as pd
+import pytest
+from conftest import FIXTURE_DIR, REAL
+
+import advisor
+import advisor.api
+from advisor.api import AnalysisResult
+from advisor.executors import IN_FLIGHT_PER_SLOT, ordered_map
+from advisor.hookspecs import ReportSection, hookimpl
+from advisor.model import Profile
+from advisor.outputs import render_outputs
+from advisor.plugin_manager import PluginHost
+from advisor.session import Session, SessionMismatch, reopen
+
+DDP4 = sorted((FIXTURE_DIR / "kineto_own").glob("ddp4_rank*.pt.trace.json.gz"))
+MINDSPORE_CLUSTER = REAL / "mindspore_cluster_4rank"
+
+
+@pytest.fixture
+def ddp4(tmp_path: Path) -> Path:
+    """The own 4-rank DDP traces, one claim each, copied (fixtures stay untouched)."""
+    folder = tmp_path / "ddp4"
+    folder.mkdir()
+    for trace in DDP4:
+        shutil.copy(trace, folder)
+    return folder
+
+
+def comparable(result: AnalysisResult) -> list[dict[str, Any]]:
+    """Every report but the time it was generated."""
+    reports = []
+    for report in result.reports:
+        report = {**report, "advisor": dict(report["advisor"])}
+        del report["advisor"]["generated_at"]
+        reports.append(report)
+    return reports
+
+
+def assert_same(result: AnalysisResult, reference: AnalysisResult) -> None:
+    assert not result.input_errors and not reference.input_errors
+    assert comparable(result) == comparable(reference)
+    assert [a.profile.meta for a in result.analyses] == [a.profile.meta for a in reference.analyses]
+    cluster, expected = result.analyses[-1], reference.analyses[-1]
+    assert cluster.profile.meta.source_format == expected.profile.meta.source_format == "cluster"
+    pd.testing.assert_frame_equal(cluster.tables["ranks"], expected.tables["ranks"])
+    assert cluster.tables.keys() == expected.tables.keys()
+    for name in cluster.tables:
+        pd.testing.assert_frame_equal(cluster.tables[name], expected.tables[name])
+
+
+def test_stream_gives_the_in_memory_reports_and_cluster_on_the_ddp4_traces(ddp4):
+    reference = advisor.analyze(ddp4, jobs=1)
+    assert_same(advisor.analyze(ddp4, jobs=1, keep_tables=False), reference)
+
+
+def test_stream_gives_the_in_memory_reports_and_cluster_on_the_mindspore_cluster():
+    reference = advisor.analyze(MINDSPORE_CLUSTER, jobs=1)
+    assert "links" in reference.analyses[-1].tables  # the summaries carry the link rows too
+    assert_same(advisor.analyze(MINDSPORE_CLUSTER, jobs=1, keep_tables=False), reference)
+
+
+@pytest.mark.integration
+def test_workers_evaluate_and_give_the_same_reports(ddp4):
+    reference = advisor.analyze(ddp4, jobs=1)
+    for keep_tables in (False, True):
+        result = advisor.analyze(ddp4, jobs=2, keep_tables=keep_tables)
+        assert_same(result, reference)
+        # shipped back as references: the findings' rules are this process's own
+        ids = {id(rule) for rule in result.rules}
+        assert result.findings and all(id(f.rule) in ids for f in result.findings)
+    kept = advisor.analyze(ddp4, jobs=2)
+    assert kept.analyses[0].tables["host_ops"].equals(reference.analyses[0].tables["host_ops"])
+
+
+def test_reduced_ranks_keep_no_table(ddp4, monkeypatch):
+    """Once analysed, no table of a rank stays alive (its report has the figures); with
+    keep_tables every one does."""
+    real_derive = Session.derive
+    for keep_tables in (False, True):
+        derived: list[weakref.ref[pd.DataFrame]] = []
+
+        def derive(session, profile, *args, derived=derived):
+            real_derive(session, profile, *args)
+            derived.extend(weakref.ref(frame) for frame in profile.tables.values())
+
+        monkeypatch.setattr(Session, "derive", derive)
+        result = advisor.analyze(ddp4, jobs=1, keep_tables=keep_tables)
+        gc.collect()
+        alive = sum(ref() is not None for ref in derived)
+        *ranks, cluster = result.analyses
+        assert len(ranks) == 4 and len(derived) >= 4 * 10  # ten tables or more per rank
+        if keep_tables:
+            assert alive == len(derived)
+            continue
+        assert alive == 0
+        for analysis in ranks:
+            assert analysis.tables == {} and analysis.metrics.steps.empty
+            assert analysis.report["metrics"]["steps"]  # the report holds the figures
+        assert "ranks" in cluster.tables  # the cluster's own tables are kept: a row per rank
+
+
+def test_a_rank_is_dropped_before_the_next_is_read(ddp4, monkeypatch):
+    """Memory is bounded by the jobs: when a rank is read (one job here), no profile read
+    earlier (holding that rank's tables) is alive any more; with keep_tables all are."""
+    real_read_claim = advisor.api.read_claim
+    for keep_tables, expected in ((False, [0, 0, 0, 0]), (True, [0, 1, 2, 3])):
+        earlier: list[weakref.ref[Profile]] = []
+        alive: list[int] = []
+
+        def read_claim(claim, tables, earlier=earlier, alive=alive):
+            gc.collect()
+            alive.append(sum(ref() is not None for ref in earlier))
+            profiles = real_read_claim(claim, tables)
+            earlier += [weakref.ref(p) for p in profiles]
+            return profiles
+
+        monkeypatch.setattr(advisor.api, "read_claim", read_claim)
+        advisor.analyze(ddp4, jobs=1, keep_tables=keep_tables)
+        assert alive == expected
+
+
+def test_ordered_map_keeps_few_items_in_flight():
+    submitted: list[int] = []
+    consumed: list[int] = []
+    most = 0
+
+    def work(item: int) -> int:
+        return item * 2
+
+    with ThreadPoolExecutor(3) as executor:
+        original = executor.submit
+
+        def submit(fn, item):
+            submitted.append(item)
+            return original(fn, item)
+
+        executor.submit = submit  # type: ignore[method-assign]
+        for result in ordered_map(executor, work, range(40), slots=3):
+            most = max(most, len(submitted) - len(consumed))
+            consumed.append(result)
+    assert consumed == [i * 2 for i in range(40)]
+    assert most == IN_FLIGHT_PER_SLOT * 3
+
+
+def test_a_worker_with_other_rules_refuses():
+    session = Session.open(select=["STEP-001"])
+    assert session.recipe is not None
+    assert reopen(session.recipe).recipe == session.recipe
+    wrong = dataclasses.replace(session.recipe, selected=(("STEP-001", "elsewhere.yaml"),))
+    with pytest.raises(SessionMismatch, match="other rules than this run"):
+        reopen(wrong)
+
+
+def test_a_session_with_the_callers_plugins_is_not_reopened_in_workers():
+    assert Session.open(host=PluginHost()).recipe is not None
+    assert Session.open(host=PluginHost(extra=[("mine", SimpleNamespace())])).recipe is None
+
+
+def test_plugin_sections_see_the_tables_before_they_are_dropped(ddp4):
+    @hookimpl
+    def advisor_report_sections(analysis):
+        steps = analysis.tables.get("steps")
+        return (
+            [ReportSection("Steps seen", f"<p>{len(steps)} steps</p>")] if steps is not None else []
+        )
+
+    plugin = SimpleNamespace(advisor_report_sections=advisor_report_sections)
+    host = PluginHost(extra=[("sections", plugin)])
+    result = advisor.analyze(ddp4, host=host, jobs=2, keep_tables=False)
+    html = render_outputs(result, ["html"], host)["report.html"]
+    assert html.count("<p>6 steps</p>") == 4 and host.failed() == []
