@@ -260,11 +260,15 @@ def _launched(top: pd.DataFrame, device: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(links) if links else pd.DataFrame(columns=["device", "top"])
 
 
-def _op_times(top: pd.DataFrame, device: pd.DataFrame | None) -> tuple[pd.DataFrame, str]:
+def _op_times(
+    top: pd.DataFrame, device: pd.DataFrame | None, links: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, str]:
     """Per top-level operator: its time and its longest part, on the device when kernels
-    are linked to the host calls that launched them, else on the host."""
-    links = _launched(top, device) if device is not None else pd.DataFrame()
-    if links.empty:
+    are linked to the host calls that launched them (`links`, from _launched), else on the
+    host."""
+    if links is None:
+        links = _launched(top, device) if device is not None else pd.DataFrame()
+    if links.empty or device is None:
         duration = top["duration_us"].astype("float64")
         return pd.DataFrame({"total": duration, "longest": duration}), "host"
     durations = device.loc[links["device"], "duration_us"].to_numpy("float64", na_value=0.0)
@@ -276,8 +280,10 @@ def _op_times(top: pd.DataFrame, device: pd.DataFrame | None) -> tuple[pd.DataFr
     return per_op.reindex(top.index, fill_value=0.0), "device"
 
 
-def _step(frame: pd.DataFrame, label: Any) -> Any:
-    return frame.at[label, "step"] if "step" in frame else pd.NA
+def _step(steps: pd.Series | None, label: Any) -> Any:
+    """A row's step from the step column, if any (a column's .at costs a fifth of the
+    frame's)."""
+    return pd.NA if steps is None else steps.at[label]
 
 
 def affinity_rows(
@@ -290,6 +296,7 @@ def affinity_rows(
     matches: dict[Pattern, list[dict[str, Any]]] = defaultdict(list)
     claimed: set[Any] = set()
     candidates = top[~top["in_optimizer"]]
+    steps = top.get("step")  # the calls' labels are top's
     for _, calls in candidates.groupby("thread", dropna=False, sort=False):
         labels = list(calls.index)
         names = [_PREFIXES.sub("", str(n)) for n in calls["name"]]
@@ -299,7 +306,7 @@ def affinity_rows(
             matches[pattern].append(
                 {
                     "start": float(calls.at[part[0], "start_us"]),
-                    "step": _step(calls, part[0]),
+                    "step": _step(steps, part[0]),
                     "names": names[first:last],
                     "ops": len(part),
                     "total": float(times.loc[part, "total"].sum()),
@@ -324,12 +331,16 @@ def affinity_rows(
 
 
 def kernel_sequence_rows(
-    top: pd.DataFrame, device: pd.DataFrame, claimed: set[Any]
+    top: pd.DataFrame,
+    device: pd.DataFrame,
+    claimed: set[Any],
+    links: pd.DataFrame | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """HTA's frequent kernel sequences with the top-level operators as roots: the kernels
     one call launched, grouped by (operator, kernel names), for calls launching at least
     MIN_KERNELS kernels outside affinity matches and optimizer steps."""
-    links = _launched(top, device)
+    if links is None:
+        links = _launched(top, device)
     if links.empty:
         return [], 0
     free = top.index[~top["in_optimizer"] & ~top.index.isin(list(claimed))]
@@ -345,7 +356,7 @@ def kernel_sequence_rows(
     all_names = [str(n) for n in kernels["name"]]
     all_durations = kernels["duration_us"].to_numpy("float64", na_value=0.0)
     all_starts = kernels["start_us"].tolist()
-    top_names = top["name"]
+    top_names, steps = top["name"], top.get("step")
     short: dict[str, str] = {}
     for code in np.flatnonzero(np.diff(ends, prepend=0) >= MIN_KERNELS).tolist():
         rows = order[ends[code - 1] if code else 0 : ends[code]]
@@ -356,7 +367,7 @@ def kernel_sequence_rows(
         groups[(root, *names)].append(
             {
                 "start": float(all_starts[rows[0]]),
-                "step": _step(top, label),
+                "step": _step(steps, label),
                 "names": [short.get(n) or short.setdefault(n, _short(n)) for n in names],
                 "ops": len(names),
                 "total": float(durations.sum()),
@@ -454,11 +465,12 @@ def fusion_candidates(profile: Profile) -> None:
     top = _top_level(profile)
     rows: list[dict[str, Any]] = []
     if top is not None:
-        times, basis = _op_times(top, device)
+        links = _launched(top, device) if device is not None else pd.DataFrame()
+        times, basis = _op_times(top, device, links)
         found, claimed = affinity_rows(profile, top, times, basis)
         rows += found + [_scan("affinity_api", int((~top["in_optimizer"]).sum()))]
         if device is not None and "start_us" in device:
-            found, scanned = kernel_sequence_rows(top, device, claimed)
+            found, scanned = kernel_sequence_rows(top, device, claimed, links)
             rows += found + [_scan("kernel_sequence", scanned)]
     elif device is not None:
         found, scanned = graph_rows(device, profile.tables.get("graph_fusions"))
