@@ -57,6 +57,9 @@ class ProfileAnalysis:
     sections: list[ReportSection] | None = field(default=None, repr=False)
     """The plugins' HTML sections, computed before the tables were dropped; None: computed
     by the HTML output from this analysis."""
+    window_rows: dict[str, pd.DataFrame] | None = field(default=None, repr=False)
+    """The rows of the findings' windows that their trace snippets need, kept when the tables
+    were dropped (advisor/traces.py); None: the snippets read the profile's tables."""
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -81,10 +84,12 @@ class ProfileAnalysis:
 
     def without_tables(self, host: PluginHost) -> ProfileAnalysis:
         """This analysis with what its outputs need computed now (the report, `host`'s HTML
-        sections) and the profile's tables dropped, all but AOE results (`tuning`, which the
-        tuning loop of the other profiles reads); `metrics` are then empty (the report holds
-        them). What is kept per profile is small, so a run of many ranks needs memory for the
-        ranks being analysed only."""
+        sections, the rows its findings' trace snippets show) and the profile's tables
+        dropped, all but AOE results (`tuning`, which the tuning loop of the other profiles
+        reads); `metrics` are then empty (the report holds them). What is kept per profile is
+        small, so a run of many ranks needs memory for the ranks being analysed only."""
+        from advisor.traces import window_rows
+
         kept = {"tuning": self.tables["tuning"]} if "tuning" in self.tables else {}
         profile = self.profile
         return ProfileAnalysis(
@@ -96,6 +101,7 @@ class ProfileAnalysis:
             self.tuning,
             build_report(profile, self.evaluation, self.rules, self.run, self.metrics, None),
             host.report_sections(self),
+            window_rows(profile, self.findings),
         )
 
     def findings_frame(self) -> pd.DataFrame:

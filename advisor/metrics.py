@@ -1,8 +1,9 @@
 """The figures every report shows beside the findings, derived once per profile as tables.
 
-Steps, device time per core type and per compute class, host-side counts and the per-rank
-chart are computed here, after deriving and before any output, so the JSON, HTML, terminal and
-notebook all show the same numbers; renderers only convert them.
+Steps, device time per core type and per compute class, host-side counts, the per-rank
+chart and the per-step timeline (the timeline_lanes table) are computed here, after deriving
+and before any output, so the JSON, HTML, terminal and notebook all show the same numbers;
+renderers only convert them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ RANK_COLUMNS = (
     "comm_not_overlapped_us",
     "free_us",
 )
+TIMELINE_COLUMNS = ("lane", "step", "start_us", "end_us", "busy_us")
 SHORT_KERNEL_US = 10.0
 """Compute kernels shorter than this are counted as small (launch overhead dominates them)."""
 
@@ -55,6 +57,9 @@ class ProfileMetrics:
     small_kernel_share, kernels (those the profile records)."""
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per rank of a cluster profile: the means of RANK_COLUMNS."""
+    timeline: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """The timeline_lanes table (lane, step, start_us, end_us, busy_us): the device's lane
+    instant by instant over a few steps around the slowest."""
 
     def to_json(self) -> dict[str, Any]:
         """The metrics as the prof_rule report holds them (lists of plain rows)."""
@@ -64,6 +69,7 @@ class ProfileMetrics:
             "compute_classes": _records(self.compute_classes),
             "host": dict(self.host),
             "ranks": _records(self.ranks),
+            "timeline": _records(self.timeline),
         }
 
 
@@ -164,4 +170,5 @@ def profile_metrics(profile: Profile) -> ProfileMetrics:
         compute_classes=compute_class_time(profile),
         host=host_counts(profile),
         ranks=_columns(profile, "ranks", RANK_COLUMNS),
+        timeline=_columns(profile, "timeline_lanes", TIMELINE_COLUMNS),
     )

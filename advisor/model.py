@@ -638,6 +638,34 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "timeline_lanes",
+            "stretch of one lane of the device timeline, for the report's per-step timeline "
+            "(derived): a few consecutive steps around the slowest, the gaps between them "
+            "included; at each instant the device is in exactly one lane, as in step_bounds",
+            (
+                _c(
+                    "lane",
+                    "string",
+                    "",
+                    "compute (a non-communication task runs), communication (only "
+                    "communication runs), data, host or idle (nothing runs: a data-loader "
+                    "call, the host holding the device up, or unexplained)",
+                    True,
+                ),
+                _c("step", "Int64", "", "the step the stretch lies in; missing between steps"),
+                _c("start_us", "float64", US, "start of the stretch", True),
+                _c("end_us", "float64", US, "end of the stretch", True),
+                _c(
+                    "busy_us",
+                    "float64",
+                    US,
+                    "the lane's time inside the stretch: stretches closer than the chart's "
+                    "resolution are joined, so busy_us can be less than end_us - start_us",
+                    True,
+                ),
+            ),
+        ),
+        TableSpec(
             "comm_ops",
             "communication operation",
             (

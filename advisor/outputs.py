@@ -10,7 +10,9 @@ next run into the same folder removes the outputs of the earlier run that it doe
 rewrite (the report of a rank that is no longer analysed, a tuning file no operator needs any
 more), and nothing else: a file advisor did not write is never touched, and a manifest that
 is missing, corrupt or names anything but a plain file of that folder is ignored for those
-entries.
+entries. The findings' trace snippets (advisor/traces.py) are the one exception to "plain
+file": they go into the folder's `traces/` folder (never through a link), listed and removed
+the same way.
 
     >>> import advisor
     >>> from advisor.compare import compare
@@ -48,9 +50,11 @@ MANIFEST = ".advisor-manifest.json"
 """The file, in an output folder, naming the files advisor wrote there (per command)."""
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_LABEL = 64  # characters of a profile-derived label in an output file name
-FILE_FORMATS = ("json", "html", "sarif", "junit")
+TRACES = "traces"
+"""The format of the findings' trace snippets, and the folder they are written into."""
+FILE_FORMATS = ("json", "html", "sarif", "junit", TRACES)
 """The formats of a run that are files; `text` is the terminal summary."""
-REPORT_FORMATS = ("json", "html")
+REPORT_FORMATS = ("json", "html", TRACES)
 """What write_outputs writes when no formats are named: the reports people read."""
 COMPARE_FILE_FORMATS = ("json", "html", "xlsx")
 """The formats of a comparison that are files."""
@@ -197,6 +201,7 @@ def render_outputs(
     from advisor.render.html import render_html
 
     outputs: dict[str, str] = {}
+    snippets, links = trace_outputs(result) if TRACES in formats else ({}, [])
     if "json" in formats:
         for name, report in zip_strict(report_names(result), result.reports):
             outputs[name] = json.dumps(report, indent=2, ensure_ascii=False)
@@ -210,7 +215,7 @@ def render_outputs(
             if host
             else []
         )
-        outputs[HTML_REPORT] = render_html(result.reports, sections=sections)
+        outputs[HTML_REPORT] = render_html(result.reports, sections=sections, traces=links)
     if "sarif" in formats:
         from advisor.render.sarif import render_sarif
 
@@ -219,10 +224,34 @@ def render_outputs(
         from advisor.render.junit import render_junit
 
         outputs[JUNIT_FILE] = render_junit(result, fail_on)
+    outputs.update(snippets)
     tune_ops = tune_ops_file(result)
     if tune_ops is not None and any(f in formats for f in FILE_FORMATS):
         outputs[TUNE_OPS_FILE] = tune_ops
     return outputs
+
+
+def trace_outputs(result: AnalysisResult) -> tuple[dict[str, str], list[dict[int, str]]]:
+    """The findings' trace snippets (`traces/finding-....json` -> content, advisor/traces.py)
+    and, per report, the relative link of each finding's snippet by its number, which the
+    HTML report shows. A run of several profiles names each snippet after its report:
+    `prof_rule_rank3.json`'s finding 2 is `traces/finding-rank3-2.json`."""
+    from advisor.traces import run_snippets, snippet_name
+
+    labels = (
+        [None]
+        if len(result.analyses) == 1
+        else [n.removeprefix("prof_rule_").removesuffix(".json") for n in report_names(result)]
+    )
+    files: dict[str, str] = {}
+    links: list[dict[int, str]] = []
+    for label, snippets in zip_strict(labels, run_snippets(result)):
+        mine: dict[int, str] = {}
+        for number, document in snippets.items():
+            mine[number] = f"{TRACES}/{snippet_name(label, number)}"
+            files[mine[number]] = json.dumps(document, ensure_ascii=False)
+        links.append(mine)
+    return files, links
 
 
 def tune_ops_file(result: AnalysisResult) -> str | None:
@@ -320,11 +349,15 @@ def read_manifest(out_dir: Path) -> dict[str, list[str]]:
 
 
 def _own_name(name: Any) -> bool:
+    """A plain name of the folder, or of its TRACES folder (`traces/finding-1.json`)."""
+    if not isinstance(name, str):
+        return False
+    folder, _, base = name.rpartition("/")
     return (
-        isinstance(name, str)
+        folder in ("", TRACES)
         and name != MANIFEST
-        and _OWN_NAME.fullmatch(name) is not None
-        and ".." not in name
+        and _OWN_NAME.fullmatch(base) is not None
+        and ".." not in base
     )
 
 
@@ -347,14 +380,35 @@ def _is_file(path: Path) -> bool:
 
 
 def _remove_own(out_dir: Path, name: str) -> None:
-    """Remove an earlier output: a regular file directly in the folder, nothing else (a link
-    or folder under that name was not written by advisor)."""
+    """Remove an earlier output: a regular file directly in the folder or in its TRACES
+    folder, nothing else (a link or folder under that name was not written by advisor)."""
     path = out_dir / name
-    if path.parent.resolve() == out_dir.resolve() and _is_file(path):
+    if _in_own_folder(out_dir, path) and _is_file(path):
         try:
             path.unlink(missing_ok=True)
         except OSError as exc:
             raise _cannot("remove this earlier output", path, exc) from exc
+
+
+def _in_own_folder(out_dir: Path, path: Path) -> bool:
+    """`path` lies directly in `out_dir`, or in its TRACES folder when that is a folder of
+    its own (a link to another folder is not advisor's)."""
+    parent = path.parent
+    if parent == out_dir:
+        return True
+    return parent == out_dir / TRACES and not parent.is_symlink() and parent.is_dir()
+
+
+def _traces_folder(out_dir: Path) -> None:
+    """Create the TRACES folder, refusing a link or a file in its place (snippets written
+    through a link would land outside the output folder)."""
+    folder = out_dir / TRACES
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise OutputError(folder, "not a folder advisor can write trace snippets into")
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise _cannot("create the folder", folder, exc) from exc
 
 
 def write_files(
@@ -387,11 +441,17 @@ def write_files(
     }
     if not set(names) <= set(before):
         _write_manifest(out_dir, {**previous, command: list(dict.fromkeys([*before, *names]))})
+    if any("/" in name for name in names):
+        _traces_folder(out_dir)
     for name, content in outputs.items():
         write_atomic(out_dir / name, content)
     others = {n for listed in previous.values() for n in listed}
     for name in before:
         if name not in outputs and name not in others:
             _remove_own(out_dir, name)
+    folder = out_dir / TRACES
+    if any("/" in name for name in before) and folder.is_dir() and not folder.is_symlink():
+        with contextlib.suppress(OSError):  # an emptied folder goes; one with other files stays
+            folder.rmdir()
     _write_manifest(out_dir, {**previous, command: names})
     return [out_dir / name for name in names]

@@ -33,10 +33,12 @@ RUN_NEEDS = (
     "host_ops.step",
     "step_bounds",
     "op_stacks",
+    "timeline_lanes",
 )
 """What every run derives for every profile besides the needs of the rules: the report's
-breakdown, statistics and charts, the critical path findings' savings are bounded by, and
-the user code lines behind the operators findings name (op_stacks)."""
+breakdown, statistics and charts (the per-step timeline too), the critical path findings'
+savings are bounded by, and the user code lines behind the operators findings name
+(op_stacks)."""
 
 
 class SessionMismatch(AdvisorError):

@@ -20,6 +20,14 @@ does; the idle remainder (duration minus both) is split by the device timeline. 
 timeline measures more of a kind than the remainder holds (a profiler's step figures and its
 task timeline can disagree), the measured kind is cut to what is left, data first, then
 host, so the five parts always add up to the step.
+
+The same split, instant by instant rather than summed, is the `timeline_lanes` table the
+report's timeline draws: over a few consecutive steps around the slowest (and the gaps between
+them) each moment is in one lane, compute (any non-communication task runs), communication
+(only communication runs), or, when nothing runs, data, host or idle as above (between steps,
+data is the profiler's data wait where it reports one). The lanes come from the device
+timeline, so their sums can differ from step_bounds where a profiler's step figures and its
+tasks disagree.
 """
 
 from __future__ import annotations
@@ -35,6 +43,12 @@ from advisor.model import Profile, conform
 BOUNDS = ("compute", "communication", "host", "data", "idle")
 """The categories, in the order ties are broken (compute first: a step evenly split between
 computing and something else is not called bound by the something else)."""
+TIMELINE_STEPS = 8
+"""Consecutive steps the timeline_lanes table covers at most (the slowest among them)."""
+TIMELINE_RESOLUTION = 500
+"""Stretches of a lane closer than this fraction of the covered span are joined (their
+busy_us keeps the lane's exact time), so the table stays small however many tasks ran."""
+_TIMES = ("start_us", "end_us", "busy_us")
 HOST_KINDS = ("sync", "compile", "compile_execute", "launch")
 """host_ops kinds during which device idle time is the host's."""
 
@@ -157,6 +171,108 @@ def step_bounds(profile: Profile) -> None:
     profile.tables["step_bounds"] = conform("step_bounds", table)
 
 
+def _shown_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps the timeline shows, in time order: all of them up to TIMELINE_STEPS, else
+    that many consecutive ones with the slowest among the first half."""
+    placed = steps.dropna(subset=["start_us", "end_us"])
+    placed = placed[placed["end_us"] > placed["start_us"]]
+    placed = placed.sort_values("start_us", kind="stable").reset_index(drop=True)
+    if len(placed) <= TIMELINE_STEPS:
+        return placed
+    slowest = int((placed["end_us"] - placed["start_us"]).to_numpy("float64").argmax())
+    first = min(max(slowest - TIMELINE_STEPS // 2 + 1, 0), len(placed) - TIMELINE_STEPS)
+    return placed.iloc[first : first + TIMELINE_STEPS]
+
+
+def _coarse(
+    merged: intervals.Intervals, resolution: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, time inside) of a merged set's stretches, those closer than
+    `resolution` joined: a lane of thousands of kernels becomes a few stretches per pixel."""
+    starts, ends = merged
+    if starts.size == 0:
+        return starts, ends, np.empty(0)
+    new = np.empty(starts.size, dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] - ends[:-1] >= resolution
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, starts.size - 1)
+    busy = np.bincount(np.cumsum(new) - 1, weights=ends - starts)
+    return starts[first], ends[last], busy
+
+
+def _segments(shown: pd.DataFrame) -> list[tuple[float, float, int | None, float]]:
+    """(start, end, step, data wait) of each shown step and of the gaps between them (step
+    None, with the data wait the profiler reports for the step after it, else NaN); a step
+    overlapping the one before starts where that one ended."""
+    out: list[tuple[float, float, int | None, float]] = []
+    waits = (
+        shown["data_aug_bound_us"].to_numpy("float64", na_value=np.nan)
+        if "data_aug_bound_us" in shown
+        else np.full(len(shown), np.nan)
+    )
+    reached = -np.inf
+    for (step, lo, hi), wait in zip_strict(
+        shown[["step", "start_us", "end_us"]].itertuples(index=False), waits
+    ):
+        if np.isfinite(reached) and lo > reached:
+            out.append((reached, float(lo), None, float(wait)))
+        lo = max(float(lo), reached)
+        if hi > lo:
+            out.append((lo, float(hi), int(step), np.nan))
+        reached = max(reached, float(hi))
+    return out
+
+
+def _leading(merged: intervals.Intervals, amount: float) -> intervals.Intervals:
+    """The first `amount` µs of a merged set."""
+    starts, ends = merged
+    lengths = ends - starts
+    before = np.concatenate(([0.0], np.cumsum(lengths)[:-1]))
+    take = np.clip(amount - before, 0.0, lengths)
+    keep = take > 0
+    return starts[keep], (starts + take)[keep]
+
+
+def timeline_lanes(profile: Profile) -> None:
+    """The timeline_lanes table: which lane the device is in, instant by instant, over a few
+    steps (the report draws it; TIMELINE_STEPS, TIMELINE_RESOLUTION bound its size)."""
+    shown = _shown_steps(profile.tables["steps"])
+    ops = profile.tables["device_ops"]
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    end = start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
+    comm = (ops["category"] == "communication").fillna(False).to_numpy(bool)
+    compute_set = intervals.merge(start[~comm], end[~comm])
+    comm_set = intervals.subtract(intervals.merge(start[comm], end[comm]), compute_set)
+    busy = intervals.union(compute_set, comm_set)
+    data_set = _host_set(profile, ("dataloader",))
+    host_set = intervals.union(_host_set(profile, HOST_KINDS), _device(profile)[1])
+    segments = _segments(shown)
+    span = segments[-1][1] - segments[0][0] if segments else 0.0
+    resolution = span / TIMELINE_RESOLUTION
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in ("lane", "step", *_TIMES)}
+    for lo, hi, step, wait in segments:
+        idle = intervals.complement(busy, lo, hi)
+        # between steps the profiler's own data wait wins, as in step_bounds.between_data_us
+        data = intervals.intersect(idle, data_set) if np.isnan(wait) else _leading(idle, wait)
+        not_data = intervals.subtract(idle, data)
+        lanes = (
+            ("compute", intervals.clip(compute_set, lo, hi)),
+            ("communication", intervals.clip(comm_set, lo, hi)),
+            ("data", data),
+            ("host", intervals.intersect(not_data, host_set)),
+            ("idle", intervals.subtract(not_data, host_set)),
+        )
+        for lane, merged in lanes:
+            parts = _coarse(merged, resolution)
+            columns["lane"].append(np.full(parts[0].size, lane, dtype=object))
+            columns["step"].append(np.full(parts[0].size, step, dtype=object))
+            for name, values in zip_strict(_TIMES, parts):
+                columns[name].append(values)
+    table = pd.DataFrame({c: np.concatenate(v) if v else np.empty(0) for c, v in columns.items()})
+    profile.tables["timeline_lanes"] = conform("timeline_lanes", table)
+
+
 PROVIDERS = [
     MetricProvider(
         "step_bounds",
@@ -181,6 +297,14 @@ PROVIDERS = [
         ),
         step_bounds,
         "step_bounds: each step's time on the critical path by what bounds it",
+    ),
+    MetricProvider(
+        "timeline_lanes",
+        ("steps.start_us", "steps.end_us", "device_ops.start_us"),
+        ("timeline_lanes", *(f"timeline_lanes.{c}" for c in ("lane", "step", *_TIMES))),
+        timeline_lanes,
+        "timeline_lanes: the device's lane (compute, communication, data, host, idle) over "
+        "a few steps, for the report's timeline",
     ),
 ]
 

@@ -100,6 +100,16 @@ DOM_SUMMARY = """(() => {
       .filter(a => ['href', 'src', 'xlink:href', 'action', 'formaction'].includes(a.name))
       .map(a => a.value)),
     styleSheets: document.styleSheets.length,
+    timeline: [...document.querySelectorAll('svg.timeline')].map(s => ({
+      box: box(s), visible: visible(s),
+      lanes: [...s.querySelectorAll('g.lane')].map(g => ({
+        lane: g.getAttribute('data-lane'), label: box(g.querySelector('text')),
+        drawn: [...g.querySelectorAll('rect')].filter(r =>
+          r.getBoundingClientRect().width > 0 && r.getBoundingClientRect().height > 0).length})),
+      markers: [...s.querySelectorAll('a.marker')].map(a => ({
+        n: Number(a.getAttribute('data-finding')), box: box(a.querySelector('circle')),
+        target: document.getElementById(a.getAttribute('href').slice(1)) !== null}))})),
+    traceLinks: [...document.querySelectorAll('a.trace-link')].map(a => a.getAttribute('href')),
     text: document.body.textContent,
   };
 })()"""
@@ -451,7 +461,37 @@ def test_harness_detects_requests_errors_and_dialogs(browser: Browser, tmp_path:
 def test_demo_report_in_browser(browser: Browser, tmp_path: Path) -> None:
     reports = run_advisor(DEMO, tmp_path / "out")
     page = browser.load(tmp_path / "out/report.html")
-    check_report_page(page, reports, "browser-demo.png")
+    dom = check_report_page(page, reports, "browser-demo.png")
+    check_timeline(dom, reports[0], tmp_path / "out")
+
+
+def check_timeline(dom: dict, report: dict, out: Path) -> None:
+    """The timeline is laid out and drawn: a visible lane per lane the report has, each
+    with its stretches and a label that fits its column, a marker per finding window inside
+    the steps shown, side by side and linked to its finding; every snippet link resolves."""
+    (timeline,) = dom["timeline"]
+    assert timeline["visible"] and timeline["box"]["width"] > 500
+    rows = report["metrics"]["timeline"]
+    counts = {lane: sum(r["lane"] == lane for r in rows) for lane in {r["lane"] for r in rows}}
+    lanes = {lane["lane"]: lane for lane in timeline["lanes"]}
+    assert {lane for lane, n in counts.items() if n} <= set(lanes)
+    for name, lane in lanes.items():
+        assert lane["drawn"] == counts.get(name, 0)
+        assert lane["label"]["width"] > 0 and lane["label"]["x"] >= timeline["box"]["x"]
+    lo = min(r["start_us"] for r in rows)
+    hi = max(r["end_us"] for r in rows)
+    windows = [f for _, f in findings_by_rank(report) if f.get("window")]
+    inside = [
+        f["rank"] for f in windows if f["window"]["end_us"] >= lo and f["window"]["start_us"] <= hi
+    ]
+    markers = sorted(timeline["markers"], key=lambda m: m["box"]["x"])
+    assert sorted(m["n"] for m in markers) == sorted(inside)
+    assert all(m["target"] and m["box"]["width"] > 0 for m in markers)
+    assert all(
+        b["box"]["x"] >= a["box"]["x"] + a["box"]["width"] for a, b in zip(markers, markers[1:])
+    )
+    assert len(dom["traceLinks"]) == len(windows)
+    assert all((out / link).is_file() for link in dom["traceLinks"])
 
 
 def test_hostile_names_are_shown_as_text_and_never_run(browser: Browser, tmp_path: Path) -> None:

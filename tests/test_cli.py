@@ -431,7 +431,7 @@ def test_closing_line_names_the_files_written(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (
         proc.stdout.rstrip().splitlines()[-1]
-        == "Wrote report.html, prof_rule_0.json, operator_tuning_file.cfg in out"
+        == "Wrote report.html, prof_rule_0.json, traces/, operator_tuning_file.cfg in out"
     )
     assert "(details in report.html)" in proc.stdout
     assert "use --format html or json" not in proc.stdout

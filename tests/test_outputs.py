@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -60,7 +61,15 @@ def run(*args: object) -> int:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir()}
+    """Every file under `folder` (the trace snippets in traces/ too), by relative name."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def top_level(names: Iterable[str]) -> set[str]:
+    """The names of a snapshot outside the traces/ folder, which is checked on its own."""
+    return {n for n in names if "/" not in n}
 
 
 def check_name(name: str) -> None:
@@ -94,7 +103,8 @@ def test_interrupted_run_leaves_the_earlier_report_intact(
     out = tmp_path / "out"
     assert run(DEMO, "-o", out) == 0
     before = snapshot(out)
-    assert set(before) == OUTPUTS
+    assert top_level(before) == OUTPUTS
+    assert any(n.startswith("traces/finding-") for n in before)
     (out / "report.html").write_text("<p>earlier report</p>", encoding="utf-8")
     before = snapshot(out)
 
@@ -112,7 +122,7 @@ def test_interrupted_run_leaves_the_earlier_report_intact(
     assert run(DEMO, "-o", out) != 0
     after = snapshot(out)
     assert after["report.html"] == before["report.html"], "the earlier report was damaged"
-    assert set(after) == OUTPUTS, "temp files were left behind"
+    assert set(after) == set(before), "temp files were left behind"
     if where == "render":
         assert after == before, "nothing should change when rendering fails"
 
@@ -121,11 +131,11 @@ def test_rerun_into_the_same_folder_replaces_the_reports(tmp_path: Path) -> None
     out = tmp_path / "out"
     assert run(DEMO, "-o", out) == 0
     first = snapshot(out)
-    for path in out.iterdir():
-        path.write_text("stale", encoding="utf-8")
+    for name in first:
+        (out / name).write_text("stale", encoding="utf-8")
     assert run(DEMO, "-o", out) == 0
     second = snapshot(out)
-    assert set(second) == OUTPUTS
+    assert set(second) == set(first) and top_level(second) == OUTPUTS
     assert all(content != b"stale" for content in second.values())
     assert {k: len(v) for k, v in second.items()} == {k: len(v) for k, v in first.items()}
 
@@ -137,9 +147,9 @@ def test_reports_get_the_permissions_of_any_new_file(tmp_path: Path) -> None:
         assert run(DEMO, "-o", tmp_path) == 0
     finally:
         os.umask(old)
-    assert {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()} == dict.fromkeys(
-        OUTPUTS, 0o644
-    )
+    modes = {n: (tmp_path / n).stat().st_mode & 0o777 for n in snapshot(tmp_path)}
+    assert top_level(modes) == OUTPUTS and set(modes.values()) == {0o644}
+    assert (tmp_path / "traces").stat().st_mode & 0o777 == 0o755
 
 
 @pytest.mark.parametrize("key", ["device_id", "rank", "path"])
@@ -224,7 +234,13 @@ def test_tuning_file_removed_when_no_operator_is_advised_any_more(tmp_path: Path
     assert run(DEMO, "-o", out) == 0
     assert (out / "operator_tuning_file.cfg").exists()
     assert run(DEMO, "-o", out, "--select", "STEP-001") == 0
-    assert set(snapshot(out)) == {"prof_rule_0.json", "report.html", MANIFEST}
+    # STEP-001 is finding 1 now: the snippets of the first run's other findings are stale
+    assert set(snapshot(out)) == {
+        "prof_rule_0.json",
+        "report.html",
+        "traces/finding-1.json",
+        MANIFEST,
+    }
 
 
 HOSTILE_ENTRIES = [

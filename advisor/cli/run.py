@@ -36,6 +36,7 @@ from advisor.model import ProfileMeta
 from advisor.outputs import (
     FILE_FORMATS,
     HTML_REPORT,
+    TRACES,
     report_names,
     stdout_document,
     timestamped,
@@ -46,7 +47,7 @@ from advisor.render.format import terminal_json
 from advisor.ruleset import parse_overrides, parse_severities
 
 FORMATS = (*FILE_FORMATS, "text")
-FOLDER_FORMATS = ("html", "sarif", "junit")
+FOLDER_FORMATS = ("html", "sarif", "junit", TRACES)
 """The file formats `-o -` refuses: stdout carries the JSON report only."""
 
 
@@ -72,11 +73,12 @@ class RunOptions:
 @click.option(
     "--format",
     "formats",
-    default="json,html,text",
+    default="json,html,traces,text",
     show_default=True,
     shell_complete=complete_formats(FORMATS),
     help="Comma-separated outputs: json, html, sarif (advisor.sarif), junit "
-    "(advisor-junit.xml), text.",
+    "(advisor-junit.xml), traces (traces/finding-*.json: each finding's window of the profile, "
+    "for Perfetto), text.",
 )
 @click.option(
     "--rules",
@@ -191,7 +193,8 @@ def run(options: RunOptions) -> int:
         if out_dir is None
         else write_outputs(result, out_dir, report.formats, host, report.fail_on)
     )
-    names = [p.name for p in written]
+    # the snippets are named by their folder: "Wrote report.html, traces/ in DIR"
+    names = list(dict.fromkeys(p.name if p.parent == out_dir else f"{TRACES}/" for p in written))
     if not report.quiet and "text" in report.formats:  # beside stdout's JSON: on stderr
         echo_summary(
             result.reports,

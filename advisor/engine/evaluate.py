@@ -17,7 +17,7 @@ import pandas as pd
 from advisor.applicability import Inapplicable, explain
 from advisor.compat import zip_strict
 from advisor.derive import present
-from advisor.engine import savings, sources, templates
+from advisor.engine import savings, sources, templates, windows
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
 from advisor.engine.outcome import SEVERITIES, Outcome, Severity
 from advisor.engine.rules import Evidence, Rule
@@ -79,6 +79,9 @@ class Finding:
     evidence_rows: pd.Index | None = field(default=None, repr=False, compare=False)
     """Labels of every row of the evidence table the rule's evidence selected (not only those
     shown): the operators `sources` are charged from; None without evidence."""
+    window: windows.Window | None = None
+    """The time the finding is about (its worst step, or its evidence's span), for its trace
+    snippet and the timeline; None when its evidence is placed in no time (windows.py)."""
 
     @property
     def title(self) -> str:
@@ -107,6 +110,9 @@ class Evaluation:
     fix_first: savings.FixFirst | None = None
     """The few findings to fix first and the mean step time were they all fixed (shared time
     counted once); None when no finding saves a noticeable share of the step."""
+    total_us: float | None = None
+    """The time the findings were measured against (profile_time_us), as every output
+    reports it."""
 
 
 def profile_time_us(profile: Profile) -> float | None:
@@ -268,6 +274,9 @@ def evaluate_rule(
         uncapped_impact_us=uncapped,
         impact_note=templates.render(text.impact_note, context) if text.impact_note else None,
         evidence_rows=selected,
+        window=None
+        if rule.evidence is None
+        else windows.evidence_window(profile, rule.evidence.table, evidence_df),
     )
 
 
@@ -299,8 +308,8 @@ def evaluate(
     are written in `lang` (English for rules without that translation). `providers` (those
     derived metrics came from) tell missing data from data the format never records."""
     overrides = overrides or {}
-    result = Evaluation(lang=lang)
     total_us = profile_time_us(profile)
+    result = Evaluation(lang=lang, total_us=total_us)
     available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
     for rule in rules:
         params = {**rule.params, **overrides.get(rule.id, {})}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -41,6 +41,7 @@ from advisor.render.format import (
 )
 from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.messages import CATALOG, Translate, translator
+from advisor.render.timeline import timeline_chart
 from advisor.units import MISSING, column_unit, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
 MAX_STEPS = 200
@@ -110,10 +111,25 @@ def render_html(
     *,
     title: str | None = None,
     sections: Sequence[ReportSection] = (),
+    traces: Sequence[Mapping[int, str]] = (),
 ) -> str:
     """One self-contained HTML page for one or more profiles (devices/ranks), in the language
-    the reports were written in."""
-    return _environment().get_template("report.html.j2").render(_page(reports, title, sections))
+    the reports were written in. `traces`, per report, the relative link of each finding's
+    trace snippet by the finding's number (advisor/traces.py)."""
+    page = _page(reports, title, sections)
+    _link_traces(page["profiles"], reports, traces)
+    return _environment().get_template("report.html.j2").render(page)
+
+
+def _link_traces(
+    profiles: Sequence[dict[str, Any]], reports: Sequence[dict], traces: Sequence[Mapping[int, str]]
+) -> None:
+    """Give each finding view the link of its snippet (profiles are in page order)."""
+    by_report = {id(r): links for r, links in zip_strict(reports, traces)} if traces else {}
+    for view, report in zip_strict(profiles, sorted(reports, key=_page_order)):
+        links = by_report.get(id(report), {})
+        for finding in view["findings"]:
+            finding["trace"] = links.get(finding["rank"])
 
 
 def render_html_fragment(reports: list[dict], *, title: str | None = None) -> str:
@@ -125,16 +141,19 @@ def render_html_fragment(reports: list[dict], *, title: str | None = None) -> st
     )
 
 
+def _page_order(report: dict) -> tuple[Any, ...]:
+    """Where a profile's section comes on the page: the cluster's verdict first (with hundreds
+    of ranks it must not come last), then by rank."""
+    return (report["profile"]["source_format"] != "cluster", *rank_order(report))
+
+
 def _page(
     reports: list[dict], title: str | None, sections: Sequence[ReportSection], prefix: str = ""
 ) -> dict[str, Any]:
     """What report.html.j2 shows, for the page and its fragment alike."""
     lang = report_lang(reports)
     tr = translator(lang)
-    # the cluster's verdict first: with hundreds of ranks it must not come last
-    ordered = sorted(
-        reports, key=lambda r: (r["profile"]["source_format"] != "cluster", rank_order(r))
-    )
+    ordered = sorted(reports, key=_page_order)
     collapse = len(ordered) > COLLAPSE_FROM and ordered[0]["profile"]["source_format"] == "cluster"
     profiles = [_profile_view(i, report, tr, prefix) for i, report in enumerate(ordered, start=1)]
     for view in profiles[1:] if collapse else ():
@@ -231,6 +250,15 @@ def _profile_view(index: int, report: dict, tr: Translate, prefix: str = "") -> 
         "ranks": _rank_chart(report["metrics"].get("ranks", []), tr),
         "cores": _core_chart(report["metrics"]["core_types"], tr),
         "classes": _core_chart(report["metrics"].get("compute_classes", []), tr, "compute_class"),
+        "timeline": timeline_chart(
+            report["metrics"].get("timeline", []),
+            len(report["metrics"]["steps"]),
+            [
+                (f["rank"], f["title"], f"{anchor}-f{n}", f.get("window"))
+                for n, (_, f) in enumerate(findings, start=1)
+            ],
+            tr,
+        ),
         "findings": [
             _finding_view(f"{anchor}-f{n}", group, f, unit, tr, if_fixed_values(f, report))
             for n, (group, f) in enumerate(findings, start=1)
@@ -296,10 +324,25 @@ def _finding_view(
         "thresholds": [(k, fmt_value(k, v)) for k, v in f["params"].items()],
         "suggestions": f["suggestions"],
         "evidence": None if f["evidence"] is None else _evidence_view(f["evidence"], tr),
+        "window": _window_text(f.get("window"), tr),
+        "trace": None,  # the snippet's link, where one was written (_link_traces)
         "source": f["source"],
         "rule_id": f["rule_id"],
         "rule_name": f["rule_name"],
     }
+
+
+def _window_text(window: dict | None, tr: Translate) -> str | None:
+    """The finding's window as a line ("Window: Step 552 · 623 ms"), or its start and length
+    where no step holds it."""
+    if not window:
+        return None
+    duration = fmt_us(window["end_us"] - window["start_us"])
+    if window.get("step") is not None:
+        where = f"{tr('step_n', n=fmt_num(window['step']))} · {duration}"
+    else:
+        where = tr("window_span", duration=duration, start=fmt_us(window["start_us"]))
+    return tr("window_line", where=where)
 
 
 def _evidence_view(evidence: dict, tr: Translate) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 
 from advisor.applicability import MISSING, Inapplicable
-from advisor.engine.evaluate import Evaluation, Finding, profile_time_us
+from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import Rule
 from advisor.engine.savings import CriticalPath, FixFirst
@@ -57,6 +57,7 @@ def _finding(f: Finding) -> dict[str, Any]:
         "step_time_if_fixed_us": f.step_time_if_fixed_us,
         "sources": [source.to_dict() for source in f.sources],
         "evidence": f.evidence,
+        "window": None if f.window is None else f.window.to_dict(),
         "suggestions": f.suggestions,
         "source": rule.source,
     }
@@ -134,7 +135,7 @@ def build_report(
         "summary": {
             "findings": len(evaluation.findings),
             "by_severity": by_severity,
-            "total_time_us": profile_time_us(profile),
+            "total_time_us": evaluation.total_us,
             "combined_impact_us": evaluation.combined_impact_us,
             "critical_path": _critical_path(evaluation.critical_path),
             "fix_first": _fix_first(evaluation.fix_first),

@@ -191,6 +191,36 @@ CATALOG: dict[str, Text] = {
     "chart.data_aug_bound": Text("Data augmentation bound", "数据增强拖尾"),
     "chart.other": Text("Other / unattributed", "其他 / 未归类"),
     "chart.step_time": Text("Step time", "迭代时间"),
+    "timeline": Text("Timeline", "时间线"),
+    "timeline_chart": Text(
+        "What the device did, instant by instant, over the steps shown",
+        "所示迭代中设备每一时刻的状态",
+    ),
+    "timeline_shown": Text(
+        "{shown} of {n} steps, around the slowest (step {slowest})",
+        "共 {n} 个迭代，显示最慢的迭代 {slowest} 及其前后共 {shown} 个",
+    ),
+    "timeline_markers": Text(
+        "Numbered markers: the windows of the findings with those numbers.",
+        "编号标记：对应编号问题的时间窗口。",
+    ),
+    "timeline_outside": Text(
+        "Windows outside the steps shown: {findings}", "不在所示迭代内的时间窗口：{findings}"
+    ),
+    "lane.compute": Text("Device compute", "设备计算"),
+    "lane.communication": Text("Communication (exposed)", "通信（未被掩盖）"),
+    "lane.data": Text("Data loading", "数据加载"),
+    "lane.host": Text("Waiting for the host", "等待 Host"),
+    "lane.idle": Text("Idle (unexplained)", "空闲（原因未记录）"),
+    "window_line": Text("Window: {where}", "时间窗口：{where}"),
+    "window_span": Text(
+        "{duration} from {start} into the profile", "性能数据开始后 {start} 起的 {duration}"
+    ),
+    "trace_snippet": Text("Trace snippet", "Trace 片段"),
+    "trace_snippet_hint": Text(
+        "the events of this window from the profile, for Perfetto or chrome://tracing",
+        "该时间窗口内的原始事件，可用 Perfetto 或 chrome://tracing 打开",
+    ),
     "findings_ranked": Text("Findings ranked by impact", "按影响排序的发现"),
     "together": Text(
         "Together these findings stand for at most {combined}{share}: findings that measure "

@@ -7,7 +7,9 @@ legacy (`Operator`, `Kernel`, `Memcpy`, `Runtime`, string tids) categories are b
 
 `ts` and `dur` are microseconds: relative to `baseTimeNanoseconds` when the trace has it,
 absolute epoch microseconds otherwise. Every table is rebased to the earliest timed event
-(float64 µs); the epoch time of that origin is kept in `meta.extra["time_origin_us"]`.
+(float64 µs); the epoch time of that origin is kept in `meta.extra["time_origin_us"]`, and its
+`ts` as the file writes it in `meta.extra["trace_ts_origin"]` (trace snippets read the file
+back by it).
 
 The file is decoded in batches (`advisor.formats.stream.EventStream`); each batch is walked
 once and freed before the next is decoded. Batches are decoded with msgspec into `TraceEvent`

@@ -167,6 +167,7 @@ class TraceReader:
         origin, centre = walk.earliest()
         if origin is not None:
             meta.extra["time_origin_us"] = origin + (base_ns / 1000.0 if base_ns else 0.0)
+            meta.extra["trace_ts_origin"] = origin  # the file's own ts at time 0 (snippets)
             meta.extra["time_base"] = (
                 "relative to baseTimeNanoseconds" if base_ns else "epoch microseconds"
             )

@@ -1,0 +1,168 @@
+"""The stretch of time a finding is about: its worst step, or the span its evidence covers.
+
+A trace snippet of that window (advisor/traces.py) lets the user open exactly the events
+behind a finding in Perfetto, and the report's timeline marks it. The evidence rows a rule
+selected are sorted worst first, so the window follows the first of them that can be placed:
+
+1. a row naming a step (`step` column) whose start and end the steps table knows: that step,
+   widened to the evidence rows of the same step that carry their own times (a kernel
+   launched in the step may end after it);
+2. else a row with its own start (`start_us`): the step holding that start, or the row's own
+   span where no step holds it;
+3. else rows that aggregate operators (op_stats: one row per operator type): the step in which
+   the device_ops of those operators took the most time.
+
+Findings whose evidence none of these places (settings, memory totals, cluster and compare
+findings) have no window. The window also names the operators or kernels of the evidence that
+ran inside it, so a snippet can be checked for them and keep them when it must drop events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from advisor.lazy import lazy_module
+from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
+
+MAX_NAMES = 20
+"""Names of evidence operators a window keeps (the worst first)."""
+_GROUP_KEYS = ("name", "op_type")
+"""Columns by which aggregated evidence rows (op_stats) point at device_ops rows."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A finding's time window, in the profile's µs (the tables' time base)."""
+
+    start_us: float
+    end_us: float
+    step: int | None
+    """The step the window is (or lies in); None for a span no step holds."""
+    names: tuple[str, ...] = ()
+    """Operators or kernels of the evidence that ran inside the window, worst first."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start_us": self.start_us,
+            "end_us": self.end_us,
+            "step": self.step,
+            "names": list(self.names),
+        }
+
+
+def evidence_window(profile: Profile, table: str, rows: pd.DataFrame | None) -> Window | None:
+    """The window of a finding whose evidence is `rows` of `table` (every column of the
+    table, worst first); None when nothing in them can be placed in time."""
+    if rows is None or rows.empty:
+        return None
+    spans = _step_spans(profile)
+    window = _step_window(rows, spans)
+    if window is None:
+        window = _timed_window(rows, spans)
+    if window is None and table != "device_ops":
+        window = _aggregate_window(profile, rows, spans)
+    return window
+
+
+def _step_spans(profile: Profile) -> dict[int, tuple[float, float]]:
+    """Start and end of each step the steps table places (the first row of a repeated
+    step number, as msprof repeats them per model)."""
+    steps = profile.tables.get("steps")
+    if steps is None or steps.empty or not {"start_us", "end_us"} <= set(steps):
+        return {}
+    placed = steps.dropna(subset=["step", "start_us", "end_us"]).drop_duplicates("step")
+    return {
+        int(s): (float(lo), float(hi))
+        for s, lo, hi in placed[["step", "start_us", "end_us"]].itertuples(index=False)
+        if hi >= lo
+    }
+
+
+def _times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of each row (NaN where the row has no start)."""
+    if "start_us" not in rows:
+        nan = np.full(len(rows), np.nan)
+        return nan, nan
+    start = rows["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = (
+        rows["duration_us"].to_numpy("float64", na_value=0.0)
+        if "duration_us" in rows
+        else np.zeros(len(rows))
+    )
+    return start, start + np.nan_to_num(duration)
+
+
+def _names(rows: pd.DataFrame) -> tuple[str, ...]:
+    if "name" not in rows:
+        return ()
+    names = rows["name"].dropna().astype(str)
+    return tuple(dict.fromkeys(names))[:MAX_NAMES]
+
+
+def _step_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> Window | None:
+    if "step" not in rows or not spans:
+        return None
+    numbered = rows["step"].dropna()
+    step = next((int(s) for s in numbered if int(s) in spans), None)
+    if step is None:
+        return None
+    lo, hi = spans[step]
+    same = rows[(rows["step"] == step).fillna(False).to_numpy(bool)]
+    start, end = _times(same)
+    timed = ~np.isnan(start)
+    if timed.any():
+        lo, hi = min(lo, float(start[timed].min())), max(hi, float(end[timed].max()))
+    return Window(lo, hi, step, _names(same))
+
+
+def _holding(spans: dict[int, tuple[float, float]], at: float) -> int | None:
+    return next((s for s, (lo, hi) in spans.items() if lo <= at < hi), None)
+
+
+def _timed_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> Window | None:
+    start, end = _times(rows)
+    timed = np.flatnonzero(~np.isnan(start))
+    if timed.size == 0:
+        return None
+    first = int(timed[0])
+    step = _holding(spans, float(start[first]))
+    if step is not None:
+        lo, hi = spans[step]
+        lo, hi = min(lo, float(start[first])), max(hi, float(end[first]))
+    else:
+        lo, hi = float(start[first]), float(end[first])
+    inside = (start >= lo) & (end <= hi)
+    return Window(lo, hi, step, _names(rows[inside]))
+
+
+def _aggregate_window(
+    profile: Profile, rows: pd.DataFrame, spans: dict[int, tuple[float, float]]
+) -> Window | None:
+    """The step in which the device_ops the aggregated rows stand for took the most time."""
+    ops = profile.tables.get("device_ops")
+    key = next((k for k in _GROUP_KEYS if k in rows and ops is not None and k in ops), None)
+    if key is None or ops is None or "step" not in ops or not spans:
+        return None
+    wanted = rows[key].dropna().astype(str).unique()
+    mine = ops[ops[key].isin(wanted).fillna(False).to_numpy(bool) & ops["step"].notna()]
+    mine = mine[mine["step"].astype("int64").isin(list(spans))]
+    if mine.empty:
+        return None
+    by_step = mine.groupby(mine["step"].astype("int64"))["duration_us"].sum()
+    step = int(by_step.index[int(by_step.to_numpy().argmax())])
+    lo, hi = spans[step]
+    in_step = mine[mine["step"].astype("int64") == step]
+    start, end = _times(in_step)
+    timed = ~np.isnan(start)
+    if timed.any():
+        lo, hi = min(lo, float(start[timed].min())), max(hi, float(end[timed].max()))
+    worst = in_step.sort_values("duration_us", ascending=False, kind="stable")
+    return Window(lo, hi, step, _names(worst))

@@ -1,0 +1,436 @@
+"""Trace snippets: the events of each finding's window as a small Chrome trace.
+
+`advisor run` writes one `traces/finding-<n>.json` per finding with a time window
+(engine/windows.py: its worst step, or the span of its evidence), which Perfetto
+(ui.perfetto.dev) and chrome://tracing open as it is: the user lands on the events behind the
+finding instead of searching a trace of gigabytes for them.
+
+Where the profile is a Chrome trace (Kineto, torch_npu / MindSpore `trace_view.json`, msprof
+timelines), a snippet holds the original complete events (`ph: X`, args included) that overlap
+the window, and the names of their processes and threads; the file is streamed once
+(formats/stream.EventStream) for all windows of the profile, never loaded whole. Other formats
+(CSV, databases, MindSpore text files, MegEngine) have no trace to cut from: their snippets are
+built from the normalized tables (steps, host calls, device tasks, collectives), one process
+per table. Either way times are the profile's µs, the time base of the report and its tables.
+
+Bounded: at most MAX_EVENTS complete events per snippet, the operators the evidence names
+first, then the longest (`otherData.dropped` counts the rest), and snippets for at most
+MAX_PROFILES profiles of a run (those with the most urgent findings), since each re-reads
+its trace.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from advisor.compat import zip_strict
+from advisor.engine.evaluate import Finding
+from advisor.engine.outcome import SEVERITIES
+from advisor.engine.windows import Window
+from advisor.errors import UnreadableInput
+from advisor.lazy import lazy_module
+from advisor.model import Profile, ProfileMeta
+from advisor.version import __version__
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from advisor.api import AnalysisResult, ProfileAnalysis
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
+
+MAX_EVENTS = 10_000
+"""Complete events a snippet keeps at most."""
+MAX_PROFILES = 16
+"""Profiles of one run that get snippets at most."""
+MAX_METADATA = 10_000
+"""Process and thread metadata events kept from a trace."""
+_METADATA = {"process_name", "process_labels", "process_sort_index", "thread_name"}
+_METADATA |= {"thread_sort_index"}
+_SYNTHETIC_ID = 900_000_000
+"""Where the integer ids of lanes a trace names by a string start (Perfetto wants integers)."""
+_MSPROF_TIMELINE = re.compile(r"(msprof|task_time|hccl|step_trace)_[\d_]+\.json")
+"""msprof's timelines: per kind, and merged (which repeats some of the others' events)."""
+_TABLE_LANES = (("steps", 1, "steps"), ("host_ops", 2, "host"), ("device_ops", 3, "device"))
+_TABLE_LANES += (("comm_ops", 4, "communication"),)
+
+
+def snippet_name(profile: str | None, finding: int) -> str:
+    """A snippet's file name in the output's `traces/` folder: `finding-<n>.json` for the one
+    profile of a run, `finding-<profile>-<n>.json` with several (`<profile>` as in
+    `prof_rule_<profile>.json`)."""
+    return f"finding-{finding}.json" if profile is None else f"finding-{profile}-{finding}.json"
+
+
+def run_snippets(result: AnalysisResult) -> list[dict[int, dict[str, Any]]]:
+    """Per analysis of `result` (in its order), the snippet of each finding with a window, by
+    the finding's number; {} for profiles beyond MAX_PROFILES."""
+    chosen = set(_most_urgent(result.analyses))
+    return [profile_snippets(a) if i in chosen else {} for i, a in enumerate(result.analyses)]
+
+
+def _most_urgent(analyses: Sequence[ProfileAnalysis]) -> list[int]:
+    """The MAX_PROFILES analyses with windows whose findings are most urgent."""
+
+    def urgency(i: int) -> tuple[int, float]:
+        placed = [f for f in analyses[i].findings if f.window is not None]
+        return (
+            min(SEVERITIES.index(f.severity) for f in placed),
+            -sum(f.impact_us or 0.0 for f in placed),
+        )
+
+    placed = [i for i, a in enumerate(analyses) if any(f.window for f in a.findings)]
+    return sorted(placed, key=urgency)[:MAX_PROFILES]
+
+
+def window_rows(profile: Profile, findings: Sequence[Finding]) -> dict[str, pd.DataFrame]:
+    """What a profile's snippets need of its tables, for a run that drops the tables once a
+    profile is evaluated (`ProfileAnalysis.without_tables`): nothing where the original trace
+    is cut at output time, else the rows of TABLE_LANES' tables that overlap a window (at
+    most MAX_EVENTS per table and window, the longest)."""
+    windows = [f.window for f in findings if f.window is not None]
+    if not windows or trace_files(profile.meta)[0]:
+        return {}
+    kept: dict[str, pd.DataFrame] = {}
+    for table, _, _ in _TABLE_LANES:
+        frame = profile.tables.get(table)
+        if frame is None or frame.empty or "start_us" not in frame:
+            continue
+        start, end = _spans(frame, table)
+        length = pd.Series(end - start, index=frame.index)
+        rows = np.unique(
+            np.concatenate(
+                [
+                    length[(start <= w.end_us) & (end >= w.start_us)].nlargest(MAX_EVENTS).index
+                    for w in windows
+                ]
+            )
+        )
+        kept[table] = frame.loc[rows]
+    return kept
+
+
+def profile_snippets(analysis: ProfileAnalysis) -> dict[int, dict[str, Any]]:
+    """The snippet of each of the profile's findings that has a window, by its number."""
+    placed = [f for f in analysis.findings if f.window is not None]
+    if not placed:
+        return {}
+    profile = analysis.profile
+    tables = profile.tables if analysis.window_rows is None else analysis.window_rows
+    files, origin = trace_files(profile.meta)
+    note = ""
+    if files and origin is not None:
+        try:
+            picks = _from_files(files, origin, placed)
+            source = "original events of " + ", ".join(str(f) for f in files)
+        except (UnreadableInput, OSError) as exc:
+            note = f"; the original trace could not be read again ({exc})"
+            picks = None
+    else:
+        picks = None
+    if picks is None:
+        picks = [_from_tables(tables, f.window) for f in placed if f.window is not None]
+        source = "built from advisor's normalized tables" + note
+    return {f.rank: _document(profile, f, pick, source) for f, pick in zip_strict(placed, picks)}
+
+
+def trace_files(meta: ProfileMeta) -> tuple[list[Path], float | None]:
+    """The Chrome-trace files a profile was read from, and the `ts` of the profile's time 0
+    in them; ([], None) when it was read from other files or its origin is unknown."""
+    base = Path(meta.path)
+    folder = base if base.is_dir() else base.parent
+    read = [folder / name for name in meta.files_read]
+    extra = meta.extra
+    if meta.source_format == "kineto":
+        files = [base] if base.is_file() else []
+        origin = extra.get("trace_ts_origin")
+    elif meta.source_format in ("ascend-pt", "ascend-ms"):
+        files = [p for p in read if p.name == "trace_view.json"]
+        origin = extra.get("time_origin_us")
+    elif meta.source_format.startswith("msprof"):
+        files = [p for p in read if _MSPROF_TIMELINE.fullmatch(p.name)]
+        origin = extra.get("time_origin_us")
+    else:
+        return [], None
+    if not files or not isinstance(origin, (int, float)) or not math.isfinite(origin):
+        return [], None
+    return files, float(origin)
+
+
+@dataclass
+class _Pick:
+    """The events kept for one window: the named ones first, then the longest others."""
+
+    window: Window
+    lanes: _Lanes
+    """The names of the trace's processes and threads (shared by a trace's windows)."""
+    named: list[dict[str, Any]] = field(default_factory=list)
+    longest: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+    seen: int = 0
+
+    def offer(self, event: dict[str, Any], order: int) -> None:
+        self.seen += 1
+        if event["name"] in self.window.names and len(self.named) < MAX_EVENTS:
+            self.named.append(event)
+            return
+        item = (float(event["dur"]), order, event)
+        if len(self.longest) < MAX_EVENTS:
+            heapq.heappush(self.longest, item)
+        else:
+            heapq.heappushpop(self.longest, item)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The lanes' metadata, then the kept events in time order (at most MAX_EVENTS)."""
+        room = MAX_EVENTS - len(self.named)
+        others = [e for _, _, e in heapq.nlargest(room, self.longest)] if room > 0 else []
+        kept = sorted([*self.named, *others], key=lambda e: (e["ts"], -e["dur"]))
+        used: dict[int, dict[int, None]] = {}
+        for event in kept:
+            used.setdefault(event["pid"], {})[event["tid"]] = None
+        return [*self.lanes.describe(used), *kept]
+
+
+@dataclass
+class _Lanes:
+    """Integer ids for the processes and threads a trace names by strings, and the
+    metadata naming each lane."""
+
+    ids: dict[Any, int] = field(default_factory=dict)
+    names: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)
+    counter: Iterator[int] = field(default_factory=lambda: itertools.count(_SYNTHETIC_ID))
+
+    def id(self, value: Any) -> int | None:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value:
+            if value not in self.ids:
+                self.ids[value] = next(self.counter)
+                self.names[("label", self.ids[value], 0)] = {"name": value}
+            return self.ids[value]
+        return None
+
+    def metadata(self, event: dict[str, Any]) -> None:
+        pid, tid = self.id(event.get("pid")), self.id(event.get("tid", 0)) or 0
+        args = event.get("args")
+        if pid is not None and isinstance(args, dict) and len(self.names) < MAX_METADATA:
+            self.names.setdefault((str(event["name"]), pid, tid), args)
+
+    def describe(self, lanes: dict[int, dict[int, None]]) -> list[dict[str, Any]]:
+        """Metadata events naming every process and thread in `lanes`."""
+        out: list[dict[str, Any]] = []
+        for pid, tids in sorted(lanes.items()):
+            out.append(self._event("process_name", pid, 0, self._process(pid)))
+            for kind in ("process_labels", "process_sort_index"):
+                if (kind, pid, 0) in self.names:
+                    out.append(self._event(kind, pid, 0, self.names[(kind, pid, 0)]))
+            for tid in tids:
+                out.append(self._event("thread_name", pid, tid, self._thread(pid, tid)))
+                if ("thread_sort_index", pid, tid) in self.names:
+                    args = self.names[("thread_sort_index", pid, tid)]
+                    out.append(self._event("thread_sort_index", pid, tid, args))
+        return out
+
+    def _process(self, pid: int) -> dict[str, Any]:
+        named = self.names.get(("process_name", pid, 0)) or self.names.get(("label", pid, 0))
+        return named if named and "name" in named else {"name": f"process {pid}"}
+
+    def _thread(self, pid: int, tid: int) -> dict[str, Any]:
+        named = self.names.get(("thread_name", pid, tid)) or self.names.get(("label", tid, 0))
+        return named if named and "name" in named else {"name": f"thread {tid}"}
+
+    @staticmethod
+    def _event(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": args}
+
+
+def _relative(ts: Any, whole: int, frac: float) -> float | None:
+    """A `ts` as written (number or decimal string) minus the origin (whole + frac), exact
+    to the digits of a decimal string: epoch µs do not fit a float64's fraction."""
+    if isinstance(ts, str):
+        head, _, tail = ts.strip().partition(".")
+        try:
+            return (int(head) - whole) + (float("0." + tail) if tail else 0.0) - frac
+        except ValueError:
+            try:
+                return float(ts) - whole - frac
+            except ValueError:
+                return None
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return float(ts) - whole - frac
+    return None
+
+
+def _duration(value: Any) -> float | None:
+    try:
+        dur = float(value)
+    except (TypeError, ValueError):
+        return None
+    return dur if math.isfinite(dur) and dur >= 0 else None
+
+
+def _from_files(files: Sequence[Path], origin: float, findings: Sequence[Finding]) -> list[_Pick]:
+    """One pass over the trace files, each event offered to the windows it overlaps."""
+    from advisor.formats.stream import EventStream  # orjson and msgspec: only when cutting
+
+    lanes = _Lanes()
+    picks = [_Pick(f.window, lanes) for f in findings if f.window is not None]
+    lo = min(p.window.start_us for p in picks)
+    hi = max(p.window.end_us for p in picks)
+    whole = math.floor(origin)
+    frac = origin - whole
+    order = itertools.count()
+    seen: set[tuple[Any, ...]] = set()  # an event msprof writes in two timelines is kept once
+    for path in files:
+        for batch in EventStream(path):
+            for event in batch:
+                if not isinstance(event, dict):
+                    continue
+                ph = event.get("ph")
+                if ph == "M" and event.get("name") in _METADATA:
+                    lanes.metadata(event)
+                    continue
+                if ph != "X":
+                    continue
+                start = _relative(event.get("ts"), whole, frac)
+                dur = _duration(event.get("dur"))
+                if start is None or dur is None or start > hi or start + dur < lo:
+                    continue
+                kept = _kept(event, start, dur, lanes)
+                if kept is None:
+                    continue
+                if len(files) > 1:
+                    key = (kept["name"], kept["ts"], kept["dur"], kept["pid"], kept["tid"])
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                n = next(order)
+                for pick in picks:
+                    if _overlaps(start, dur, pick.window):
+                        pick.offer(kept, n)
+    return picks
+
+
+def _overlaps(start: float, dur: float, window: Window) -> bool:
+    return start <= window.end_us and start + dur >= window.start_us
+
+
+def _kept(event: dict[str, Any], start: float, dur: float, lanes: _Lanes) -> dict[str, Any] | None:
+    """The event as a snippet holds it: its time relative to the profile, integer lanes."""
+    pid, tid = lanes.id(event.get("pid")), lanes.id(event.get("tid", 0))
+    if pid is None or tid is None:
+        return None
+    kept = {
+        "name": str(event.get("name", "")),
+        "ph": "X",
+        "ts": round(start, 3),
+        "dur": round(dur, 3),
+        "pid": pid,
+        "tid": tid,
+    }
+    if isinstance(event.get("cat"), str):
+        kept["cat"] = event["cat"]
+    if isinstance(event.get("args"), dict):
+        kept["args"] = event["args"]
+    return kept
+
+
+def _from_tables(tables: Mapping[str, pd.DataFrame], window: Window) -> _Pick:
+    """The window's rows of the normalized tables as complete events, a process per table."""
+    lanes = _Lanes()
+    pick = _Pick(window, lanes)
+    order = itertools.count()
+    for table, pid, label in _TABLE_LANES:
+        frame = tables.get(table)
+        if frame is None or frame.empty or "start_us" not in frame:
+            continue
+        lanes.names[("process_name", pid, 0)] = {"name": label}
+        for event in _rows(frame, table, pid, window):
+            lanes.names.setdefault(("thread_name", pid, event["tid"]), _thread_label(table, event))
+            pick.offer(event, next(order))
+    return pick
+
+
+def _thread_label(table: str, event: dict[str, Any]) -> dict[str, Any]:
+    tid = event["tid"]
+    label = {"device_ops": f"stream {tid}", "host_ops": f"thread {tid}"}.get(table, table)
+    return {"name": label}
+
+
+def _rows(frame: pd.DataFrame, table: str, pid: int, window: Window) -> Iterable[dict[str, Any]]:
+    """The rows of `frame` overlapping the window, as complete events on process `pid`."""
+    start, end = _spans(frame, table)
+    inside = (start <= window.end_us) & (end >= window.start_us)
+    rows = frame[inside]
+    names = ("step " + rows["step"].astype(str)) if table == "steps" else rows.get("name")
+    tid_column = {"device_ops": "stream", "host_ops": "thread"}.get(table)
+    cat_column = {"device_ops": "category", "host_ops": "kind", "comm_ops": "kind"}.get(table)
+    columns = {
+        "name": _texts(names, len(rows)),
+        "tid": _texts(rows.get(tid_column) if tid_column else None, len(rows)),
+        "cat": _texts(rows.get(cat_column) if cat_column else None, len(rows)),
+    }
+    for s, e, name, tid, cat in zip_strict(
+        start[inside], end[inside], columns["name"], columns["tid"], columns["cat"]
+    ):
+        event: dict[str, Any] = {
+            "name": name or "",
+            "ph": "X",
+            "ts": round(float(s), 3),
+            "dur": round(float(e - s), 3),
+            "pid": pid,
+            "tid": int(tid) if tid else 0,
+        }
+        if cat:
+            event["cat"] = cat
+        yield event
+
+
+def _spans(frame: pd.DataFrame, table: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of each row of a TABLE_LANES table."""
+    start = frame["start_us"].to_numpy("float64", na_value=np.nan)
+    if table == "steps":
+        return start, frame["end_us"].to_numpy("float64", na_value=np.nan)
+    return start, start + frame["duration_us"].to_numpy("float64", na_value=0.0)
+
+
+def _texts(column: pd.Series | None, size: int) -> list[str | None]:
+    """A column's values as text (None where missing), or Nones without the column."""
+    if column is None:
+        return [None] * size
+    return [None if pd.isna(v) else str(v) for v in column.tolist()]
+
+
+def _document(profile: Profile, finding: Finding, pick: _Pick, source: str) -> dict[str, Any]:
+    window = pick.window
+    events = pick.events()
+    kept = sum(e["ph"] == "X" for e in events)
+    where = f"step {window.step}, " if window.step is not None else ""
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "generator": f"advisor {__version__}",
+            "finding": str(finding.rank),
+            "rule": finding.rule.id,
+            "title": finding.title,
+            "profile": profile.meta.path,
+            "window": f"{where}{window.start_us:.3f} to {window.end_us:.3f} µs",
+            "time_base": "µs since the profile's time origin, as in advisor's tables",
+            "source": source,
+            "events": str(kept),
+            "dropped": str(pick.seen - kept),
+        },
+    }
