@@ -9,13 +9,17 @@ renderers only convert them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor import intervals
 from advisor.engine.evaluate import to_plain
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_module("pandas")
 
 STEP_COLUMNS = (
     "fp_bp_us",
@@ -42,22 +46,26 @@ SHORT_KERNEL_US = 10.0
 """Compute kernels shorter than this are counted as small (launch overhead dominates them)."""
 
 
+def _empty_frame() -> pd.DataFrame:
+    return pd.DataFrame()
+
+
 @dataclass(frozen=True)
 class ProfileMetrics:
     """The report's figures for one profile; each table is empty when the profile lacks it."""
 
-    steps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    steps: pd.DataFrame = field(default_factory=_empty_frame)
     """Per step: step, duration_us and the breakdown columns the profile has."""
-    core_types: pd.DataFrame = field(default_factory=pd.DataFrame)
+    core_types: pd.DataFrame = field(default_factory=_empty_frame)
     """Device time per core type: core_type, total_us, ratio, count (largest first)."""
-    compute_classes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    compute_classes: pd.DataFrame = field(default_factory=_empty_frame)
     """Device time per compute class: compute_class, total_us, ratio, count."""
     host: dict[str, float] = field(default_factory=dict)
     """Host counts: sync_calls, compile_calls, launch_calls, dataloader_us_per_step,
     small_kernel_share, kernels (those the profile records)."""
-    ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ranks: pd.DataFrame = field(default_factory=_empty_frame)
     """Per rank of a cluster profile: the means of RANK_COLUMNS."""
-    timeline: pd.DataFrame = field(default_factory=pd.DataFrame)
+    timeline: pd.DataFrame = field(default_factory=_empty_frame)
     """The timeline_lanes table (lane, step, start_us, end_us, busy_us): the device's lane
     instant by instant over a few steps around the slowest."""
 

@@ -32,13 +32,20 @@ tasks disagree.
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.compat import zip_strict
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 BOUNDS = ("compute", "communication", "host", "data", "idle")
 """The categories, in the order ties are broken (compute first: a step evenly split between
@@ -52,14 +59,15 @@ _TIMES = ("start_us", "end_us", "busy_us")
 HOST_KINDS = ("sync", "compile", "compile_execute", "launch")
 """host_ops kinds during which device idle time is the host's."""
 
-_EMPTY: intervals.Intervals = (np.empty(0), np.empty(0))
+def _empty() -> intervals.Intervals:
+    return np.empty(0), np.empty(0)
 
 
 def _host_set(profile: Profile, kinds: tuple[str, ...]) -> intervals.Intervals:
     """The merged spans of the host calls of `kinds` (empty without timed host calls)."""
     host = profile.tables.get("host_ops")
     if host is None or host.empty or "start_us" not in host:
-        return _EMPTY
+        return _empty()
     rows = host[host["kind"].isin(kinds).fillna(False).to_numpy(bool)]
     start = rows["start_us"].to_numpy("float64", na_value=np.nan)
     return intervals.merge(start, start + rows["duration_us"].to_numpy("float64", na_value=0.0))
@@ -73,12 +81,12 @@ def _device(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]
     the device had run dry and waited for the host."""
     ops = profile.tables.get("device_ops")
     if ops is None or ops.empty or "start_us" not in ops:
-        return _EMPTY, _EMPTY
+        return _empty(), _empty()
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)
     end = start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
     busy = intervals.merge(start, end)
     if "launch_us" not in ops or busy[0].size < 2:
-        return busy, _EMPTY
+        return busy, _empty()
     timed = ~(np.isnan(start) | np.isnan(end)) & (end > start)
     order = np.argsort(start[timed], kind="stable")
     starts = start[timed][order]
@@ -135,7 +143,7 @@ def step_bounds(profile: Profile) -> None:
         compute = min(computing, duration)
         comm = min(exposed, duration - compute)
         rest = duration - compute - comm
-        idle = intervals.complement(busy, lo, hi) if busy[0].size else _EMPTY
+        idle = intervals.complement(busy, lo, hi) if busy[0].size else _empty()
         data = min(intervals.total(intervals.intersect(idle, data_set)), rest)
         not_data = intervals.subtract(idle, data_set)
         host = min(intervals.total(intervals.intersect(not_data, host_set)), rest - data)

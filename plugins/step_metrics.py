@@ -10,16 +10,22 @@ compute class of every device task (the compare tool's cube/vector/flash-attenti
 from __future__ import annotations
 
 import re
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.compat import zip_strict
 from advisor.formats.aicore_freq import task_frequency
 from advisor.formats.python_frames import Frame, is_user_file, parse_frame, split_stack
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 
 def op_stats_from_device_ops(profile: Profile) -> None:

@@ -9,21 +9,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from advisor.applicability import Inapplicable, explain
 from advisor.compat import zip_strict
 from advisor.derive import present
-from advisor.engine import savings, sources, templates, windows
+from advisor.engine import savings, sources, windows
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
 from advisor.engine.outcome import SEVERITIES, Outcome, Severity
 from advisor.engine.rules import Evidence, Rule
 from advisor.engine.sources import SourceLocation
 from advisor.hookspecs import MetricProvider
+from advisor.lazy import lazy_module
 from advisor.model import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
 
 HIGH_SHARE = 0.05  # msprof-analyze: problem time >= 5% of step time is high priority
 MEDIUM_SHARE = 0.03  # ... >= 3% is medium
@@ -258,6 +263,8 @@ def evaluate_rule(
         tune_ops = [str(v) for v in evidence_df[rule.tune_ops].dropna().unique()]
     text = rule.text(lang)
     suggestions = rule.suggestions_for(lang, meta.framework, meta.device_kind)
+    from advisor.engine import templates  # Jinja is loaded once a rule fires, not before
+
     return Finding(
         rule=rule,
         severity=rule.severity or severity_from_share(ratio),
