@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+import orjson
+
 from advisor.compat import zip_strict
 from advisor.engine.evaluate import Finding
 from advisor.engine.outcome import SEVERITIES
@@ -52,6 +55,8 @@ MAX_EVENTS = 10_000
 """Complete events a snippet keeps at most."""
 MAX_PROFILES = 16
 """Profiles of one run that get snippets at most."""
+CHUNK_BYTES = 8 * 1024 * 1024
+"""Bytes of a trace decoded at a time (all but the last batch become `_Event` structs)."""
 MAX_METADATA = 10_000
 """Process and thread metadata events kept from a trace."""
 _METADATA = {"process_name", "process_labels", "process_sort_index", "thread_name"}
@@ -60,6 +65,8 @@ _SYNTHETIC_ID = 900_000_000
 """Where the integer ids of lanes a trace names by a string start (Perfetto wants integers)."""
 _MSPROF_TIMELINE = re.compile(r"(msprof|task_time|hccl|step_trace)_[\d_]+\.json")
 """msprof's timelines: per kind, and merged (which repeats some of the others' events)."""
+_NO_ARGS = msgspec.Raw()
+_NUMBERS = (float, int)
 _TABLE_LANES = (("steps", 1, "steps"), ("host_ops", 2, "host"), ("device_ops", 3, "device"))
 _TABLE_LANES += (("comm_ops", 4, "communication"),)
 
@@ -222,11 +229,11 @@ class _Lanes:
             return self.ids[value]
         return None
 
-    def metadata(self, event: dict[str, Any]) -> None:
-        pid, tid = self.id(event.get("pid")), self.id(event.get("tid", 0)) or 0
-        args = event.get("args")
-        if pid is not None and isinstance(args, dict) and len(self.names) < MAX_METADATA:
-            self.names.setdefault((str(event["name"]), pid, tid), args)
+    def metadata(self, name: str, pid: Any, tid: Any, args: dict[str, Any] | None) -> None:
+        """Remember a process or thread metadata event of the trace."""
+        pid, tid = self.id(pid), self.id(tid) or 0
+        if pid is not None and args is not None and len(self.names) < MAX_METADATA:
+            self.names.setdefault((name, pid, tid), args)
 
     def describe(self, lanes: dict[int, dict[int, None]]) -> list[dict[str, Any]]:
         """Metadata events naming every process and thread in `lanes`."""
@@ -273,6 +280,16 @@ def _relative(ts: Any, whole: int, frac: float) -> float | None:
     return None
 
 
+def _rough(ts: Any, origin: float) -> float | None:
+    """A `ts` that is no number (a decimal string) minus the origin, as precise as a float."""
+    if ts.__class__ is not str:
+        return None
+    try:
+        return float(ts) - origin
+    except ValueError:
+        return None
+
+
 def _duration(value: Any) -> float | None:
     try:
         dur = float(value)
@@ -281,12 +298,62 @@ def _duration(value: Any) -> float | None:
     return dur if math.isfinite(dur) and dur >= 0 else None
 
 
+class _Event(msgspec.Struct, gc=False):
+    """The keys a snippet copies; args stay raw JSON until an event is kept."""
+
+    ph: Any = None
+    name: Any = ""
+    cat: Any = None
+    pid: Any = None
+    tid: Any = 0
+    ts: Any = None
+    dur: Any = None
+    args: msgspec.Raw = _NO_ARGS
+
+
+_DECODER = msgspec.json.Decoder(list[_Event])
+
+
+def _decode(data: bytes) -> list[Any]:
+    """An EventStream `decode`: events as `_Event`s, dicts where the structs cannot hold the
+    batch (an entry that is no object), ValueError on invalid JSON."""
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError:
+        return orjson.loads(data)
+    except msgspec.DecodeError as exc:  # not a ValueError in every msgspec version
+        raise ValueError(str(exc)) from None
+
+
+def _as_event(entry: Any) -> _Event | None:
+    """An entry of a batch decoded as dicts (the stream's last batch, fallbacks) as an
+    `_Event`; None for an entry that is no event object."""
+    if entry.__class__ is _Event:
+        return entry  # type: ignore[no-any-return]
+    if not isinstance(entry, dict):
+        return None
+    args = entry.get("args")
+    return _Event(
+        ph=entry.get("ph"),
+        name=entry.get("name", ""),
+        cat=entry.get("cat"),
+        pid=entry.get("pid"),
+        tid=entry.get("tid", 0),
+        ts=entry.get("ts"),
+        dur=entry.get("dur"),
+        args=msgspec.Raw(orjson.dumps(args)) if isinstance(args, dict) else _NO_ARGS,
+    )
+
+
 def _from_files(files: Sequence[Path], origin: float, findings: Sequence[Finding]) -> list[_Pick]:
     """One pass over the trace files, each event offered to the windows it overlaps."""
-    from advisor.formats.stream import EventStream  # orjson and msgspec: only when cutting
+    from advisor.formats.stream import EventStream  # only when cutting a trace
 
     lanes = _Lanes()
     picks = [_Pick(f.window, lanes) for f in findings if f.window is not None]
+    spans: dict[tuple[float, float], list[_Pick]] = {}  # findings often share their window
+    for pick in picks:
+        spans.setdefault((pick.window.start_us, pick.window.end_us), []).append(pick)
     lo = min(p.window.start_us for p in picks)
     hi = max(p.window.end_us for p in picks)
     whole = math.floor(origin)
@@ -294,20 +361,32 @@ def _from_files(files: Sequence[Path], origin: float, findings: Sequence[Finding
     order = itertools.count()
     seen: set[tuple[Any, ...]] = set()  # an event msprof writes in two timelines is kept once
     for path in files:
-        for batch in EventStream(path):
-            for event in batch:
-                if not isinstance(event, dict):
+        for batch in EventStream(path, chunk_bytes=CHUNK_BYTES, decode=_decode):
+            for entry in batch:  # the hot loop: one pass over every event of the trace
+                event = entry if entry.__class__ is _Event else _as_event(entry)
+                if event is None:
                     continue
-                ph = event.get("ph")
-                if ph == "M" and event.get("name") in _METADATA:
-                    lanes.metadata(event)
-                    continue
+                ph = event.ph
                 if ph != "X":
+                    if ph == "M" and event.name in _METADATA:
+                        lanes.metadata(event.name, event.pid, event.tid, _args(event))
                     continue
-                start = _relative(event.get("ts"), whole, frac)
-                dur = _duration(event.get("dur"))
-                if start is None or dur is None or start > hi or start + dur < lo:
-                    continue
+                ts, dur = event.ts, event.dur
+                # a decimal string is placed by its float first (0.25 µs off at epoch µs),
+                # exactly once it is inside a window
+                start = ts - origin if ts.__class__ in _NUMBERS else _rough(ts, origin)
+                if dur.__class__ not in _NUMBERS or not 0 <= dur < math.inf:
+                    dur = _duration(dur)
+                if start is None or dur is None or not (start <= hi and start + dur >= lo):
+                    continue  # also a NaN start (a trace written with NaN)
+                end = start + dur
+                hits = [p for (a, b), p in spans.items() if start <= b and end >= a]
+                if not hits:
+                    continue  # between two windows
+                if ts.__class__ is str:
+                    start = _relative(ts, whole, frac)
+                    if start is None:
+                        continue
                 kept = _kept(event, start, dur, lanes)
                 if kept is None:
                     continue
@@ -317,33 +396,41 @@ def _from_files(files: Sequence[Path], origin: float, findings: Sequence[Finding
                         continue
                     seen.add(key)
                 n = next(order)
-                for pick in picks:
-                    if _overlaps(start, dur, pick.window):
+                for same in hits:
+                    for pick in same:
                         pick.offer(kept, n)
     return picks
 
 
-def _overlaps(start: float, dur: float, window: Window) -> bool:
-    return start <= window.end_us and start + dur >= window.start_us
+def _args(event: _Event) -> dict[str, Any] | None:
+    """An event's args as a dict, None when it has none (or they are no object)."""
+    if not event.args:
+        return None
+    try:
+        args = msgspec.json.decode(event.args)
+    except msgspec.DecodeError:
+        return None
+    return args if isinstance(args, dict) else None
 
 
-def _kept(event: dict[str, Any], start: float, dur: float, lanes: _Lanes) -> dict[str, Any] | None:
+def _kept(event: _Event, start: float, dur: float, lanes: _Lanes) -> dict[str, Any] | None:
     """The event as a snippet holds it: its time relative to the profile, integer lanes."""
-    pid, tid = lanes.id(event.get("pid")), lanes.id(event.get("tid", 0))
+    pid, tid = lanes.id(event.pid), lanes.id(event.tid)
     if pid is None or tid is None:
         return None
     kept = {
-        "name": str(event.get("name", "")),
+        "name": str(event.name),
         "ph": "X",
         "ts": round(start, 3),
         "dur": round(dur, 3),
         "pid": pid,
         "tid": tid,
     }
-    if isinstance(event.get("cat"), str):
-        kept["cat"] = event["cat"]
-    if isinstance(event.get("args"), dict):
-        kept["args"] = event["args"]
+    if isinstance(event.cat, str):
+        kept["cat"] = event.cat
+    args = _args(event)
+    if args is not None:
+        kept["args"] = args
     return kept
 
 
