@@ -111,8 +111,9 @@ def catalogue() -> tuple[Pattern, ...]:
 def find(tokens: Sequence[str], patterns: Iterable[Pattern]) -> list[tuple[Pattern, int, int]]:
     """Matches (pattern, first token, one past the last) of consecutive tokens, tried in
     catalogue order; a token belongs to one match at most."""
-    text = "," + "".join(f"{t}," for t in tokens)
-    starts = np.cumsum([1] + [len(t) + 1 for t in tokens])[:-1].tolist()
+    text = "," + ",".join(tokens) + "," if tokens else ","
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    starts = (np.cumsum(lengths + 1) - lengths).tolist()  # after each token's ',
     claimed = np.zeros(len(tokens), dtype=bool)
     found = []
     for pattern in patterns:
@@ -297,9 +298,12 @@ def affinity_rows(
     claimed: set[Any] = set()
     candidates = top[~top["in_optimizer"]]
     steps = top.get("step")  # the calls' labels are top's
+    bare: dict[Any, str] = {}  # each distinct name without its prefix, made once
     for _, calls in candidates.groupby("thread", dropna=False, sort=False):
         labels = list(calls.index)
-        names = [_PREFIXES.sub("", str(n)) for n in calls["name"]]
+        names = [
+            bare.get(n) or bare.setdefault(n, _PREFIXES.sub("", str(n))) for n in calls["name"]
+        ]
         for pattern, first, last in find(names, patterns):
             part = labels[first:last]
             claimed.update(part)
@@ -356,18 +360,19 @@ def kernel_sequence_rows(
     all_names = [str(n) for n in kernels["name"]]
     all_durations = kernels["duration_us"].to_numpy("float64", na_value=0.0)
     all_starts = kernels["start_us"].tolist()
-    top_names, steps = top["name"], top.get("step")
+    calls = np.flatnonzero(np.diff(ends, prepend=0) >= MIN_KERNELS)
+    at = top.index.get_indexer(labels[calls])  # each call's row in top
+    roots = [_PREFIXES.sub("", str(n)) for n in top["name"].take(at).tolist()]
+    steps = top["step"].array if "step" in top else None  # an element as .at gives it
     short: dict[str, str] = {}
-    for code in np.flatnonzero(np.diff(ends, prepend=0) >= MIN_KERNELS).tolist():
+    for k, code in enumerate(calls.tolist()):
         rows = order[ends[code - 1] if code else 0 : ends[code]]
-        label = labels[code]
-        root = _PREFIXES.sub("", str(top_names.at[label]))
         names = [all_names[r] for r in rows.tolist()]
         durations = all_durations[rows]
-        groups[(root, *names)].append(
+        groups[(roots[k], *names)].append(
             {
                 "start": float(all_starts[rows[0]]),
-                "step": _step(steps, label),
+                "step": pd.NA if steps is None else steps[at[k]],
                 "names": [short.get(n) or short.setdefault(n, _short(n)) for n in names],
                 "ops": len(names),
                 "total": float(durations.sum()),
