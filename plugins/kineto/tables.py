@@ -5,8 +5,6 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from advisor.compat import zip_strict
 from advisor.formats.chrome_trace import shape_text
 from advisor.formats.interning import string_column
@@ -162,32 +160,14 @@ def _kernel_args(walk: EventWalk) -> dict[str, Any]:
 
     Kineto writes them on kernels as CUPTI reports them: 'est. achieved occupancy %' is
     CUPTI's occupancy calculator estimate for the launch, limited by the grid size."""
-    if not walk.kernel_args:
+    if not walk.k_row:
         return {}
     rows = len(walk.d_code)
-    index = np.fromiter((row for row, _ in walk.kernel_args), np.int64, len(walk.kernel_args))
-    # Launch configurations repeat across a trace: each distinct one is converted once, told
-    # apart by its JSON text (1, 1.0 and true convert differently but compare equal)
-    known: dict[bytes, tuple[tuple[float, ...], tuple[int, ...]]] = {}
-    converted = []
-    for _, args in walk.kernel_args:
-        key = _encode(
-            (
-                args.blocks_per_sm,
-                args.warps_per_sm,
-                args.occupancy,
-                args.shared_memory,
-                args.registers,
-                args.grid,
-                args.block,
-            )
-        )
-        values = known.get(key)
-        if values is None:
-            values = known[key] = _launch(args)
-        converted.append(values)
-    numbers = np.array([f for f, _ in converted], dtype=np.float64).reshape(-1, 4)
-    counts = np.array([i for _, i in converted], dtype=np.int64).reshape(-1, 3)
+    index = as_numpy(walk.k_row, np.int64)
+    codes = as_numpy(walk.k_code, np.int32)
+    converted = [_launch(*values) for values in walk.launch_values]  # each distinct one once
+    numbers = np.array([f for f, _ in converted], dtype=np.float64).reshape(-1, 4)[codes]
+    counts = np.array([i for _, i in converted], dtype=np.int64).reshape(-1, 3)[codes]
     columns = {}
     for k, key in enumerate(("occ", "bps", "wps", "smem")):
         columns[key] = np.full(rows, np.nan)
@@ -206,19 +186,24 @@ def _kernel_args(walk: EventWalk) -> dict[str, Any]:
     }
 
 
-_encode = msgspec.json.encode
-
-
-def _launch(args: Any) -> tuple[tuple[float, ...], tuple[int, ...]]:
+def _launch(
+    blocks_per_sm: Any,
+    warps_per_sm: Any,
+    occupancy: Any,
+    shared_memory: Any,
+    registers: Any,
+    grid: Any,
+    block: Any,
+) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """(occupancy as a fraction, blocks and warps per SM, shared memory bytes; registers per
-    thread, grid blocks, block threads, NO_ID where missing) of one kernel's args."""
-    counts = (_extent(args.registers), _extent(args.grid), _extent(args.block))
+    thread, grid blocks, block threads, NO_ID where missing) of one launch configuration."""
+    counts = (_extent(registers), _extent(grid), _extent(block))
     return (
         (
-            json_number_or_nan(args.occupancy) / 100.0,
-            json_number_or_nan(args.blocks_per_sm),
-            json_number_or_nan(args.warps_per_sm),
-            json_number_or_nan(args.shared_memory),
+            json_number_or_nan(occupancy) / 100.0,
+            json_number_or_nan(blocks_per_sm),
+            json_number_or_nan(warps_per_sm),
+            json_number_or_nan(shared_memory),
         ),
         tuple(NO_ID if c is None else c for c in counts),
     )

@@ -74,6 +74,7 @@ class WalkArgs(msgspec.Struct, gc=False):
 
 DECODER = EventDecoder(WalkArgs)
 _NO_ARGS = DECODER.no_args
+_ENCODE = msgspec.json.encode
 
 
 def _device_row(code: int) -> int:
@@ -120,8 +121,13 @@ class EventWalk:
         # and host row (their start and thread are the host row's)
         self.d_corr = array("q")
         self.r_corr, self.r_row = array("q"), array("q")
-        # kernel launch configurations (sparse, kernels only): (device row, args)
-        self.kernel_args: list[tuple[int, WalkArgs]] = []
+        # kernel launch configurations (sparse, kernels only): the device row and the code of
+        # its configuration (blocks and warps per SM, occupancy, shared memory, registers,
+        # grid, block, as written) in `launches`, each distinct one kept once and told apart
+        # by its JSON text (1, 1.0 and true convert differently but compare equal)
+        self.k_row, self.k_code = array("q"), array("i")
+        self.launches: dict[bytes, int] = {}
+        self.launch_values: list[tuple[Any, ...]] = []
         # comm_ops (few rows): (name, op, group, start_us, duration_us, bytes)
         self.comm: list[tuple[str, str | None, str | None, float, float, float | None]] = []
         # memory: (device, device type, device id) per code
@@ -150,7 +156,8 @@ class EventWalk:
         s_row_code = self.s_row_code.append
         d_corr = self.d_corr.append
         r_corr, r_row = self.r_corr.append, self.r_row.append
-        kernel_args = self.kernel_args.append
+        k_row, k_code = self.k_row.append, self.k_code.append
+        launches, launch_values, encode = self.launches, self.launch_values, _ENCODE
         pids = self.device_pids
         no_ts = no_dur = not_events = 0
         other_min = self.other_min
@@ -238,7 +245,22 @@ class EventWalk:
                 if pid.__class__ is int:
                     pids[pid] = pids.get(pid, 0) + 1
                 if args.blocks_per_sm is not None:
-                    kernel_args((len(self.d_code), args))
+                    launch = (
+                        args.blocks_per_sm,
+                        args.warps_per_sm,
+                        args.occupancy,
+                        args.shared_memory,
+                        args.registers,
+                        args.grid,
+                        args.block,
+                    )
+                    key = encode(launch)
+                    known = launches.get(key)
+                    if known is None:
+                        known = launches[key] = len(launch_values)
+                        launch_values.append(launch)
+                    k_row(len(self.d_code))
+                    k_code(known)
                 if code < 0:  # an NCCL/RCCL kernel
                     code = ~code
                     self._comm(name, ts, dur, args)
@@ -304,7 +326,14 @@ class EventWalk:
             packed = np.asarray(later.s_row_code)
             _append(self.s_row_code, (packed >> 32) + h_rows << 32 | shape[packed & 0xFFFFFFFF])
         _append(self.r_row, np.asarray(later.r_row) + h_rows)
-        self.kernel_args += [(row + d_rows, args) for row, args in later.kernel_args]
+        _append(self.k_row, np.asarray(later.k_row) + d_rows)
+        launch = []
+        for key, code in later.launches.items():  # in order of their codes
+            if key not in self.launches:
+                self.launches[key] = len(self.launch_values)
+                self.launch_values.append(later.launch_values[code])
+            launch.append(self.launches[key])
+        _append(self.k_code, np.array(launch, dtype=np.int64)[np.asarray(later.k_code)])
         self.comm += later.comm
         _append(self.m_code, self._memory_codes(later)[np.asarray(later.m_code)])
         self.threads.update(later.threads)
