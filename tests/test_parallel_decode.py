@@ -244,6 +244,17 @@ def test_not_cut_when_small_compressed_or_in_a_worker(tmp_path, monkeypatch):
     monkeypatch.setenv(parallel.WORKERS_ENV, "many")
     assert parallel.decode_workers() == 1
     monkeypatch.delenv(parallel.WORKERS_ENV)
+    # by default, the CPUs this process may use that the load average leaves idle
+    for cpus, load, workers in (
+        (16, 0.2, 16),
+        (16, 3.2, 13),
+        (2, 0.3, 2),
+        (2, 1.0, 1),
+        (2, 4.5, 1),
+    ):
+        monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _, n=cpus: set(range(n)))
+        monkeypatch.setattr(parallel.os, "getloadavg", lambda load=load: (load, load, load))
+        assert parallel.decode_workers() == workers, (cpus, load)
     monkeypatch.setattr(parallel.multiprocessing, "parent_process", lambda: object())
     assert parallel.decode_workers() == 1
 

@@ -22,7 +22,8 @@ the problem as before: the parallel path gives the same result or none.
 Only uncompressed files of at least `MIN_BYTES` are cut (a .gz stream cannot be entered in
 the middle, and small files are not worth a process), and only in a process that is not
 itself a worker (ranks read in parallel already use the cores). `ADVISOR_DECODE_WORKERS` sets
-the number of processes (default: the CPUs this process may use; 1 turns this off).
+the number of processes (default: the CPUs this process may use that the load average leaves
+idle; 1 turns this off).
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ Merge = Callable[[list[S]], S]
 
 def decode_workers() -> int:
     """Processes to decode one file with: ADVISOR_DECODE_WORKERS, else the CPUs this process
-    may run on; 1 in a worker process (its parent shares out the cores already)."""
+    may run on less those the machine keeps busy (the 1-minute load average: on CPUs that
+    other work holds, more processes only share them, and each costs its start); 1 in a
+    worker process (its parent shares out the cores already)."""
     if multiprocessing.parent_process() is not None:
         return 1
     value = os.environ.get(WORKERS_ENV, "").strip()
@@ -105,9 +108,14 @@ def decode_workers() -> int:
         except ValueError:
             return 1
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cpus = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Unix
+        busy = 0.0
+    return max(1, min(cpus, math.floor(cpus - busy + 0.5)))
 
 
 def read_in_parts(
