@@ -338,7 +338,7 @@ class EventStream:
                 key: (self.decode if key == "traceEvents" else orjson.loads)(bytes(value))
                 for key, value in doc.items()
             }
-        except (ValueError, msgspec.DecodeError):
+        except (ValueError, msgspec.DecodeError, RecursionError):  # deep nesting: lenient path
             return None
 
     def _header_only(self, prefix: bytes) -> dict[str, Any]:
