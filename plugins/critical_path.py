@@ -59,6 +59,7 @@ _TIMES = ("start_us", "end_us", "busy_us")
 HOST_KINDS = ("sync", "compile", "compile_execute", "launch")
 """host_ops kinds during which device idle time is the host's."""
 
+
 def _empty() -> intervals.Intervals:
     return np.empty(0), np.empty(0)
 
