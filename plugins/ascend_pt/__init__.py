@@ -7,8 +7,9 @@ A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) fo
 - `trace_view.json`: a bare list of Chrome trace events whose `ts` is usually a string of µs
   with three decimals. Framework ops (`Python` process) -> host_ops (with_stack=True: their
   `Call stack` -> host_ops.call_stack) and `ProfilerStep#N` -> steps; `CANN` API calls ->
-  host_ops (compile, sync, launch, cann_api); `Ascend Hardware` tasks -> device_ops; `HCCL`/`Communication` ops -> comm_ops; `Overlap Analysis` (Computing,
-  Communication, Communication(Not Overlapped), Free) -> the per-step breakdown of `steps`.
+  host_ops (compile, sync, launch, cann_api); `Ascend Hardware` tasks -> device_ops;
+  `HCCL`/`Communication` ops -> comm_ops; `Overlap Analysis` (Computing, Communication,
+  Communication(Not Overlapped), Free) -> the per-step breakdown of `steps`.
 - `kernel_details.csv` -> device_ops (preferred over the trace's tasks: it has shapes and PMU
   ratios); `step_trace_time.csv` -> the step breakdown where the trace gives none;
   `op_statistic.csv` -> op_stats; `api_statistic.csv` -> host_ops when the trace has no CANN
