@@ -18,8 +18,9 @@ ru_maxrss)):
   rank, stored gzipped to keep 1,024 ranks at about 0.8 GB of disk), at --jobs 1 and 2, locally
   and on a dask.distributed LocalCluster of that many single-threaded worker processes. The
   cluster is started by a wrapper (this script, --dask-child) inside the measured process
-  tree, so its scheduler and workers count in the peak. One run each. With --before REF, the
-  smallest size is also run by that advisor at --jobs 2 (which keeps every rank's tables).
+  tree, so its scheduler and workers count in the peak; the workers' statistical profiler is
+  off (see dask_child) unless --dask-profiler. One run each. With --before REF, the smallest
+  size is also run by that advisor at --jobs 2 (which keeps every rank's tables).
 
 Inputs are built under --work (default /tmp/advisor-many-ranks) and reused while their
 manifest matches; the rule cache of each advisor is a folder there, warmed by an unrecorded run.
@@ -179,6 +180,7 @@ def advisor_run(
     *,
     jobs: int | None = None,
     dask_workers: int | None = None,
+    dask_profiler: bool = False,
     timeout: float,
 ) -> dict:
     """One measured `advisor run` of `folder` (on a fresh LocalCluster with `dask_workers`)."""
@@ -188,7 +190,8 @@ def advisor_run(
         args += ["--jobs", str(jobs)]
     cmd = version.command(*args)
     if dask_workers is not None:
-        cmd = [sys.executable, str(Path(__file__)), "--dask-child", str(dask_workers), "--", *cmd]
+        wrapper = [sys.executable, str(Path(__file__)), "--dask-child", str(dask_workers)]
+        cmd = [*wrapper, "on" if dask_profiler else "off", "--", *cmd]
     result = bench.measure(cmd, cwd=REPO.parent, timeout=timeout, poll=0.1, env=version.env)
     result.pop("_stdout", None)
     reports = list(out.glob("prof_rule*.json")) if out.is_dir() else []
@@ -200,11 +203,16 @@ def advisor_run(
     return result
 
 
-def dask_child(workers: int, cmd: list[str]) -> int:
+def dask_child(workers: int, cmd: list[str], profiler: bool) -> int:
     """Run `cmd --scheduler ADDRESS` against a LocalCluster of `workers` single-threaded
-    worker processes started here (so they belong to the measured process tree)."""
+    worker processes started here (so they belong to the measured process tree). Without
+    `profiler`, the workers' statistical profiler is off: it keeps a call tree per second of
+    work for the last 1,000 seconds (distributed.admin.low-level-log-length), which on its
+    own grew each busy worker by 0.7 to 0.85 GB in a 20 to 30 minute run."""
+    import dask
     from distributed import LocalCluster
 
+    dask.config.set({"distributed.worker.profile.enabled": profiler})
     with LocalCluster(
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
@@ -265,7 +273,7 @@ def memory_runs(args, versions: list[Version], out: Path) -> list[dict]:
             if version.label == "before" and ranks != sizes[0]:
                 continue  # the old advisor keeps every rank's tables: the smallest size shows it
             modes = [("local", 2)] if version.label == "before" else []
-            modes = modes or [(m, j) for m in ("local", "dask") for j in args.jobs]
+            modes = modes or [(m, j) for m in args.modes for j in args.jobs]
             for mode, jobs in modes:
                 run = advisor_run(
                     version,
@@ -273,9 +281,12 @@ def memory_runs(args, versions: list[Version], out: Path) -> list[dict]:
                     out / "big",
                     jobs=jobs if mode == "local" else None,
                     dask_workers=jobs if mode == "dask" else None,
+                    dask_profiler=args.dask_profiler,
                     timeout=args.big_timeout,
                 )
                 row = {"advisor": version.label, "ranks": ranks, "mode": mode, "jobs": jobs, **run}
+                if mode == "dask":
+                    row["dask_profiler"] = args.dask_profiler
                 rows.append(row)
                 print(
                     f"  memory {version.label:>7} {ranks:5d} ranks {mode:>5} jobs {jobs}: "
@@ -289,7 +300,7 @@ def memory_runs(args, versions: list[Version], out: Path) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--dask-child"]:
-        return dask_child(int(argv[1]), argv[3:])
+        return dask_child(int(argv[1]), argv[4:], profiler=argv[2] == "on")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=Path("/tmp/advisor-many-ranks"))
     ap.add_argument("--ranks", type=int, default=300, help="tiny ranks against one")
@@ -297,7 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big", type=lambda s: [int(x) for x in s.split(",")], default=[16, 64])
     ap.add_argument("--jobs", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     ap.add_argument("--full", action="store_true", help="memory runs at 1,024 ranks too")
+    ap.add_argument(
+        "--modes",
+        type=lambda s: [m for m in s.split(",") if m in ("local", "dask")],
+        default=["local", "dask"],
+        help="memory runs here (local), on a LocalCluster (dask), or both (local,dask)",
+    )
     ap.add_argument("--only", choices=("tiny", "memory"), help="one of the two measurements")
+    ap.add_argument(
+        "--dask-profiler",
+        action="store_true",
+        help="leave the Dask workers' statistical profiler on (Dask's default)",
+    )
     ap.add_argument("--before", metavar="REF", help="also time advisor as of this git ref")
     ap.add_argument(
         "--after", metavar="REF", help="time advisor as of this git ref, not the working tree"
