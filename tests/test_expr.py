@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -236,19 +236,16 @@ def test_function_argument_errors_become_expr_errors() -> None:
         r"(\d+){2,}",
     ],
 )
-def test_regex_with_nested_quantifiers_is_refused_fast(pattern: str) -> None:
-    start = time.perf_counter()
+def test_regex_with_nested_quantifiers_is_refused(pattern: str) -> None:
+    """Refused when the expression is checked, before any text is matched against it."""
     with pytest.raises(ExprError, match="nested quantifiers"):
         ev(f"matches(device_ops.name, {pattern!r})")
-    assert time.perf_counter() - start < 1
 
 
 @pytest.mark.parametrize("pattern", [".*.*.*x", "a+b+c+", r"\w{2,}\d*x+", "(?:a*b+c*)"])
-def test_regex_with_many_unbounded_repeats_is_refused_fast(pattern: str) -> None:
-    start = time.perf_counter()
+def test_regex_with_many_unbounded_repeats_is_refused(pattern: str) -> None:
     with pytest.raises(ExprError, match="unbounded repeats"):
         ev(f"matches(device_ops.name, {pattern!r})")
-    assert time.perf_counter() - start < 1
 
 
 @pytest.mark.parametrize(
@@ -519,12 +516,18 @@ REJECTED = [
 
 @pytest.mark.parametrize(("text", "problem"), REJECTED)
 def test_rejected(text: str, problem: str) -> None:
-    start = time.perf_counter()
-    with pytest.raises(ExprError) as info:
-        comp(text).evaluate(scope())
+    """Refused before the work is done: a refusal after building a 10**8-item list or a
+    10**16-digit number would pass the message check but not the memory bound."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ExprError) as info:
+            comp(text).evaluate(scope())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert not isinstance(info.value, MissingData)
     assert problem in str(info.value)
-    assert time.perf_counter() - start < 1, "must fail fast"
+    assert peak < 32 * 1024 * 1024
 
 
 def test_rejected_corpus_is_large() -> None:
@@ -667,3 +670,63 @@ def test_expressions_over_random_numbers_raise_only_expr_error(
     except ExprError:
         return
     assert not isinstance(result, np.generic)
+
+
+# --- sub-expressions shared through Scope.memo ----------------------------------------------
+
+
+def _counting_scope(memo: dict[bytes, Any] | None, calls: list[str], **values: Any) -> Scope:
+    """A scope whose `twice` function records each call (by the mean it was given)."""
+
+    def twice(series: pd.Series) -> pd.Series:
+        calls.append(f"{series.mean():.3f}")
+        return series * 2
+
+    base = scope(**values)
+    functions = {**BUILTIN_FUNCTIONS, "twice": twice}
+    return Scope(base.tables, base.values, functions, memo)
+
+
+def _comp_with_twice(text: str) -> Expression:
+    functions = [*BUILTIN_FUNCTIONS, "twice"]
+    return compile_expression(text, functions=functions, tables=TABLE_COLUMNS, names=NAMES)
+
+
+def test_a_table_only_sub_expression_is_computed_once_per_memo() -> None:
+    first = _comp_with_twice("sum(twice(device_ops.duration_us))")
+    second = _comp_with_twice("max(twice(device_ops.duration_us)) > x")
+    calls: list[str] = []
+    memo: dict[bytes, Any] = {}
+    assert first.evaluate(_counting_scope(memo, calls)) == 120.0
+    assert second.evaluate(_counting_scope(memo, calls)) is True
+    assert calls == ["12.000"]  # the second expression read the first's value
+    assert b"twice(device_ops.duration_us)" in memo
+    calls.clear()
+    first.evaluate(_counting_scope(None, calls))
+    second.evaluate(_counting_scope(None, calls))
+    assert calls == ["12.000", "12.000"]  # no memo: each computes its own
+
+
+def test_sub_expressions_reading_params_or_lets_are_never_shared() -> None:
+    scaled = _comp_with_twice("sum(twice(device_ops.duration_us * x))")
+    calls: list[str] = []
+    memo: dict[bytes, Any] = {}
+    assert scaled.evaluate(_counting_scope(memo, calls, x=1)) == 120.0
+    assert scaled.evaluate(_counting_scope(memo, calls, x=3)) == 360.0
+    assert calls == ["12.000", "36.000"]
+    assert all(b" x" not in key for key in memo)  # `device_ops.duration_us` alone is kept
+
+
+def test_memo_keys_are_the_source_text_also_past_non_ascii_text() -> None:
+    """ast's offsets count UTF-8 bytes: a key sliced by characters would cut the wrong text."""
+    inner = 'contains(device_ops.name, "矩阵") or\n  twice(device_ops.duration_us) > 90'
+    text = f"({inner})"
+    memo: dict[bytes, Any] = {}
+    result = _comp_with_twice(text).evaluate(_counting_scope(memo, []))
+    assert as_list(result) == [True, False, False, False, False]
+    assert {
+        'contains(device_ops.name, "矩阵")'.encode(),
+        b"twice(device_ops.duration_us)",
+        b"twice(device_ops.duration_us) > 90",
+        inner.encode(),  # spans two lines
+    } <= set(memo)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 
 import msgspec
 import orjson
@@ -204,10 +203,8 @@ def test_a_string_full_of_boundaries_is_decoded_a_bounded_number_of_times(tmp_pa
         calls.append(len(data))
         return orjson.loads(data)
 
-    start = time.perf_counter()
     stream = EventStream(path, chunk_bytes=32 * 1024, decode=counting)
     got = decode_all(stream)
-    assert time.perf_counter() - start < 10
     assert [e["name"] for e in got] == [e["name"] for e in events]
     # each slice is tried at most twice: once at a cut inside the string, once past it
     assert len(calls) <= 2 * (path.stat().st_size // (32 * 1024) + 2)

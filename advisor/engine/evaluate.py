@@ -7,7 +7,7 @@ is reported as a rule error and the others still run. Findings are ranked by the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -165,16 +165,37 @@ def _is_scalar(value: Any) -> bool:
     return not isinstance(value, (pd.Series, pd.DataFrame, np.ndarray, list, tuple))
 
 
+class _RowValues(Mapping[str, Any]):
+    """The names an evidence filter reads: the table's columns by bare name (a column wins
+    over a let value or param of that name), each column taken from the table when read;
+    a table has dozens of columns and a filter reads one or two."""
+
+    def __init__(self, values: Mapping[str, Any], table: pd.DataFrame) -> None:
+        self._values, self._table = values, table
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._table.columns:
+            return self._table[name]
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self._values, *self._table.columns]))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys([*self._values, *self._table.columns]))
+
+
 def _evidence(
     ev: Evidence,
     profile: Profile,
     values: Mapping[str, Any],
     functions: Mapping[str, Callable[..., Any]],
+    memo: dict[bytes, Any] | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame, pd.Index]:
     """(the evidence as reported, the rows shown, the labels of every row selected)."""
     df = profile.tables[ev.table]
     if ev.where is not None:
-        scope = Scope(profile.tables, {**values, **{c: df[c] for c in df.columns}}, functions)
+        scope = Scope(profile.tables, _RowValues(values, df), functions, memo)
         mask = ev.where.evaluate(scope)
         if isinstance(mask, pd.Series):
             df = df[mask.fillna(False).astype(bool)]
@@ -227,12 +248,14 @@ def evaluate_rule(
     functions: Mapping[str, Callable[..., Any]],
     total_us: float | None,
     lang: str = "en",
+    memo: dict[bytes, Any] | None = None,
 ) -> Finding | None:
-    """Evaluate one applicable rule; raise ExprError on a runtime problem."""
+    """Evaluate one applicable rule; raise ExprError on a runtime problem. `memo`: the
+    values of table-only sub-expressions shared by the rules of this profile (Scope.memo)."""
     values: dict[str, Any] = {"total_us": math.nan if total_us is None else total_us, **params}
     for name, expr in rule.let.items():
-        values[name] = _eval(expr, Scope(profile.tables, values, functions))
-    scope = Scope(profile.tables, values, functions)
+        values[name] = _eval(expr, Scope(profile.tables, values, functions, memo))
+    scope = Scope(profile.tables, values, functions, memo)
     fired = _eval(rule.when, scope)
     if not _is_scalar(fired):
         raise ExprError("'when' must give one true/false value; wrap columns in any() or all()")
@@ -242,7 +265,7 @@ def evaluate_rule(
     ratio = impact / measured_us if impact is not None and measured_us else None
     evidence, evidence_df, selected = (None, None, None)
     if rule.evidence is not None:
-        evidence, evidence_df, selected = _evidence(rule.evidence, profile, values, functions)
+        evidence, evidence_df, selected = _evidence(rule.evidence, profile, values, functions, memo)
     measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
     context = {
         **{k: to_plain(v) for k, v in params.items()},
@@ -317,6 +340,7 @@ def evaluate(
     overrides = overrides or {}
     total_us = profile_time_us(profile)
     result = Evaluation(lang=lang, total_us=total_us)
+    memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
     available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
     for rule in rules:
         params = {**rule.params, **overrides.get(rule.id, {})}
@@ -327,7 +351,9 @@ def evaluate(
         missing = [n for n in rule.needs() if not available[n]]
         try:
             finding = (
-                None if missing else evaluate_rule(rule, profile, params, functions, total_us, lang)
+                None
+                if missing
+                else evaluate_rule(rule, profile, params, functions, total_us, lang, memo)
             )
         except MissingData as exc:
             missing = [exc.ref]

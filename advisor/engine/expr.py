@@ -64,6 +64,11 @@ class Scope:
     tables: Mapping[str, pd.DataFrame]  # table name -> DataFrame
     values: Mapping[str, Any]  # params, let values, bare column Series in evidence filters
     functions: Mapping[str, Callable[..., Any]]  # callable functions
+    memo: dict[bytes, Any] | None = None
+    """Values of the sub-expressions that read only tables and constants (no param, let value
+    or bare column), by source text, for scopes over the same unchanging tables: the rules of
+    one profile share many (`device_ops.category == "compute"`, a `shape_dim` of a column),
+    and each costs several pandas operations. None: nothing is kept."""
 
 
 Run = Callable[[Scope], Any]
@@ -445,6 +450,24 @@ _CONSTANT_TYPES = (bool, int, float, str, type(None))
 _LITERAL_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
 """Nodes of arithmetic on constants, which is tried while compiling to check its limits."""
 _NO_DATA = Scope({}, {}, {})
+_SHARED_NODES = (ast.Attribute, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call)
+"""Nodes whose values Scope.memo keeps (constants, names and tables cost nothing to read)."""
+
+
+def _memoized(key: bytes, run: Run) -> Run:
+    """`run`, its value kept in the scope's memo under `key` (its source text): expression
+    functions are pure (hookspecs.advisor_functions) and no operator changes its operands."""
+
+    def shared(scope: Scope) -> Any:
+        memo = scope.memo
+        if memo is None:
+            return run(scope)
+        if key in memo:
+            return memo[key]
+        value = memo[key] = run(scope)
+        return value
+
+    return shared
 
 
 def _hint(word: str, options: Collection[str]) -> str:
@@ -469,6 +492,7 @@ class _Compiler:
         self.used_names: set[str] = set()
         self.used_columns: set[tuple[str, str]] = set()
         self.used_tables: set[str] = set()
+        self._lines: list[bytes] | None = None
         self.builders: dict[type[ast.AST], Callable[[Any], Run]] = {
             ast.Constant: self.constant,
             ast.Name: self.name,
@@ -525,7 +549,26 @@ class _Compiler:
         builder = self.builders.get(type(node))
         if builder is None:
             self.fail(node, _FORBIDDEN.get(type(node), f"{type(node).__name__} is not allowed"))
-        return builder(node)
+        run = builder(node)
+        if isinstance(node, _SHARED_NODES) and not self.reads_names(node):
+            return _memoized(self.source_key(node), run)
+        return run
+
+    def reads_names(self, node: ast.AST) -> bool:
+        """Whether the value of `node` depends on a param, let value or bare column (else it
+        depends only on the tables, and may be shared between expressions: Scope.memo)."""
+        return any(isinstance(n, ast.Name) and n.id in self.names for n in ast.walk(node))
+
+    def source_key(self, node: ast.expr) -> bytes:
+        """The source text of `node` (ast offsets count UTF-8 bytes)."""
+        if self._lines is None:
+            self._lines = self.text.encode("utf-8").splitlines(keepends=True)
+        lines = self._lines[node.lineno - 1 : (node.end_lineno or node.lineno)]
+        if len(lines) == 1:
+            return lines[0][node.col_offset : node.end_col_offset]
+        return b"".join(
+            [lines[0][node.col_offset :], *lines[1:-1], lines[-1][: node.end_col_offset]]
+        )
 
     def constant_value(self, node: ast.Constant) -> Any:
         value = node.value
