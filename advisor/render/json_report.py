@@ -12,8 +12,6 @@ from datetime import datetime, timezone
 from importlib.resources import files
 from typing import Any
 
-import jsonschema
-
 from advisor.applicability import MISSING, Inapplicable
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.outcome import SEVERITIES
@@ -23,14 +21,14 @@ from advisor.metrics import ProfileMetrics
 from advisor.model import Profile, RunInfo
 from advisor.version import __version__
 
-REPORT_SCHEMA: dict[str, Any] = json.loads(
-    files("advisor").joinpath("schemas/report.schema.json").read_text(encoding="utf-8")
-)
-
-
 def validate_report(report: dict[str, Any]) -> None:
-    """Raise jsonschema.ValidationError when a report breaks the published schema."""
-    jsonschema.validate(report, REPORT_SCHEMA)
+    """Raise jsonschema.ValidationError when a report breaks the published schema (a check
+    for tests and consumers: a run builds reports by construction and never imports
+    jsonschema for them)."""
+    import jsonschema
+
+    schema = files("advisor").joinpath("schemas/report.schema.json").read_text(encoding="utf-8")
+    jsonschema.validate(report, json.loads(schema))
 
 
 def _finding(f: Finding) -> dict[str, Any]:
