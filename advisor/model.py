@@ -1625,17 +1625,21 @@ def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.D
     the table's specification when it is not a built-in one (a plugin's table).
     """
     spec = spec or TABLES[table]
+    dtypes = df.dtypes
+    documented = [col for col in spec.columns if col.name in dtypes.index]
     df = df.reset_index(drop=True)  # align columns by position, whatever the reader's index
-    out = {
-        col.name: _cast(df[col.name], col.dtype) for col in spec.columns if col.name in df.columns
-    }
+    if all(_is_cast(dtypes[col.name], col.dtype) for col in documented):
+        # most tables, derived ones above all: a new frame whose columns pandas copies only
+        # when one is written, without the cost of building it column by column
+        return df[[col.name for col in documented]]
+    out = {col.name: _cast(df[col.name], col.dtype) for col in documented}
     return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
 
 
 def _cast(series: pd.Series, dtype: str) -> pd.Series:
     """One column as its documented dtype; values that are not of it become missing."""
-    if _is_cast(series, dtype):
-        return series  # most columns already are: no conversion to pay on every table
+    if _is_cast(series.dtype, dtype):
+        return series
     if dtype == "float64":
         return pd.to_numeric(series, errors="coerce").astype("float64")
     if dtype in ("int64", *_NULLABLE_NUMERIC):
@@ -1652,11 +1656,11 @@ def _cast(series: pd.Series, dtype: str) -> pd.Series:
     return series.astype("string")
 
 
-def _is_cast(series: pd.Series, dtype: str) -> bool:
-    """Whether `_cast` would return the column as it is (exactly its dtype)."""
+def _is_cast(actual: Any, dtype: str) -> bool:
+    """Whether `_cast` would return a column of dtype `actual` as it is (exactly `dtype`)."""
     if dtype == "string":
-        return bool(series.dtype == pd.StringDtype())
-    return dtype in ("float64", "int64", "Int64", "bool") and str(series.dtype) == dtype
+        return bool(actual == pd.StringDtype())
+    return dtype in ("float64", "int64", "Int64", "bool") and str(actual) == dtype
 
 
 def _has_dtype(series: pd.Series, dtype: str) -> bool:
