@@ -3,8 +3,10 @@
 - `zip_strict(*iterables)`: `zip(..., strict=True)` (3.10+): raises ValueError when the
   iterables differ in length, instead of silently dropping the longer ones' tail.
 - `tomllib`: the standard library's TOML reader (3.11+), else the `tomli` backport it came from.
-- `entry_points(group=...)` with `EntryPoint.dist` (3.10+), else the `importlib_metadata`
-  backport.
+- `importlib_metadata()`: importlib.metadata with `entry_points(group=...)` and
+  `EntryPoint.dist` (3.10+), else the `importlib_metadata` backport; imported when called,
+  since it costs more than a listing command's whole work (advisor.distributions reads what
+  advisor needs without it).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import zip_longest
+from types import ModuleType
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -19,12 +22,18 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.9 / 3.10
     import tomli as tomllib
 
-if sys.version_info >= (3, 10):
-    from importlib.metadata import EntryPoint, entry_points
-else:  # pragma: no cover - exercised on 3.9
-    from importlib_metadata import EntryPoint, entry_points
+__all__ = ["importlib_metadata", "tomllib", "zip_strict"]
 
-__all__ = ["EntryPoint", "entry_points", "tomllib", "zip_strict"]
+
+def importlib_metadata() -> ModuleType:
+    """importlib.metadata as of Python 3.10 (the backport on 3.9)."""
+    if sys.version_info >= (3, 10):
+        import importlib.metadata
+
+        return importlib.metadata
+    import importlib_metadata as backport  # pragma: no cover - exercised on 3.9
+
+    return backport  # pragma: no cover
 
 
 def zip_strict(*iterables: Iterable[Any]) -> Iterator[tuple[Any, ...]]:

@@ -17,7 +17,7 @@ from typing import Any
 import pluggy
 
 from advisor import hookspecs
-from advisor.compat import EntryPoint, entry_points
+from advisor.distributions import EntryPoint, entry_points
 from advisor.model import SCOPES, TABLES, TableSpec
 
 ENTRY_POINT_GROUP = "advisor"
@@ -89,7 +89,6 @@ class PluginHost:
         self.installed_only = entry_points_group == ENTRY_POINT_GROUP and not extra
         """Whether the plugins are the installed ones only, so that a worker process's own
         PluginHost() has the same (the caller's extra plugins live in this process only)."""
-        self._dists: dict[int, tuple[str, str]] = {}
         blocked = blocked_names()
         if entry_points_group:
             # Built-in plugins first, so plugin-shipped rules can replace built-in ones.
@@ -100,16 +99,12 @@ class PluginHost:
         for name, plugin in extra:
             self._register(name, plugin, "", "", getattr(plugin, "__name__", name))
 
-    def _distribution(self, ep: EntryPoint) -> tuple[str, str]:
-        """Name and version of the package shipping `ep`, read once per package: each read
-        parses its METADATA file, and one package usually ships several plugins."""
+    @staticmethod
+    def _distribution(ep: EntryPoint) -> tuple[str, str]:
+        """Name and version of the package shipping `ep` (read once per package)."""
         if ep.dist is None:
             return "", ""
-        key = id(ep.dist)
-        if key not in self._dists:
-            metadata = ep.dist.metadata
-            self._dists[key] = (metadata["Name"] or "", metadata["Version"] or "")
-        return self._dists[key]
+        return ep.dist.name or "", ep.dist.version or ""
 
     def _load(self, ep: EntryPoint, blocked: set[str]) -> None:
         dist, version = self._distribution(ep)

@@ -162,9 +162,9 @@ def test_the_key_follows_the_text_functions_and_tables(cache: Path, tmp_path: Pa
 def test_the_key_follows_the_checking_libraries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Another PyYAML, jsonschema or Jinja2 may read or check a rule differently."""
     before = rule_cache.entry_key("id: X", ["f"])
-    real = rule_cache.metadata.version
+    real = rule_cache.distributions.version
     monkeypatch.setattr(
-        rule_cache.metadata, "version", lambda n: "99.0" if n == "Jinja2" else real(n)
+        rule_cache.distributions, "version", lambda n: "99.0" if n == "Jinja2" else real(n)
     )
     rule_cache._checker_fingerprint.cache_clear()
     try:

@@ -28,14 +28,13 @@ import json
 import marshal
 import os
 import sys
-import tempfile
 from collections.abc import Iterable
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
+from advisor import distributions
 from advisor.version import __version__
 
 if TYPE_CHECKING:
@@ -85,8 +84,8 @@ def _checker_fingerprint() -> str:
     digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.version}".encode())
     for library in _CHECKER_LIBRARIES:
         try:
-            digest.update(f"\0{library} {metadata.version(library)}".encode())
-        except metadata.PackageNotFoundError:  # vendored or frozen: the files below still count
+            digest.update(f"\0{library} {distributions.version(library)}".encode())
+        except distributions.PackageNotFoundError:  # vendored or frozen: the files still count
             digest.update(f"\0{library} ?".encode())
     package = Path(__file__).resolve().parent.parent
     for name in _CHECKER_FILES:
@@ -161,6 +160,8 @@ def _write_atomically(path: Path, data: bytes) -> None:
     """Write `data` to `path` so a racing run sees the old file or this one, never a torn
     one; a read-only home or a full disk leaves the cache as it was (the next run redoes the
     work)."""
+    import tempfile  # imported by the runs that write: a warm one does not
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
