@@ -11,15 +11,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from advisor.compat import tomllib
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import LANGUAGES
 from advisor.errors import AdvisorError
+from advisor.lazy import lazy_module
 from advisor.small_files import read_small_text
+
+if TYPE_CHECKING:
+    import yaml
+else:  # imported when an advisor.yaml is read
+    yaml = lazy_module("yaml")
 
 CONFIG_FILE = "advisor.yaml"
 PYPROJECT = "pyproject.toml"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +48,10 @@ class TableSpec:
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
 
-    @property
+    @cached_property
     def column_names(self) -> tuple[str, ...]:
+        """The columns' names, worked out once: every rule built and every rule file's cache
+        key reads them for every table."""
         return tuple(c.name for c in self.columns)
 
 

@@ -13,17 +13,21 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from advisor.config import Config
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.outcome import SEVERITIES, Severity
 from advisor.engine.rules import Rule, RuleSet, load_rules
 from advisor.errors import RuleError
+from advisor.lazy import lazy_module
 from advisor.model import TableSpec
 from advisor.plugin_manager import PluginHost
+
+if TYPE_CHECKING:
+    import yaml
+else:  # imported when a --set value is parsed
+    yaml = lazy_module("yaml")
 
 
 def parse_overrides(assignments: Iterable[str]) -> dict[str, dict[str, Any]]:

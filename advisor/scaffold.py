@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from advisor.engine.rules import RULE_SCHEMA
+from advisor.engine.rules import rule_schema
 from advisor.errors import AdvisorError
 from advisor.model import TABLES
 from advisor.plugin_manager import PluginHost
@@ -89,6 +87,8 @@ docs: |
   TODO: what it checks, why it matters, when it fires (params and their defaults) and where
   the thresholds come from.
 """
+    import yaml  # imported where used: listing rules reads no YAML
+
     cases = yaml.safe_dump(
         {
             "rule": rule_id,
@@ -138,7 +138,7 @@ def new_rule(
     built-in rules, the plugins' rules, `rule_paths` and the rules already in `folder`.
     Existing files are never overwritten: ScaffoldError instead, as for a bad name or table."""
     folder = Path(folder)
-    if not re.fullmatch(RULE_SCHEMA["properties"]["name"]["pattern"], name):
+    if not re.fullmatch(rule_schema()["properties"]["name"]["pattern"], name):
         raise ScaffoldError(
             f"rule name {name!r}: use 3-64 lower-case letters, digits and '-', "
             "starting with a letter (e.g. slow-casts)"

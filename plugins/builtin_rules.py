@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 
+import advisor_rules
 from advisor.hookspecs import hookimpl
 
 
 @hookimpl
 def advisor_rule_paths() -> list[Path]:
-    return [Path(str(files("advisor_rules")))]
+    # the package's folder, as importlib.resources.files() gives it (without importing that
+    # module and the tempfile and shutil it brings, which listing rules does not need)
+    return [Path(advisor_rules.__file__).parent]

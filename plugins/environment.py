@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
-
-import yaml
 
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
@@ -34,6 +31,10 @@ ALLOCATOR_CALLS = re.compile(
 @cache
 def catalogue() -> tuple[dict[str, Any], ...]:
     """The catalogue's entries, each checked to hold exactly one known condition."""
+    from importlib import resources  # read on first use: listing rules never does
+
+    import yaml
+
     text = resources.files(__package__).joinpath(CATALOGUE).read_text(encoding="utf-8")
     entries = yaml.safe_load(text)
     for entry in entries:

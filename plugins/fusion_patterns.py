@@ -26,10 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
-
-import yaml
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
@@ -86,6 +83,10 @@ def _compile(sequences: Sequence[str]) -> re.Pattern[str]:
 @cache
 def catalogue() -> tuple[Pattern, ...]:
     """The shipped catalogue, checked and compiled once."""
+    from importlib import resources  # read on first use: listing rules never does
+
+    import yaml
+
     text = resources.files(__package__).joinpath(CATALOGUE).read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     patterns = []

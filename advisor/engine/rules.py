@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
-from importlib.resources import files
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from advisor.engine import rule_cache
 from advisor.engine.expr import (
@@ -29,12 +26,15 @@ from advisor.engine.expr import (
 from advisor.engine.functions import regex_problem
 from advisor.engine.outcome import Severity
 from advisor.errors import RuleError
+from advisor.lazy import lazy_module
 from advisor.model import PROFILE, TABLES, TableSpec
 from advisor.small_files import read_small_text
 
-RULE_SCHEMA: dict[str, Any] = json.loads(
-    files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8")
-)
+if TYPE_CHECKING:
+    import yaml
+else:  # parsed only when a rule file is not in the rule cache
+    yaml = lazy_module("yaml")
+
 MAX_RULE_FILE_BYTES = 1_000_000
 MAX_VALUES = 100_000  # values in one YAML document, an alias counted each time it is used
 MAX_NESTING = 20  # levels of nested mappings and lists
@@ -180,17 +180,36 @@ class Rule:
         )
 
 
-class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+@cache
+def rule_schema() -> dict[str, Any]:
+    """The JSON Schema every rule is checked against (read when first needed: rules from the
+    rule cache were checked already)."""
+    from importlib.resources import files
+
+    text = files("advisor").joinpath("schemas/rule.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def _loader() -> Any:
     """SafeLoader that refuses duplicate keys instead of silently keeping the last one.
 
     libyaml's parser (bundled with PyYAML's wheels) when present: it parses the rule files of
     every run several times faster; the constructors, hence what YAML may build, are the same.
+    Built on first use, since importing PyYAML costs more than reading the cached rules.
     """
 
+    class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        pass
 
-def _construct_mapping(
-    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
-) -> dict[Any, Any]:
+    UniqueKeyLoader.add_constructor(
+        yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
+    )
+    return UniqueKeyLoader
+
+
+def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -205,9 +224,6 @@ def _construct_mapping(
         seen.add(key)
     mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
     return mapping
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def read_rule_documents(path: Path) -> list[dict[str, Any]]:
@@ -230,7 +246,7 @@ def parse_rule_documents(path: Path, text: str) -> list[dict[str, Any]]:
     """The raw rule mappings of a rule file's text (`path` names it in errors)."""
     try:
         _check_nesting(path, text)
-        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_loader()) if d is not None]
     except yaml.YAMLError as exc:
         raise RuleError(path, None, f"invalid YAML: {' '.join(str(exc).split())}") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
@@ -251,7 +267,7 @@ def parse_rule_documents(path: Path, text: str) -> list[dict[str, Any]]:
 def _check_nesting(path: Path, text: str) -> None:
     """Refuse deep nesting before building it: building takes time quadratic in the depth."""
     depth = 0
-    for event in yaml.parse(text, Loader=_UniqueKeyLoader):
+    for event in yaml.parse(text, Loader=_loader()):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_NESTING:
@@ -305,7 +321,7 @@ def _validator() -> Any:
     the rule cache never imports jsonschema."""
     import jsonschema
 
-    return jsonschema.Draft202012Validator(RULE_SCHEMA)
+    return jsonschema.Draft202012Validator(rule_schema())
 
 
 def _schema_problem(raw: dict[str, Any]) -> str | None:
@@ -579,17 +595,23 @@ def rule_files(path: Path) -> list[Path]:
 
 
 def load_rule_file(
-    path: Path, functions: Collection[str], tables: Mapping[str, TableSpec] = TABLES
+    path: Path,
+    functions: Collection[str],
+    tables: Mapping[str, TableSpec] = TABLES,
+    contract: Sequence[str] | None = None,
 ) -> tuple[list[Rule], list[RuleError]]:
     """Build every rule of a file; one bad rule does not hide the good ones beside it.
 
     A file whose rules all passed before, with the same text, functions and tables, comes
-    from the rule cache (advisor.engine.rule_cache) without being checked again."""
+    from the rule cache (advisor.engine.rule_cache) without being checked again. `contract`:
+    _contract(functions, tables), when the caller loads several files against them."""
     try:
         text = read_rule_text(path)
     except RuleError as exc:
         return [], [exc]
-    key = rule_cache.entry_key(text, _contract(functions, tables))
+    if contract is None:
+        contract = _contract(functions, tables)
+    key = rule_cache.entry_key(text, contract)
     cached = rule_cache.load_entry(key)
     if cached is not None:
         raws, refs = cached
@@ -680,12 +702,13 @@ def load_rules(
     """
     ruleset = RuleSet()
     errors: list[RuleError] = []
+    contract = _contract(functions, tables)
     for root in paths:
         if not root.exists():
             errors.append(RuleError(root, None, "no such file or folder"))
             continue
         for path in rule_files(root):
-            rules, problems = load_rule_file(path, functions, tables)
+            rules, problems = load_rule_file(path, functions, tables, contract)
             for rule in rules:
                 ruleset.add(rule, (origins or {}).get(root, "user"))
             errors += problems
