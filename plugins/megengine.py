@@ -25,8 +25,6 @@ import orjson
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
-from advisor.formats.chrome_trace import Trace
-from advisor.formats.stream import EventStream
 from advisor.hookspecs import hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
@@ -131,6 +129,9 @@ def _number(value: Any) -> float | None:
 
 
 def _read_timeline(path: Path) -> Profile:
+    # the decoders load when a timeline is read: listing plugins or rules never needs them
+    from advisor.formats.stream import EventStream
+
     profile = _new_profile(path, "megengine_timeline")
     stream = EventStream(path)
     events: list[dict[str, Any]] = []
@@ -161,6 +162,8 @@ class _Timeline:
         self.bad_ts = 0
 
     def build(self, events: list[dict[str, Any]]) -> None:
+        from advisor.formats.chrome_trace import Trace
+
         self.threads = Trace(events).threads
         self._pair(events)
         times = [s[3] for s in self.spans] + self.stops + [c[1] for c in self.counters]

@@ -57,8 +57,7 @@ from advisor.errors import UnreadableInput
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
-from .context import READER
-from .names import DETECTING, kind_of
+from .names import DETECTING, READER, kind_of
 
 
 class MindSporeLegacyReader:

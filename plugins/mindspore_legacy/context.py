@@ -14,12 +14,13 @@ from advisor.formats.numbers import to_numbers
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta
 
+from .names import READER
+
 if TYPE_CHECKING:
     import pandas as pd
 else:
     pd = lazy_module("pandas")
 
-READER = "mindspore_legacy"
 MS = 1000.0
 
 
