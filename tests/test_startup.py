@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -56,3 +57,30 @@ def test_help_lists_every_command_and_each_runs() -> None:
         assert result.exit_code == 0 and f"Usage: advisor {name}" in result.output
     unknown = CliRunner().invoke(main, ["rnu"])
     assert unknown.exit_code == 2 and "No such command 'rnu'" in unknown.output
+
+
+def test_rules_list_with_a_warm_cache_imports_no_parser_nor_the_evaluation(tmp_path) -> None:
+    """`rules list` reads cached rules: no YAML parser, schema checker or template engine, no
+    importlib.metadata (advisor.distributions reads the entry points), no trace decoder of a
+    reader plugin, no evaluation and no DataFrame."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ADVISOR_NO_CACHE", "ADVISOR_RULES")}
+    env["ADVISOR_CACHE_DIR"] = str(tmp_path / "cache")
+    probe = PROBE.replace(
+        'heavy = ("pandas",',
+        'heavy = ("importlib.metadata", "msgspec", "advisor.engine.evaluate", '
+        '"advisor.render.text", "pandas",',
+    ).replace('"advisor.plugin_manager", "advisor.engine.rules"', "")
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", probe, "rules", "list"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env=env,
+        )
+        for _ in range(2)  # the first fills the cache
+    ]
+    assert runs[0].stdout == runs[1].stdout and "STEP-001" in runs[1].stdout
+    assert "yaml" in json.loads(runs[0].stderr.strip().splitlines()[-1])  # cold: parsed
+    assert json.loads(runs[1].stderr.strip().splitlines()[-1]) == []

@@ -12,24 +12,26 @@ from advisor.api import analyze
 from advisor.cli.common import (
     EXIT_UNREADABLE,
     Failure,
+    debug_option,
+    error,
+    guard,
+    severity_option,
+    stop_on_user_rule_errors,
+)
+from advisor.cli.reporting import (
     ReportOptions,
     RuleOptions,
     complete_formats,
-    debug_option,
     detail_files,
     echo_closing,
     echo_problems,
     echo_summary,
-    error,
     exit_code,
     fail_on_option,
-    guard,
     lang_option,
     parse_formats,
     report_options,
     select_options,
-    severity_option,
-    stop_on_user_rule_errors,
 )
 from advisor.config import discover
 from advisor.model import ProfileMeta
