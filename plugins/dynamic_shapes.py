@@ -15,7 +15,7 @@ outermost call with shapes of each stack only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
@@ -38,74 +38,128 @@ def dynamic_shape_ops(profile: Profile, source: str) -> None:
     """dynamic_shape_ops from `source` (device_ops or host_ops): one row per operator seen in
     two or more steps with input shapes.
 
-    The figures come from groupings of all runs at once, not a loop over operators: a profile
-    runs thousands of operators and every run derives this table."""
+    The figures come from sorted arrays of all runs at once (operators, steps and shapes as
+    integer codes), not a loop over operators nor pandas groupings: a profile runs thousands
+    of operators, every run derives this table, and on a small profile a pandas grouping
+    costs more than its data."""
     runs = profile.tables[source]
     runs = runs[runs["input_shapes"].notna() & runs["step"].notna() & runs["duration_us"].notna()]
     if source == "host_ops":
         # only the outermost call with shapes of each stack: aten::addmm inside aten::linear
         # (or aten::mm inside AddmmBackward0) is the same time, counted once
         runs = runs[~intervals.nested_calls(runs)]
-    runs = runs.assign(name=runs["name"].astype(str), input_shapes=runs["input_shapes"].astype(str))
-    keys = ["name", "step"]
-    times = runs.groupby(keys, sort=True)["duration_us"].sum()
-    distinct = runs[[*keys, "input_shapes"]].drop_duplicates().sort_values([*keys, "input_shapes"])
-    sets = _joined(distinct.set_index(keys)["input_shapes"], " + ")
-    per_step = pd.DataFrame({"time_us": times, "shape_set": sets})
-    steps = per_step.groupby(level="name").size()
-    per_step = per_step[per_step.index.get_level_values("name").isin(steps[steps >= 2].index)]
-    names = per_step.index.get_level_values("name")
-    first = ~pd.Series(names, index=per_step.index).duplicated().to_numpy()
-    previous = per_step["shape_set"].groupby(level="name").shift()
-    per_step["changed"] = per_step["shape_set"].ne(previous) & ~first
-    profile.tables[TABLE] = conform(TABLE, _rows(runs, per_step, source))
-
-
-def _rows(runs: pd.DataFrame, per_step: pd.DataFrame, source: str) -> pd.DataFrame:
-    """One row per operator from its per-step figures (`per_step`, indexed by name and step)."""
-    by_name = per_step.groupby(level="name", sort=False)
-    median = by_name["time_us"].transform("median")
-    excess = (per_step["time_us"] - median).clip(lower=0).where(per_step["changed"], 0.0)
-    position = by_name.cumcount()
-    shown = per_step[(position < SHOWN_STEPS) | per_step["changed"]]
-    text = pd.Series(
-        [
-            f"{step}: {shape_set} ({fmt_us(time_us)})"
-            for (_, step), shape_set, time_us in zip(
-                shown.index.tolist(), shown["shape_set"].tolist(), shown["time_us"].tolist()
-            )
-        ],
-        index=shown.index,
-    )
-    ops = runs[runs["name"].isin(per_step.index.get_level_values("name"))].groupby("name")
-    table = by_name.agg(
-        steps=("time_us", "size"),
-        variants=("shape_set", "nunique"),
-        changes=("changed", "sum"),
-        total_us=("time_us", "sum"),
-        min_step_us=("time_us", "min"),
-        median_step_us=("time_us", "median"),
-        max_step_us=("time_us", "max"),
-    )
-    table["excess_us"] = excess.groupby(level="name").sum()
-    table["shapes"] = ops["input_shapes"].nunique()
-    table["shapes_per_step"] = _joined(text.droplevel("step"), " | ")
-    table["op_type"] = ops["op_type"].first() if "op_type" in runs else None
+    names, name_of = pd.factorize(runs["name"].astype(str).to_numpy(object), sort=True)
+    shapes, shape_of = pd.factorize(runs["input_shapes"].astype(str).to_numpy(object), sort=True)
+    steps, step_of = pd.factorize(runs["step"], sort=True)
+    order = np.lexsort((shapes, steps, names))
+    per_step = _StepRuns(names[order], steps[order], shapes[order], shape_of)
+    group = np.empty(len(order), dtype="int64")  # each run's operator-and-step group
+    group[order] = per_step.group
+    per_step.time_us = _sums(runs["duration_us"].to_numpy("float64"), group)
+    table = _rows(per_step.operated_twice(), list(step_of))
+    table["name"] = name_of[table["name_code"]]
+    table["shapes"] = _distinct_per(names, shapes, table["name_code"])
+    table["op_type"] = _first_known(runs, names, table["name_code"])
     table["source"] = source
     columns = [c.name for c in TABLES[TABLE].columns]
-    return table.rename_axis("name").reset_index().reindex(columns=columns)
+    profile.tables[TABLE] = conform(TABLE, pd.DataFrame(table).reindex(columns=columns))
 
 
-def _joined(texts: pd.Series, separator: str) -> pd.Series:
-    """The texts under each index label joined by `separator`, one row per label; `texts`
-    is sorted by its index. (groupby(...).agg(separator.join) goes through pandas once per
-    group, several times slower than slicing one list.)"""
-    codes, _ = pd.factorize(texts.index)
-    starts = np.flatnonzero(np.diff(codes) != 0) + 1 if len(codes) else np.array([], dtype=int)
-    bounds = [0, *starts.tolist(), len(codes)] if len(codes) else [0]
-    values = texts.astype(str).tolist()
-    joined = [separator.join(values[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-    return pd.Series(joined, index=texts.index[bounds[:-1]], dtype=object)
+class _StepRuns:
+    """The runs sorted by operator, step and shape, cut into one group per operator and step:
+    its time and its shape set (its distinct shapes, sorted, joined by " + ")."""
+
+    def __init__(
+        self, names: np.ndarray, steps: np.ndarray, shapes: np.ndarray, shape_of: np.ndarray
+    ) -> None:
+        count = len(names)
+        new_step = np.ones(count, dtype=bool)
+        new_step[1:] = (names[1:] != names[:-1]) | (steps[1:] != steps[:-1])
+        new_shape = new_step.copy()
+        new_shape[1:] |= shapes[1:] != shapes[:-1]
+        self.starts = np.flatnonzero(new_step)
+        self.group = np.cumsum(new_step) - 1  # of each sorted run
+        distinct = np.flatnonzero(new_shape)  # first run of each operator, step and shape
+        texts = shape_of[shapes[distinct]].tolist()
+        cuts = np.searchsorted(distinct, self.starts).tolist() + [len(distinct)]
+        self.shape_set = np.array(
+            [" + ".join(texts[a:b]) for a, b in zip(cuts[:-1], cuts[1:])], dtype=object
+        )
+        self.name = names[self.starts]
+        self.step = steps[self.starts]
+        self.time_us = np.zeros(len(self.starts))
+
+    def operated_twice(self) -> _StepRuns:
+        """Only the groups of operators seen in two or more steps."""
+        seen = np.bincount(self.name, minlength=int(self.name.max(initial=-1)) + 1)
+        keep = seen[self.name] >= 2
+        for field in ("name", "step", "shape_set", "time_us"):
+            setattr(self, field, getattr(self, field)[keep])
+        return self
+
+
+def _sums(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The sum of `values` per group code 0..n-1, each group summed in the order of `values`
+    as pandas sums (compensated): the same figures to the last digit as a pandas grouping."""
+    return pd.Series(values).groupby(groups, sort=True).sum().to_numpy("float64")
+
+
+def _rows(per_step: _StepRuns, step_of: list) -> dict[str, Any]:
+    """One row per operator (columns as arrays) from its per-step groups, which are sorted
+    by operator, then step."""
+    name, time_us, shape_set = per_step.name, per_step.time_us, per_step.shape_set
+    count = len(name)
+    first = np.ones(count, dtype=bool)
+    first[1:] = name[1:] != name[:-1]
+    changed = np.zeros(count, dtype=bool)
+    changed[1:] = shape_set[1:] != shape_set[:-1]
+    changed &= ~first
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], count)
+    operator = np.cumsum(first) - 1  # each group's row in the table
+    median = np.array([np.median(time_us[a:b]) for a, b in zip(starts, ends)])
+    sizes = ends - starts
+    excess = np.where(changed, np.clip(time_us - np.repeat(median, sizes), 0, None), 0.0)
+    position = np.arange(count) - np.repeat(starts, sizes)
+    shown = np.flatnonzero((position < SHOWN_STEPS) | changed)
+    texts = [
+        f"{step_of[step]}: {shapes} ({fmt_us(time)})"
+        for step, shapes, time in zip(
+            per_step.step[shown].tolist(), shape_set[shown].tolist(), time_us[shown].tolist()
+        )
+    ]
+    cuts = np.searchsorted(shown, starts).tolist() + [len(shown)]
+    set_codes = pd.factorize(shape_set)[0]
+    return {
+        "name_code": name[starts],
+        "steps": sizes,
+        "variants": _distinct_per(name, set_codes, name[starts]),
+        "changes": np.bincount(operator, weights=changed, minlength=len(starts)).astype("int64"),
+        "total_us": _sums(time_us, operator),
+        "min_step_us": np.minimum.reduceat(time_us, starts) if count else np.zeros(0),
+        "median_step_us": median,
+        "max_step_us": np.maximum.reduceat(time_us, starts) if count else np.zeros(0),
+        "excess_us": _sums(excess, operator),
+        "shapes_per_step": [" | ".join(texts[a:b]) for a, b in zip(cuts[:-1], cuts[1:])],
+    }
+
+
+def _distinct_per(groups: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The number of distinct `values` of each group code in `wanted`."""
+    pairs = np.unique(np.stack([groups, values]), axis=1) if len(groups) else np.zeros((2, 0))
+    counts = np.bincount(pairs[0].astype("int64"), minlength=int(groups.max(initial=-1)) + 1)
+    return counts[wanted] if len(wanted) else np.zeros(0, dtype="int64")
+
+
+def _first_known(runs: pd.DataFrame, names: np.ndarray, wanted: np.ndarray) -> Any:
+    """Each wanted operator's first recorded op_type, in the runs' order (None: no column)."""
+    if "op_type" not in runs:
+        return None
+    known = np.flatnonzero(runs["op_type"].notna().to_numpy(dtype=bool))
+    values = np.full(int(names.max(initial=-1)) + 1, None, dtype=object)
+    codes, first = np.unique(names[known], return_index=True)
+    values[codes] = runs["op_type"].to_numpy(object)[known[first]]
+    return values[wanted]
 
 
 def _from_device(profile: Profile) -> None:
