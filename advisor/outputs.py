@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import stat
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -123,6 +122,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     never half of one. The temp file is created like any new file (mkstemp's would be 0600), so
     reports get the umask's permissions and stay readable by the people they are shared with.
     Raises OutputError when the file cannot be written (the earlier one is then intact)."""
+    import secrets  # imported when a file is written: commands that only print never do
+
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
         raw = data.encode("utf-8") if isinstance(data, str) else data

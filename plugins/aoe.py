@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
-from advisor.formats.files import read_bytes
 from advisor.hookspecs import hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
@@ -188,6 +187,8 @@ def _decode(text: str, start: int = 0) -> tuple[Any, int, int]:
 
 def _document(path: Path, profile: Profile) -> Any:
     """The file's JSON, repaired or salvaged section by section, with one warning if needed."""
+    from advisor.formats.files import read_bytes  # loads when a file is read
+
     data = read_bytes(path)
     if not data.strip():
         raise UnreadableInput(path, "empty file")

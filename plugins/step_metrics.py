@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from advisor import intervals
 from advisor.compat import zip_strict
 from advisor.formats.aicore_freq import task_frequency
-from advisor.formats.python_frames import Frame, is_user_file, parse_frame, split_stack
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
@@ -23,9 +22,14 @@ from advisor.model import Profile, conform
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+    from advisor.formats import python_frames
+    from advisor.formats.python_frames import Frame
 else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
+    # imported when a profile's stacks are read: listing plugins and rules never does
+    python_frames = lazy_module("advisor.formats.python_frames")
 
 
 def op_stats_from_device_ops(profile: Profile) -> None:
@@ -220,10 +224,14 @@ def op_stacks(profile: Profile) -> None:
         texts = host["call_stack"].to_numpy(object, na_value=None)[rows]
         for k, text in enumerate(texts.tolist()):
             if text:
-                frames = split_stack(text)
+                frames = python_frames.split_stack(text)
                 stacks[k] = "\n".join(frames)
                 chosen[k] = next(
-                    (f for f in map(parse_frame, frames) if f is not None and is_user_file(f.file)),
+                    (
+                        f
+                        for f in map(python_frames.parse_frame, frames)
+                        if f is not None and python_frames.is_user_file(f.file)
+                    ),
                     None,
                 )
     missing = np.array([frame is None for frame in chosen], dtype=bool)
@@ -276,8 +284,9 @@ def _enclosing_user_frames(host: pd.DataFrame, rows: np.ndarray) -> list[Frame |
     frame_of: list[Frame | None] = []
     for i, name in enumerate(names.tolist()):
         if name not in parsed:
-            frame = parse_frame(name)
-            parsed[name] = frame if frame is not None and is_user_file(frame.file) else None
+            frame = python_frames.parse_frame(name)
+            user = frame is not None and python_frames.is_user_file(frame.file)
+            parsed[name] = frame if user else None
         frame_of.append(parsed[name])
         if parsed[name] is not None:
             user_of[i] = i

@@ -31,7 +31,6 @@ from advisor.ruleset import (
     parse_severities,
     prepare_rules,
 )
-from advisor.scaffold import ScaffoldError, new_rule
 
 rule_paths_option = click.option(
     "--rules",
@@ -192,6 +191,8 @@ def rules_new(name: str, folder: Path, table: str, debug: bool) -> None:
     """
 
     def body() -> int:
+        from advisor.scaffold import ScaffoldError, new_rule
+
         try:
             new = new_rule(name, folder, table, rule_paths=discover().rules)
         except ScaffoldError as exc:

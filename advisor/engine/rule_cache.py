@@ -29,7 +29,7 @@ import marshal
 import os
 import sys
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import CodeType
 from typing import TYPE_CHECKING, Any
@@ -99,11 +99,19 @@ def _checker_fingerprint() -> str:
 def entry_key(text: str, context: Iterable[str]) -> str:
     """The cache key of a rule file's text checked in `context` (the names of the expression
     functions and the table contract, as text): any change to either is another key."""
-    digest = hashlib.sha256(_checker_fingerprint().encode())
-    for part in context:
-        digest.update(b"\0" + part.encode())
+    digest = _context_digest(_checker_fingerprint(), tuple(context)).copy()
     digest.update(b"\1" + text.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+@lru_cache(maxsize=8)
+def _context_digest(fingerprint: str, context: tuple[str, ...]) -> Any:
+    """The key's hash up to the rule file's text: the same for every file loaded against one
+    set of functions and tables (the contract is the longer part of what is hashed)."""
+    digest = hashlib.sha256(fingerprint.encode())
+    for part in context:
+        digest.update(b"\0" + part.encode())
+    return digest
 
 
 def _entry_path(root: Path, key: str) -> Path:

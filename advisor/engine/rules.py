@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -530,7 +530,10 @@ def build_rule(
         translations=translations,
         raw=raw,
     )
-    return replace(rule, scope=_scope(rule, specs))
+    # set before the rule is shared (frozen otherwise): replace() would build it a second
+    # time and drop the needs() that _scope worked out, which every evaluation reads again
+    object.__setattr__(rule, "scope", _scope(rule, specs))
+    return rule
 
 
 def _translation(

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from advisor.formats.cann_csv import CsvKind, SummaryCsv, frame_of
+from advisor.formats.cann_pmu import PMU_RATIOS
 from advisor.formats.cann_tasks import task_categories
 from advisor.lazy import lazy_module
 
@@ -15,18 +16,6 @@ if TYPE_CHECKING:
 else:
     pd = lazy_module("pandas")
 
-PMU_RATIOS = {
-    "vec_ratio": ("aic_vec_ratio", "aiv_vec_ratio", "vec_ratio"),
-    "mac_ratio": ("aic_mac_ratio", "mac_ratio"),
-    "scalar_ratio": ("aic_scalar_ratio", "aiv_scalar_ratio", "scalar_ratio"),
-    "mte2_ratio": ("aic_mte2_ratio", "aiv_mte2_ratio", "mte2_ratio"),
-    "mte1_ratio": ("aic_mte1_ratio", "mte1_ratio"),
-    "mte3_ratio": ("aiv_mte3_ratio", "aic_mte3_ratio", "mte3_ratio"),
-    "fixpipe_ratio": ("aic_fixpipe_ratio", "fixpipe_ratio"),
-}
-"""Each PMU ratio of device_ops and the counters that give it, first present wins."""
-PMU_COLUMNS = ("aicore_time_us", *PMU_RATIOS)
-"""The device_ops columns only a PipeUtilization collection records (readers' collect hints)."""
 VECTOR_CORES = ("AI_VECTOR_CORE", "MIX_AIV")
 
 

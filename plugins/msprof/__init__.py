@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.formats.cann_summaries import PMU_COLUMNS
+from advisor.formats.cann_pmu import PMU_COLUMNS
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
