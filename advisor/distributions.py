@@ -3,9 +3,9 @@
 
 Every command finds its plugins through the `advisor` entry-point group, and the rule cache
 keys on the versions of the libraries that check rules. importlib.metadata answers both, but
-importing it costs more CPU than the rest of `advisor rules list` (it brings email, zipfile,
-csv and more); a folder listing per sys.path entry and two small text files per distribution
-read here cost about a millisecond.
+importing it costs about 45 ms of CPU (it brings email, zipfile, csv and more), as much as a
+fifth of `advisor rules list`; listing each sys.path folder once and reading a small file per
+distribution costs a millisecond or two.
 
 What is found follows importlib.metadata's own rules (`MetadataPathFinder`): sys.path in
 order, `NAME-VERSION.dist-info` and `NAME.egg-info` folders in each (and the EGG-INFO of a
@@ -21,11 +21,10 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import reduce
 from importlib import import_module
 from importlib.machinery import PathFinder
-from typing import Any
+from typing import Any, NamedTuple
 
 from advisor.compat import importlib_metadata
 
@@ -86,9 +85,9 @@ def _header(text: str, field: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class EntryPoint:
-    """One entry point: `name = value` under `[group]` of a distribution's entry_points.txt."""
+class EntryPoint(NamedTuple):
+    """One entry point: `name = value` under `[group]` of a distribution's entry_points.txt
+    (a named tuple: a dataclass costs a millisecond more to define, in every command)."""
 
     name: str
     value: str
@@ -110,12 +109,30 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
 
 
-def _folders(root: str) -> Iterator[tuple[str, str]]:
+_LISTINGS: dict[str, tuple[int, tuple[tuple[str, str], ...]]] = {}
+"""Each sys.path folder's distributions and the folder's modification time when listed."""
+
+
+def _folders(root: str) -> tuple[tuple[str, str], ...]:
     """(normalized name, metadata folder) of each distribution in one sys.path entry, in
     importlib.metadata's order: the dist-info and egg-info folders in listing order, then a
-    `*.egg` entry's own EGG-INFO."""
+    `*.egg` entry's own EGG-INFO. Listed again only when the folder changed (as
+    importlib.metadata does): a command asks for entry points and for several versions."""
+    folder = root or os.getcwd()
     try:
-        children = os.listdir(root or ".")
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return ()
+    listed = _LISTINGS.get(folder)
+    if listed is None or listed[0] != mtime:
+        listed = mtime, tuple(_list(folder))
+        _LISTINGS[folder] = listed
+    return listed[1]
+
+
+def _list(root: str) -> Iterator[tuple[str, str]]:
+    try:
+        children = os.listdir(root)
     except OSError:
         return
     base = os.path.basename(root).lower()
