@@ -153,9 +153,20 @@ def _importlib_only() -> bool:
     in a zip archive on sys.path, or through an import hook other than the standard path
     finder. Then it answers instead."""
     for finder in sys.meta_path:
-        if finder is not PathFinder and hasattr(finder, "find_distributions"):
+        if hasattr(finder, "find_distributions") and not _path_finder(finder):
             return True
     return any(os.path.isfile(entry) for entry in sys.path if entry)
+
+
+def _path_finder(finder: object) -> bool:
+    """The standard path finder, or the importlib_metadata backport's copy of its search
+    (Python 3.9: added to sys.meta_path once the backport is imported): both find exactly the
+    folders read here."""
+    kind = finder if isinstance(finder, type) else type(finder)
+    return kind is PathFinder or (
+        kind.__name__ == "MetadataPathFinder"
+        and kind.__module__.partition(".")[0] == "importlib_metadata"
+    )
 
 
 def _installed() -> Iterator[tuple[str, Distribution]]:

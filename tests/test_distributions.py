@@ -83,6 +83,7 @@ def test_made_up_sites_read_as_importlib_reads_them(
         "[advisor]\nlegacy = legacy_plugin\n",
     )
     _site(second, "bare-1.0.dist-info", "Name: bare\nVersion: 1.0\n", None)
+    metadata.metadata("pytest")  # importlib.metadata imports its email parser on first use
     monkeypatch.setattr(sys, "path", [str(first), str(tmp_path / "missing"), str(second)])
     assert _points("advisor") == _importlib_points("advisor")
     assert [p[0] for p in _points("advisor")] == ["fast", "slow", "legacy"]
