@@ -180,6 +180,8 @@ def truthy(value: Any) -> bool:
 def as_mask(series: pd.Series) -> pd.Series:
     """Elementwise truth of a Series as plain bool, missing values false."""
     dtype = series.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind == "b":
+        return series  # NumPy bools (most comparisons) have no missing values to turn false
     if pd.api.types.is_bool_dtype(dtype):
         return series.fillna(False).astype(bool)
     if pd.api.types.is_numeric_dtype(dtype):
