@@ -411,7 +411,7 @@ def build_rule(
             return deferred_expression(
                 str(text).strip(),
                 frozenset(used_names),
-                frozenset(map(tuple, used_columns)),
+                frozenset((table, column) for table, column in used_columns),
                 frozenset(used_tables),
                 lambda: compile_expression(
                     str(text), functions=functions, tables=columns, names=names, checked=True
