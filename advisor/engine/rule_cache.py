@@ -101,7 +101,8 @@ def entry_key(text: str, context: Iterable[str]) -> str:
     functions and the table contract, as text): any change to either is another key."""
     digest = _context_digest(_checker_fingerprint(), tuple(context)).copy()
     digest.update(b"\1" + text.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+    key: str = digest.hexdigest()
+    return key
 
 
 @lru_cache(maxsize=8)
