@@ -21,6 +21,7 @@ from advisor.metrics import ProfileMetrics
 from advisor.model import Profile, RunInfo
 from advisor.version import __version__
 
+
 def validate_report(report: dict[str, Any]) -> None:
     """Raise jsonschema.ValidationError when a report breaks the published schema (a check
     for tests and consumers: a run builds reports by construction and never imports
