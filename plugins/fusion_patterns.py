@@ -32,6 +32,7 @@ from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+from advisor.small_files import package_yaml
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,12 +84,7 @@ def _compile(sequences: Sequence[str]) -> re.Pattern[str]:
 @cache
 def catalogue() -> tuple[Pattern, ...]:
     """The shipped catalogue, checked and compiled once."""
-    from importlib import resources  # read on first use: listing rules never does
-
-    import yaml
-
-    text = resources.files(__package__).joinpath(CATALOGUE).read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = package_yaml(__package__, CATALOGUE)  # read on first use: listing rules never does
     patterns = []
     for family in ("affinity", "graph"):
         for entry in data[family]:
