@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
-from multiprocessing import get_context
 from typing import TypeVar
 
 from advisor.errors import AdvisorError
@@ -32,7 +31,11 @@ class SchedulerError(AdvisorError):
 @contextmanager
 def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
     """Local worker processes, started with spawn: readers may have started threads
-    (pyarrow) that fork would copy in a broken state. Yields the pool and `workers`."""
+    (pyarrow) that fork would copy in a broken state. Yields the pool and `workers`.
+    (multiprocessing is imported here: a run of one rank never needs it.)"""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         yield pool, workers
 
