@@ -17,7 +17,7 @@ import pytest
 from advisor.hookspecs import ReportSection
 from advisor.render.compare_html import render_compare_html
 from advisor.render.format import column_format, fmt_tick, fmt_value
-from advisor.render.html import MAX_STEPS, _script, render_html
+from advisor.render.html import DETAILED_RANKS, MAX_STEPS, _script, render_html
 from advisor.render.text import render_text
 from advisor.top import format_table
 from advisor.units import fmt_bytes, fmt_num, fmt_pct, fmt_us
@@ -594,6 +594,37 @@ def test_text_no_problems() -> None:
     assert "No problems found" in blocks[0]
     assert "No problems found" not in blocks[1]
     assert "skipped" not in blocks[0]
+
+
+def test_html_details_a_bounded_number_of_ranks_the_most_severe_first() -> None:
+    """Beside a cluster report, only DETAILED_RANKS ranks get a section (a page of 1,000 full
+    sections was tens of MB); the others are rows of the table, and the page says so."""
+    count = DETAILED_RANKS + 6
+    ranks = []
+    for r in range(count):
+        one = full_report() if r in (3, count - 2) else minimal_report(f"/run/rank{r}")
+        one["profile"].update(path=f"/run/rank{r}", rank=r, device_id=str(r))
+        ranks.append(valid(one))
+    cluster = minimal_report("/run")
+    cluster["profile"].update(source_format="cluster", world_size=count)
+    page = render_html([*ranks, valid(cluster)])
+    sections = re.findall(
+        r'<section class="profile" id="p\d+">\s*<h2><span class="mono">([^<]*)', page
+    )
+    shown = [int(m.group(1)) for label in sections[1:] if (m := re.search(r"rank(\d+)$", label))]
+    # the ranks with findings first, then the lowest ranks; sections in rank order
+    assert shown == sorted({3, count - 2, *range(DETAILED_RANKS - 1)})
+    assert len(sections) == DETAILED_RANKS + 1 and sections[0].endswith("/run")
+    overview = page[page.index('<table class="overview sortable">') : page.index("</table>")]
+    assert overview.count("<tr>") == count + 2  # the header, the cluster and every rank
+    assert f"6 ranks only in the table: the {DETAILED_RANKS} ranks" in page
+    rows = {
+        int(m.group(1)): row
+        for row in overview.split("<tr>")
+        if (m := re.search(r"rank(\d+)<", row))
+    }
+    assert '<a href="#' not in rows[count - 1] and '<a href="#' in rows[count - 2]
+    assert page.count('<details class="profile-details">') == DETAILED_RANKS
 
 
 def test_html_many_ranks_lead_with_the_cluster_and_collapse_the_ranks() -> None:

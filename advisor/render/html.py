@@ -90,6 +90,11 @@ LABEL_CHARS = 22  # longer core type names are shortened in the chart, kept whol
 COLLAPSE_FROM = 8
 """From this many rank profiles beside a cluster report, each rank's section starts collapsed:
 the cluster's verdict and the sortable table of ranks are what a reader of 300 ranks needs."""
+DETAILED_RANKS = 64
+"""Beside a cluster report, at most this many ranks get a section of their own: those with
+the most severe findings, then the slowest; every other rank is a row of the overview table,
+its detail in its prof_rule JSON. 1,000 full sections made a page of about 55 MB that no
+browser shows well, and every section was held in memory at once to build it."""
 
 
 @cache
@@ -154,10 +159,15 @@ def _page(
     lang = report_lang(reports)
     tr = translator(lang)
     ordered = sorted(reports, key=_page_order)
-    collapse = len(ordered) > COLLAPSE_FROM and ordered[0]["profile"]["source_format"] == "cluster"
-    profiles = [_profile_view(i, report, tr, prefix) for i, report in enumerate(ordered, start=1)]
-    for view in profiles[1:] if collapse else ():
-        view["collapsed"] = True
+    beside_cluster = bool(ordered) and ordered[0]["profile"]["source_format"] == "cluster"
+    rows = [_row_view(i, report, tr, prefix) for i, report in enumerate(ordered, start=1)]
+    detailed = _detailed(rows, beside_cluster)
+    profiles = [
+        _profile_view(i, report, tr, prefix) if i in detailed else row
+        for i, (report, row) in enumerate(zip_strict(ordered, rows), start=1)
+    ]
+    for view in profiles[1:] if beside_cluster and len(ordered) > COLLAPSE_FROM else ():
+        view["collapsed"] = view["detailed"]
     meta = reports[0].get("advisor", {}) if reports else {}
     script = _script()
     return {
@@ -166,6 +176,8 @@ def _page(
         "title": tr("advisor_report") if title is None else title,
         "profiles": profiles,
         "collapsed": sum(1 for v in profiles if v["collapsed"]),
+        "table_only": sum(1 for v in profiles if not v["detailed"]),
+        "detailed_ranks": DETAILED_RANKS,
         "version": meta.get("version", ""),
         "generated_at": meta.get("generated_at", ""),
         "config": meta.get("config"),
@@ -192,22 +204,73 @@ def _hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(digest).decode("ascii") + "'"
 
 
+def _detailed(rows: Sequence[dict[str, Any]], beside_cluster: bool) -> set[int]:
+    """The page positions (from 1) of the profiles that get a section: all of them, or beside
+    a cluster report the cluster and the DETAILED_RANKS ranks with the most severe findings
+    (then the longest time, then the lowest rank)."""
+    if not beside_cluster or len(rows) <= DETAILED_RANKS + 1:
+        return set(range(1, len(rows) + 1))
+    ranks = sorted(
+        range(2, len(rows) + 1),
+        key=lambda i: (
+            -rows[i - 1]["severity_sort"],
+            -(rows[i - 1]["total_time_us"] or 0.0),
+            i,
+        ),
+    )
+    return {1, *ranks[:DETAILED_RANKS]}
+
+
+def _row_view(index: int, report: dict, tr: Translate, prefix: str = "") -> dict[str, Any]:
+    """What the overview table shows of one profile (a profile without a section of its own
+    is only this)."""
+    profile, summary = report["profile"], report["summary"]
+    findings = findings_by_rank(report)
+    rank = profile.get("rank")
+    return {
+        "anchor": f"{prefix}p{index}",
+        "detailed": False,
+        "collapsed": False,
+        "label": profile_label(profile),
+        "format": profile["source_format"],
+        "rank": MISSING
+        if rank is None
+        else (
+            tr("rank_of_world", rank=rank, world=profile["world_size"])
+            if profile.get("world_size")
+            else str(rank)
+        ),
+        "rank_sort": rank if isinstance(rank, (int, float)) else "",
+        "total_time_us": summary["total_time_us"],
+        "severity_counts": [(s, summary["by_severity"].get(s, 0)) for s in SEVERITIES],
+        # sorts most high findings first, then most medium, then most low
+        "severity_sort": sum(
+            summary["by_severity"].get(s, 0) * 10_000 ** (2 - i) for i, s in enumerate(SEVERITIES)
+        ),
+        "finding_count": len(findings),
+        "top_title": findings[0][1]["title"] if findings else None,
+        "findings": [],
+    }
+
+
 def _profile_view(index: int, report: dict, tr: Translate, prefix: str = "") -> dict[str, Any]:
     """Everything the template shows for one profile, with every optional field resolved;
     `prefix` starts its anchors (unique ones for a fragment among others on one page)."""
     profile = report["profile"]
-    anchor = f"{prefix}p{index}"
+    row = _row_view(index, report, tr, prefix)
+    anchor = row["anchor"]
     summary = report["summary"]
     findings = findings_by_rank(report)
     device = profile.get("device_name") or profile["device_kind"]
     if profile.get("device_id") not in (None, ""):
         device = f"{device} #{profile['device_id']}"
-    rank = profile.get("rank")
     unit = column_unit(f.get("impact_us") for _, f in findings)
     combined = summary.get("combined_impact_us")
     added = sum(f.get("impact_us") or 0.0 for _, f in findings)
     fix = fix_first_values(report)
     return {
+        **row,
+        "detailed": True,
         "fix_first": None
         if fix is None
         else tr(fix.pop("key"), rules=tr("list_sep").join(fix.pop("rules")), **fix),
@@ -220,32 +283,12 @@ def _profile_view(index: int, report: dict, tr: Translate, prefix: str = "") -> 
             if summary.get("total_time_us")
             else None,
         },
-        "anchor": anchor,
-        "collapsed": False,
         "impact_unit": unit,
-        "label": profile_label(profile),
-        "format": profile["source_format"],
         "framework": profile["framework"],
         "device": device or MISSING,
-        "rank": MISSING
-        if rank is None
-        else (
-            tr("rank_of_world", rank=rank, world=profile["world_size"])
-            if profile.get("world_size")
-            else str(rank)
-        ),
         "path": profile["path"],
         "files_read": profile["files_read"],
         "versions": sorted((profile.get("versions") or {}).items()),
-        "total_time_us": summary["total_time_us"],
-        "severity_counts": [(s, summary["by_severity"].get(s, 0)) for s in SEVERITIES],
-        # sorts most high findings first, then most medium, then most low
-        "severity_sort": sum(
-            summary["by_severity"].get(s, 0) * 10_000 ** (2 - i) for i, s in enumerate(SEVERITIES)
-        ),
-        "rank_sort": rank if isinstance(rank, (int, float)) else "",
-        "finding_count": len(findings),
-        "top_title": findings[0][1]["title"] if findings else None,
         "steps": _step_chart(report["metrics"]["steps"], tr),
         "ranks": _rank_chart(report["metrics"].get("ranks", []), tr),
         "cores": _core_chart(report["metrics"]["core_types"], tr),

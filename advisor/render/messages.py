@@ -149,6 +149,12 @@ CATALOG: dict[str, Text] = {
         "{n} rank section{s} below start collapsed; sort the table by any column.",
         "下方 {n} 个 rank 的详情默认折叠；点击表头可按任一列排序。",
     ),
+    "ranks_table_only": Text(
+        "{n} rank{s} only in the table: the {shown} ranks with the most severe findings have a"
+        " section below; every rank's full report is its prof_rule JSON file.",
+        "{n} 个 rank 仅列于上表：发现最严重的 {shown} 个 rank 在下方有详情；"
+        "每个 rank 的完整报告见其 prof_rule JSON 文件。",
+    ),
     "profile": Text("Profile", "性能数据"),
     "rank": Text("Rank", "Rank"),
     "findings": Text("Findings", "发现"),
