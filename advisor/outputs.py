@@ -31,17 +31,18 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 from advisor.compat import zip_strict
 from advisor.errors import AdvisorError
 from advisor.version import __version__
 
 if TYPE_CHECKING:
-    from advisor.api import AnalysisResult
+    from advisor.api import AnalysisResult, ProfileAnalysis
     from advisor.compare import CompareResult
     from advisor.plugin_manager import PluginHost
 
@@ -115,6 +116,11 @@ def output_dir(out: str | Path, inputs: Sequence[Path]) -> Path:
                 "advisor never writes into a profile (choose another -o)"
             )
     return path
+
+
+Content = Union[str, bytes, Callable[[], str]]
+"""A file's content, or what renders it when the file is written: the JSON report of each of
+many ranks is then held as text one at a time, not all together."""
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -194,18 +200,19 @@ def render_outputs(
     formats: Sequence[str],
     host: PluginHost | None = None,
     fail_on: str | None = None,
-) -> dict[str, str]:
+) -> dict[str, Content]:
     """Every output file of `formats` (json, html, sarif, junit; others are ignored), by file
-    name. The AOE tuning file comes with them when a finding names operators to tune.
+    name; each profile's JSON report is rendered when written (Content), the other files
+    now. The AOE tuning file comes with them when a finding names operators to tune.
     `fail_on` is the severity from which a JUnit test case fails (junit.DEFAULT_FAIL_ON when
     None)."""
     from advisor.render.html import render_html
 
-    outputs: dict[str, str] = {}
+    outputs: dict[str, Content] = {}
     snippets, links = trace_outputs(result) if TRACES in formats else ({}, [])
     if "json" in formats:
-        for name, report in zip_strict(report_names(result), result.reports):
-            outputs[name] = json.dumps(report, indent=2, ensure_ascii=False)
+        for name, analysis in zip_strict(report_names(result), result.analyses):
+            outputs[name] = partial(_report_json, analysis)
     if "html" in formats:
         sections = (
             [
@@ -216,7 +223,7 @@ def render_outputs(
             if host
             else []
         )
-        outputs[HTML_REPORT] = render_html(result.reports, sections=sections, traces=links)
+        outputs[HTML_REPORT] = render_html(result.report_sequence, sections=sections, traces=links)
     if "sarif" in formats:
         from advisor.render.sarif import render_sarif
 
@@ -230,6 +237,10 @@ def render_outputs(
     if tune_ops is not None and any(f in formats for f in FILE_FORMATS):
         outputs[TUNE_OPS_FILE] = tune_ops
     return outputs
+
+
+def _report_json(analysis: ProfileAnalysis) -> str:
+    return json.dumps(analysis.report, indent=2, ensure_ascii=False)
 
 
 def trace_outputs(result: AnalysisResult) -> tuple[dict[str, str], list[dict[int, str]]]:
@@ -414,10 +425,9 @@ def _traces_folder(out_dir: Path) -> None:
         raise _cannot("create the folder", folder, exc) from exc
 
 
-def write_files(
-    out_dir: Path, outputs: Mapping[str, str | bytes], command: str = "run"
-) -> list[Path]:
-    """Write `outputs` (file name -> content) into `out_dir` atomically and record them in the
+def write_files(out_dir: Path, outputs: Mapping[str, Content], command: str = "run") -> list[Path]:
+    """Write `outputs` (file name -> content, or what renders it) into `out_dir` atomically
+    and record them in the
     folder's manifest under `command`; then remove the files the manifest listed for that
     command which this run did not write. No outputs: the folder is left alone (not even
     created).
@@ -447,7 +457,7 @@ def write_files(
     if any("/" in name for name in names):
         _traces_folder(out_dir)
     for name, content in outputs.items():
-        write_atomic(out_dir / name, content)
+        write_atomic(out_dir / name, content() if callable(content) else content)
     others = {n for listed in previous.values() for n in listed}
     for name in before:
         if name not in outputs and name not in others:

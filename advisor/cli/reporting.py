@@ -195,7 +195,10 @@ def report_options(
 
 
 def echo_summary(
-    reports: list[dict], details: list[str | None], err: bool = False, before: Sequence[str] = ()
+    reports: Sequence[dict],
+    details: list[str | None],
+    err: bool = False,
+    before: Sequence[str] = (),
 ) -> None:
     """The terminal summary (after the lines `before`), wrapped to the terminal's width,
     coloured on a terminal unless NO_COLOR is set; `details` names, per report, the written

@@ -199,7 +199,7 @@ def run(options: RunOptions) -> int:
     names = list(dict.fromkeys(p.name if p.parent == out_dir else f"{TRACES}/" for p in written))
     if not report.quiet and "text" in report.formats:  # beside stdout's JSON: on stderr
         echo_summary(
-            result.reports,
+            result.report_sequence,
             detail_files(names, report_names(result), HTML_REPORT),
             err=report.to_stdout,
         )

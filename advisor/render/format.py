@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from advisor.engine.outcome import SEVERITIES
 from advisor.units import (
@@ -27,6 +27,8 @@ from advisor.units import (
     fmt_us,
     is_missing,
 )
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ def fix_first_values(report: dict) -> dict[str, Any] | None:
     return {"key": key, "rules": list(fix["rules"]), **saving}
 
 
-def report_lang(reports: list[dict] | dict) -> str:
+def report_lang(reports: Sequence[dict] | dict) -> str:
     """The language a report (or the first of several) was written in; older reports are "en"."""
     first = reports if isinstance(reports, dict) else (reports[0] if reports else {})
     return first.get("advisor", {}).get("lang", "en")
@@ -233,3 +235,26 @@ def _json_escape(char: str) -> str:
         return f"\\u{code:04x}"
     code -= 0x10000  # outside the BMP: a surrogate pair, as JSON spells it
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+class Picked(Sequence[T]):
+    """The items of `items` at `positions`, read from `items` on each access: a run's reports
+    may be unpacked anew on each read (api.AnalysisResult.report_sequence), and a list of
+    them would hold every report at once."""
+
+    def __init__(self, items: Sequence[T], positions: Sequence[int]) -> None:
+        self._items, self._positions = items, positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        if isinstance(index, slice):
+            return Picked(self._items, self._positions[index])
+        return self._items[self._positions[index]]

@@ -28,6 +28,7 @@ from advisor.engine import rule_cache
 from advisor.engine.outcome import SEVERITIES
 from advisor.hookspecs import ReportSection
 from advisor.render.format import (
+    Picked,
     column_format,
     findings_by_rank,
     fix_first_values,
@@ -112,7 +113,7 @@ def _environment() -> Environment:
 
 
 def render_html(
-    reports: list[dict],
+    reports: Sequence[dict],
     *,
     title: str | None = None,
     sections: Sequence[ReportSection] = (),
@@ -121,23 +122,22 @@ def render_html(
     """One self-contained HTML page for one or more profiles (devices/ranks), in the language
     the reports were written in. `traces`, per report, the relative link of each finding's
     trace snippet by the finding's number (advisor/traces.py)."""
-    page = _page(reports, title, sections)
-    _link_traces(page["profiles"], reports, traces)
+    order = _page_positions(reports)
+    page = _page(reports, title, sections, order=order)
+    _link_traces(page["profiles"], [traces[k] for k in order] if traces else [])
     return _environment().get_template("report.html.j2").render(page)
 
 
-def _link_traces(
-    profiles: Sequence[dict[str, Any]], reports: Sequence[dict], traces: Sequence[Mapping[int, str]]
-) -> None:
-    """Give each finding view the link of its snippet (profiles are in page order)."""
-    by_report = {id(r): links for r, links in zip_strict(reports, traces)} if traces else {}
-    for view, report in zip_strict(profiles, sorted(reports, key=_page_order)):
-        links = by_report.get(id(report), {})
+def _link_traces(profiles: Sequence[dict[str, Any]], traces: Sequence[Mapping[int, str]]) -> None:
+    """Give each finding view the link of its snippet (profiles and `traces` in page order;
+    no traces: no links)."""
+    for k, view in enumerate(profiles):
+        links = traces[k] if traces else {}
         for finding in view["findings"]:
             finding["trace"] = links.get(finding["rank"])
 
 
-def render_html_fragment(reports: list[dict], *, title: str | None = None) -> str:
+def render_html_fragment(reports: Sequence[dict], *, title: str | None = None) -> str:
     """The same report as a fragment for a notebook cell: no <html> wrapper, no script, its
     styles scoped to the fragment and its anchors made unique on the notebook's page."""
     return render_fragment(
@@ -152,19 +152,32 @@ def _page_order(report: dict) -> tuple[Any, ...]:
     return (report["profile"]["source_format"] != "cluster", *rank_order(report))
 
 
+def _page_positions(reports: Sequence[dict]) -> list[int]:
+    """The positions in `reports` in page order (each report read once here, and not kept:
+    a run's reports may be unpacked on each read)."""
+    keys = [_page_order(report) for report in reports]
+    return sorted(range(len(keys)), key=keys.__getitem__)
+
+
 def _page(
-    reports: list[dict], title: str | None, sections: Sequence[ReportSection], prefix: str = ""
+    reports: Sequence[dict],
+    title: str | None,
+    sections: Sequence[ReportSection],
+    prefix: str = "",
+    order: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """What report.html.j2 shows, for the page and its fragment alike."""
+    """What report.html.j2 shows, for the page and its fragment alike; `order`: the reports'
+    positions in page order (_page_positions). Every report is read for its table row and
+    only the detailed ones again for their sections, none kept."""
     lang = report_lang(reports)
     tr = translator(lang)
-    ordered = sorted(reports, key=_page_order)
-    beside_cluster = bool(ordered) and ordered[0]["profile"]["source_format"] == "cluster"
+    ordered = Picked(reports, _page_positions(reports) if order is None else order)
     rows = [_row_view(i, report, tr, prefix) for i, report in enumerate(ordered, start=1)]
+    beside_cluster = bool(rows) and rows[0]["format"] == "cluster"
     detailed = _detailed(rows, beside_cluster)
     profiles = [
-        _profile_view(i, report, tr, prefix) if i in detailed else row
-        for i, (report, row) in enumerate(zip_strict(ordered, rows), start=1)
+        _profile_view(i, ordered[i - 1], tr, prefix) if i in detailed else row
+        for i, row in enumerate(rows, start=1)
     ]
     for view in profiles[1:] if beside_cluster and len(ordered) > COLLAPSE_FROM else ():
         view["collapsed"] = view["detailed"]

@@ -26,6 +26,7 @@ from advisor.applicability import NOT_RECORDED
 from advisor.compat import zip_strict
 from advisor.engine.outcome import SEVERITIES, Severity
 from advisor.render.format import (
+    Picked,
     as_number,
     findings_by_rank,
     fix_first_values,
@@ -91,7 +92,7 @@ def color_enabled(stream: TextIO | None = None) -> bool:
 
 
 def render_text(
-    reports: list[dict],
+    reports: Sequence[dict],
     *,
     width: int = DEFAULT_WIDTH,
     color: bool = False,
@@ -482,7 +483,9 @@ def _clip(text: str, width: int) -> str:
     return out.rstrip() + "…"
 
 
-def _rank_table(members: list[dict], cluster: dict | None, width: int, color: bool) -> list[str]:
+def _rank_table(
+    members: Sequence[dict], cluster: dict | None, width: int, color: bool
+) -> list[str]:
     """One line per rank, in rank order: step time, findings per severity, the top finding."""
     lang = report_lang(members[0])
     cluster_times = {}
@@ -527,7 +530,7 @@ def _rank_table(members: list[dict], cluster: dict | None, width: int, color: bo
 
 
 def _cluster_blocks(
-    reports: list[dict],
+    reports: Sequence[dict],
     hints: list[str],
     details: Sequence[str | None] | None,
     width: int,
@@ -544,7 +547,7 @@ def _cluster_blocks(
     blocks = [_profile_lines(reports[i], width, color, max_findings, hints[i]) for i in clusters]
     if not members:
         return blocks
-    blocks.append(_rank_table([reports[i] for i in members], reports[clusters[0]], width, color))
+    blocks.append(_rank_table(Picked(reports, members), reports[clusters[0]], width, color))
     serious = [
         i for i in members if any(f["severity"] in SERIOUS for _, f in findings_by_rank(reports[i]))
     ]
