@@ -425,13 +425,22 @@ def graph_rows(
     for _, run in tasks.groupby(streams, dropna=False, sort=False):
         types = [str(t) for t in run["op_type"]]
         durations = run["duration_us"].to_numpy("float64", na_value=0.0)
-        starts = run["start_us"] if "start_us" in run else pd.Series(np.nan, index=run.index)
-        for pattern, first, last in find(types, patterns):
+        found = find(types, patterns)
+        if not found:
+            continue
+        starts = (
+            run["start_us"].to_numpy("float64", na_value=np.nan)
+            if "start_us" in run
+            else np.full(len(run), np.nan)
+        )
+        steps = run["step"].to_numpy(object) if "step" in run else None
+        names = run["name"].to_numpy(object)
+        for pattern, first, last in found:
             matches[pattern].append(
                 {
-                    "start": float(starts.iloc[first]),
-                    "step": run["step"].iloc[first] if "step" in run else pd.NA,
-                    "names": [str(n) for n in run["name"].iloc[first:last]],
+                    "start": float(starts[first]),
+                    "step": pd.NA if steps is None else steps[first],
+                    "names": [str(n) for n in names[first:last]],
                     "ops": last - first,
                     "total": float(durations[first:last].sum()),
                     "fused": float(durations[first:last].max()),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from advisor.applicability import Inapplicable, explain
@@ -249,9 +250,11 @@ def evaluate_rule(
     total_us: float | None,
     lang: str = "en",
     memo: dict[bytes, Any] | None = None,
+    step_spans: Callable[[], dict[int, tuple[float, float]]] | None = None,
 ) -> Finding | None:
     """Evaluate one applicable rule; raise ExprError on a runtime problem. `memo`: the
-    values of table-only sub-expressions shared by the rules of this profile (Scope.memo)."""
+    values of table-only sub-expressions shared by the rules of this profile (Scope.memo);
+    `step_spans`: the profile's windows.step_spans, computed on the first call."""
     values: dict[str, Any] = {"total_us": math.nan if total_us is None else total_us, **params}
     for name, expr in rule.let.items():
         values[name] = _eval(expr, Scope(profile.tables, values, functions, memo))
@@ -306,7 +309,12 @@ def evaluate_rule(
         evidence_rows=selected,
         window=None
         if rule.evidence is None
-        else windows.evidence_window(profile, rule.evidence.table, evidence_df),
+        else windows.evidence_window(
+            profile,
+            rule.evidence.table,
+            evidence_df,
+            windows.step_spans(profile) if step_spans is None else step_spans(),
+        ),
     )
 
 
@@ -341,6 +349,7 @@ def evaluate(
     total_us = profile_time_us(profile)
     result = Evaluation(lang=lang, total_us=total_us)
     memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
+    step_spans = cache(partial(windows.step_spans, profile))
     available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
     for rule in rules:
         params = {**rule.params, **overrides.get(rule.id, {})}
@@ -353,7 +362,9 @@ def evaluate(
             finding = (
                 None
                 if missing
-                else evaluate_rule(rule, profile, params, functions, total_us, lang, memo)
+                else evaluate_rule(
+                    rule, profile, params, functions, total_us, lang, memo, step_spans
+                )
             )
         except MissingData as exc:
             missing = [exc.ref]

@@ -124,6 +124,7 @@ def compile_expression(
     compiler = _Compiler(text, functions, tables, names)
     if not checked:
         compiler.check_private_names(tree)
+    compiler.mark_name_readers(tree.body)
     run = compiler.build(tree.body)
     return Expression(
         text,
@@ -495,6 +496,7 @@ class _Compiler:
         self.used_columns: set[tuple[str, str]] = set()
         self.used_tables: set[str] = set()
         self._lines: list[bytes] | None = None
+        self.name_readers: set[int] = set()  # ids of nodes: mark_name_readers
         self.builders: dict[type[ast.AST], Callable[[Any], Run]] = {
             ast.Constant: self.constant,
             ast.Name: self.name,
@@ -552,14 +554,24 @@ class _Compiler:
         if builder is None:
             self.fail(node, _FORBIDDEN.get(type(node), f"{type(node).__name__} is not allowed"))
         run = builder(node)
-        if isinstance(node, _SHARED_NODES) and not self.reads_names(node):
+        if isinstance(node, _SHARED_NODES) and id(node) not in self.name_readers:
             return _memoized(self.source_key(node), run)
         return run
 
-    def reads_names(self, node: ast.AST) -> bool:
-        """Whether the value of `node` depends on a param, let value or bare column (else it
-        depends only on the tables, and may be shared between expressions: Scope.memo)."""
-        return any(isinstance(n, ast.Name) and n.id in self.names for n in ast.walk(node))
+    def mark_name_readers(self, root: ast.AST) -> None:
+        """Record the nodes whose value depends on a param, let value or bare column (the
+        others depend only on the tables, and may be shared between expressions:
+        Scope.memo), in one pass over the tree."""
+
+        def visit(node: ast.AST) -> bool:
+            reads = isinstance(node, ast.Name) and node.id in self.names
+            for child in ast.iter_child_nodes(node):
+                reads = visit(child) or reads  # every child visited
+            if reads:
+                self.name_readers.add(id(node))
+            return reads
+
+        visit(root)
 
     def source_key(self, node: ast.expr) -> bytes:
         """The source text of `node` (ast offsets count UTF-8 bytes)."""

@@ -58,12 +58,17 @@ class Window:
         }
 
 
-def evidence_window(profile: Profile, table: str, rows: pd.DataFrame | None) -> Window | None:
+def evidence_window(
+    profile: Profile,
+    table: str,
+    rows: pd.DataFrame | None,
+    spans: dict[int, tuple[float, float]],
+) -> Window | None:
     """The window of a finding whose evidence is `rows` of `table` (every column of the
-    table, worst first); None when nothing in them can be placed in time."""
+    table, worst first); None when nothing in them can be placed in time. `spans`: the
+    profile's step_spans, computed once for all its findings."""
     if rows is None or rows.empty:
         return None
-    spans = _step_spans(profile)
     window = _step_window(rows, spans)
     if window is None:
         window = _timed_window(rows, spans)
@@ -72,7 +77,7 @@ def evidence_window(profile: Profile, table: str, rows: pd.DataFrame | None) -> 
     return window
 
 
-def _step_spans(profile: Profile) -> dict[int, tuple[float, float]]:
+def step_spans(profile: Profile) -> dict[int, tuple[float, float]]:
     """Start and end of each step the steps table places (the first row of a repeated
     step number, as msprof repeats them per model)."""
     steps = profile.tables.get("steps")
