@@ -287,6 +287,10 @@ def test_memory_error_reading_whole_file_is_one_line(
 
     import pandas as pd
 
+    monkeypatch.setattr("advisor.formats.csv_text.io.StringIO", no_memory)  # a small file
+    with pytest.raises(UnreadableInput, match="op_summary_20260105093512.csv: .*memory"):
+        read_csv_strings(csv_file)
+    monkeypatch.setattr("advisor.formats.csv_text.SMALL_CSV_BYTES", -1)  # a large one
     monkeypatch.setattr(pd, "read_csv", no_memory)
     monkeypatch.setattr("pyarrow.csv.read_csv", no_memory)  # what advisor uses on pandas 2
     with pytest.raises(UnreadableInput, match="op_summary_20260105093512.csv: .*memory"):

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from advisor.compat import zip_strict
 from advisor.engine.expr import ExprError, Scope, compile_expression
 from advisor.errors import UnreadableInput
+from advisor.formats import csv_text
 from advisor.formats.csv_text import read_csv_strings
 from advisor.formats.numbers import to_numbers
 from advisor.formats.stream import EventStream
@@ -95,6 +96,62 @@ def test_read_csv_strings_only_unreadable(
         assert "t.csv" in str(exc) and "\n" not in str(exc).strip()
         return
     assert len(df.columns) == len(names)
+
+
+csv_piece = st.sampled_from(
+    ["a", "1.5", " 2\t", ",", '"', '""', '"x,y"', "\n", "\r\n", "", "é", " "]
+)
+
+
+def _read_both(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """What read_csv_strings gives for `path` (frame or error, and warnings) by the small-file
+    path where it takes the file, and by pyarrow."""
+    outcomes = []
+    for limit in (csv_text.SMALL_CSV_BYTES, -1):
+        monkeypatch.setattr(csv_text, "SMALL_CSV_BYTES", limit)
+        warn = Warnings()
+        try:
+            names, frame = read_csv_strings(path, warn=warn)
+            outcomes.append((names, frame, warn.calls))
+        except UnreadableInput as exc:
+            outcomes.append(str(exc))
+    return outcomes
+
+
+@SETTINGS
+@given(st.lists(st.lists(csv_piece, max_size=6).map("".join), min_size=1, max_size=8))
+def test_small_csv_read_as_pyarrow_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str]
+) -> None:
+    """Regular or not (ragged rows, quotes, cells across lines, empty lines, CRLF), a small
+    file reads the same by the csv module's path as by pyarrow's, warnings included."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(("h1,h2\n" + "\n".join(lines)).encode())
+    small, arrow = _read_both(path, monkeypatch)
+    if isinstance(arrow, str) or isinstance(small, str):
+        assert small == arrow
+        return
+    assert small[0] == arrow[0] and small[2] == arrow[2]
+    pd.testing.assert_frame_equal(small[1], arrow[1])
+
+
+def test_small_csv_path_takes_regular_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The property above holds for files the small path declines too: here it takes them."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b'ID,Shape,Note\r\n1,"8,128"," a ""b"" "\r\n\r\n2,\t3 ,\r\n')
+    columns = ["ID", "Shape", "Note"]
+    frame = csv_text._read_small(path, columns)
+    assert frame is not None and frame.values.tolist() == [
+        ["1", "8,128", 'a "b"'],
+        ["2", "3", ""],
+    ]
+    small, arrow = _read_both(path, monkeypatch)
+    pd.testing.assert_frame_equal(small[1], arrow[1])
+    for irregular in (b"ID,Shape,Note\n1,2\n", b'ID,Shape,Note\n1,"a\nb",3\n', b"ID,Shape,Note\n"):
+        path.write_bytes(irregular)
+        assert csv_text._read_small(path, columns) is None
 
 
 # ---------------------------------------------------------------------------------------------
