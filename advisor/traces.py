@@ -460,10 +460,11 @@ def _rows(frame: pd.DataFrame, table: str, pid: int, window: Window) -> Iterable
     """The rows of `frame` overlapping the window, as complete events on process `pid`."""
     start, end = _spans(frame, table)
     inside = (start <= window.end_us) & (end >= window.start_us)
-    rows = frame[inside]
-    names = ("step " + rows["step"].astype(str)) if table == "steps" else rows.get("name")
     tid_column = {"device_ops": "stream", "host_ops": "thread"}.get(table)
     cat_column = {"device_ops": "category", "host_ops": "kind", "comm_ops": "kind"}.get(table)
+    read = [c for c in ("step", "name", tid_column, cat_column) if c is not None and c in frame]
+    rows = frame[list(dict.fromkeys(read))][inside]  # not the table's other columns
+    names = ("step " + rows["step"].astype(str)) if table == "steps" else rows.get("name")
     columns = {
         "name": _texts(names, len(rows)),
         "tid": _texts(rows.get(tid_column) if tid_column else None, len(rows)),

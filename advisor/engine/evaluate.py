@@ -179,11 +179,14 @@ class _RowValues(Mapping[str, Any]):
             return self._table[name]
         return self._values[name]
 
+    def _names(self) -> dict[str, None]:
+        return dict.fromkeys([*self._values, *self._table.columns])
+
     def __iter__(self) -> Iterator[str]:
-        return iter(dict.fromkeys([*self._values, *self._table.columns]))
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return len(dict.fromkeys([*self._values, *self._table.columns]))
+        return len(self._names())
 
 
 def _evidence(

@@ -11,7 +11,7 @@ from typing import Any
 from advisor.render.compare_outputs import side_notes
 from advisor.render.format import fmt_value, report_lang
 from advisor.render.fragment import anchor_prefix, render_fragment
-from advisor.render.html import _environment, _profile_view
+from advisor.render.html import _environment, _profile_view, _row_view
 from advisor.render.messages import CATALOG, LANGS, Translate, message, translator
 from advisor.units import fmt_bytes, fmt_num, fmt_pct, fmt_us
 
@@ -170,7 +170,7 @@ def _page(report: dict[str, Any], document: dict[str, Any], prefix: str = "") ->
         "overall": _overall_rows(
             tables["compare_overall"], tr, inflated=bool(tables.get("compare_profiling"))
         ),
-        "profile": _profile_view(1, report, tr, prefix),
+        "profile": _profile_view(_row_view(1, report, tr, prefix), report, tr),
         "tables": [
             _table_view(tables[name], name, anchor, tr(title), diff)
             for name, anchor, title, diff in SECTIONS

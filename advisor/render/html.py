@@ -176,7 +176,7 @@ def _page(
     beside_cluster = bool(rows) and rows[0]["format"] == "cluster"
     detailed = _detailed(rows, beside_cluster)
     profiles = [
-        _profile_view(i, ordered[i - 1], tr, prefix) if i in detailed else row
+        _profile_view(row, ordered[i - 1], tr) if i in detailed else row
         for i, row in enumerate(rows, start=1)
     ]
     for view in profiles[1:] if beside_cluster and len(ordered) > COLLAPSE_FROM else ():
@@ -266,11 +266,10 @@ def _row_view(index: int, report: dict, tr: Translate, prefix: str = "") -> dict
     }
 
 
-def _profile_view(index: int, report: dict, tr: Translate, prefix: str = "") -> dict[str, Any]:
-    """Everything the template shows for one profile, with every optional field resolved;
-    `prefix` starts its anchors (unique ones for a fragment among others on one page)."""
+def _profile_view(row: dict[str, Any], report: dict, tr: Translate) -> dict[str, Any]:
+    """Everything the template shows for one profile, with every optional field resolved,
+    added to its overview `row` (_row_view, whose anchor starts the section's anchors)."""
     profile = report["profile"]
-    row = _row_view(index, report, tr, prefix)
     anchor = row["anchor"]
     summary = report["summary"]
     findings = findings_by_rank(report)
