@@ -207,6 +207,8 @@ def _top_level(profile: Profile) -> pd.DataFrame | None:
     host = profile.tables.get("host_ops")
     if host is None or "start_us" not in host or "kind" not in host:
         return None
+    read = ("kind", "start_us", "duration_us", "name", "thread", "step")
+    host = host[[c for c in read if c in host]]  # takes below copy only these columns
     host = host.assign(thread=host.get("thread", pd.Series(-1, index=host.index)).fillna(-1))
     aten = host[(host["kind"] == "aten").fillna(False) & host["start_us"].notna()]
     if aten.empty:
@@ -239,7 +241,7 @@ def _launched(top: pd.DataFrame, device: pd.DataFrame) -> pd.DataFrame:
     label), from device_ops.launch_thread / launch_us; empty without launch links."""
     if not {"launch_thread", "launch_us"} <= set(device):
         return pd.DataFrame(columns=["device", "top"])
-    kernels = device[
+    kernels = device[["launch_thread", "launch_us"]][
         (device["category"] == "compute").fillna(False)
         & device["launch_us"].notna()
         & device["launch_thread"].notna()
@@ -299,7 +301,8 @@ def affinity_rows(
     for _, calls in candidates.groupby("thread", dropna=False, sort=False):
         labels = list(calls.index)
         names = [
-            bare.get(n) or bare.setdefault(n, _PREFIXES.sub("", str(n))) for n in calls["name"]
+            bare.get(n) or bare.setdefault(n, _PREFIXES.sub("", str(n)))
+            for n in calls["name"].tolist()  # not element by element from arrow
         ]
         for pattern, first, last in find(names, patterns):
             part = labels[first:last]
@@ -346,7 +349,8 @@ def kernel_sequence_rows(
         return [], 0
     free = top.index[~top["in_optimizer"] & ~top.index.isin(list(claimed))]
     links = links[links["top"].isin(free)]
-    kernels = device.loc[links["device"]].assign(top=links["top"].to_numpy())
+    kernels = device.loc[links["device"], ["name", "duration_us", "start_us"]]
+    kernels = kernels.assign(top=links["top"].to_numpy())
     kernels = kernels.sort_values("start_us", kind="stable")
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     # The calls in order of their first kernel, each call's kernels in start order (what a
@@ -354,7 +358,7 @@ def kernel_sequence_rows(
     codes, labels = pd.factorize(kernels["top"], sort=False)
     order = np.argsort(codes, kind="stable")
     ends = np.cumsum(np.bincount(codes, minlength=len(labels)))
-    all_names = [str(n) for n in kernels["name"]]
+    all_names = [str(n) for n in kernels["name"].tolist()]
     all_durations = kernels["duration_us"].to_numpy("float64", na_value=0.0)
     all_starts = kernels["start_us"].tolist()
     calls = np.flatnonzero(np.diff(ends, prepend=0) >= MIN_KERNELS)
@@ -423,7 +427,7 @@ def graph_rows(
     patterns = [p for p in catalogue() if p.family == "graph"]
     matches: dict[Pattern, list[dict[str, Any]]] = defaultdict(list)
     for _, run in tasks.groupby(streams, dropna=False, sort=False):
-        types = [str(t) for t in run["op_type"]]
+        types = [str(t) for t in run["op_type"].tolist()]
         durations = run["duration_us"].to_numpy("float64", na_value=0.0)
         found = find(types, patterns)
         if not found:
