@@ -283,3 +283,45 @@ def test_batches_decoded_as_structs_give_the_same_snippets(monkeypatch, tmp_path
         path = tmp_path / f"{number}.json"
         path.write_text(json.dumps(document, allow_nan=False), encoding="utf-8")
         assert not {"broken", "nan"} & {e["name"] for e in complete(load_trace(path))}
+
+
+@pytest.mark.parametrize(
+    "workers", ["in this process", pytest.param("spawned", marks=pytest.mark.integration)]
+)
+def test_snippets_filtered_in_parts_are_the_sequential_ones(
+    monkeypatch, tmp_path: Path, workers: str
+) -> None:
+    """A large trace is filtered for the snippets in parts on several cores: cut into many
+    parts (folded here, or by real worker processes), the snippets are the one-pass ones."""
+    from contextlib import contextmanager
+
+    from advisor.formats import parallel
+
+    trace = tmp_path / "trace.json"
+    trace.write_bytes(gzip.decompress(KINETO.read_bytes()))
+    (analysis,) = advisor.analyze(trace).analyses
+    whole = profile_snippets(analysis)
+    monkeypatch.setattr(advisor.traces, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(parallel, "PART_BYTES", trace.stat().st_size // 8)
+    if workers == "spawned":
+        monkeypatch.setenv(parallel.WORKERS_ENV, "2")
+    else:
+
+        @contextmanager
+        def no_pool(processes: int):  # noqa: ANN202
+            yield None
+
+        monkeypatch.setattr(parallel, "decode_workers", lambda: 4)
+        monkeypatch.setattr(parallel, "_pool", no_pool)
+    parts: list[int] = []
+    read_in_parts = parallel.read_in_parts
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        result = read_in_parts(*args, **kwargs)
+        parts.append(0 if result is None else result.parts)
+        return result
+
+    monkeypatch.setattr(parallel, "read_in_parts", counting)
+    in_parts = profile_snippets(analysis)
+    assert parts and parts[0] > 2, "the trace was filtered in parts"
+    assert whole and in_parts == whole

@@ -126,9 +126,11 @@ def read_in_parts(
     *,
     progress: FileProgress | None = None,
     chunk_bytes: int = CHUNK_BYTES,
+    min_bytes: int | None = None,
 ) -> Parts[S] | None:
     """The file decoded in parts on several processes and merged; None when the file is not
-    worth it or not suitable (then the caller reads it sequentially).
+    worth it (smaller than `min_bytes`, default MIN_BYTES) or not suitable (then the caller
+    reads it sequentially).
 
     `decode` and `fold` must be importable by name (a worker process unpickles them): `fold`
     iterates a stream of one part and returns the reader's state of those events, `merge`
@@ -141,7 +143,7 @@ def read_in_parts(
         size = path.stat().st_size
     except OSError:
         return None
-    if size < MIN_BYTES:
+    if size < (MIN_BYTES if min_bytes is None else min_bytes):
         return None
     plan = plan_parts(path, max(workers, math.ceil(size / PART_BYTES)))
     if plan is None:
