@@ -427,10 +427,9 @@ def _traces_folder(out_dir: Path) -> None:
 
 def write_files(out_dir: Path, outputs: Mapping[str, Content], command: str = "run") -> list[Path]:
     """Write `outputs` (file name -> content, or what renders it) into `out_dir` atomically
-    and record them in the
-    folder's manifest under `command`; then remove the files the manifest listed for that
-    command which this run did not write. No outputs: the folder is left alone (not even
-    created).
+    and record them in the folder's manifest under `command`; then remove the files the
+    manifest listed for that command which this run did not write. No outputs: the folder is
+    left alone (not even created).
 
     The manifest is written first when this run adds names, so that outputs of a run
     interrupted half-way are still known to the next one, and again last, listing exactly the

@@ -136,6 +136,20 @@ def test_not_applicable_rules_say_why():
     assert why["EFF-001"]["reason"] == "not_recorded"
 
 
+def test_how_to_collect_copies_depends_on_whether_the_gpu_was_profiled():
+    """A CPU-only trace is told to profile the GPU for host<->device copies; a trace that
+    holds the GPU's kernels but no copy is not (profiling the GPU again would add nothing)."""
+    (cpu,) = advisor.analyze(CPU_ONLY).analyses
+    (gpu,) = advisor.analyze(SHARED / "kineto" / "nccl_parser_config__nccl_data.json.gz").analyses
+    hints = {
+        name: {n["rule_id"]: n["collect"] for n in a.report["not_applicable"]}["MEM-001"]
+        for name, a in (("cpu", cpu), ("gpu", gpu))
+    }
+    assert any("ProfilerActivity.CUDA" in h for h in hints["cpu"])
+    assert hints["gpu"] and not any("ProfilerActivity" in h for h in hints["gpu"])
+    assert "this trace holds none" in hints["gpu"][0]
+
+
 # --- numbers that agree -----------------------------------------------------------------------
 
 FIXTURES = [

@@ -32,6 +32,12 @@ else:
 
 READER = "kineto"
 GZIP_CUT = "truncated or corrupt gzip data"  # EventStream's problem for a cut gzip file
+GPU_WITHOUT_COPIES = (
+    "host<->device copies inside the profiled steps (the GPU was profiled, and this trace "
+    "holds none)"
+)
+"""The hint for the copies' host memory of a trace with GPU activity: the class's hint,
+profiling the GPU too, would be wrong advice there."""
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -147,6 +153,8 @@ class TraceReader:
         device_pid = walk.main_device()
         if walk.device_names or properties:
             meta.device_kind = "GPU"
+        if walk.device_names:  # the GPU was profiled: a gap in copies is no missing activity
+            meta.collect["device_ops.host_memory"] = GPU_WITHOUT_COPIES
         if device_pid is not None:
             meta.device_id = str(device_pid)
         chosen = properties.get(device_pid) or next(iter(properties.values()), None)
