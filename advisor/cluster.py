@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from advisor import steady
+from advisor.compat import zip_strict
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 
@@ -78,18 +80,56 @@ def _add_straggler_scores(ranks: pd.DataFrame) -> pd.DataFrame:
     return ranks
 
 
-def _rank_row(rank: int, profile: Profile) -> dict[str, float | int]:
-    """Means per step of one rank's step breakdown."""
+def _rank_steps(profile: Profile) -> dict[str, tuple[float, ...]]:
+    """One rank's step breakdown as columns: step number and the _MEANS columns it has."""
     steps = profile.tables["steps"]
-    row: dict[str, float | int] = {"rank": rank, "steps": len(steps)}
-    row |= {c: steps[c].mean() for c in _MEANS if profile.has("steps", c)}
-    if "communication_us" not in row and profile.has("comm_ops", "duration_us"):
+    columns = {"step": tuple(steps["step"].astype("float64"))}
+    columns |= {
+        c: tuple(steps[c].to_numpy("float64", na_value=np.nan))
+        for c in _MEANS
+        if profile.has("steps", c)
+    }
+    if "communication_us" not in columns and profile.has("comm_ops", "duration_us"):
         # no device timeline (e.g. CPU/gloo): host-side collective time per step
         comm = profile.tables["comm_ops"]
         if "kind" in comm:
             comm = comm[(comm["kind"] != "link").fillna(True)]
-        row["communication_us"] = comm["duration_us"].sum() / len(steps)
+        columns["communication_us"] = _comm_per_step(comm, steps)
+    return columns
+
+
+def _comm_per_step(comm: pd.DataFrame, steps: pd.DataFrame) -> tuple[float, ...]:
+    """The collectives' time in each step window (by start), else their total spread evenly
+    over the steps when either side has no times."""
+    if "start_us" not in comm or not {"start_us", "end_us"} <= set(steps):
+        return (float(comm["duration_us"].sum()) / len(steps),) * len(steps)
+    start = comm["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = comm["duration_us"].to_numpy("float64", na_value=0.0)
+    windows = zip_strict(steps["start_us"].to_numpy("float64"), steps["end_us"].to_numpy("float64"))
+    return tuple(float(duration[(start >= lo) & (start < hi)].sum()) for lo, hi in windows)
+
+
+def _rank_row(summary: RankSummary, left_out: set[float]) -> dict[str, float | int]:
+    """Means per step of one rank's step breakdown over the steps no rank spent warming up:
+    a warm-up step of one rank (advisor.steady) would otherwise make it look like a straggler,
+    and the ranks are compared over the same steps."""
+    steps = summary.steps
+    keep = np.array([s not in left_out for s in steps["step"]], dtype=bool)
+    if not keep.any():
+        keep[:] = True
+    row: dict[str, float | int] = {
+        "rank": summary.rank,
+        "steps": int(keep.sum()),
+        "warmup_steps": int((~keep).sum()),
+    }
+    row |= {c: _mean(np.asarray(v)[keep]) for c, v in steps.items() if c != "step"}
     return row
+
+
+def _mean(values: np.ndarray) -> float:
+    """Mean of the present values; NaN when there are none (as pandas' mean)."""
+    present = values[~np.isnan(values)]
+    return float(present.mean()) if present.size else float("nan")
 
 
 def _metadata_number(profile: Profile, key: str) -> int | None:
@@ -130,6 +170,14 @@ def _add_stages(ranks: pd.DataFrame, stages: list[int | None]) -> pd.DataFrame:
     elif "bubble_us" in ranks and (ranks["bubble_us"] > 0).any():
         ranks["stage_computing_us"] = ranks["computing_us"]
         ranks["stage_label"] = [f"rank {r} (stage not recorded)" for r in ranks["rank"]]
+    return ranks
+
+
+def _count_stages(ranks: pd.DataFrame) -> pd.DataFrame:
+    """`pipeline_stages` on every row: how many pipeline stages the ranks form (1 without a
+    pipeline), so that rules comparing all ranks can leave the stages' differences to the
+    stage rules."""
+    ranks["pipeline_stages"] = ranks["stage_label"].nunique() if "stage_label" in ranks else 1
     return ranks
 
 
@@ -199,13 +247,15 @@ def build_links(summaries: Sequence[RankSummary]) -> pd.DataFrame | None:
 
 @dataclass(frozen=True)
 class RankSummary:
-    """What the cluster profile needs of one rank's derived profile: its per-step means,
-    pipeline stage and link totals. Small and free of DataFrames, so a run can keep one per
-    rank after dropping the rank's tables (api.analyze(keep_tables=False))."""
+    """What the cluster profile needs of one rank's derived profile: its step breakdown,
+    warm-up steps, pipeline stage and link totals. Small and free of DataFrames, so a run can
+    keep one per rank after dropping the rank's tables (api.analyze(keep_tables=False))."""
 
     rank: int
-    row: dict[str, float | int]
-    """The rank's row of the `ranks` table before scoring: steps and per-step means."""
+    steps: dict[str, tuple[float, ...]]
+    """The rank's step breakdown by column: step numbers and per-step figures."""
+    warmup: frozenset[float]
+    """Step numbers of its warm-up steps (advisor.steady)."""
     stage: int | None
     links: dict[str, Any] | None
     """The rank's totals per link (columns as arrays), None without link rows."""
@@ -217,9 +267,12 @@ def rank_summary(profile: Profile) -> RankSummary | None:
     rank = profile.meta.rank
     if rank is None or not profile.has("steps", "duration_us"):
         return None
+    steps = profile.tables["steps"]
+    warm = steps.loc[steady.warmup_mask(steps).to_numpy(bool), "step"]
     return RankSummary(
         rank,
-        _rank_row(rank, profile),
+        _rank_steps(profile),
+        frozenset(warm.astype("float64")),
         pipeline_stage(rank, profile),
         _rank_links(profile),
         profile.meta,
@@ -241,8 +294,9 @@ def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
     if len(by_rank) < 2:
         return None
     members = [by_rank[r] for r in sorted(by_rank)]
-    ranks = pd.DataFrame([s.row for s in members])
-    ranks = _add_stages(ranks, [s.stage for s in members])
+    left_out = set().union(*(s.warmup for s in members))
+    ranks = pd.DataFrame([_rank_row(s, left_out) for s in members])
+    ranks = _count_stages(_add_stages(ranks, [s.stage for s in members]))
     tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}
     links = build_links(members)
     if links is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from advisor import intervals
+from advisor import intervals, steady
 from advisor.engine.evaluate import to_plain
 from advisor.lazy import lazy_module
 from advisor.model import Profile
@@ -95,6 +95,16 @@ def _columns(profile: Profile, table: str, wanted: tuple[str, ...]) -> pd.DataFr
     return frame[[c for c in wanted if profile.has(table, c)]].reset_index(drop=True)
 
 
+def _marked_steps(profile: Profile) -> pd.DataFrame:
+    """The steps' figures, with `warmup` true on the warm-up steps where there are any
+    (advisor.steady): a reader of the report can tell the steady mean from the start-up."""
+    steps = _columns(profile, "steps", ("step", "duration_us", *STEP_COLUMNS))
+    if steps.empty or "duration_us" not in steps:
+        return steps
+    mask = steady.warmup_mask(steps)
+    return steps.assign(warmup=mask) if mask.any() else steps
+
+
 def _shares(grouped: pd.DataFrame, key: str) -> pd.DataFrame:
     """{key, total_us, ratio, count}, largest first, from a frame with `sum` and `count`."""
     total = float(grouped["sum"].sum()) or 1.0
@@ -173,7 +183,7 @@ def host_counts(profile: Profile) -> dict[str, float]:
 def profile_metrics(profile: Profile) -> ProfileMetrics:
     """Every report figure of a derived profile."""
     return ProfileMetrics(
-        steps=_columns(profile, "steps", ("step", "duration_us", *STEP_COLUMNS)),
+        steps=_marked_steps(profile),
         core_types=core_type_time(profile),
         compute_classes=compute_class_time(profile),
         host=host_counts(profile),

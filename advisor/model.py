@@ -94,6 +94,14 @@ TABLES: dict[str, TableSpec] = {
                 _c("free_us", "float64", US, "device time with neither compute nor communication"),
                 _c("bubble_us", "float64", US, "pipeline-parallel bubble time"),
                 _c("model_id", "Int64", "", "graph/model id the iteration belongs to"),
+                _c(
+                    "warmup",
+                    "bool",
+                    "",
+                    "a leading step slower than twice the median of the steps after it "
+                    "(compilation, autotuning, first allocations, pipeline stages starting at "
+                    "different times; derived): per-step figures leave it out",
+                ),
             ),
         ),
         TableSpec(
@@ -995,10 +1003,24 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             "ranks",
-            "rank of a multi-rank run (built across its profiles; means per step)",
+            "rank of a multi-rank run (built across its profiles; means per steady step: "
+            "warm-up steps, steps.warmup, left out)",
             (
                 _c("rank", "int64", "", "rank (or device) number", True),
-                _c("steps", "int64", "", "number of steps profiled on that rank", True),
+                _c(
+                    "steps",
+                    "int64",
+                    "",
+                    "number of steady steps profiled on that rank (the means' steps)",
+                    True,
+                ),
+                _c(
+                    "warmup_steps",
+                    "int64",
+                    "",
+                    "steps of that rank left out of the means because a rank spent them "
+                    "warming up (steps.warmup): every rank is compared over the same steps",
+                ),
                 _c("duration_us", "float64", US, "mean step time on that rank", True),
                 _c("computing_us", "float64", US, "mean device compute time per step"),
                 _c("communication_us", "float64", US, "mean device communication time per step"),
@@ -1030,6 +1052,14 @@ TABLES: dict[str, TableSpec] = {
                     "",
                     "stage N, or 'rank N (stage not recorded)' where the steps record a pipeline "
                     "bubble but not the stages: each rank then stands for its stage",
+                ),
+                _c(
+                    "pipeline_stages",
+                    "int64",
+                    "",
+                    "pipeline-parallel stages the ranks form: distinct stage_label values, 1 "
+                    "without a pipeline (rules comparing all ranks leave differences between "
+                    "stages to the stage rules)",
                 ),
                 _c(
                     "stage_computing_us",

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from advisor import intervals
+from advisor import intervals, steady
 from advisor.compat import zip_strict
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
@@ -182,13 +182,16 @@ def step_bounds(profile: Profile) -> None:
 
 def _shown_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps the timeline shows, in time order: all of them up to TIMELINE_STEPS, else
-    that many consecutive ones with the slowest among the first half."""
+    that many consecutive ones with the slowest steady step (a warm-up step stands for the
+    start-up, not the training) among the first half."""
     placed = steps.dropna(subset=["start_us", "end_us"])
     placed = placed[placed["end_us"] > placed["start_us"]]
     placed = placed.sort_values("start_us", kind="stable").reset_index(drop=True)
     if len(placed) <= TIMELINE_STEPS:
         return placed
-    slowest = int((placed["end_us"] - placed["start_us"]).to_numpy("float64").argmax())
+    durations = (placed["end_us"] - placed["start_us"]).to_numpy("float64")
+    warm = steady.warmup_mask(placed).to_numpy(bool)
+    slowest = int(np.where(warm, -np.inf, durations).argmax())
     first = min(max(slowest - TIMELINE_STEPS // 2 + 1, 0), len(placed) - TIMELINE_STEPS)
     return placed.iloc[first : first + TIMELINE_STEPS]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from advisor import intervals
+from advisor import intervals, steady
 from advisor.compat import zip_strict
 from advisor.formats.aicore_freq import task_frequency
 from advisor.hookspecs import MetricProvider, hookimpl
@@ -337,6 +337,12 @@ def device_gaps(profile: Profile) -> None:
     profile.tables["device_ops"] = ops.assign(gap_us=gap)
 
 
+def mark_warmup_steps(profile: Profile) -> None:
+    """steps.warmup: the leading steps far slower than the rest (advisor.steady)."""
+    steps = profile.tables["steps"]
+    profile.tables["steps"] = steps.assign(warmup=steady.warmup_mask(steps))
+
+
 def task_frequencies(profile: Profile) -> None:
     """device_ops.aicore_mhz: the AI Core frequency over each task's span, from the AI Core
     Freq samples, so a frequency drop is charged to the operators it slowed."""
@@ -348,6 +354,13 @@ def task_frequencies(profile: Profile) -> None:
 
 
 PROVIDERS = [
+    MetricProvider(
+        "warmup_steps",
+        ("steps.duration_us",),
+        ("steps.warmup",),
+        mark_warmup_steps,
+        "steps.warmup: leading steps slower than twice the median of the later steps",
+    ),
     MetricProvider(
         "op_stacks",
         ("host_ops.kind", "host_ops.name"),

@@ -21,6 +21,7 @@ CPU_ONLY = SHARED / "kineto" / "cpu_only__rank-34.Jul_15_10_52_41.1074.pt.trace.
 ASCEND_PT = SHARED / "ascend_pt" / "rank0_ascend_pt"
 CANN_TIMELINE = SHARED / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 KINETO_OWN = FIXTURE_DIR / "kineto_own"
+SMALL_MSPROF = FIXTURE_DIR / "msprof" / "PROF_000001_20260105093000123_SMALLCASE"
 ASCEND_ADVICE = (
     "AOE",
     "aoe ",
@@ -203,7 +204,7 @@ def test_an_impact_larger_than_the_profile_is_capped_and_the_raw_figure_kept(tmp
 
 
 def test_comm_message_and_impact_column_give_the_same_share():
-    (analysis,) = advisor.analyze(CANN_TIMELINE).analyses
+    (analysis,) = advisor.analyze(SMALL_MSPROF).analyses
     (comm,) = [f for f in analysis.findings if f.rule.id == "COMM-001"]
     shown = re.findall(r"\d+\.\d%", comm.message)
     assert fmt_pct(comm.impact_ratio) == shown[0], (comm.message, comm.impact_ratio)

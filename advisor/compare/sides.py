@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from advisor import steady
 from advisor.compat import zip_strict
 from advisor.errors import AdvisorError
 from advisor.lazy import lazy_module
@@ -49,10 +50,11 @@ class RankChoice:
 
 
 def mean_step_us(profile: Profile) -> float:
-    """Mean step time of a profile; its whole span when it records no steps."""
+    """Mean step time of a profile over its steady steps (a rank's warm-up step must not make
+    it the slowest); its whole span when it records no steps."""
     steps = profile.tables.get("steps")
     if steps is not None and not steps.empty and steps["duration_us"].notna().any():
-        return float(steps["duration_us"].mean())
+        return float(steady.steady_steps(steps)["duration_us"].mean())
     spans = [
         (frame["start_us"].min(), (frame["start_us"] + frame["duration_us"]).max())
         for name, frame in profile.tables.items()

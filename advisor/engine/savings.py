@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from advisor import steady
 from advisor.lazy import lazy_module
 from advisor.model import Profile
 
@@ -120,14 +121,38 @@ def _column_sum(table: pd.DataFrame, column: str) -> float:
     return float(table[column].sum()) if column in table else 0.0
 
 
+def _warmup(profile: Profile) -> tuple[set[int], float]:
+    """The warm-up steps (advisor.steady) and the profile time up to the first steady step:
+    a one-off cost a fix to the training steps does not shorten."""
+    steps = profile.tables.get("steps")
+    if steps is None or steps.empty or "duration_us" not in steps:
+        return set(), 0.0
+    mask = steady.warmup_mask(steps)
+    if not mask.any():
+        return set(), 0.0
+    warm, rest = steps[mask], steps[~mask]
+    if "start_us" in steps and rest["start_us"].notna().any():
+        cut = float(rest["start_us"].min() - steps["start_us"].min())
+    else:
+        cut = float(warm["duration_us"].sum())
+    return {int(s) for s in warm["step"]}, cut
+
+
 def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | None:
-    """The profile's time budget per category; None without a profile time."""
+    """The profile's time budget per category over its steady steps (warm-up steps left out);
+    None without a profile time."""
     if total_us is None or not math.isfinite(total_us) or total_us <= 0:
         return None
     steps = _step_count(profile)
+    warm, cut = _warmup(profile)
+    if warm and 0 < cut < total_us:
+        total_us -= cut
+        steps = max(steps - len(warm), 1)
     bounds = profile.tables.get("step_bounds")
     if bounds is None or bounds.empty or "bound" not in bounds:
         return CriticalPath(steps, total_us, {UNATTRIBUTED: total_us})
+    if warm:
+        bounds = _steady_bounds(bounds, warm)
     known = bounds[bounds["bound"].notna()]
     by_bound = {b: _column_sum(known, f"{b}_us") for b in BOUNDS}
     between = _column_sum(bounds, "between_us")
@@ -136,6 +161,16 @@ def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | No
     by_bound["idle"] += max(between - between_data, 0.0)
     by_bound[UNATTRIBUTED] = max(total_us - sum(by_bound.values()), 0.0)
     return CriticalPath(steps, total_us, by_bound)
+
+
+def _steady_bounds(bounds: pd.DataFrame, warm: set[int]) -> pd.DataFrame:
+    """step_bounds without the warm-up steps, the gap before the first steady step (time
+    after the warm-up) left out too."""
+    steady_rows = bounds[~bounds["step"].isin(warm).to_numpy(bool)].copy()
+    if "start_us" in steady_rows and steady_rows["start_us"].notna().any():
+        first = steady_rows["start_us"].idxmin()
+        steady_rows.loc[first, ["between_us", "between_data_us"]] = 0.0
+    return steady_rows
 
 
 def _room(path: CriticalPath, bounds: tuple[str, ...] | None, left: Mapping[str, float]) -> float:

@@ -453,11 +453,16 @@ def _worst_key(report: dict) -> tuple:
 
 
 def _step_time(report: dict, cluster_times: dict[float, float]) -> float | None:
-    """Mean step time of a rank: its own steps, else the cluster's figure for it."""
+    """Mean step time of a rank: the one its findings' "step time if fixed" start from (steady
+    steps, gaps between them included), else the mean of its steady steps, else the cluster's
+    figure for it."""
+    path = report.get("summary", {}).get("critical_path") or {}
+    if (step_us := as_number(path.get("step_us"))) is not None:
+        return step_us
     durations = [
         d
         for s in report.get("metrics", {}).get("steps", [])
-        if (d := as_number(s.get("duration_us"))) is not None
+        if (d := as_number(s.get("duration_us"))) is not None and not s.get("warmup")
     ]
     if durations:
         return sum(durations) / len(durations)

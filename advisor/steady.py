@@ -1,0 +1,62 @@
+"""Warm-up steps: the first profiled steps that are far slower than the rest.
+
+The first iterations of a run compile graphs and kernels, autotune, allocate memory and
+start data-loader workers; in a pipeline-parallel run the later stages also wait for the
+first micro-batch of stages launched later. Such a step can take ten times a normal one.
+Averaged in, it makes every per-step figure (step time, bubble, idle share, the slow-rank
+comparison) describe the start-up instead of the training, so those figures use the steady
+steps and the warm-up is reported once, as what it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from advisor.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+else:
+    np = lazy_module("numpy")
+    pd = lazy_module("pandas")
+
+WARMUP_FACTOR = 2.0
+"""A leading step is warm-up when it takes more than this many times the median of the steps
+after it (our choice: step times of a steady run vary by tens of percent, not by 2x)."""
+MIN_STEADY_STEPS = 3
+"""Steps that must remain after the warm-up for their median to stand for the steady state."""
+
+
+def warmup_count(durations: Sequence[float]) -> int:
+    """How many leading steps (in step order) are warm-up: each one slower than WARMUP_FACTOR
+    times the median of the steps after it, with at least MIN_STEADY_STEPS steps left."""
+    values = np.asarray(durations, dtype="float64")
+    count = 0
+    while len(values) - count > MIN_STEADY_STEPS:
+        later = values[count + 1 :]
+        median = float(np.nanmedian(later)) if np.isfinite(later).any() else float("nan")
+        if not (median > 0 and values[count] > WARMUP_FACTOR * median):
+            break
+        count += 1
+    return count
+
+
+def warmup_mask(steps: pd.DataFrame) -> pd.Series:
+    """True for the warm-up rows of a steps table (aligned with it). None are marked when a
+    step number repeats (msprof numbers the steps of each model from 1): the first rows are
+    then not the run's first iterations."""
+    mask = pd.Series(False, index=steps.index, dtype=bool)
+    if steps.empty or "duration_us" not in steps or not steps["step"].is_unique:
+        return mask
+    ordered = steps.sort_values("step", kind="stable")
+    count = warmup_count(ordered["duration_us"].to_numpy("float64", na_value=np.nan))
+    mask.loc[ordered.index[:count]] = True
+    return mask
+
+
+def steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """The steps table without its warm-up rows (the table itself when it has none)."""
+    mask = steps["warmup"] if "warmup" in steps else warmup_mask(steps)
+    return steps if not mask.any() else steps[~mask.to_numpy(bool)]

@@ -1,0 +1,123 @@
+"""Warm-up steps: found by advisor.steady, left out of per-step figures, reported once.
+
+The real case is MindSpore's 4-rank pipeline run: ranks 2 and 3 (stage 1) wait about 2 s in
+step 1 for stage 0's first micro-batch and take about 177 ms per step after it, like ranks 0
+and 1. Averaged in, that step made rank 3 a "slow rank" (617 ms against 178 ms) and its
+bubble 72% of the step.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+
+import pandas as pd
+import pytest
+from conftest import REAL
+
+import advisor
+from advisor import steady
+
+CLUSTER = REAL / "mindspore_cluster_4rank"
+CANN_TIMELINE = REAL / "cann_timeline"
+
+
+def _raw_rows(rank: int) -> list[dict[str, str]]:
+    """The numbered steps of the rank's step trace (its last row, step '-', is the mean)."""
+    path = CLUSTER / f"step_trace_raw_{rank}_detail_time.csv"
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [row for row in csv.DictReader(fh) if row["step_num"].isdigit()]
+
+
+def _raw_step_us(rank: int) -> list[float]:
+    """Step durations of a rank straight from step_trace_raw_<rank>_detail_time.csv (10 ns
+    ticks): FP start to iteration end, fp_and_bp + tail (`total` adds the data wait before)."""
+    return [(int(r["fp_and_bp"]) + int(r["tail"])) / 100 for r in _raw_rows(rank)]
+
+
+@pytest.mark.parametrize(
+    ("durations", "count"),
+    [
+        ([20.0, 2.0, 2.1, 1.9, 2.0], 1),
+        ([30.0, 9.0, 2.0, 2.0, 2.0], 2),  # 9 > 2 x 2: the second step is warm-up too
+        ([3.5, 2.0, 2.0, 2.0], 0),  # 1.75x: steady variation
+        ([20.0, 2.0, 2.0], 0),  # too few steps after it to tell the steady state
+        ([2.0, 2.0, 20.0, 2.0, 2.0], 0),  # a slow step later on is not warm-up
+        ([], 0),
+    ],
+)
+def test_warmup_count(durations: list[float], count: int) -> None:
+    assert steady.warmup_count(durations) == count
+
+
+def test_repeated_step_numbers_mark_no_warmup() -> None:
+    """msprof numbers the steps of each model from 1: the first rows are not the run's
+    first iterations, so nothing is marked."""
+    steps = pd.DataFrame({"step": [1, 2, 3, 4, 1], "duration_us": [50.0, 2, 2, 2, 2]})
+    assert not steady.warmup_mask(steps).any()
+    assert steady.steady_steps(steps) is steps
+
+
+def test_the_real_ranks_warm_up_in_stage_one_only() -> None:
+    result = advisor.analyze(CLUSTER)
+    by_rank = {a.profile.meta.rank: a for a in result.analyses}
+    for rank in range(4):
+        raw = _raw_step_us(rank)
+        fired = {f.rule.id: f for f in by_rank[rank].findings}
+        if rank < 2:  # 210 ms then 178 ms on rank 1: 1.18x is not warm-up
+            assert raw[0] < 2 * statistics.median(raw[1:])
+            assert "STEP-005" not in fired
+            continue
+        warm = fired["STEP-005"]
+        assert warm.values["warmup_steps"] == 1
+        assert warm.values["warmup_us"] == pytest.approx(raw[0])
+        assert warm.values["steady_us"] == pytest.approx(statistics.median(raw[1:]))
+        assert warm.values["excess_us"] == pytest.approx(raw[0] - statistics.median(raw[1:]))
+        assert warm.impact_us is None
+        # the steady bubble is 2-3 ms of ~177 ms: no pipeline-bubble finding
+        assert "PAR-003" not in fired
+        path = by_rank[rank].evaluation.critical_path
+        assert path is not None and path.steps == 4
+        # the steady mean step time, the gaps between steady steps included
+        assert path.step_us == pytest.approx((sum(raw[1:]) + _gaps_after_first(rank)) / 4, rel=1e-6)
+
+
+def _gaps_after_first(rank: int) -> float:
+    """Time between the steady steps (end of one to FP start of the next) in the raw file."""
+    rows = _raw_rows(rank)
+    return sum((int(b["fp_point"]) - int(a["end_point"])) / 100 for a, b in zip(rows[1:], rows[2:]))
+
+
+def test_the_cluster_compares_the_ranks_over_their_steady_steps() -> None:
+    """Every rank's mean is taken over steps 2-5 (step 1 is warm-up on ranks 2 and 3), so no
+    rank is slow; the stages' uneven computation remains the finding."""
+    result = advisor.analyze(CLUSTER)
+    cluster = result.analyses[-1]
+    ranks = cluster.profile.tables["ranks"].set_index("rank")
+    for rank in range(4):
+        raw = _raw_step_us(rank)
+        assert ranks.loc[rank, "steps"] == 4
+        assert ranks.loc[rank, "warmup_steps"] == 1
+        assert ranks.loc[rank, "duration_us"] == pytest.approx(statistics.mean(raw[1:]))
+    assert set(ranks["pipeline_stages"]) == {2}
+    fired = {f.rule.id for f in cluster.findings}
+    # slow rank, late rank and uneven compute across stages were artefacts of step 1 and of
+    # comparing ranks of different pipeline stages
+    assert not fired & {"CLUSTER-001", "CLUSTER-002", "CLUSTER-004"}
+    assert "CLUSTER-006" in fired
+
+
+def test_a_breakdown_recorded_only_in_the_warm_up_step_is_not_given_as_the_steps_share():
+    """The real msprof timeline holds device tasks for step 1 only (47.6 ms, 87% of it in an
+    all-reduce no computation hides, the first collective setting up its links); steps 2-10
+    take about 15 ms. The uncovered-communication share of step 1 is not the steady steps'."""
+    (analysis,) = advisor.analyze(CANN_TIMELINE).analyses
+    steps = analysis.profile.tables["steps"]
+    with_breakdown = steps[steps["comm_not_overlapped_us"].notna()]
+    assert with_breakdown["warmup"].all() and len(with_breakdown) == 1
+    fired = {f.rule.id: f for f in analysis.findings}
+    assert "COMM-001" not in fired
+    warm = fired["STEP-005"]
+    durations = steps["duration_us"].tolist()
+    assert warm.values["warmup_us"] == durations[0]
+    assert warm.values["steady_us"] == pytest.approx(statistics.median(durations[1:]))
