@@ -13,6 +13,7 @@ from conftest import DEMO, FIXTURE_DIR
 
 import advisor
 from advisor.cli import main
+from advisor.engine.evaluate import MIN_JUDGED_US
 from advisor.units import fmt_pct
 
 SHARED = FIXTURE_DIR / "real"
@@ -271,3 +272,16 @@ def test_profiles_are_analysed_in_numeric_order(tmp_path):
         if a.profile.meta.source_format != "cluster"
     ]
     assert names == [f"run_{n}.pt.trace.json.gz" for n in (0, 1, 2, 10, 11)]
+
+
+def test_a_profile_too_short_for_a_step_gives_no_urgent_advice():
+    """libkineto's own test trace holds one 0.02 µs kernel and one sync (its device span,
+    0.02 µs, stands for the step): shares of it are 100% but mean nothing, so nothing is
+    ranked above low and no step time if fixed is promised; a warning says why."""
+    (analysis,) = advisor.analyze(SHARED / "kineto_2026_h100_cuda_sync_before").analyses
+    evaluation = analysis.evaluation
+    assert evaluation.total_us is not None and evaluation.total_us < MIN_JUDGED_US
+    assert analysis.findings and {f.severity for f in analysis.findings} == {"low"}
+    assert all(f.step_time_if_fixed_us is None for f in analysis.findings)
+    assert evaluation.fix_first is None and evaluation.critical_path is None
+    assert any("too short to hold a training step" in w.problem for w in analysis.profile.warnings)

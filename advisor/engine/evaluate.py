@@ -10,8 +10,10 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor import units
 from advisor.applicability import Inapplicable, explain
 from advisor.compat import zip_strict
 from advisor.derive import present
@@ -33,6 +35,10 @@ else:
 
 HIGH_SHARE = 0.05  # msprof-analyze: problem time >= 5% of step time is high priority
 MEDIUM_SHARE = 0.03  # ... >= 3% is medium
+MIN_JUDGED_US = 100.0
+"""A profile spanning less (twenty kernel launches of about 5 µs) holds no training step: a
+share of it is no advice, so its findings stay low and no step time if fixed is given (our
+choice; libkineto's own test traces hold one 0.02 µs kernel)."""
 
 
 def severity_from_share(share: float | None) -> Severity:
@@ -119,6 +125,11 @@ class Evaluation:
     total_us: float | None = None
     """The time the findings were measured against (profile_time_us), as every output
     reports it."""
+
+
+def _too_short(total_us: float | None) -> bool:
+    """Whether the profile is too short to judge (MIN_JUDGED_US)."""
+    return total_us is not None and total_us < MIN_JUDGED_US
 
 
 def profile_time_us(profile: Profile) -> float | None:
@@ -296,7 +307,9 @@ def evaluate_rule(
 
     return Finding(
         rule=rule,
-        severity=rule.severity or severity_from_share(ratio),
+        severity=Severity.LOW
+        if _too_short(total_us)
+        else rule.severity or severity_from_share(ratio),
         message=templates.render(text.message, context),
         suggestions=[templates.render(s, context) for s in suggestions],
         values=measured,
@@ -386,8 +399,17 @@ def evaluate(
             result.outcomes[rule.id] = Outcome.FIRED
     rank_findings(result.findings)
     result.combined_impact_us = combine_impacts(result.findings, total_us)
-    result.critical_path = savings.critical_path(profile, total_us)
-    result.fix_first = savings.apply(result.findings, result.critical_path)
+    if _too_short(total_us):
+        source = Path(profile.meta.path)
+        profile.warn(
+            source.name if source.is_file() else ".",  # warn() puts the profile's folder first
+            f"the profile spans {units.fmt_us(total_us)}, under {units.fmt_us(MIN_JUDGED_US)}: "
+            "too short to hold a training step, so its findings stay low and no step time if "
+            "fixed is given",
+        )
+    else:
+        result.critical_path = savings.critical_path(profile, total_us)
+        result.fix_first = savings.apply(result.findings, result.critical_path)
     sources.attach(result.findings, profile)
     return result
 
