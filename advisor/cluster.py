@@ -121,6 +121,7 @@ def _rank_row(summary: RankSummary, left_out: set[float]) -> dict[str, float | i
         "rank": summary.rank,
         "steps": int(keep.sum()),
         "warmup_steps": int((~keep).sum()),
+        "warmup_us": _mean(np.asarray(steps["duration_us"])[~keep]) if (~keep).any() else 0.0,
     }
     row |= {c: _mean(np.asarray(v)[keep]) for c, v in steps.items() if c != "step"}
     return row

@@ -1021,6 +1021,12 @@ TABLES: dict[str, TableSpec] = {
                     "steps of that rank left out of the means because a rank spent them "
                     "warming up (steps.warmup): every rank is compared over the same steps",
                 ),
+                _c(
+                    "warmup_us",
+                    "float64",
+                    US,
+                    "mean duration of those left-out steps on that rank (0 when none)",
+                ),
                 _c("duration_us", "float64", US, "mean step time on that rank", True),
                 _c("computing_us", "float64", US, "mean device compute time per step"),
                 _c("communication_us", "float64", US, "mean device communication time per step"),

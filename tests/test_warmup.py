@@ -98,6 +98,7 @@ def test_the_cluster_compares_the_ranks_over_their_steady_steps() -> None:
         raw = _raw_step_us(rank)
         assert ranks.loc[rank, "steps"] == 4
         assert ranks.loc[rank, "warmup_steps"] == 1
+        assert ranks.loc[rank, "warmup_us"] == pytest.approx(raw[0])
         assert ranks.loc[rank, "duration_us"] == pytest.approx(statistics.mean(raw[1:]))
     assert set(ranks["pipeline_stages"]) == {2}
     fired = {f.rule.id for f in cluster.findings}
@@ -105,6 +106,7 @@ def test_the_cluster_compares_the_ranks_over_their_steady_steps() -> None:
     # comparing ranks of different pipeline stages
     assert not fired & {"CLUSTER-001", "CLUSTER-002", "CLUSTER-004"}
     assert "CLUSTER-006" in fired
+    assert "CLUSTER-007" in fired  # says which steps were left out, and each rank's time in them
 
 
 def test_a_breakdown_recorded_only_in_the_warm_up_step_is_not_given_as_the_steps_share():
