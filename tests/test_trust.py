@@ -3,6 +3,7 @@ that agree with each other. Each test reproduces what a new user met on real pro
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -285,3 +286,27 @@ def test_a_profile_too_short_for_a_step_gives_no_urgent_advice():
     assert all(f.step_time_if_fixed_us is None for f in analysis.findings)
     assert evaluation.fix_first is None and evaluation.critical_path is None
     assert any("too short to hold a training step" in w.problem for w in analysis.profile.warnings)
+
+
+def test_a_cluster_finding_saves_at_most_its_kind_of_the_slowest_ranks_step():
+    """The cluster's budget is the slowest rank's step breakdown: the slow link's extra
+    transit (12.8 against 3.2 ms per step in the matrix) cannot shorten a 10 ms step by more
+    than the 1 ms of communication no computation hides (step_trace_time.csv). Before, with
+    the whole step unattributed, the report promised 10 ms -> 0.4 ms."""
+    folder = FIXTURE_DIR / "cluster_links"
+    rows = [
+        row
+        for csv_path in sorted(folder.glob("*/ASCEND_PROFILER_OUTPUT/step_trace_time.csv"))
+        for row in csv.DictReader(csv_path.open(encoding="utf-8"))
+    ]
+    step_us = max(
+        float(r["Computing"]) + float(r["Communication(Not Overlapped)"]) + float(r["Free"])
+        for r in rows
+    )
+    exposed_us = max(float(r["Communication(Not Overlapped)"]) for r in rows)
+    cluster = advisor.analyze(folder).analyses[-1]
+    (link,) = [f for f in cluster.findings if f.rule.id == "CLUSTER-005"]
+    path = cluster.evaluation.critical_path
+    assert path is not None and path.step_us == pytest.approx(step_us)
+    assert link.impact_us > exposed_us * path.steps  # what the link's transit claims
+    assert link.step_time_if_fixed_us == pytest.approx(step_us - exposed_us)

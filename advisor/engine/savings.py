@@ -148,6 +148,9 @@ def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | No
     if warm and 0 < cut < total_us:
         total_us -= cut
         steps = max(steps - len(warm), 1)
+    ranks = profile.tables.get("ranks")
+    if ranks is not None and not ranks.empty:
+        return CriticalPath(steps, total_us, _slowest_rank_budget(ranks, steps, total_us))
     bounds = profile.tables.get("step_bounds")
     if bounds is None or bounds.empty or "bound" not in bounds:
         return CriticalPath(steps, total_us, {UNATTRIBUTED: total_us})
@@ -161,6 +164,29 @@ def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | No
     by_bound["idle"] += max(between - between_data, 0.0)
     by_bound[UNATTRIBUTED] = max(total_us - sum(by_bound.values()), 0.0)
     return CriticalPath(steps, total_us, by_bound)
+
+
+RANK_BOUNDS = (
+    ("compute", "computing_us"),
+    ("communication", "comm_not_overlapped_us"),
+    ("idle", "free_us"),
+)
+"""A cluster's budget: the slowest rank's step breakdown (per-step means of the ranks table)."""
+
+
+def _slowest_rank_budget(ranks: pd.DataFrame, steps: int, total_us: float) -> dict[str, float]:
+    """The budget of a cluster profile, whose time is the slowest rank's mean step times the
+    steps: that rank's computing, exposed communication and free time per step, times the
+    steps, the rest unattributed: a slow link cannot save more than the communication no
+    computation hides."""
+    slowest = ranks.loc[ranks["duration_us"].idxmax()]
+    by_bound: dict[str, float] = {}
+    for bound, column in RANK_BOUNDS:
+        value = slowest.get(column)
+        if value is not None and not pd.isna(value):
+            by_bound[bound] = min(float(value) * steps, total_us - sum(by_bound.values()))
+    by_bound[UNATTRIBUTED] = max(total_us - sum(by_bound.values()), 0.0)
+    return by_bound
 
 
 def _steady_bounds(bounds: pd.DataFrame, warm: set[int]) -> pd.DataFrame:

@@ -21,10 +21,12 @@ from advisor.units import (
     SIZE,
     TIME,
     Scale,
+    column_unit,
     finite,
     fmt_num,
     fmt_pct,
     fmt_us,
+    fmt_us_as,
     is_missing,
 )
 
@@ -120,9 +122,10 @@ MIN_IF_FIXED_SHARE = 0.001
 
 
 def _saving(before: float, after: float) -> dict[str, str]:
+    unit = column_unit([before, after])  # "10.0 ms → 9.00 ms", not "→ 9,000 µs"
     return {
-        "before": fmt_us(before),
-        "after": fmt_us(after),
+        "before": fmt_us_as(before, unit),
+        "after": fmt_us_as(after, unit),
         "saving": f"−{fmt_pct(1.0 - after / before)}",
     }
 
