@@ -9,6 +9,7 @@ bubble 72% of the step.
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 
 import pandas as pd
@@ -123,3 +124,15 @@ def test_a_breakdown_recorded_only_in_the_warm_up_step_is_not_given_as_the_steps
     durations = steps["duration_us"].tolist()
     assert warm.values["warmup_us"] == durations[0]
     assert warm.values["steady_us"] == pytest.approx(statistics.median(durations[1:]))
+
+
+def test_the_report_page_gives_the_steady_mean_and_marks_the_warm_up_bar():
+    (rank3,) = [a for a in advisor.analyze(CLUSTER).analyses if a.profile.meta.rank == 3]
+    raw = _raw_step_us(3)
+    page = rank3._repr_html_()
+    steady_ms = statistics.mean(raw[1:]) / 1000
+    assert f"mean of the steady steps {steady_ms:.0f} ms" in page
+    assert "1 warm-up step left out of the means" in page
+    tooltips = re.findall(r"Step \d+: [^<]*", page)
+    warm = [t for t in tooltips if "warm-up, left out of the means" in t]
+    assert warm and all(t.startswith(f"Step 1: {raw[0] / 1000:,.0f} ms") for t in warm)

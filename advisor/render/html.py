@@ -488,6 +488,7 @@ def _stack(
 def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
     """Stacked bars per step; the bar is the step duration, unexplained time shown as "other"."""
     total_steps = len(steps)
+    warmup = sum(1 for s in steps if s.get("warmup"))
     steps = steps[:MAX_STEPS]
     keys = set().union(*steps) if steps else set()
     split = DEVICE_SPLIT if keys & {k for k, _, _ in DEVICE_SPLIT} else ITERATION_SPLIT
@@ -512,11 +513,12 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
 
     bars = []
     rest_sum = 0.0
+    rest_parts = []
     for i, (s, total) in enumerate(zip_strict(steps, totals)):
         x = c["left"] + i * slot + (slot - bar_w) / 2
         segments = _stack(s, total, components, rest_label, rest_colour)
-        if segments and segments[-1][0] == rest_label:
-            rest_sum += segments[-1][2]
+        rest_parts.append(segments[-1][2] if segments and segments[-1][0] == rest_label else 0.0)
+        rest_sum += rest_parts[-1]
         rects, y = [], float(baseline)
         for _, colour, value in segments:
             h = value * scale
@@ -536,34 +538,35 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
             {
                 "step": fmt_num(s["step"]),
                 "tooltip": f"{tr('step_n', n=fmt_num(s['step']))}: {fmt_us(total)}"
-                + (f" ({tooltip})" if tooltip else ""),
+                + (f" ({tooltip})" if tooltip else "")
+                + (f" · {tr('warmup_step')}" if s.get("warmup") else ""),
                 "rects": rects,
                 "label_x": round(x + bar_w / 2, 2) if i % label_every == 0 else None,
             }
         )
 
-    legend = (
-        [
-            {
-                "label": label,
-                "colour": colour,
-                "mean": fmt_us(sum(_number(s.get(k)) for s in steps) / len(steps)),
-            }
-            for k, label, colour in components
-        ]
-        if steps
-        else []
-    )
+    # the means are the steady steps' (advisor.steady), as every other per-step figure
+    steady = [i for i, s in enumerate(steps) if not s.get("warmup")] or list(range(len(steps)))
+    legend = [
+        {
+            "label": label,
+            "colour": colour,
+            "mean": fmt_us(sum(_number(steps[i].get(k)) for i in steady) / len(steady)),
+        }
+        for k, label, colour in components
+    ]
     if rest_sum:
+        rest = sum(rest_parts[i] for i in steady)
         legend.append(
-            {"label": rest_label, "colour": rest_colour, "mean": fmt_us(rest_sum / len(steps))}
+            {"label": rest_label, "colour": rest_colour, "mean": fmt_us(rest / len(steady))}
         )
     return {
         "count": total_steps,
         "shown": len(steps),
+        "warmup": warmup,
         "bars": bars,
         "legend": legend,
-        "mean": fmt_us(sum(totals) / len(totals)) if totals else MISSING,
+        "mean": fmt_us(sum(totals[i] for i in steady) / len(steady)) if totals else MISSING,
         "min": fmt_us(min(totals, default=None)),
         "max": fmt_us(max(totals, default=None)),
         "ticks": [

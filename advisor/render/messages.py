@@ -175,6 +175,11 @@ CATALOG: dict[str, Text] = {
     "steps_count": Text("{n} step{s}", "{n} 个迭代"),
     "step_n": Text("Step {n}", "迭代 {n}"),
     "mean": Text("mean", "平均"),
+    "steady_mean": Text("mean of the steady steps", "稳定阶段平均"),
+    "warmup_left_out": Text(
+        "{n} warm-up step{s} left out of the means", "{n} 个预热迭代不计入平均值"
+    ),
+    "warmup_step": Text("warm-up, left out of the means", "预热，不计入平均值"),
     "min": Text("min", "最短"),
     "max": Text("max", "最长"),
     "first_steps": Text(
