@@ -179,7 +179,8 @@ def _slowest_rank_budget(ranks: pd.DataFrame, steps: int, total_us: float) -> di
     steps: that rank's computing, exposed communication and free time per step, times the
     steps, the rest unattributed: a slow link cannot save more than the communication no
     computation hides."""
-    slowest = ranks.loc[ranks["duration_us"].idxmax()]
+    durations = ranks["duration_us"].to_numpy("float64", na_value=-math.inf)
+    slowest = ranks.iloc[int(durations.argmax())]
     by_bound: dict[str, float] = {}
     for bound, column in RANK_BOUNDS:
         value = slowest.get(column)
