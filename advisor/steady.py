@@ -44,9 +44,11 @@ def warmup_count(durations: Sequence[float]) -> int:
 
 
 def warmup_mask(steps: pd.DataFrame) -> pd.Series:
-    """True for the warm-up rows of a steps table (aligned with it). None are marked when a
-    step number repeats (msprof numbers the steps of each model from 1): the first rows are
-    then not the run's first iterations."""
+    """True for the warm-up rows of a steps table (aligned with it): its `warmup` column once
+    derived, else worked out here. None are marked when a step number repeats (msprof numbers
+    the steps of each model from 1): the first rows are then not the run's first iterations."""
+    if "warmup" in steps:
+        return steps["warmup"].astype(bool)
     mask = pd.Series(False, index=steps.index, dtype=bool)
     if steps.empty or "duration_us" not in steps or not steps["step"].is_unique:
         return mask
@@ -58,5 +60,5 @@ def warmup_mask(steps: pd.DataFrame) -> pd.Series:
 
 def steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps table without its warm-up rows (the table itself when it has none)."""
-    mask = steps["warmup"] if "warmup" in steps else warmup_mask(steps)
+    mask = warmup_mask(steps)
     return steps if not mask.any() else steps[~mask.to_numpy(bool)]

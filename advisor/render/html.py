@@ -512,13 +512,11 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
     baseline = c["top"] + plot_h
 
     bars = []
-    rest_sum = 0.0
     rest_parts = []
     for i, (s, total) in enumerate(zip_strict(steps, totals)):
         x = c["left"] + i * slot + (slot - bar_w) / 2
         segments = _stack(s, total, components, rest_label, rest_colour)
         rest_parts.append(segments[-1][2] if segments and segments[-1][0] == rest_label else 0.0)
-        rest_sum += rest_parts[-1]
         rects, y = [], float(baseline)
         for _, colour, value in segments:
             h = value * scale
@@ -555,7 +553,7 @@ def _step_chart(steps: list[dict], tr: Translate) -> dict[str, Any]:
         }
         for k, label, colour in components
     ]
-    if rest_sum:
+    if any(rest_parts):
         rest = sum(rest_parts[i] for i in steady)
         legend.append(
             {"label": rest_label, "colour": rest_colour, "mean": fmt_us(rest / len(steady))}
