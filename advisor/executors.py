@@ -32,11 +32,16 @@ class SchedulerError(AdvisorError):
 def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
     """Local worker processes, started with spawn: readers may have started threads
     (pyarrow) that fork would copy in a broken state. Yields the pool and `workers`.
+    The workers collect garbage as the command line does (advisor.collector).
     (multiprocessing is imported here: a run of one rank never needs it.)"""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    from advisor.collector import tune_for_command_line
+
+    with ProcessPoolExecutor(
+        workers, mp_context=get_context("spawn"), initializer=tune_for_command_line
+    ) as pool:
         yield pool, workers
 
 

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from advisor.collector import freeze_imports
 from advisor.config import Config
 from advisor.derive import derive
 from advisor.engine.evaluate import Evaluation, evaluate
@@ -148,6 +149,7 @@ class Session:
         """A session with the config's and the caller's rules, selectors, params, severities
         and language (the caller's win); raises ValueError for a selector, param, severity or
         language that names nothing."""
+        freeze_imports()
         config = config or Config()
         lang = check_language(lang or config.lang or "en")
         host = host or PluginHost()

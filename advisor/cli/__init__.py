@@ -17,9 +17,10 @@ import importlib
 
 import click
 
+from advisor.collector import tune_for_command_line
 from advisor.version import __version__
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "entry", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "completion": (
@@ -103,3 +104,11 @@ def main() -> None:
     Example:
       advisor run PROF_000001_20260105100000000_DEMO -o report
     """
+
+
+def entry() -> None:
+    """The `advisor` executable and `python -m advisor`: the command line in a process of
+    its own, whose garbage collector is tuned for one run (advisor.collector). Tests call
+    `main` in their own process, which keeps its settings."""
+    tune_for_command_line()
+    main()
