@@ -11,7 +11,7 @@ their reader into `op_allocations`), so `op_memory` is built the same way for bo
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
@@ -38,16 +38,21 @@ ALLOCATOR_CALLS = re.compile(
 # -- the memory curve per step ---------------------------------------------------------------
 
 
-def curve_device(memory: pd.DataFrame) -> pd.Series:
+def curve_device(memory: pd.DataFrame) -> np.ndarray:
     """Rows of the device the memory curve is drawn for: the accelerator with the highest
-    allocated peak (a GPU or NPU beside the host's CPU samples), else the CPU."""
+    allocated peak (a GPU or NPU beside the host's CPU samples), else the CPU. Arrays, not a
+    pandas grouping: every profile with memory samples derives this, most with few rows."""
     if "device" not in memory or memory["device"].isna().all():
-        return pd.Series(True, index=memory.index)
-    device = memory["device"].fillna("")
-    peaks = memory.groupby(device, sort=False)["allocated_bytes"].max().fillna(-1.0)
-    accelerators = peaks[~peaks.index.str.lower().str.startswith("cpu")]
-    chosen = (accelerators if len(accelerators) else peaks).idxmax()
-    return device == chosen
+        return np.ones(len(memory), dtype=bool)
+    codes, devices = pd.factorize(memory["device"].to_numpy(object, na_value=""))
+    allocated = memory["allocated_bytes"].to_numpy("float64", na_value=np.nan)
+    peaks = np.full(len(devices), -np.inf)
+    np.fmax.at(peaks, codes, allocated)
+    peaks[np.isneginf(peaks)] = -1.0  # a device without a known level ranks below any other
+    accelerator = np.array([not str(d).lower().startswith("cpu") for d in devices], dtype=bool)
+    candidates = np.flatnonzero(accelerator) if accelerator.any() else np.arange(len(devices))
+    chosen = candidates[np.argmax(peaks[candidates])]  # the first of equal peaks
+    return codes == chosen
 
 
 def _levels(
@@ -76,75 +81,78 @@ def _levels(
 
 def memory_steps(profile: Profile) -> None:
     memory, steps = profile.tables["memory"], profile.tables["steps"]
-    memory = memory[curve_device(memory).to_numpy(dtype=bool)]
-    memory = memory[memory["time_us"].notna()].sort_values("time_us", kind="stable")
-    steps = steps.sort_values("step", kind="stable")
-    start = steps["start_us"].to_numpy("float64")
-    end = steps["end_us"].to_numpy("float64")
-    times = memory["time_us"].to_numpy("float64")
-    out = pd.DataFrame(
-        {
-            "step": steps["step"].to_numpy(),
-            "samples": np.searchsorted(times, end, side="left")
-            - np.searchsorted(times, start, side="left"),
-        }
-    )
-    if "device" in memory and len(memory):
-        out["device"] = memory["device"].iloc[0]
+    times = memory["time_us"].to_numpy("float64", na_value=np.nan)
+    rows = np.flatnonzero(curve_device(memory) & ~np.isnan(times))
+    rows = rows[np.argsort(times[rows], kind="stable")]
+    times = times[rows]
+    by_step = np.argsort(steps["step"].to_numpy("float64", na_value=np.nan), kind="stable")
+    start = steps["start_us"].to_numpy("float64")[by_step]
+    end = steps["end_us"].to_numpy("float64")[by_step]
+    out: dict[str, Any] = {
+        "step": steps["step"].to_numpy()[by_step],
+        "samples": np.searchsorted(times, end, side="left")
+        - np.searchsorted(times, start, side="left"),
+    }
+    if "device" in memory and len(rows):
+        out["device"] = pd.array([memory["device"].iloc[rows[0]]] * len(by_step), dtype="string")
     for column, prefix in (("allocated_bytes", "allocated"), ("reserved_bytes", "reserved")):
         if column not in memory:
             continue
-        levels = _levels(times, memory[column].to_numpy("float64", na_value=np.nan), start, end)
-        for part, values in levels.items():
-            out[f"{prefix}_{part}_bytes"] = values
+        values = memory[column].to_numpy("float64", na_value=np.nan)[rows]
+        for part, levels in _levels(times, values, start, end).items():
+            out[f"{prefix}_{part}_bytes"] = levels
     if "allocated_end_bytes" in out:
         out["growth_bytes"] = out["allocated_end_bytes"] - out["allocated_start_bytes"]
-        out["end_growth_bytes"] = out["allocated_end_bytes"].diff()
-    profile.tables["memory_steps"] = conform("memory_steps", out)
+        ends = out["allocated_end_bytes"]
+        out["end_growth_bytes"] = np.concatenate(([np.nan], np.diff(ends)))[: len(ends)]
+    profile.tables["memory_steps"] = conform("memory_steps", pd.DataFrame(out))
 
 
 # -- blocks charged to operators (Kineto) ----------------------------------------------------
 
 
-def _release_times(blocks: pd.DataFrame) -> np.ndarray:
-    """For each row of `blocks` (events with device, address, time, bytes), the time of the
-    free that follows an allocation at the same address (NaN: none while profiling, or not
-    an allocation)."""
-    order = blocks.sort_values(["_device", "address", "time_us"], kind="stable").index
-    ordered = blocks.loc[order]
-    same = (
-        ordered["_device"].shift(-1).eq(ordered["_device"])
-        & ordered["address"].shift(-1).eq(ordered["address"]).fillna(False)
-    ).to_numpy(dtype=bool)
-    next_frees = (ordered["bytes"].shift(-1) < 0).to_numpy(dtype=bool)
-    is_alloc = (ordered["bytes"] > 0).to_numpy(dtype=bool)
-    release = np.where(
-        same & next_frees & is_alloc, ordered["time_us"].shift(-1).to_numpy("float64"), np.nan
+def _release_times(
+    device: np.ndarray, address: pd.Series, time: np.ndarray, size: np.ndarray
+) -> np.ndarray:
+    """For each event (device, block address, time, bytes), the time of the free that follows
+    an allocation at the same address (NaN: none while profiling, or not an allocation)."""
+    device_code = pd.factorize(device, sort=True)[0]
+    address_code, addresses = pd.factorize(address, sort=True)
+    address_code[address_code < 0] = len(addresses)  # unknown addresses last, never paired
+    order = np.lexsort((time, address_code, device_code))  # stable
+    device_code, address_code = device_code[order], address_code[order]
+    time, size = time[order], size[order]
+    paired = (
+        (device_code[1:] == device_code[:-1])
+        & (address_code[1:] == address_code[:-1])
+        & (address_code[:-1] < len(addresses))
+        & (size[1:] < 0)
+        & (size[:-1] > 0)
     )
-    out = pd.Series(release, index=order)
-    return out.reindex(blocks.index).to_numpy("float64")
+    release = np.full(len(order), np.nan)
+    release[order[:-1][paired]] = time[1:][paired]
+    return release
 
 
 def _charged_operators(host: pd.DataFrame, thread: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Name of the framework operator charged with a block allocated at `at` on `thread`
     (None: no operator was running on that thread)."""
-    ops = host[
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
+    op_thread = host["thread"].to_numpy("float64", na_value=np.nan)
+    rows = np.flatnonzero(
         host["kind"].isin(FRAMEWORK_KINDS).fillna(False).to_numpy(dtype=bool)
-        & host["start_us"].notna().to_numpy()
-        & host["duration_us"].notna().to_numpy()
-        & host["thread"].notna().to_numpy()
-    ]
-    ops = ops.assign(
-        thread=ops["thread"].astype("int64"), end_us=ops["start_us"] + ops["duration_us"]
-    ).sort_values(
-        ["thread", "start_us", "duration_us"], ascending=[True, True, False], kind="stable"
+        & ~np.isnan(start)
+        & ~np.isnan(duration)
+        & ~np.isnan(op_thread)
     )
-    op_thread = ops["thread"].to_numpy("int64")
-    op_start = ops["start_us"].to_numpy("float64")
-    op_end = ops["end_us"].to_numpy("float64")
+    start, duration, op_thread = start[rows], duration[rows], op_thread[rows].astype("int64")
+    order = np.lexsort((-duration, start, op_thread))  # the longest first of equal starts
+    rows, op_start, op_thread = rows[order], start[order], op_thread[order]
+    op_end = op_start + duration[order]
     parent = intervals.nest(op_thread, op_start, op_end)
     found = intervals.innermost(op_thread, op_start, op_end, parent, thread, at)
-    names = ops["name"].astype(str).to_numpy(dtype=object)
+    names = host["name"].iloc[rows].astype(str).to_numpy(dtype=object)
     allocator = np.array([bool(ALLOCATOR_CALLS.match(n)) for n in names], dtype=bool)
     for k in np.flatnonzero(found >= 0).tolist():
         row = found[k]
@@ -159,89 +167,134 @@ def _charged_operators(host: pd.DataFrame, thread: np.ndarray, at: np.ndarray) -
 
 def op_allocations_from_memory(profile: Profile) -> None:
     memory = profile.tables["memory"]
-    host = profile.tables["host_ops"]
-    events = memory[
-        memory["bytes"].notna().to_numpy()
-        & memory["time_us"].notna().to_numpy()
-        & (memory["bytes"] != 0).to_numpy(dtype=bool)
-    ]
-    device = events["device"].fillna("") if "device" in events else ""
-    events = events.assign(_device=device)
-    release = _release_times(events)
-    allocs = (events["bytes"] > 0).to_numpy(dtype=bool)
-    events, release = events[allocs], release[allocs]
-    thread = events["thread"].to_numpy("float64", na_value=np.nan)
+    size = memory["bytes"].to_numpy("float64", na_value=np.nan)
+    time = memory["time_us"].to_numpy("float64", na_value=np.nan)
+    events = np.flatnonzero(~np.isnan(size) & ~np.isnan(time) & (size != 0))
+    size, time = size[events], time[events]
+    has_device = "device" in memory
+    device = (
+        memory["device"].to_numpy(object, na_value="")[events]
+        if has_device
+        else np.full(len(events), "", dtype=object)
+    )
+    release = _release_times(device, memory["address"].iloc[events], time, size)
+    allocs = size > 0
+    events, size, time, release = events[allocs], size[allocs], time[allocs], release[allocs]
+    thread = memory["thread"].to_numpy("float64", na_value=np.nan)[events]
     names = np.full(len(events), None, dtype=object)
     known = ~np.isnan(thread)
     if known.any():
         names[known] = _charged_operators(
-            host, thread[known].astype("int64"), events["time_us"].to_numpy("float64")[known]
+            profile.tables["host_ops"], thread[known].astype("int64"), time[known]
         )
+    charged = np.flatnonzero(names != None)  # noqa: E711 (elementwise)
+    events = events[charged]
     frame = pd.DataFrame(
         {
-            "name": names,
-            "bytes": events["bytes"].to_numpy("float64"),
-            "start_us": events["time_us"].to_numpy("float64"),
-            "end_us": release,
-            "device": events["device"].to_numpy() if "device" in events else None,
-            "allocated_bytes": events["allocated_bytes"].to_numpy("float64", na_value=np.nan)
-            if "allocated_bytes" in events
+            "name": pd.array(names[charged], dtype="string"),
+            "bytes": size[charged],
+            "start_us": time[charged],
+            "end_us": release[charged],
+            "device": memory["device"].array[events] if has_device else None,
+            "allocated_bytes": memory["allocated_bytes"].to_numpy("float64", na_value=np.nan)[
+                events
+            ]
+            if "allocated_bytes" in memory
             else np.nan,
         }
     )
-    frame = frame[frame["name"].notna().to_numpy()].reset_index(drop=True)
     profile.tables["op_allocations"] = conform("op_allocations", frame)
 
 
 # -- memory per operator ---------------------------------------------------------------------
 
 
+def _held_at_peak(
+    device: np.ndarray, size: np.ndarray, start: np.ndarray, end: np.ndarray, level: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per block: the bytes it held at its device's allocated peak (the first sample of the
+    highest level; 0 when not alive then) and that peak (NaN where the device has no level)."""
+    held = np.full(len(size), np.nan)
+    peak = np.full(len(size), np.nan)
+    for value in pd.unique(device).tolist():  # devices are few
+        rows = np.flatnonzero(device == value)
+        levels = level[rows]
+        if np.isnan(levels).all():
+            continue
+        highest = int(np.nanargmax(levels))
+        moment = start[rows[highest]]
+        peak[rows] = levels[highest]
+        alive = (start[rows] <= moment) & (np.isnan(end[rows]) | (end[rows] > moment))
+        held[rows] = np.where(alive, size[rows], 0.0)
+    return held, peak
+
+
 def op_memory(profile: Profile) -> None:
+    """One row per operator and device, from its blocks, with arrays and one pandas grouping
+    (its compensated sums): every profile with blocks derives this, most with few rows."""
     blocks = profile.tables["op_allocations"]
-    device = blocks["device"].fillna("") if "device" in blocks else pd.Series("", blocks.index)
-    end = blocks["end_us"] if "end_us" in blocks else pd.Series(np.nan, blocks.index)
-    start = blocks["start_us"]
-    held = pd.Series(np.nan, index=blocks.index)
-    peak = pd.Series(np.nan, index=blocks.index)
-    if "allocated_bytes" in blocks and "end_us" in blocks:
-        for value in device.unique().tolist():
-            rows = device == value
-            totals = blocks["allocated_bytes"][rows]
-            if totals.isna().all():
-                continue
-            moment = start[totals.idxmax()]
-            peak[rows] = totals.max()
-            alive = (start[rows] <= moment) & (end[rows].isna() | (end[rows] > moment))
-            held[rows] = np.where(alive, blocks["bytes"][rows], 0.0)
-    frame = pd.DataFrame(
+    count = len(blocks)
+    device = (
+        blocks["device"].to_numpy(object, na_value="")
+        if "device" in blocks
+        else np.full(count, "", dtype=object)
+    )
+    size = blocks["bytes"].to_numpy("float64", na_value=np.nan)
+    start = blocks["start_us"].to_numpy("float64", na_value=np.nan)
+    has_end = "end_us" in blocks
+    end = (
+        blocks["end_us"].to_numpy("float64", na_value=np.nan) if has_end else np.full(count, np.nan)
+    )
+    held = peak = np.full(count, np.nan)
+    if "allocated_bytes" in blocks and has_end:
+        level = blocks["allocated_bytes"].to_numpy("float64", na_value=np.nan)
+        held, peak = _held_at_peak(device, size, start, end, level)
+    names = blocks["name"].astype(str).to_numpy(dtype=object)
+    name_code, _ = pd.factorize(names)
+    device_code, devices = pd.factorize(device)
+    group, firsts = pd.factorize(name_code * max(len(devices), 1) + device_code)  # first seen first
+    groups = len(firsts)
+    sums = (
+        pd.DataFrame(
+            {
+                "allocated_bytes": size,
+                "unreleased_bytes": np.where(np.isnan(end), size, 0.0) if has_end else np.nan,
+                "peak_held_bytes": held,
+            }
+        )
+        .groupby(group, sort=True)
+        .sum(min_count=1)
+    )
+    max_bytes = np.full(groups, -np.inf)
+    np.maximum.at(max_bytes, group, size)
+    peak_bytes = np.full(groups, np.nan)
+    np.fmax.at(peak_bytes, group, peak)
+    held_bytes = sums["peak_held_bytes"].to_numpy("float64")
+    allocated = sums["allocated_bytes"].to_numpy("float64")
+    first_row = np.full(groups, count, dtype="int64")
+    np.minimum.at(first_row, group, np.arange(count))
+    order = np.lexsort(
+        (
+            np.where(np.isnan(allocated), np.inf, -allocated),
+            np.where(np.isnan(held_bytes), np.inf, -held_bytes),
+        )
+    )  # largest first, missing last, ties in the order first seen
+    rows = first_row[order]
+    share = np.divide(held_bytes, peak_bytes, out=np.full(groups, np.nan), where=peak_bytes > 0)
+    table = pd.DataFrame(
         {
-            "name": blocks["name"].astype(str),
-            "device": device,
-            "bytes": blocks["bytes"],
-            "unreleased": blocks["bytes"].where(end.isna(), 0.0) if "end_us" in blocks else np.nan,
-            "held": held,
-            "peak": peak,
+            "name": pd.array(names[rows], dtype="string"),
+            "device": pd.array(np.where(device[rows] == "", None, device[rows]), dtype="string"),
+            "allocations": np.bincount(group, minlength=groups)[order].astype("int64"),
+            "allocated_bytes": allocated[order],
+            "max_bytes": max_bytes[order],
+            "unreleased_bytes": sums["unreleased_bytes"].to_numpy("float64")[order],
+            "peak_held_bytes": held_bytes[order],
+            "peak_bytes": peak_bytes[order],
+            "peak_share": share[order],
         }
     )
-    by_operator = frame.groupby(["name", "device"], sort=False)
-    grouped = pd.DataFrame(
-        {  # one grouping, each figure by pandas' own reductions (a lambda runs per group)
-            "allocations": by_operator["bytes"].size(),
-            "allocated_bytes": by_operator["bytes"].sum(),
-            "max_bytes": by_operator["bytes"].max(),
-            "unreleased_bytes": by_operator["unreleased"].sum(min_count=1),
-            "peak_held_bytes": by_operator["held"].sum(min_count=1),
-            "peak_bytes": by_operator["peak"].max(),
-        }
-    ).reset_index()
-    grouped["peak_share"] = grouped["peak_held_bytes"] / grouped["peak_bytes"].where(
-        grouped["peak_bytes"] > 0
-    )
-    grouped["device"] = grouped["device"].replace("", pd.NA)
-    grouped = grouped.sort_values(
-        ["peak_held_bytes", "allocated_bytes"], ascending=False, kind="stable", ignore_index=True
-    )
-    profile.tables["op_memory"] = conform("op_memory", grouped)
+    profile.tables["op_memory"] = conform("op_memory", table)
 
 
 MEMORY_STEPS = (
