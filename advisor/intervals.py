@@ -106,7 +106,7 @@ def nested(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray) -> np.ndarr
     """True for each interval that starts inside an earlier (or equally early and longer)
     interval of the same group: the inner levels of a call stack, whose time the outer call
     already holds. Intervals without a start are never nested. `groups` are any labels; one
-    sort and one grouped running maximum, whatever the number of groups."""
+    sort, then a running maximum per group."""
     starts = np.asarray(starts, dtype="float64")
     ends = np.asarray(ends, dtype="float64")
     if len(starts) == 0:
@@ -115,9 +115,12 @@ def nested(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray) -> np.ndarr
     # by group, then start; of two starting together the longer (outer) comes first
     order = np.lexsort((-ends, starts, codes))
     s, e, g = starts[order], ends[order], codes[order]
-    reach = pd.Series(np.where(np.isnan(e), -np.inf, e)).groupby(g).cummax().to_numpy()
-    before = np.concatenate(([-np.inf], reach[:-1]))
+    reach = np.where(np.isnan(e), -np.inf, e)
     first = np.concatenate(([True], g[1:] != g[:-1]))
+    bounds = np.append(np.flatnonzero(first), len(g)).tolist()
+    for lo, hi in zip_strict(bounds[:-1], bounds[1:]):  # groups are few: kinds x threads
+        np.maximum.accumulate(reach[lo:hi], out=reach[lo:hi])
+    before = np.concatenate(([-np.inf], reach[:-1]))
     inside = ~first & (s < before) & ~np.isnan(s)
     out = np.zeros(len(starts), dtype=bool)
     out[order] = inside
@@ -131,8 +134,10 @@ def nested_calls(host_ops: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(host_ops), dtype=bool)
     start = host_ops["start_us"].to_numpy("float64", na_value=np.nan)
     end = start + host_ops["duration_us"].to_numpy("float64", na_value=0.0)
-    keys = ["kind", "thread"] if "thread" in host_ops else ["kind"]
-    groups = host_ops.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    groups = pd.factorize(host_ops["kind"], use_na_sentinel=False)[0]
+    if "thread" in host_ops:  # kind and thread as one code (missing ones a value of their own)
+        threads = pd.factorize(host_ops["thread"], use_na_sentinel=False)[0]
+        groups = groups * (int(threads.max(initial=0)) + 1) + threads
     return nested(start, end, groups)
 
 

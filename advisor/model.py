@@ -1667,11 +1667,12 @@ def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.D
     dtypes = df.dtypes
     documented = [col for col in spec.columns if col.name in dtypes.index]
     df = df.reset_index(drop=True)  # align columns by position, whatever the reader's index
+    names = [col.name for col in documented]
     if all(_is_cast(dtypes[col.name], col.dtype) for col in documented):
-        # most tables, derived ones above all: a new frame whose columns pandas copies only
-        # when one is written, without the cost of building it column by column
-        return df[[col.name for col in documented]]
-    out = {col.name: _cast(df[col.name], col.dtype) for col in documented}
+        # most tables, derived ones above all: reset_index made a new frame; selecting its
+        # columns (half a millisecond) only when it holds others or in another order
+        return df if df.columns.tolist() == names else df[names]
+    out = {col.name: _cast(df[col.name], col.dtype).array for col in documented}
     return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
 
 

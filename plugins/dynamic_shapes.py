@@ -39,30 +39,50 @@ def dynamic_shape_ops(profile: Profile, source: str) -> None:
     two or more steps with input shapes.
 
     The figures come from sorted arrays of all runs at once (operators, steps and shapes as
-    integer codes), not a loop over operators nor pandas groupings: a profile runs thousands
-    of operators, every run derives this table, and on a small profile a pandas grouping
-    costs more than its data."""
-    runs = profile.tables[source]
-    runs = runs[runs["input_shapes"].notna() & runs["step"].notna() & runs["duration_us"].notna()]
+    integer codes), not a loop over operators nor pandas groupings or row filters of the
+    wide source table: a profile runs thousands of operators, every run derives this table,
+    and on a small profile a pandas operation costs more than its data."""
+    ops = profile.tables[source]
+    rows = np.flatnonzero(
+        (ops["input_shapes"].notna() & ops["step"].notna() & ops["duration_us"].notna()).to_numpy(
+            dtype=bool
+        )
+    )
     if source == "host_ops":
         # only the outermost call with shapes of each stack: aten::addmm inside aten::linear
         # (or aten::mm inside AddmmBackward0) is the same time, counted once
-        runs = runs[~intervals.nested_calls(runs)]
-    names, name_of = pd.factorize(runs["name"].astype(str).to_numpy(object), sort=True)
-    shapes, shape_of = pd.factorize(runs["input_shapes"].astype(str).to_numpy(object), sort=True)
-    steps, step_of = pd.factorize(runs["step"], sort=True)
+        placed = [c for c in ("start_us", "duration_us", "kind", "thread") if c in ops]
+        rows = rows[~intervals.nested_calls(ops[placed].iloc[rows])]
+    names, name_of = pd.factorize(ops["name"].to_numpy(object)[rows], sort=True)
+    shapes, shape_of = pd.factorize(ops["input_shapes"].to_numpy(object)[rows], sort=True)
+    steps, step_of = pd.factorize(ops["step"].iloc[rows], sort=True)
     order = np.lexsort((shapes, steps, names))
     per_step = _StepRuns(names[order], steps[order], shapes[order], shape_of)
     group = np.empty(len(order), dtype="int64")  # each run's operator-and-step group
     group[order] = per_step.group
-    per_step.time_us = _sums(runs["duration_us"].to_numpy("float64"), group)
+    per_step.time_us = _sums(ops["duration_us"].to_numpy("float64", na_value=np.nan)[rows], group)
     table = _rows(per_step.operated_twice(), list(step_of))
-    table["name"] = name_of[table["name_code"]]
-    table["shapes"] = _distinct_per(names, shapes, table["name_code"])
-    table["op_type"] = _first_known(runs, names, table["name_code"])
-    table["source"] = source
-    columns = [c.name for c in TABLES[TABLE].columns]
-    profile.tables[TABLE] = conform(TABLE, pd.DataFrame(table).reindex(columns=columns))
+    found = len(table["name_code"])
+    op_type = (
+        _first_known(ops["op_type"].to_numpy(object, na_value=None)[rows], names)
+        if "op_type" in ops
+        else np.full(int(names.max(initial=-1)) + 1, None, dtype=object)
+    )
+    columns = {
+        "name": pd.array(name_of[table["name_code"]], dtype="string"),
+        "op_type": pd.array(op_type[table["name_code"]], dtype="string"),
+        "source": pd.array([source] * found, dtype="string"),
+        "steps": table["steps"].astype("int64"),
+        "shapes": _distinct_per(names, shapes, table["name_code"]).astype("int64"),
+        "variants": table["variants"].astype("int64"),
+        "changes": table["changes"],
+        **{k: np.asarray(table[k], dtype="float64") for k in _FIGURES},
+        "shapes_per_step": pd.array(table["shapes_per_step"], dtype="string"),
+    }
+    profile.tables[TABLE] = conform(TABLE, pd.DataFrame(columns))
+
+
+_FIGURES = ("total_us", "min_step_us", "median_step_us", "max_step_us", "excess_us")
 
 
 class _StepRuns:
@@ -151,15 +171,13 @@ def _distinct_per(groups: np.ndarray, values: np.ndarray, wanted: np.ndarray) ->
     return counts[wanted] if len(wanted) else np.zeros(0, dtype="int64")
 
 
-def _first_known(runs: pd.DataFrame, names: np.ndarray, wanted: np.ndarray) -> Any:
-    """Each wanted operator's first recorded op_type, in the runs' order (None: no column)."""
-    if "op_type" not in runs:
-        return None
-    known = np.flatnonzero(runs["op_type"].notna().to_numpy(dtype=bool))
+def _first_known(op_type: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """Each operator code's first recorded op_type, in the runs' order (None: none)."""
+    known = np.flatnonzero(pd.notna(op_type))
     values = np.full(int(names.max(initial=-1)) + 1, None, dtype=object)
     codes, first = np.unique(names[known], return_index=True)
-    values[codes] = runs["op_type"].to_numpy(object)[known[first]]
-    return values[wanted]
+    values[codes] = op_type[known[first]]
+    return values
 
 
 def _from_device(profile: Profile) -> None:
