@@ -240,7 +240,15 @@ def render_outputs(
 
 
 def _report_json(analysis: ProfileAnalysis) -> str:
-    return json.dumps(analysis.report, indent=2, ensure_ascii=False)
+    """A prof_rule report, indented. orjson, not json.dumps: with an indent the standard
+    library encodes in Python, 7 ms a report, the largest part of writing 300 ranks' reports.
+    The values are json.dumps' to the bit; only very small or large numbers are spelled with
+    a shorter exponent (6.2e-7 for 6.2e-07)."""
+    import orjson
+
+    return orjson.dumps(
+        analysis.report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+    ).decode("utf-8")
 
 
 def trace_outputs(result: AnalysisResult) -> tuple[dict[str, str], list[dict[int, str]]]:

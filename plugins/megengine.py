@@ -60,6 +60,10 @@ _MEMORY_COMMANDS = ("Put", "Drop", "Del", "RecFree", "ReGen", "AutoEvict")
 _COPY_ENDS = {"host": "H", "device": "D", "pinned": "H", "pageable": "H"}
 
 
+PYTORCH_TRACE_SUFFIX = ".pt.trace.json"
+"""What torch.profiler's tensorboard_trace_handler names its traces."""
+
+
 def _head(path: Path) -> bytes:
     with path.open("rb") as handle:
         return handle.read(HEAD_BYTES)
@@ -86,10 +90,14 @@ class MegEngineReader:
     )
 
     def detect(self, path: Path) -> bool:
-        """Timelines by name; static profiles by a `graph_exec` key in the first 64 KB."""
+        """Timelines by name; static profiles by a `graph_exec` key in the first 64 KB. A
+        PyTorch profiler trace (*.pt.trace.json) is never opened: a run of many ranks has
+        hundreds of them, and reading each one's head cost 1.5 ms."""
         path = Path(path)
         name = path.name.lower()
-        if not path.is_file() or not name.endswith(".json"):
+        if not name.endswith(".json") or name.endswith(PYTORCH_TRACE_SUFFIX):
+            return False
+        if not path.is_file():
             return False
         if name.endswith(TIMELINE_SUFFIX):
             return True

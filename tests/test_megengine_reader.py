@@ -62,6 +62,21 @@ def test_detect_claims_both_layouts_and_kineto_leaves_timelines_alone():
     assert claimed == ["megengine"]
 
 
+def test_detect_never_opens_a_pytorch_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A run of hundreds of ranks: the static-profile check must not read each trace's head."""
+    import advisor_plugins.megengine as megengine
+
+    trace = tmp_path / "rank0.pt.trace.json"
+    trace.write_bytes(STATIC.read_bytes())  # even one holding a static profile's keys
+
+    def refuse(path: Path) -> bytes:
+        raise AssertionError(f"opened {path}")
+
+    monkeypatch.setattr(megengine, "_head", refuse)
+    assert not READER.detect(trace)
+    assert READER.detect(TIMELINE)
+
+
 def test_timeline_device_ops_are_matched_pairs_on_device_threads():
     events = raw(TIMELINE)["traceEvents"]
     expected = sorted(
