@@ -242,8 +242,8 @@ def render_outputs(
 def _report_json(analysis: ProfileAnalysis) -> str:
     """A prof_rule report, indented. orjson, not json.dumps: with an indent the standard
     library encodes in Python, 7 ms a report, the largest part of writing 300 ranks' reports.
-    The values are json.dumps' to the bit; only very small or large numbers are spelled with
-    a shorter exponent (6.2e-7 for 6.2e-07)."""
+    The values are json.dumps' to the bit; only numbers below 1e-4 or from 1e16 are spelled
+    otherwise (6.2e-7 for 6.2e-07, 0.0000658 for 6.58e-05)."""
     import orjson
 
     return orjson.dumps(

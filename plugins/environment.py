@@ -17,8 +17,10 @@ from advisor.model import Profile, conform
 from advisor.small_files import package_yaml
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 else:
+    np = lazy_module("numpy")
     pd = lazy_module("pandas")
 
 CATALOGUE = "env_catalogue.yaml"
@@ -79,7 +81,6 @@ def env_advice(profile: Profile) -> None:
     timeline shows that many allocator calls): a profile whose settings are all fine still
     has rows, so the ENV rules pass on it instead of finding nothing to judge."""
     metadata = profile.tables["metadata"]
-    calls = allocator_calls(profile)
     env = metadata[metadata["key"].str.startswith("env.").fillna(False)]
     recorded = {
         str(key)[4:]: (str(value), None if pd.isna(source) else str(source))
@@ -88,11 +89,14 @@ def env_advice(profile: Profile) -> None:
         )
     }
     rows = []
+    calls = -1  # counted the first time an entry depends on it: a regex over every host op
     for entry in catalogue():
         if entry["name"] not in recorded:
             continue
         value, source = recorded[entry["name"]]
         needed = entry.get("when_allocator_calls")
+        if needed and calls < 0:
+            calls = allocator_calls(profile)
         observed = f"{calls:,} allocator calls on the timeline" if needed and calls else None
         rows.append(
             {
@@ -107,20 +111,26 @@ def env_advice(profile: Profile) -> None:
                 "source": source,
             }
         )
-    columns = [
-        "name",
-        "value",
-        "slow",
-        "observed",
-        "recommended",
-        "area",
-        "reason",
-        "reason_zh",
-        "source",
-    ]
-    profile.tables["env_advice"] = conform("env_advice", pd.DataFrame(rows, columns=columns))
+    table = {  # built in the documented dtypes, which conform then passes through
+        column: np.array([row[column] for row in rows], dtype=bool)
+        if column == "slow"
+        else pd.array([row[column] for row in rows], dtype="string")
+        for column in COLUMNS
+    }
+    profile.tables["env_advice"] = conform("env_advice", pd.DataFrame(table))
 
 
+COLUMNS = (
+    "name",
+    "value",
+    "slow",
+    "observed",
+    "recommended",
+    "area",
+    "reason",
+    "reason_zh",
+    "source",
+)
 PROVIDERS = [
     MetricProvider(
         "env_advice",
