@@ -53,7 +53,7 @@ def dynamic_shape_ops(profile: Profile, source: str) -> None:
         # (or aten::mm inside AddmmBackward0) is the same time, counted once
         placed = [c for c in ("start_us", "duration_us", "kind", "thread") if c in ops]
         rows = rows[~intervals.nested_calls(ops[placed].iloc[rows])]
-    names, name_of = pd.factorize(ops["name"].to_numpy(object)[rows], sort=True)
+    names, name_of = pd.factorize(ops["name"].to_numpy(object, na_value="")[rows], sort=True)
     shapes, shape_of = pd.factorize(ops["input_shapes"].to_numpy(object)[rows], sort=True)
     steps, step_of = pd.factorize(ops["step"].iloc[rows], sort=True)
     order = np.lexsort((shapes, steps, names))

@@ -139,14 +139,14 @@ def _charged_operators(host: pd.DataFrame, thread: np.ndarray, at: np.ndarray) -
     (None: no operator was running on that thread)."""
     start = host["start_us"].to_numpy("float64", na_value=np.nan)
     duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
-    op_thread = host["thread"].to_numpy("float64", na_value=np.nan)
     rows = np.flatnonzero(
         host["kind"].isin(FRAMEWORK_KINDS).fillna(False).to_numpy(dtype=bool)
         & ~np.isnan(start)
         & ~np.isnan(duration)
-        & ~np.isnan(op_thread)
+        & host["thread"].notna().to_numpy(dtype=bool)
     )
-    start, duration, op_thread = start[rows], duration[rows], op_thread[rows].astype("int64")
+    start, duration = start[rows], duration[rows]
+    op_thread = host["thread"].iloc[rows].to_numpy("int64")
     order = np.lexsort((-duration, start, op_thread))  # the longest first of equal starts
     rows, op_start, op_thread = rows[order], start[order], op_thread[order]
     op_end = op_start + duration[order]
