@@ -209,20 +209,23 @@ def _evidence(
 ) -> tuple[dict[str, Any], pd.DataFrame, pd.Index]:
     """(the evidence as reported, the rows shown, the labels of every row selected)."""
     df = profile.tables[ev.table]
+    positions = np.arange(len(df))  # of the rows selected; the table's rows are taken once
     if ev.where is not None:
         scope = Scope(profile.tables, _RowValues(values, df), functions, memo)
         mask = ev.where.evaluate(scope)
         if isinstance(mask, pd.Series):
-            df = df[mask.fillna(False).astype(bool)]
+            keep = mask.fillna(False).astype(bool).reindex(df.index, fill_value=False)
+            positions = np.flatnonzero(keep.to_numpy(dtype=bool))
         elif not mask:
-            df = df.iloc[0:0]
-    total_rows, selected = len(df), df.index
-    if ev.sort:
-        cols = [c for c, _ in ev.sort if c in df.columns]
+            positions = positions[:0]
+    total_rows, selected = len(positions), df.index[positions]
+    cols = [c for c, _ in ev.sort if c in df.columns]
+    if cols:  # sorted by the sort columns of the selected rows alone
         asc = [a for c, a in ev.sort if c in df.columns]
-        if cols:
-            df = df.sort_values(cols, ascending=asc, kind="stable", na_position="last")
-    df = df.head(ev.limit)
+        keys = df[cols].iloc[positions].reset_index(drop=True)
+        order = keys.sort_values(cols, ascending=asc, kind="stable", na_position="last").index
+        positions = positions[order.to_numpy()]
+    df = df.iloc[positions[: ev.limit]]
     columns = [c for c in ev.columns if c in df.columns]
     rows = [[to_plain(v) for v in row] for row in df[columns].itertuples(index=False)]
     shown = {"table": ev.table, "columns": columns, "rows": rows, "total_rows": total_rows}
