@@ -17,8 +17,10 @@ from __future__ import annotations
 import gc
 import importlib
 
-YOUNG_COLLECTION_EVERY = 5_000
-"""New container objects between two young collections (CPython's default: 700)."""
+YOUNG_COLLECTION_EVERY = 2_000
+"""New container objects between two young collections (CPython's default: 700). 5,000
+saved a little more time but let cyclic garbage holding DataFrames pile up: the peak memory
+of a 38 MB Ascend profile rose from 245 to 265 MB; with 2,000 it is 237 MB."""
 
 _command_line = False
 
