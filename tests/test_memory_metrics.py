@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_DIR
 
-from advisor.model import Profile, ProfileMeta
+from advisor.model import Profile, ProfileMeta, conform
 from advisor_plugins import memory_metrics
 from advisor_plugins.ascend_pt import AscendPtReader
 from advisor_plugins.kineto import KinetoReader
@@ -298,3 +298,48 @@ def test_op_memory_of_the_database_marks_a_zero_release_time_unreleased(tmp_path
     rows = raw_operator_memory()
     assert len(blocks) == len(rows)
     assert blocks["end_us"].isna().sum() == sum(r["Release Time(us)"] == "" for r in rows) == 24
+
+
+def test_op_memory_by_hand_across_devices_and_missing_columns() -> None:
+    """op_memory on five blocks worked out by hand: per (operator, device), the bytes each
+    held at its device's allocated peak, largest first; without the level column the
+    peak figures are missing and the order is by bytes allocated."""
+    blocks = pd.DataFrame(
+        {
+            "name": ["a", "b", "a", "c", "b"],
+            "bytes": [10.0, 20.0, 5.0, 7.0, 20.0],
+            "start_us": [1.0, 2.0, 3.0, 4.0, 5.0],
+            "end_us": [2.5, math.nan, math.nan, 6.0, 9.0],
+            "device": ["g0", "g0", None, "g1", "g0"],
+            "allocated_bytes": [10.0, 30.0, 5.0, 7.0, math.nan],
+        }
+    )
+
+    def op_memory(frame: pd.DataFrame) -> list[tuple]:
+        profile = Profile(
+            ProfileMeta("test", "x"), {"op_allocations": conform("op_allocations", frame)}
+        )
+        memory_metrics.op_memory(profile)
+        table = (
+            profile.tables["op_memory"]
+            .astype(object)
+            .where(profile.tables["op_memory"].notna(), None)
+        )
+        return [tuple(row) for row in table.itertuples(index=False)]
+
+    # g0 peaks at 30 bytes when b's first block is allocated (t=2): a's block (freed at 2.5)
+    # and that block are alive, b's second (t=5) is not; the unnamed device and g1 peak at
+    # their only block
+    assert op_memory(blocks) == [
+        ("b", "g0", 2, 40.0, 20.0, 20.0, 20.0, 30.0, 20.0 / 30.0),
+        ("a", "g0", 1, 10.0, 10.0, 0.0, 10.0, 30.0, 10.0 / 30.0),
+        ("c", "g1", 1, 7.0, 7.0, 0.0, 7.0, 7.0, 1.0),
+        ("a", None, 1, 5.0, 5.0, 5.0, 5.0, 5.0, 1.0),
+    ]
+    assert op_memory(blocks.drop(columns="allocated_bytes")) == [
+        ("b", "g0", 2, 40.0, 20.0, 20.0, None, None, None),
+        ("a", "g0", 1, 10.0, 10.0, 0.0, None, None, None),
+        ("c", "g1", 1, 7.0, 7.0, 0.0, None, None, None),
+        ("a", None, 1, 5.0, 5.0, 5.0, None, None, None),
+    ]
+    assert op_memory(blocks.iloc[:0]) == []
