@@ -75,6 +75,20 @@ def allocator_calls(profile: Profile) -> int:
     return int(host["name"].astype("string").str.match(ALLOCATOR_CALLS).fillna(False).sum())
 
 
+COLUMNS = (
+    "name",
+    "value",
+    "slow",
+    "observed",
+    "recommended",
+    "area",
+    "reason",
+    "reason_zh",
+    "source",
+)
+"""env_advice's columns, in the documented order."""
+
+
 def env_advice(profile: Profile) -> None:
     """One row per recorded environment variable the catalogue knows, `slow` where its value
     is one the catalogue calls slow (and, for an entry with `when_allocator_calls`, the
@@ -120,17 +134,6 @@ def env_advice(profile: Profile) -> None:
     profile.tables["env_advice"] = conform("env_advice", pd.DataFrame(table))
 
 
-COLUMNS = (
-    "name",
-    "value",
-    "slow",
-    "observed",
-    "recommended",
-    "area",
-    "reason",
-    "reason_zh",
-    "source",
-)
 PROVIDERS = [
     MetricProvider(
         "env_advice",
