@@ -293,6 +293,10 @@ def _arithmetic(op: type[ast.operator], left: Any, right: Any) -> Any:
         _check_power(left, right)
     fn = _ARITHMETIC[op]
     if isinstance(left, pd.Series) or isinstance(right, pd.Series):
+        if op in _ELEMENTWISE:
+            pair = _numeric_pair(left, right, "iuf")
+            if pair is not None:
+                return pair.wrap(fn(pair.left, pair.right))
         return fn(left, right)
     try:
         result = fn(left, right)
@@ -340,20 +344,89 @@ def _compare(op: type[ast.cmpop], left: Any, right: Any) -> bool | pd.Series:
         if op is ast.NotIn:
             return ~result if isinstance(result, pd.Series) else not result
         return result
+    pair = _numeric_pair(left, right, "biuf")
+    if pair is not None:  # NumPy compares as pandas does, NaN false (true for !=)
+        return pair.wrap(_COMPARE[op](pair.left, pair.right))
     result = _COMPARE[op](left, right)
     return as_mask(result) if isinstance(result, pd.Series) else truthy(result)
 
 
 def _both(acc: bool | pd.Series, value: bool | pd.Series) -> bool | pd.Series:
+    if acc is True and _is_mask(value):
+        return value  # what `True & value` gives, without a pandas operation
     if isinstance(acc, pd.Series) or isinstance(value, pd.Series):
-        return acc & value
+        pair = _numeric_pair(acc, value, "b")
+        return pair.wrap(pair.left & pair.right) if pair is not None else acc & value
     return acc and value
 
 
 def _any_of(acc: bool | pd.Series, value: bool | pd.Series) -> bool | pd.Series:
+    if acc is False and _is_mask(value):
+        return value
     if isinstance(acc, pd.Series) or isinstance(value, pd.Series):
-        return acc | value
+        pair = _numeric_pair(acc, value, "b")
+        return pair.wrap(pair.left | pair.right) if pair is not None else acc | value
     return acc or value
+
+
+_ELEMENTWISE = frozenset({ast.Add, ast.Sub, ast.Mult, ast.Div})
+"""Operators whose pandas result on plain NumPy columns is NumPy's, to the bit (pandas
+rewrites the zeros of `//` and `%`)."""
+
+
+def _is_mask(value: Any) -> bool:
+    return isinstance(value, pd.Series) and value.dtype == np.bool_
+
+
+@dataclass(frozen=True)
+class _NumericPair:
+    """Two operands as NumPy values, and how to make a Series of their result as pandas
+    names it: a Series and a scalar keep the Series' name, two Series a name they share."""
+
+    left: Any
+    right: Any
+    index: pd.Index
+    name: Any
+
+    def wrap(self, values: np.ndarray) -> pd.Series:
+        return pd.Series(values, index=self.index, name=self.name, copy=False)
+
+
+def _numeric_pair(left: Any, right: Any, kinds: str) -> _NumericPair | None:
+    """The operands as NumPy values when pandas would combine them element by element,
+    neither aligning nor converting anything: Series of NumPy dtypes of `kinds` on equal
+    indexes (the columns of one table), or such a Series and a number (not a bool, which
+    pandas treats apart). On tables of hundreds of rows a pandas operation costs several
+    times NumPy's; None sends any other pair to pandas."""
+    series = [v for v in (left, right) if isinstance(v, pd.Series)]
+    if not series or not all(
+        isinstance(s.dtype, np.dtype) and s.dtype.kind in kinds for s in series
+    ):
+        return None
+    if len(series) == 2:
+        if left.index is not right.index and not left.index.equals(right.index):
+            return None  # pandas aligns them by label
+        name = left.name if _same_name(left.name, right.name) else None
+        return _NumericPair(left.to_numpy(), right.to_numpy(), left.index, name)
+    column = series[0]
+    scalar = right if column is left else left
+    if kinds == "b":
+        if not isinstance(scalar, (bool, np.bool_)):
+            return None
+    elif isinstance(scalar, (bool, np.bool_)) or not isinstance(scalar, (int, float, np.number)):
+        return None
+    values = column.to_numpy()
+    if column is left:
+        return _NumericPair(values, scalar, column.index, column.name)
+    return _NumericPair(scalar, values, column.index, column.name)
+
+
+def _same_name(a: Any, b: Any) -> bool:
+    """Whether pandas gives the result of two Series the first one's name."""
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
 
 
 def _truth(value: Any) -> bool | pd.Series:
