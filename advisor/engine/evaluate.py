@@ -207,7 +207,8 @@ def _evidence(
     functions: Mapping[str, Callable[..., Any]],
     memo: dict[bytes, Any] | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame, pd.Index]:
-    """(the evidence as reported, the rows shown, the labels of every row selected)."""
+    """(the evidence as reported, the rows shown, the labels of every row selected). The
+    rows shown hold the columns shown (tune_ops is one) and those evidence_window reads."""
     df = profile.tables[ev.table]
     positions = np.arange(len(df))  # of the rows selected; the table's rows are taken once
     if ev.where is not None:
@@ -225,8 +226,10 @@ def _evidence(
         keys = df[cols].iloc[positions].reset_index(drop=True)
         order = keys.sort_values(cols, ascending=asc, kind="stable", na_position="last").index
         positions = positions[order.to_numpy()]
-    df = df.iloc[positions[: ev.limit]]
     columns = [c for c in ev.columns if c in df.columns]
+    # only the columns shown and those a window reads, of the table's dozens
+    read = [c for c in dict.fromkeys([*columns, *windows.COLUMNS]) if c in df.columns]
+    df = df[read].iloc[positions[: ev.limit]]
     rows = [[to_plain(v) for v in row] for row in df[columns].itertuples(index=False)]
     shown = {"table": ev.table, "columns": columns, "rows": rows, "total_rows": total_rows}
     return shown, df, selected

@@ -36,6 +36,8 @@ MAX_NAMES = 20
 """Names of evidence operators a window keeps (the worst first)."""
 _GROUP_KEYS = ("name", "op_type")
 """Columns by which aggregated evidence rows (op_stats) point at device_ops rows."""
+COLUMNS = ("step", "start_us", "duration_us", *_GROUP_KEYS)
+"""The columns of the evidence rows that `evidence_window` reads."""
 
 
 @dataclass(frozen=True)
