@@ -82,6 +82,8 @@ def broken_entries(root: Path, depth: int, claimed: Sequence[Path] = ()) -> list
     down, without following links, sorted by path. A `claimed` path is left to the scan of its
     own claim, and a folder holding one is a container whatever its name."""
     found: list[UnreadableInput] = []
+    own = set(claimed)  # sets: a folder of thousands of ranks is as many claims
+    holders = {folder for path in claimed for folder in path.parents}
     pending = [(root, 1)]
     while pending:
         folder, level = pending.pop()
@@ -92,10 +94,10 @@ def broken_entries(root: Path, depth: int, claimed: Sequence[Path] = ()) -> list
             continue  # an unlistable folder is reported by whoever needs it
         for entry in entries:
             path = Path(entry.path)
-            if path in claimed:
+            if path in own:
                 continue
             is_dir = entry.is_dir(follow_symlinks=False)
-            if is_dir and any(path in c.parents for c in claimed):
+            if is_dir and path in holders:
                 problem = None
             else:
                 problem = broken_entry(path, is_link=entry.is_symlink(), is_dir=is_dir)
