@@ -120,8 +120,14 @@ def _tree_memory(root: int) -> tuple[int, int]:
 def measure(
     cmd: list[str], *, cwd: Path, timeout: float, poll: float, env: dict | None = None
 ) -> dict:
-    """Runs cmd; returns wall/cpu time, peak memory, exit status and output tails."""
+    """Runs cmd; returns wall/cpu time, peak memory, exit status and output tails.
+
+    PYTHONDONTWRITEBYTECODE is left out of the child's environment: with it, every run of a
+    tool whose byte code is not written yet (an editable install, an exported tree) would
+    compile its sources again, which an installed package never does."""
     load_before = os.getloadavg()[0]
+    env = dict(os.environ if env is None else env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         t0 = time.perf_counter()
         proc = subprocess.Popen(

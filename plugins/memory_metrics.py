@@ -245,10 +245,11 @@ def op_memory(profile: Profile) -> None:
     end = (
         blocks["end_us"].to_numpy("float64", na_value=np.nan) if has_end else np.full(count, np.nan)
     )
-    held = peak = np.full(count, np.nan)
     if "allocated_bytes" in blocks and has_end:
         level = blocks["allocated_bytes"].to_numpy("float64", na_value=np.nan)
         held, peak = _held_at_peak(device, size, start, end, level)
+    else:  # no level to find the peaks in
+        held, peak = np.full(count, np.nan), np.full(count, np.nan)
     names = blocks["name"].astype(str).to_numpy(dtype=object)
     name_code, _ = pd.factorize(names)
     device_code, devices = pd.factorize(device)
