@@ -6,8 +6,8 @@ number of instructions a run executes barely varies: this runs `advisor ARGS` (a
 --script, any Python script instead) under valgrind's callgrind for advisor as of git
 --before REF (exported as many_ranks.py exports it) and for the working tree (copied the same
 way, so that both are imported alike), each --repeat times, and prints the counts and their
-ratio. It measures work, not time: a change that
-trades instructions for waiting (I/O, processes) is for run.py and many_ranks.py.
+ratio. It measures work, not time: a change that trades instructions for waiting (I/O,
+processes) is for run.py and many_ranks.py.
 
 Both trees are byte-compiled first and each version runs once unmeasured to warm its own
 rule cache, so neither pays for compiling; PYTHONHASHSEED is fixed. A run takes about 30x
@@ -15,7 +15,8 @@ its normal time (the bundled demo: about 1.5 minutes).
 
     .venv/bin/python benchmarks/instructions.py --before HEAD~1 -- \\
         run advisor/examples/PROF_000001_20260105100000000_DEMO -o /tmp/out --quiet
-    .venv/bin/python benchmarks/instructions.py --before HEAD~1 --script stage.py ARGS
+    .venv/bin/python benchmarks/instructions.py --before HEAD~1 \\
+        --script benchmarks/stage_ranks.py /tmp/advisor-many-ranks/tiny_x300 22
 """
 
 from __future__ import annotations
