@@ -21,9 +21,12 @@ from advisor.session import Session
 
 def main(folder: str, ranks: str) -> None:
     session = Session.open()
+    recipe = session.recipe
+    if recipe is None:  # only with plugins of the caller's own, which a worker cannot load
+        raise SystemExit("this session cannot be sent to a worker")
     claims = find_claims([Path(folder)], session.host, Reading())
     for claim in claims[: int(ranks)]:
-        _stage_claim(claim, session.recipe, False)
+        _stage_claim(claim, recipe, False)
 
 
 if __name__ == "__main__":
