@@ -22,10 +22,11 @@ from advisor.cluster import RankSummary, cluster_profile, rank_summary
 from advisor.config import Config
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
+from advisor.engine.sharing import EvaluationSharing
 from advisor.errors import AdvisorError, RuleError
 from advisor.hookspecs import ReportSection
 from advisor.lazy import lazy_module
-from advisor.metrics import ProfileMetrics, profile_metrics
+from advisor.metrics import ProfileMetrics, empty_metrics, profile_metrics
 from advisor.model import CLUSTER, PROFILE, Profile, RunInfo
 from advisor.plugin_manager import PluginHost, PluginInfo
 from advisor.reading import Reading, find_claims, map_claims, numeric_order, read_claim, workers_for
@@ -106,7 +107,7 @@ class ProfileAnalysis:
             Profile(profile.meta, kept, profile.warnings, profile.providers_run),
             self.evaluation,
             self.rules,
-            ProfileMetrics(),
+            empty_metrics(),
             self.run,
             self.tuning,
             _packed(build_report(profile, self.evaluation, self.rules, self.run, self.metrics)),
@@ -309,8 +310,27 @@ def _staged_profiles(
     keep_tables: bool,
 ) -> Iterator[_Staged]:
     """Every profile under `paths` staged, claim by claim in the claims' order (input errors
-    go to `reading`). Workers stage the profiles they read when they can open the same
-    session (only installed plugins); else they only read, and the stage runs here."""
+    go to `reading`), the records their evaluations hold alike kept once (EvaluationSharing:
+    they stay in memory until the outputs are written)."""
+    sharing = EvaluationSharing()
+    for staged in _staged_claims(
+        session, paths, reading, jobs=jobs, scheduler=scheduler, keep_tables=keep_tables
+    ):
+        sharing.share(staged.analysis.evaluation)
+        yield staged
+
+
+def _staged_claims(
+    session: Session,
+    paths: Sequence[Path],
+    reading: Reading,
+    *,
+    jobs: int | None,
+    scheduler: str | None,
+    keep_tables: bool,
+) -> Iterator[_Staged]:
+    """_staged_profiles, as staged: workers stage the profiles they read when they can open
+    the same session (only installed plugins); else they only read, and the stage runs here."""
     claims = find_claims(paths, session.host, reading)
     workers = workers_for(claims, jobs)
     if session.recipe is not None and (scheduler is not None or workers > 1):

@@ -9,6 +9,7 @@ renderers only convert them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from advisor import intervals, steady
@@ -69,6 +70,17 @@ class ProfileMetrics:
     """The timeline_lanes table (lane, step, start_us, end_us, busy_us): the device's lane
     instant by instant over a few steps around the slowest."""
 
+    def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
+        """Pickled, metrics without figures (every reduced rank's: without_tables) come back
+        as one shared instance: a rank's five empty DataFrames were a third of what the
+        run's parent process kept of a small rank."""
+        if self.host or any(not frame.empty for frame in self._frames()):
+            return super().__reduce_ex__(protocol)
+        return (empty_metrics, ())
+
+    def _frames(self) -> tuple[pd.DataFrame, ...]:
+        return (self.steps, self.core_types, self.compute_classes, self.ranks, self.timeline)
+
     def to_json(self) -> dict[str, Any]:
         """The metrics as the prof_rule report holds them (lists of plain rows)."""
         return {
@@ -79,6 +91,13 @@ class ProfileMetrics:
             "ranks": _records(self.ranks),
             "timeline": _records(self.timeline),
         }
+
+
+@cache
+def empty_metrics() -> ProfileMetrics:
+    """The one ProfileMetrics without figures: what a reduced rank holds (without_tables)
+    and what unpickling gives for any such (__reduce_ex__)."""
+    return ProfileMetrics()
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import pickle
 import shutil
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -21,8 +22,11 @@ import advisor
 import advisor.api
 import advisor.outputs
 from advisor.api import AnalysisResult
+from advisor.engine.evaluate import Evaluation, Outcome
+from advisor.engine.sharing import EvaluationSharing
 from advisor.executors import IN_FLIGHT_PER_SLOT, ordered_map
 from advisor.hookspecs import ReportSection, hookimpl
+from advisor.metrics import ProfileMetrics, empty_metrics
 from advisor.model import Profile
 from advisor.outputs import render_outputs
 from advisor.plugin_manager import PluginHost
@@ -86,6 +90,61 @@ def test_workers_evaluate_and_give_the_same_reports(ddp4):
         assert result.findings and all(id(f.rule) in ids for f in result.findings)
     kept = advisor.analyze(ddp4, jobs=2)
     assert kept.analyses[0].tables["host_ops"].equals(reference.analyses[0].tables["host_ops"])
+
+
+def assert_ranks_share_records(result: AnalysisResult) -> None:
+    """Equal evaluation records of the ranks are one object (EvaluationSharing)."""
+    first, *others = [a.evaluation for a in result.analyses[:-1]]
+    assert others and first.params and first.not_applicable and first.inapplicable
+    for other in others:
+        assert other.params is first.params  # the same rules and params on every rank
+        for field in ("outcomes", "inapplicable", "not_applicable"):
+            mine, theirs = getattr(other, field), getattr(first, field)
+            assert (mine is theirs) == (mine == theirs), field
+
+
+def test_ranks_share_equal_evaluation_records(ddp4):
+    """The ranks' params, outcomes and not-applicable records are kept once, in process and
+    as shipped back by workers; the reports are those of the unshared path (assert_same)."""
+    assert_ranks_share_records(advisor.analyze(ddp4, jobs=1, keep_tables=False))
+
+
+@pytest.mark.integration
+def test_ranks_shipped_back_by_workers_share_equal_records(ddp4):
+    result = advisor.analyze(ddp4, jobs=2, keep_tables=False)
+    assert_ranks_share_records(result)
+    metrics = {id(a.metrics) for a in result.analyses[:-1]}
+    assert len(metrics) == 1 and result.analyses[0].metrics is empty_metrics()
+
+
+def test_sharing_keeps_records_that_differ_apart():
+    """Params that print differently (1 and 1.0: JSON writes both as given) and records
+    holding a NaN stay each evaluation's own; equal ones become one."""
+    sharing = EvaluationSharing()
+    first = Evaluation(params={"A": {"x": 1}, "B": {"y": 2.0}})
+    second = Evaluation(params={"A": {"x": 1.0}, "B": {"y": 2.0}})
+    third = Evaluation(params={"A": {"x": float("nan")}, "B": {"y": 2.0}})
+    fourth = Evaluation(params={"A": {"x": float("nan")}, "B": {"y": 2.0}})
+    for evaluation in (first, second, third, fourth):
+        sharing.share(evaluation)
+    assert second.params["A"] == {"x": 1.0} and type(second.params["A"]["x"]) is float
+    assert second.params["A"] is not first.params["A"]
+    assert second.params["B"] is first.params["B"] is third.params["B"]
+    assert fourth.params["A"] is not third.params["A"]
+    outcomes = {"A": Outcome.FIRED}
+    again = Evaluation(outcomes={"A": Outcome.FIRED})
+    other = Evaluation(outcomes={"A": Outcome.PASSED})
+    for evaluation in (Evaluation(outcomes=outcomes), again, other):
+        sharing.share(evaluation)
+    assert again.outcomes is outcomes and other.outcomes == {"A": Outcome.PASSED}
+
+
+def test_metrics_without_figures_unpickle_as_one_object():
+    assert pickle.loads(pickle.dumps(ProfileMetrics())) is empty_metrics()
+    figures = ProfileMetrics(steps=pd.DataFrame({"step": [1], "duration_us": [2.5]}), host={"k": 1})
+    copy = pickle.loads(pickle.dumps(figures, pickle.HIGHEST_PROTOCOL))
+    assert copy is not figures and copy.host == {"k": 1} and copy.core_types.empty
+    pd.testing.assert_frame_equal(copy.steps, figures.steps)
 
 
 def test_reduced_ranks_keep_no_table(ddp4, monkeypatch):
