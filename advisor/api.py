@@ -310,27 +310,8 @@ def _staged_profiles(
     keep_tables: bool,
 ) -> Iterator[_Staged]:
     """Every profile under `paths` staged, claim by claim in the claims' order (input errors
-    go to `reading`), the records their evaluations hold alike kept once (EvaluationSharing:
-    they stay in memory until the outputs are written)."""
-    sharing = EvaluationSharing()
-    for staged in _staged_claims(
-        session, paths, reading, jobs=jobs, scheduler=scheduler, keep_tables=keep_tables
-    ):
-        sharing.share(staged.analysis.evaluation)
-        yield staged
-
-
-def _staged_claims(
-    session: Session,
-    paths: Sequence[Path],
-    reading: Reading,
-    *,
-    jobs: int | None,
-    scheduler: str | None,
-    keep_tables: bool,
-) -> Iterator[_Staged]:
-    """_staged_profiles, as staged: workers stage the profiles they read when they can open
-    the same session (only installed plugins); else they only read, and the stage runs here."""
+    go to `reading`). Workers stage the profiles they read when they can open the same
+    session (only installed plugins); else they only read, and the stage runs here."""
     claims = find_claims(paths, session.host, reading)
     workers = workers_for(claims, jobs)
     if session.recipe is not None and (scheduler is not None or workers > 1):
@@ -410,11 +391,13 @@ def analyze(
     )
     inputs = [Path(p) for p in paths]
     reading = Reading()
-    staged = list(
-        _staged_profiles(
-            session, inputs, reading, jobs=jobs, scheduler=scheduler, keep_tables=keep_tables
-        )
-    )
+    staged: list[_Staged] = []
+    sharing = EvaluationSharing()  # the ranks' records stay in memory until the outputs
+    for item in _staged_profiles(
+        session, inputs, reading, jobs=jobs, scheduler=scheduler, keep_tables=keep_tables
+    ):
+        sharing.share(item.analysis.evaluation)
+        staged.append(item)
     result.input_errors += reading.input_errors
     result.plugin_problems += reading.plugin_problems
     staged.sort(key=lambda s: numeric_order(s.analysis.profile))
