@@ -104,8 +104,9 @@ def assert_ranks_share_records(result: AnalysisResult) -> None:
 
 
 def test_ranks_share_equal_evaluation_records(ddp4):
-    """The ranks' params, outcomes and not-applicable records are kept once, in process and
-    as shipped back by workers; the reports are those of the unshared path (assert_same)."""
+    """The ranks' params, outcomes and not-applicable records are kept once (for the ranks
+    shipped back by workers: the next test); the reports stay those of the in-memory path
+    (the stream and worker tests above compare them)."""
     assert_ranks_share_records(advisor.analyze(ddp4, jobs=1, keep_tables=False))
 
 
