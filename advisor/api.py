@@ -10,6 +10,7 @@ jobs or a Dask scheduler, in the worker that read it.
 
 from __future__ import annotations
 
+import os
 import pickle
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,7 +19,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from advisor.cluster import RankSummary, cluster_profile, rank_summary
+from advisor.cluster import MixedRuns, RankSummary, cluster_profile, mixed_runs, rank_summary
 from advisor.config import Config
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
@@ -166,6 +167,9 @@ class AnalysisResult:
     plugin_problems: list[str] = field(default_factory=list)
     plugins: list[PluginInfo] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the run decided that its reader must know: that profiles of several runs were
+    not compared as ranks (cluster.mixed_runs)."""
 
     @property
     def findings(self) -> list[Finding]:
@@ -335,6 +339,21 @@ def _staged_profiles(
         yield from staged
 
 
+def _mixed_runs_note(mixed: MixedRuns, lang: str) -> str:
+    """The note saying why profiles of several runs get no cross-rank analysis."""
+    from advisor.render.messages import translator
+
+    tr = translator(lang)
+    if mixed.rank is None:
+        sizes = (" and " if lang == "en" else "、").join(map(str, mixed.world_sizes))
+        return tr("no_cluster_world_sizes", sizes=sizes)
+    folder = os.path.commonpath(mixed.paths)
+    names = [os.path.relpath(p, folder) if p != folder else Path(p).name for p in mixed.paths]
+    shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+    where = shown if folder in mixed.paths else f"{shown} in {folder}"
+    return tr("no_cluster_repeated_rank", rank=mixed.rank, n=len(mixed.paths), paths=where)
+
+
 def analyze(
     *paths: str | Path,
     rules: Sequence[str | Path] = (),
@@ -408,7 +427,11 @@ def analyze(
     ]
     result.analyses += [s.analysis for s in staged]
     attach_tuning_loop(result.analyses)
-    cluster = cluster_profile([s.summary for s in staged if s.summary is not None])
+    summaries = [s.summary for s in staged if s.summary is not None]
+    mixed = mixed_runs(summaries)
+    if mixed is not None:
+        result.notes.append(_mixed_runs_note(mixed, session.lang))
+    cluster = None if mixed is not None else cluster_profile(summaries)
     cross_rank = session.rules_for(CLUSTER)
     if cluster is not None and cross_rank:
         result.analyses.append(

@@ -286,9 +286,36 @@ def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
     return cluster_profile([s for p in profiles if (s := rank_summary(p)) is not None])
 
 
+@dataclass(frozen=True)
+class MixedRuns:
+    """Why the profiles of a run are not the ranks of one training job, so that comparing
+    them as ranks would blame a "slow rank" for what is another run: a rank number read in
+    several profiles (`paths`), or runs of different sizes (`world_sizes`)."""
+
+    rank: int | None = None
+    paths: tuple[str, ...] = ()
+    world_sizes: tuple[int, ...] = ()
+
+
+def mixed_runs(summaries: Sequence[RankSummary]) -> MixedRuns | None:
+    """What tells that `summaries` come from several runs, when they hold two ranks or more
+    (a cluster would be built); None when they may be one run's ranks. A subset of a job's
+    ranks is one run: only a repeated rank or disagreeing world sizes tell runs apart."""
+    paths: dict[int, list[str]] = {}
+    for summary in summaries:
+        paths.setdefault(summary.rank, []).append(summary.meta.path)
+    if len(paths) < 2:
+        return None
+    repeated = sorted(rank for rank, found in paths.items() if len(found) > 1)
+    if repeated:
+        return MixedRuns(rank=repeated[0], paths=tuple(paths[repeated[0]]))
+    sizes = {s.meta.world_size for s in summaries if s.meta.world_size is not None}
+    return MixedRuns(world_sizes=tuple(sorted(sizes))) if len(sizes) > 1 else None
+
+
 def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
-    """build_cluster from the ranks' summaries (the first of each rank counts), or None
-    with fewer than two ranks."""
+    """build_cluster from the ranks' summaries (the first of each rank counts: see
+    mixed_runs for summaries that hold a rank twice), or None with fewer than two ranks."""
     by_rank: dict[int, RankSummary] = {}
     for summary in summaries:
         by_rank.setdefault(summary.rank, summary)

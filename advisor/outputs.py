@@ -223,7 +223,9 @@ def render_outputs(
             if host
             else []
         )
-        outputs[HTML_REPORT] = render_html(result.report_sequence, sections=sections, traces=links)
+        outputs[HTML_REPORT] = render_html(
+            result.report_sequence, sections=sections, traces=links, notes=result.notes
+        )
     if "sarif" in formats:
         from advisor.render.sarif import render_sarif
 

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from clirunner import separate_runner
 from conftest import FIXTURE_DIR, ROOT
 
 import advisor
 from advisor import progress
+from advisor.cli import main
 from advisor.derive import derive
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
@@ -307,3 +309,62 @@ def test_own_ddp4_traces_parallel_reading_equals_serial(tmp_path):
     straggler = findings["CLUSTER-003"].values
     assert (straggler["straggler"], straggler["metric"]) == (2, "communication_us")
     assert straggler["worst_z"] < -3.5
+
+
+OWN = FIXTURE_DIR / "kineto_own"
+
+
+def copy_traces(folder: Path, *names: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        shutil.copy(OWN / f"{name}.pt.trace.json.gz", folder)
+    return folder
+
+
+def test_profiles_of_several_runs_are_not_compared_as_ranks(tmp_path):
+    """The own 2-rank and 4-rank DDP runs in one folder: ranks 0 and 1 are each in two
+    profiles, so no cluster is built (its "slow rank" would be another run's) and the run
+    says why, naming the profiles; every profile is still analysed."""
+    copy_traces(tmp_path, "ddp_rank0", "ddp_rank1", *(f"ddp4_rank{r}" for r in range(4)))
+    result = advisor.analyze(tmp_path)
+    assert len(result.analyses) == 6 and all(a.evaluation.outcomes for a in result.analyses)
+    assert {a.profile.meta.source_format for a in result.analyses} == {"kineto"}
+    (note,) = result.notes
+    assert note.startswith(
+        "no cross-rank analysis: rank 0 is in 2 profiles (ddp4_rank0.pt.trace.json.gz, "
+        f"ddp_rank0.pt.trace.json.gz in {tmp_path}), so they are not the ranks of one run"
+    )
+
+
+def test_runs_of_different_sizes_are_not_compared_as_ranks(tmp_path):
+    """Ranks 1 of the 2-rank run and 0 and 2 of the 4-rank run: no rank repeats, but the
+    traces' world sizes (2, 4) tell the runs apart."""
+    copy_traces(tmp_path, "ddp_rank1", "ddp4_rank0", "ddp4_rank2")
+    result = advisor.analyze(tmp_path)
+    assert [a.profile.meta.world_size for a in result.analyses] == [4, 2, 4]
+    assert result.notes == [
+        "no cross-rank analysis: the profiles come from runs of 2 and 4 ranks, not from one "
+        "run; give advisor one run's folder to compare its ranks"
+    ]
+    (note,) = advisor.analyze(tmp_path, lang="zh").notes
+    assert "2、4" in note and note.startswith("未做跨 rank 分析")
+
+
+def test_some_ranks_of_one_run_are_compared(tmp_path):
+    """Ranks 0 and 2 of the 4-rank run: a subset of one job's ranks is one run."""
+    copy_traces(tmp_path, "ddp4_rank0", "ddp4_rank2")
+    result = advisor.analyze(tmp_path)
+    assert not result.notes
+    assert result.analyses[-1].tables["ranks"]["rank"].tolist() == [0, 2]
+
+
+def test_the_command_line_and_the_page_give_the_note(tmp_path):
+    inputs = copy_traces(tmp_path / "in", "ddp_rank0", "ddp4_rank0", "ddp4_rank1")
+    out = tmp_path / "out"
+    result = separate_runner().invoke(main, ["run", str(inputs), "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    assert "note: no cross-rank analysis: rank 0 is in 2 profiles" in result.stderr
+    assert "cluster of" not in result.stdout
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '<p class="run-note break">no cross-rank analysis: rank 0 is in 2 profiles' in page
+    assert not (out / "prof_rule_cluster.json").exists()

@@ -185,6 +185,8 @@ def run(options: RunOptions) -> int:
     if not report.quiet:
         for note in result.rule_overrides:
             error(f"note: rule {note}")
+        for note in result.notes:
+            error(f"note: {note}")
     stop_on_user_rule_errors(result.rule_errors, [*config.rules, *rules.rule_paths])
     for input_error in result.input_errors:
         error(str(input_error))

@@ -118,12 +118,15 @@ def render_html(
     title: str | None = None,
     sections: Sequence[ReportSection] = (),
     traces: Sequence[Mapping[int, str]] = (),
+    notes: Sequence[str] = (),
 ) -> str:
     """One self-contained HTML page for one or more profiles (devices/ranks), in the language
     the reports were written in. `traces`, per report, the relative link of each finding's
-    trace snippet by the finding's number (advisor/traces.py)."""
+    trace snippet by the finding's number (advisor/traces.py); `notes`, the run's notes
+    (AnalysisResult.notes), shown under the title."""
     order = _page_positions(reports)
     page = _page(reports, title, sections, order=order)
+    page["notes"] = list(notes)
     _link_traces(page["profiles"], [traces[k] for k in order] if traces else [])
     return _environment().get_template("report.html.j2").render(page)
 
@@ -188,6 +191,7 @@ def _page(
         "tr": tr,
         "title": tr("advisor_report") if title is None else title,
         "profiles": profiles,
+        "notes": [],  # render_html's
         "collapsed": sum(1 for v in profiles if v["collapsed"]),
         "table_only": sum(1 for v in profiles if not v["detailed"]),
         "detailed_ranks": DETAILED_RANKS,

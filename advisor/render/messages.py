@@ -275,6 +275,20 @@ CATALOG: dict[str, Text] = {
     "improvement": Text("Improvement", "提升"),
     "advised_not_tuned": Text("Advised but not tuned:", "已建议但未调优："),
     "rules_replaced": Text("Rules replaced", "被替换的规则"),
+    "no_cluster_repeated_rank": Text(
+        "no cross-rank analysis: rank {rank} is in {n} profiles ({paths}), so they are not "
+        "the ranks of one run, and comparing them would blame a rank for another run's time; "
+        "give advisor one run's folder to compare its ranks",
+        "未做跨 rank 分析：rank {rank} 出现在 {n} 份性能数据中（{paths}），它们不是同一次运行的"
+        "各个 rank，互相比较会把另一次运行的耗时归咎于某个 rank；"
+        "请只传入一次运行的目录以比较其各 rank",
+    ),
+    "no_cluster_world_sizes": Text(
+        "no cross-rank analysis: the profiles come from runs of {sizes} ranks, not from one "
+        "run; give advisor one run's folder to compare its ranks",
+        "未做跨 rank 分析：这些性能数据来自 rank 数分别为 {sizes} 的不同运行，而非同一次运行；"
+        "请只传入一次运行的目录以比较其各 rank",
+    ),
     "rule_errors": Text("Rule errors", "规则执行错误"),
     "rule_errors_note": Text(
         "These rules failed while evaluating; their problems may be missing from the findings "
