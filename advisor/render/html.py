@@ -125,8 +125,7 @@ def render_html(
     trace snippet by the finding's number (advisor/traces.py); `notes`, the run's notes
     (AnalysisResult.notes), shown under the title."""
     order = _page_positions(reports)
-    page = _page(reports, title, sections, order=order)
-    page["notes"] = list(notes)
+    page = _page(reports, title, sections, order=order, notes=notes)
     _link_traces(page["profiles"], [traces[k] for k in order] if traces else [])
     return _environment().get_template("report.html.j2").render(page)
 
@@ -168,6 +167,7 @@ def _page(
     sections: Sequence[ReportSection],
     prefix: str = "",
     order: Sequence[int] | None = None,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """What report.html.j2 shows, for the page and its fragment alike; `order`: the reports'
     positions in page order (_page_positions). Every report is read for its table row and
@@ -191,7 +191,7 @@ def _page(
         "tr": tr,
         "title": tr("advisor_report") if title is None else title,
         "profiles": profiles,
-        "notes": [],  # render_html's
+        "notes": list(notes),
         "collapsed": sum(1 for v in profiles if v["collapsed"]),
         "table_only": sum(1 for v in profiles if not v["detailed"]),
         "detailed_ranks": DETAILED_RANKS,
