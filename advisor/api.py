@@ -33,6 +33,7 @@ from advisor.plugin_manager import PluginHost, PluginInfo
 from advisor.reading import Reading, find_claims, map_claims, numeric_order, read_claim, workers_for
 from advisor.render.json_report import build_report
 from advisor.session import Session, SessionRecipe, reopen
+from advisor.spool import Spool, Spooled, SpooledList
 from advisor.tuning_loop import files_read, neighbour_results, tuning_loop
 
 if TYPE_CHECKING:
@@ -55,11 +56,11 @@ class ProfileAnalysis:
     run: RunInfo = field(default_factory=RunInfo)
     tuning: dict[str, Any] | None = None
     """What AOE did with the operators advised here, when AOE results were found."""
-    packed_report: bytes | None = field(default=None, repr=False)
+    packed_report: bytes | Spooled[bytes] | None = field(default=None, repr=False)
     """The report as built before the tables were dropped (`without_tables`), but for the
     two parts analyze may add later (warnings and the tuning loop), pickled and compressed:
-    14 KB where its objects take 168 KB (a rank of a 10 MB trace), so a run of 1,000 ranks
-    keeps 14 MB of reports, not 170 MB. Unpacked on each use of `report`."""
+    14 KB where its objects take 168 KB (a rank of a 10 MB trace); in a run of many ranks,
+    on disk (`park`). Unpacked on each use of `report`."""
     sections: list[ReportSection] | None = field(default=None, repr=False)
     """The plugins' HTML sections, computed before the tables were dropped; None: computed
     by the HTML output from this analysis."""
@@ -72,7 +73,7 @@ class ProfileAnalysis:
         return self.profile.tables
 
     @property
-    def findings(self) -> list[Finding]:
+    def findings(self) -> Sequence[Finding]:
         return self.evaluation.findings
 
     @property
@@ -80,9 +81,12 @@ class ProfileAnalysis:
         """The prof_rule-style dict written as JSON, from the typed results above (which are
         complete by the time `analyze` returns): built once, on first use, or unpacked anew
         on each use when the tables were dropped."""
-        if self.packed_report is None:
+        packed = self.packed_report
+        if packed is None:
             return self._built_report
-        report = pickle.loads(zlib.decompress(self.packed_report))  # our own bytes
+        if isinstance(packed, Spooled):
+            packed = packed.load()
+        report = pickle.loads(zlib.decompress(packed))  # our own bytes
         report["warnings"] = [w.to_dict() for w in self.profile.warnings]
         if self.tuning is not None:
             report["tuning_loop"] = self.tuning
@@ -115,6 +119,15 @@ class ProfileAnalysis:
             host.report_sections(self),
             window_rows(profile, self.findings),
         )
+
+    def park(self, spool: Spool) -> None:
+        """Move what this analysis without tables keeps for its outputs, its findings and
+        packed report, to `spool`: read back on each use, so the outputs of a run of many
+        ranks hold one rank's at a time."""
+        if self.evaluation.findings:
+            self.evaluation.findings = SpooledList(spool, self.evaluation.findings)
+        if isinstance(self.packed_report, bytes):
+            self.packed_report = spool.put(self.packed_report)
 
     def findings_frame(self) -> pd.DataFrame:
         """This profile's findings as a DataFrame, one row each (columns: see
@@ -382,10 +395,12 @@ def analyze(
 
     `keep_tables=False` analyses the ranks as a stream: each profile's report, findings,
     warnings and the figures the cluster needs are kept, its tables dropped as soon as it is
-    evaluated (`ProfileAnalysis.without_tables`), so memory is bounded by the jobs, not by
-    the ranks. Its analyses then have no tables (but AOE results) and empty `metrics`; the
-    reports, findings and the cluster's analysis (tables included) are the same as with the
-    default, which keeps every table for notebook use. The command line uses it.
+    evaluated (`ProfileAnalysis.without_tables`), and its findings and report written to a
+    temporary file until read (`ProfileAnalysis.park`), so memory is bounded by the jobs,
+    not by the ranks. Its analyses then have no tables (but AOE results) and empty
+    `metrics`; the reports, findings and the cluster's analysis (tables included) are the
+    same as with the default, which keeps every table for notebook use. The command line
+    uses it.
 
     Example:
         >>> result = advisor.analyze("PROF_000001")
@@ -412,10 +427,13 @@ def analyze(
     reading = Reading()
     staged: list[_Staged] = []
     sharing = EvaluationSharing()  # the ranks' records stay in memory until the outputs
+    spool = None if keep_tables else Spool(session.ship, session.unship)
     for item in _staged_profiles(
         session, inputs, reading, jobs=jobs, scheduler=scheduler, keep_tables=keep_tables
     ):
         sharing.share(item.analysis.evaluation)
+        if spool is not None:
+            item.analysis.park(spool)
         staged.append(item)
     result.input_errors += reading.input_errors
     result.plugin_problems += reading.plugin_problems

@@ -105,7 +105,9 @@ class Finding:
 class Evaluation:
     """What happened to every rule for one profile."""
 
-    findings: list[Finding] = field(default_factory=list)
+    findings: Sequence[Finding] = field(default_factory=list)
+    """Ranked (Finding.rank); a list, or for a rank of a run of many, kept on disk until its
+    outputs read it (advisor.spool)."""
     not_applicable: list[tuple[Rule, list[str]]] = field(default_factory=list)
     errors: list[tuple[Rule, str]] = field(default_factory=list)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
@@ -373,6 +375,7 @@ def evaluate(
     memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
     step_spans = cache(partial(windows.step_spans, profile))
     available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
+    findings: list[Finding] = []
     for rule in rules:
         params = {**rule.params, **overrides.get(rule.id, {})}
         result.params[rule.id] = {k: to_plain(v) for k, v in params.items()}
@@ -401,10 +404,11 @@ def evaluate(
         elif finding is None:
             result.outcomes[rule.id] = Outcome.PASSED
         else:
-            result.findings.append(finding)
+            findings.append(finding)
             result.outcomes[rule.id] = Outcome.FIRED
-    rank_findings(result.findings)
-    result.combined_impact_us = combine_impacts(result.findings, total_us)
+    rank_findings(findings)
+    result.findings = findings
+    result.combined_impact_us = combine_impacts(findings, total_us)
     if _too_short(total_us):
         source = Path(profile.meta.path)
         profile.warn(
@@ -415,8 +419,8 @@ def evaluate(
         )
     else:
         result.critical_path = savings.critical_path(profile, total_us)
-        result.fix_first = savings.apply(result.findings, result.critical_path)
-    sources.attach(result.findings, profile)
+        result.fix_first = savings.apply(findings, result.critical_path)
+    sources.attach(findings, profile)
     return result
 
 
