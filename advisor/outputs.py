@@ -253,29 +253,48 @@ def _report_json(analysis: ProfileAnalysis) -> str:
     ).decode("utf-8")
 
 
-def trace_outputs(result: AnalysisResult) -> tuple[dict[str, str], list[dict[int, str]]]:
-    """The findings' trace snippets (`traces/finding-....json` -> content, advisor/traces.py)
-    and, per report, the relative link of each finding's snippet by its number, which the
-    HTML report shows. A run of several profiles names each snippet after its report:
-    `prof_rule_rank3.json`'s finding 2 is `traces/finding-rank3-2.json`."""
-    import orjson  # several MB of events: a few times faster than json.dumps
-
-    from advisor.traces import run_snippets, snippet_name
+def trace_outputs(result: AnalysisResult) -> tuple[dict[str, Content], list[dict[int, str]]]:
+    """The findings' trace snippets (`traces/finding-....json` -> what renders it, advisor/
+    traces.py) and, per report, the relative link of each finding's snippet by its number,
+    which the HTML report shows. A run of several profiles names each snippet after its
+    report: `prof_rule_rank3.json`'s finding 2 is `traces/finding-rank3-2.json`."""
+    from advisor.traces import snippet_name, snippet_numbers
 
     labels = (
         [None]
         if len(result.analyses) == 1
         else [n.removeprefix("prof_rule_").removesuffix(".json") for n in report_names(result)]
     )
-    files: dict[str, str] = {}
+    files: dict[str, Content] = {}
     links: list[dict[int, str]] = []
-    for label, snippets in zip_strict(labels, run_snippets(result)):
+    for label, analysis, numbers in zip_strict(labels, result.analyses, snippet_numbers(result)):
+        snippets = _ProfileSnippets(analysis)
         mine: dict[int, str] = {}
-        for number, document in snippets.items():
+        for number in numbers:
             mine[number] = f"{TRACES}/{snippet_name(label, number)}"
-            files[mine[number]] = orjson.dumps(document).decode("utf-8")
+            files[mine[number]] = partial(snippets.render, number)
         links.append(mine)
     return files, links
+
+
+class _ProfileSnippets:
+    """One profile's snippets, cut from its trace when the first of them is written, each let
+    go once rendered: the files are written profile after profile, so a run holds one
+    profile's snippets at a time (16 profiles' held together took 500 MB for a 10 MB trace:
+    each snippet keeps up to 10,000 events with their args)."""
+
+    def __init__(self, analysis: ProfileAnalysis) -> None:
+        self._analysis = analysis
+        self._documents: dict[int, dict[str, Any]] | None = None
+
+    def render(self, number: int) -> str:
+        import orjson  # several MB of events: a few times faster than json.dumps
+
+        from advisor.traces import profile_snippets
+
+        if self._documents is None:
+            self._documents = profile_snippets(self._analysis)
+        return orjson.dumps(self._documents.pop(number)).decode("utf-8")
 
 
 def tune_ops_file(result: AnalysisResult) -> str | None:

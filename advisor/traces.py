@@ -83,11 +83,16 @@ def snippet_name(profile: str | None, finding: int) -> str:
     return f"finding-{finding}.json" if profile is None else f"finding-{profile}-{finding}.json"
 
 
-def run_snippets(result: AnalysisResult) -> list[dict[int, dict[str, Any]]]:
-    """Per analysis of `result` (in its order), the snippet of each finding with a window, by
-    the finding's number; {} for profiles beyond MAX_PROFILES."""
+def snippet_numbers(result: AnalysisResult) -> list[list[int]]:
+    """Per analysis of `result` (in its order), the numbers of the findings that get a
+    snippet (profile_snippets' keys): those with a window, in the MAX_PROFILES profiles
+    chosen; none elsewhere. Known before any trace is read, so the snippets can be cut one
+    profile at a time as they are written."""
     chosen = set(_most_urgent(result.analyses))
-    return [profile_snippets(a) if i in chosen else {} for i, a in enumerate(result.analyses)]
+    return [
+        [f.rank for f in a.findings if f.window is not None] if i in chosen else []
+        for i, a in enumerate(result.analyses)
+    ]
 
 
 def _most_urgent(analyses: Sequence[ProfileAnalysis]) -> list[int]:

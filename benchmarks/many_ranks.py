@@ -1,6 +1,8 @@
 """Many ranks (issue 13): the cost of a rank, and peak memory bounded by the jobs, not the ranks.
 
-Every figure is one `advisor run INPUT -o OUT --format json,html --quiet` as a child process,
+Every figure is one `advisor run INPUT -o OUT --format FORMATS --quiet` as a child process
+(--formats: the command's default outputs json, html and traces; rounds 1-7 of
+benchmarks/README.md measured json,html, without the findings' trace snippets),
 measured by benchmarks/run.py's `measure` (wall time; CPU time of the process tree; peak
 memory = max(PSS summed over the process tree, sampled; the largest single process's
 ru_maxrss)):
@@ -181,11 +183,12 @@ def advisor_run(
     jobs: int | None = None,
     dask_workers: int | None = None,
     dask_profiler: bool = False,
+    formats: str,
     timeout: float,
 ) -> dict:
     """One measured `advisor run` of `folder` (on a fresh LocalCluster with `dask_workers`)."""
     shutil.rmtree(out, ignore_errors=True)
-    args = ["run", str(folder), "-o", str(out), "--format", "json,html", "--quiet"]
+    args = ["run", str(folder), "-o", str(out), "--format", formats, "--quiet"]
     if jobs is not None:
         args += ["--jobs", str(jobs)]
     cmd = version.command(*args)
@@ -231,11 +234,13 @@ def tiny_rounds(args, versions: list[Version], out: Path) -> dict:
     one, many = build_tiny(args.work, 1), build_tiny(args.work, args.ranks)
     runs: dict[str, dict[str, list[dict]]] = {v.label: {"1": [], "N": []} for v in versions}
     for version in versions:  # unrecorded: byte code and the rule cache are written
-        advisor_run(version, one, out / "warm", timeout=args.timeout)
+        advisor_run(version, one, out / "warm", formats=args.formats, timeout=args.timeout)
     for round_no in range(args.repeat):
         for version in versions:
             for key, folder in (("1", one), ("N", many)):
-                run = advisor_run(version, folder, out / "tiny", timeout=args.timeout)
+                run = advisor_run(
+                    version, folder, out / "tiny", formats=args.formats, timeout=args.timeout
+                )
                 runs[version.label][key].append(run)
                 print(
                     f"  tiny round {round_no + 1} {version.label:>7} {key:>1} rank(s): "
@@ -282,6 +287,7 @@ def memory_runs(args, versions: list[Version], out: Path) -> list[dict]:
                     jobs=jobs if mode == "local" else None,
                     dask_workers=jobs if mode == "dask" else None,
                     dask_profiler=args.dask_profiler,
+                    formats=args.formats,
                     timeout=args.big_timeout,
                 )
                 row = {"advisor": version.label, "ranks": ranks, "mode": mode, "jobs": jobs, **run}
@@ -308,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big", type=lambda s: [int(x) for x in s.split(",")], default=[16, 64])
     ap.add_argument("--jobs", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     ap.add_argument("--full", action="store_true", help="memory runs at 1,024 ranks too")
+    ap.add_argument(
+        "--formats",
+        default="json,html,traces",
+        help="the outputs of each run (advisor run --format; default: the command's default)",
+    )
     ap.add_argument(
         "--modes",
         type=lambda s: [m for m in s.split(",") if m in ("local", "dask")],
@@ -346,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": bench.machine(),
         "after": after,
         "before": before,
+        "formats": args.formats,
     }
     t0 = time.perf_counter()
     try:

@@ -23,7 +23,7 @@ from conftest import DEMO, REAL
 import advisor
 import advisor.traces
 from advisor.cli import main
-from advisor.outputs import MANIFEST, write_outputs
+from advisor.outputs import MANIFEST, render_outputs, write_files, write_outputs
 from advisor.traces import MAX_EVENTS, profile_snippets, snippet_name
 
 KINETO = REAL / "kineto/timeline_analysis__sampled_rank-0.json.gz"
@@ -220,6 +220,37 @@ def test_several_profiles_name_snippets_after_their_reports(tmp_path: Path) -> N
     for name in snippets:
         load_trace(out / "traces" / name)
     assert not (out / "report.html").exists()
+
+
+def test_snippets_are_cut_one_profile_at_a_time_as_they_are_written(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Sixteen ranks' snippets held together took 500 MB (a 10 MB trace each): a profile's
+    snippets are cut when its first file is written, and each is let go once rendered, so
+    no other profile's are held when the next profile's trace is read."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for rank in (0, 1, 2):
+        (ranks / f"rank{rank}.json.gz").write_bytes(KINETO.read_bytes())
+    result = advisor.analyze(ranks, keep_tables=False)
+    outputs = render_outputs(result, ["json", "traces"])
+    snippet_files = [name for name in outputs if name.startswith("traces/")]
+    assert snippet_files and all(callable(outputs[name]) for name in snippet_files)
+    held: list[int] = []  # snippets held by any profile when a trace is read
+    cut: list[dict[int, Any]] = []
+    real_snippets = advisor.traces.profile_snippets
+
+    def profile_snippets(analysis):
+        held.append(sum(len(documents) for documents in cut))
+        cut.append(real_snippets(analysis))
+        return cut[-1]
+
+    monkeypatch.setattr(advisor.traces, "profile_snippets", profile_snippets)
+    write_files(tmp_path / "out", outputs)
+    assert len(cut) == 3 and held == [0, 0, 0]
+    assert not any(cut), "every snippet was let go once written"
+    for name in snippet_files:
+        load_trace(tmp_path / "out" / name)
 
 
 def test_stale_snippets_go_and_the_users_files_stay(tmp_path: Path) -> None:
