@@ -212,7 +212,7 @@ def render_outputs(
     snippets, links = trace_outputs(result) if TRACES in formats else ({}, [])
     if "json" in formats:
         for name, analysis in zip_strict(report_names(result), result.analyses):
-            outputs[name] = partial(_report_json, analysis)
+            outputs[name] = partial(_report_json, analysis, result.notes)
     if "html" in formats:
         sections = (
             [
@@ -241,16 +241,23 @@ def render_outputs(
     return outputs
 
 
-def _report_json(analysis: ProfileAnalysis) -> str:
-    """A prof_rule report, indented. orjson, not json.dumps: with an indent the standard
-    library encodes in Python, 7 ms a report, the largest part of writing 300 ranks' reports.
-    The values are json.dumps' to the bit; only numbers below 1e-4 or from 1e16 are spelled
-    otherwise (6.2e-7 for 6.2e-07, 0.0000658 for 6.58e-05)."""
+def _report_json(analysis: ProfileAnalysis, notes: Sequence[str]) -> str:
+    """A prof_rule report with the run's `notes`, indented. orjson, not json.dumps: with an
+    indent the standard library encodes in Python, 7 ms a report, the largest part of writing
+    300 ranks' reports. The values are json.dumps' to the bit; only numbers below 1e-4 or
+    from 1e16 are spelled otherwise (6.2e-7 for 6.2e-07, 0.0000658 for 6.58e-05)."""
     import orjson
 
     return orjson.dumps(
-        analysis.report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+        with_run_notes(analysis.report, notes), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
     ).decode("utf-8")
+
+
+def with_run_notes(report: dict[str, Any], notes: Sequence[str]) -> dict[str, Any]:
+    """`report` as written: with `run_notes` when the run has notes (AnalysisResult.notes),
+    so that a reader of the JSON alone learns them too (a CI job finding no cluster report
+    is told why)."""
+    return {**report, "run_notes": list(notes)} if notes else report
 
 
 def trace_outputs(result: AnalysisResult) -> tuple[dict[str, Content], list[dict[int, str]]]:
@@ -310,7 +317,7 @@ def tune_ops_file(result: AnalysisResult) -> str | None:
 def stdout_document(result: AnalysisResult) -> dict[str, Any]:
     """What `-o -` prints: the prof_rule report of a single profile as it is, or
     {"reports": [...]} (one per profile, the cluster's last) for several."""
-    reports = result.reports
+    reports = [with_run_notes(report, result.notes) for report in result.reports]
     if len(reports) == 1:
         return reports[0]
     return {"reports": reports}

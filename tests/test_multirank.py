@@ -18,6 +18,7 @@ from advisor.cli import main
 from advisor.derive import derive
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
+from advisor.render.json_report import validate_report
 from advisor_plugins.step_metrics import PROVIDERS
 
 SMALL = FIXTURE_DIR / "msprof/PROF_000001_20260105093000123_SMALLCASE"
@@ -368,3 +369,21 @@ def test_the_command_line_and_the_page_give_the_note(tmp_path):
     page = (out / "report.html").read_text(encoding="utf-8")
     assert '<p class="run-note break">no cross-rank analysis: rank 0 is in 2 profiles' in page
     assert not (out / "prof_rule_cluster.json").exists()
+    # a reader of the JSON alone is told too: in each report, which the schema allows
+    reports = sorted(out.glob("prof_rule_*.json"))
+    assert len(reports) == 3
+    for path in reports:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        (note,) = report["run_notes"]
+        assert note.startswith("no cross-rank analysis: rank 0 is in 2 profiles")
+        validate_report(report)
+    printed = separate_runner().invoke(main, ["run", str(inputs), "-o", "-", "-q"])
+    assert [r["run_notes"] for r in json.loads(printed.stdout)["reports"]] == [[note]] * 3
+
+
+def test_a_run_without_notes_writes_none(tmp_path):
+    inputs = copy_traces(tmp_path / "in", "ddp4_rank0", "ddp4_rank2")
+    out = tmp_path / "out"
+    assert separate_runner().invoke(main, ["run", str(inputs), "-o", str(out)]).exit_code == 0
+    reports = [json.loads(p.read_text(encoding="utf-8")) for p in out.glob("prof_rule_*.json")]
+    assert len(reports) == 3 and not any("run_notes" in r for r in reports)
