@@ -62,6 +62,35 @@ def test_zh_block_is_loaded_and_english_stays_the_fallback():
     assert plain.text("zh").title == "Steps are slow"
 
 
+def test_folded_chinese_lines_join_without_a_space():
+    """YAML's folded style joins lines with a space, which Chinese never has between two of
+    its characters; spaces beside Latin text, digits and template tags stay."""
+    folded = {
+        "title": "迭代 过慢",
+        "message": "最慢的 stage 耗时 {{ worst_us|us }}， 阈值 {{ limit_us|us }}。 请 检查。",
+        "suggestions": ["查看第 {{ evidence_total }} 个迭代， 再 采集。", "重新采集 Level1 数据。"],
+    }
+    text = build_rule(rule(zh=folded), "test.yaml", BUILTIN_FUNCTIONS).text("zh")
+    assert text.title == "迭代过慢"
+    assert text.message == "最慢的 stage 耗时 {{ worst_us|us }}，阈值 {{ limit_us|us }}。请检查。"
+    assert text.suggestions == (
+        "查看第 {{ evidence_total }} 个迭代，再采集。",
+        "重新采集 Level1 数据。",
+    )
+
+
+def test_no_builtin_chinese_text_has_a_space_between_chinese_characters():
+    ruleset, errors = load_rules([RULES], BUILTIN_FUNCTIONS)
+    assert errors == []
+    between = re.compile(
+        r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef] +[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]"
+    )
+    for r in ruleset.rules.values():
+        zh = r.translations["zh"]
+        for text in (zh.title, zh.message, *zh.suggestions, zh.impact_note or ""):
+            assert not between.search(text), (r.id, text)
+
+
 @pytest.mark.parametrize(
     "zh, problem",
     [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -581,9 +582,25 @@ def _translation(
                 f"{lang}.{key}: unknown variable {unknown[0]!r} "
                 "(use the params and lets of the rule)",
             )
+    note = block.get("impact_note")
     return RuleText(
-        block["title"], block["message"], tuple(block["suggestions"]), block.get("impact_note")
+        unfold_cjk(block["title"]),
+        unfold_cjk(block["message"]),
+        tuple(unfold_cjk(s) for s in block["suggestions"]),
+        None if note is None else unfold_cjk(note),
     )
+
+
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK punctuation, ideographs, full width
+_SPACE_BETWEEN_CJK = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+def unfold_cjk(text: str) -> str:
+    """`text` without the spaces between two Chinese characters or punctuation marks, which
+    Chinese never writes: YAML's folded style (`>-`) joins a text's lines with one, so a
+    message broken after "，" read "， 每个迭代". Spaces beside Latin letters, digits and
+    template tags stay."""
+    return _SPACE_BETWEEN_CJK.sub("", text)
 
 
 def rule_files(path: Path) -> list[Path]:
