@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -591,16 +590,27 @@ def _translation(
     )
 
 
-_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"  # CJK punctuation, ideographs, full width
-_SPACE_BETWEEN_CJK = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
-
-
 def unfold_cjk(text: str) -> str:
     """`text` without the spaces between two Chinese characters or punctuation marks, which
     Chinese never writes: YAML's folded style (`>-`) joins a text's lines with one, so a
     message broken after "，" read "， 每个迭代". Spaces beside Latin letters, digits and
-    template tags stay."""
-    return _SPACE_BETWEEN_CJK.sub("", text)
+    template tags stay. (Not a regular expression: compiling one over these ranges costs
+    2.5 ms, on every `advisor rules list`.)"""
+    pieces = text.split(" ")
+    joined = pieces[0]
+    for piece in pieces[1:]:
+        if joined and piece and _is_cjk(joined[-1]) and _is_cjk(piece[0]):
+            joined += piece
+        else:
+            joined += " " + piece
+    return joined
+
+
+def _is_cjk(char: str) -> bool:
+    """CJK punctuation, ideographs or full-width forms."""
+    return (
+        "\u3000" <= char <= "\u303f" or "\u4e00" <= char <= "\u9fff" or "\uff00" <= char <= "\uffef"
+    )
 
 
 def rule_files(path: Path) -> list[Path]:
