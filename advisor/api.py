@@ -123,11 +123,15 @@ class ProfileAnalysis:
     def park(self, spool: Spool) -> None:
         """Move what this analysis without tables keeps for its outputs, its findings and
         packed report, to `spool`: read back on each use, so the outputs of a run of many
-        ranks hold one rank's at a time."""
-        if self.evaluation.findings:
-            self.evaluation.findings = SpooledList(spool, self.evaluation.findings)
-        if isinstance(self.packed_report, bytes):
-            self.packed_report = spool.put(self.packed_report)
+        ranks hold one rank's at a time. Where the temporary folder cannot take them (full,
+        read-only), they stay in memory: the run still completes."""
+        try:
+            if self.evaluation.findings:
+                self.evaluation.findings = SpooledList(spool, self.evaluation.findings)
+            if isinstance(self.packed_report, bytes):
+                self.packed_report = spool.put(self.packed_report)
+        except OSError:
+            pass
 
     def findings_frame(self) -> pd.DataFrame:
         """This profile's findings as a DataFrame, one row each (columns: see

@@ -21,6 +21,7 @@ from conftest import FIXTURE_DIR, REAL
 import advisor
 import advisor.api
 import advisor.outputs
+import advisor.spool
 from advisor.api import AnalysisResult
 from advisor.engine.evaluate import Evaluation, Finding, Outcome
 from advisor.engine.sharing import EvaluationSharing
@@ -218,6 +219,21 @@ def test_reduced_ranks_keep_their_findings_on_disk():
     rules = {id(rule) for rule in result.rules}
     assert found and all(id(f.rule) in rules for f in found)
     assert [list(a.findings) for a in ranks] == [list(a.findings) for a in ranks]  # re-read
+
+
+def test_a_temporary_folder_that_takes_nothing_keeps_the_ranks_in_memory(monkeypatch):
+    """A full or read-only temporary folder costs memory, not the run."""
+    reference = advisor.analyze(MINDSPORE_CLUSTER, jobs=1, keep_tables=False)
+
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(advisor.spool.tempfile, "TemporaryFile", refuse)
+    result = advisor.analyze(MINDSPORE_CLUSTER, jobs=1, keep_tables=False)
+    *ranks, _ = result.analyses
+    assert all(isinstance(a.findings, list) and a.findings for a in ranks)
+    assert all(isinstance(a.packed_report, bytes) for a in ranks)
+    assert comparable(result) == comparable(reference)
 
 
 def test_spool_reads_back_each_value_and_a_list_knows_its_length_unread(monkeypatch):
