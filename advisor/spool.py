@@ -33,7 +33,8 @@ class Spool:
         self._lock = threading.Lock()  # a notebook may read two ranks' reports at once
 
     def put(self, value: _T) -> Spooled[_T]:
-        """Write `value` and return what reads it back."""
+        """Write `value` and return what reads it back; OSError when the temporary folder
+        cannot take it."""
         data = self._dump(value)
         with self._lock:
             if self._file is None:
@@ -41,6 +42,7 @@ class Spool:
                 self._file = tempfile.TemporaryFile(prefix="advisor-spool-")  # noqa: SIM115
             self._file.seek(self._end)
             self._file.write(data)
+            self._file.flush()  # a full disk fails here (OSError), not in a later read
             offset, self._end = self._end, self._end + len(data)
         return Spooled(self, offset, len(data))
 
