@@ -225,9 +225,10 @@ def test_several_profiles_name_snippets_after_their_reports(tmp_path: Path) -> N
 def test_snippets_are_cut_one_profile_at_a_time_as_they_are_written(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """Sixteen ranks' snippets held together took 500 MB (a 10 MB trace each): a profile's
-    snippets are cut when its first file is written, and each is let go once rendered, so
-    no other profile's are held when the next profile's trace is read."""
+    """Sixteen ranks' snippets held together took the advisor process to 649 MB (a 10 MB
+    trace each): a profile's snippets are cut when its first file is written, and each is
+    let go once rendered, so no other profile's are held when the next profile's trace is
+    read."""
     ranks = tmp_path / "ranks"
     ranks.mkdir()
     for rank in (0, 1, 2):
