@@ -240,7 +240,7 @@ class AnalysisResult:
         """Jupyter shows the report of every profile, as report.html does (no script needed)."""
         from advisor.render.html import render_html_fragment
 
-        return render_html_fragment(self.reports)
+        return render_html_fragment(self.reports, notes=self.notes)
 
 
 def read_neighbour_tuning(

@@ -335,6 +335,7 @@ def test_profiles_of_several_runs_are_not_compared_as_ranks(tmp_path):
         "no cross-rank analysis: rank 0 is in 2 profiles (ddp4_rank0.pt.trace.json.gz, "
         f"ddp_rank0.pt.trace.json.gz in {tmp_path}), so they are not the ranks of one run"
     )
+    assert '<p class="run-note break">no cross-rank analysis' in result._repr_html_()
 
 
 def test_runs_of_different_sizes_are_not_compared_as_ranks(tmp_path):

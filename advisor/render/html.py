@@ -139,12 +139,15 @@ def _link_traces(profiles: Sequence[dict[str, Any]], traces: Sequence[Mapping[in
             finding["trace"] = links.get(finding["rank"])
 
 
-def render_html_fragment(reports: Sequence[dict], *, title: str | None = None) -> str:
+def render_html_fragment(
+    reports: Sequence[dict], *, title: str | None = None, notes: Sequence[str] = ()
+) -> str:
     """The same report as a fragment for a notebook cell: no <html> wrapper, no script, its
-    styles scoped to the fragment and its anchors made unique on the notebook's page."""
+    styles scoped to the fragment and its anchors made unique on the notebook's page;
+    `notes`, the run's notes, as on the page."""
     return render_fragment(
         _environment().get_template("report.html.j2"),
-        _page(reports, title, (), anchor_prefix()),
+        _page(reports, title, (), anchor_prefix(), notes=notes),
     )
 
 
