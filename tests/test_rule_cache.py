@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import DEMO, FIXTURE_DIR, REAL, ROOT
 
+from advisor import user_cache
 from advisor.cli import main
 from advisor.engine import rule_cache, templates
 from advisor.engine import rules as rules_module
@@ -251,15 +252,15 @@ def test_the_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     if sys.platform != "win32":
-        assert rule_cache.cache_dir() == tmp_path / ".cache" / "advisor"
+        assert user_cache.cache_dir() == tmp_path / ".cache" / "advisor"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert rule_cache.cache_dir() == tmp_path / "xdg" / "advisor"
+    assert user_cache.cache_dir() == tmp_path / "xdg" / "advisor"
     monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path / "mine"))
-    assert rule_cache.cache_dir() == tmp_path / "mine"
+    assert user_cache.cache_dir() == tmp_path / "mine"
     monkeypatch.setenv("ADVISOR_NO_CACHE", "0")
-    assert rule_cache.cache_dir() == tmp_path / "mine"
+    assert user_cache.cache_dir() == tmp_path / "mine"
     monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
-    assert rule_cache.cache_dir() is None
+    assert user_cache.cache_dir() is None
     for name in ("ADVISOR_CACHE_DIR", "ADVISOR_NO_CACHE", "XDG_CACHE_HOME", "LOCALAPPDATA"):
         monkeypatch.delenv(name, raising=False)
 
@@ -267,7 +268,7 @@ def test_the_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
         raise RuntimeError("Could not determine home directory.")
 
     monkeypatch.setattr(Path, "home", staticmethod(homeless))
-    assert rule_cache.cache_dir() is None
+    assert user_cache.cache_dir() is None
     assert load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)[1] == []
 
 

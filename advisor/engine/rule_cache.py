@@ -17,8 +17,7 @@ files under the same fingerprint): a rule that fires renders without compiling i
 again. Only advisor writes these files, in the user's own cache directory, as Jinja2's own
 bytecode cache does; a file of the wrong shape is ignored.
 
-Where: $ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor, else ~/.cache/advisor (on Windows
-%LOCALAPPDATA%/advisor/cache); ADVISOR_NO_CACHE=1 turns the cache off.
+Where: advisor.user_cache.cache_dir (ADVISOR_NO_CACHE=1 turns the cache off).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-import os
 import sys
 from collections.abc import Iterable
 from functools import cache, lru_cache
@@ -35,13 +33,12 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from advisor import distributions
+from advisor.user_cache import cache_dir, write_atomically
 from advisor.version import __version__
 
 if TYPE_CHECKING:
     from jinja2 import BytecodeCache
 
-CACHE_DIR_ENV = "ADVISOR_CACHE_DIR"
-NO_CACHE_ENV = "ADVISOR_NO_CACHE"
 FORMAT = 2
 """Bumped when what an entry holds changes (2: what each expression reads)."""
 _CHECKER_FILES = (
@@ -54,22 +51,6 @@ _CHECKER_FILES = (
 )
 """advisor's files whose content decides whether a rule passes: an edited checker in a
 development checkout (same version number) must not trust what the old one concluded."""
-
-
-def cache_dir() -> Path | None:
-    """Where validated rule files are kept, or None when the cache is turned off."""
-    if os.environ.get(NO_CACHE_ENV, "").strip() not in ("", "0"):
-        return None
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "advisor"
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / "advisor" / "cache"
-    try:
-        return Path.home() / ".cache" / "advisor"
-    except (RuntimeError, KeyError):  # no home directory (a bare container user): no cache
-        return None
 
 
 _CHECKER_LIBRARIES = ("PyYAML", "jsonschema", "Jinja2")
@@ -162,27 +143,7 @@ def store(key: str, raws: list[dict[str, Any]], refs: dict[str, Any] | None = No
         data = text.encode("utf-8")
     except (TypeError, ValueError, RecursionError):  # ValueError: also a lone surrogate
         return
-    _write_atomically(_entry_path(root, key), data)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so a racing run sees the old file or this one, never a torn
-    one; a read-only home or a full disk leaves the cache as it was (the next run redoes the
-    work)."""
-    import tempfile  # imported by the runs that write: a warm one does not
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.replace(temp, path)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-    except (OSError, ValueError):
-        return
+    write_atomically(_entry_path(root, key), data)
 
 
 def _template_path(root: Path, text: str) -> Path:
@@ -213,7 +174,7 @@ def store_template_code(text: str, code: CodeType) -> None:
     """Keep the compiled code of the rule template `text` for later runs."""
     root = cache_dir()
     if root is not None:
-        _write_atomically(_template_path(root, text), marshal.dumps(code))
+        write_atomically(_template_path(root, text), marshal.dumps(code))
 
 
 def page_bytecode_cache() -> BytecodeCache | None:

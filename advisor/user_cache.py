@@ -1,0 +1,56 @@
+"""The user's cache directory: where advisor keeps what it can always work out again.
+
+Two things live there: validated rule files and compiled templates (advisor.engine.rule_cache),
+and the parsed copies of the data catalogues plugins ship (advisor.small_files.package_yaml).
+Every entry is named by a hash of everything that decides its content, written by advisor
+itself to a temporary file and renamed into place, so two runs racing see either no entry or
+a whole one; an entry that cannot be read or has the wrong shape is ignored and rewritten.
+
+Where: $ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor, else ~/.cache/advisor (on Windows
+%LOCALAPPDATA%/advisor/cache); ADVISOR_NO_CACHE=1 turns the cache off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+CACHE_DIR_ENV = "ADVISOR_CACHE_DIR"
+NO_CACHE_ENV = "ADVISOR_NO_CACHE"
+
+
+def cache_dir() -> Path | None:
+    """Where advisor keeps its cache, or None when the cache is turned off."""
+    if os.environ.get(NO_CACHE_ENV, "").strip() not in ("", "0"):
+        return None
+    if os.environ.get(CACHE_DIR_ENV):
+        return Path(os.environ[CACHE_DIR_ENV])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "advisor"
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "advisor" / "cache"
+    try:
+        return Path.home() / ".cache" / "advisor"
+    except (RuntimeError, KeyError):  # no home directory (a bare container user): no cache
+        return None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so a racing run sees the old file or this one, never a torn
+    one; a read-only home or a full disk leaves the cache as it was (the next run redoes the
+    work)."""
+    import tempfile  # imported by the runs that write: a warm one does not
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+    except (OSError, ValueError):
+        return
