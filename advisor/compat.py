@@ -2,7 +2,8 @@
 
 - `zip_strict(*iterables)`: `zip(..., strict=True)` (3.10+): raises ValueError when the
   iterables differ in length, instead of silently dropping the longer ones' tail.
-- `tomllib`: the standard library's TOML reader (3.11+), else the `tomli` backport it came from.
+- `tomllib()`: the standard library's TOML reader (3.11+), else the `tomli` backport it came
+  from; imported when called, since only a run with a pyproject.toml config reads TOML.
 - `importlib_metadata()`: importlib.metadata with `entry_points(group=...)` and
   `EntryPoint.dist` (3.10+), else the `importlib_metadata` backport; imported when called,
   since importing it costs about 45 ms (advisor.distributions reads what advisor needs
@@ -17,12 +18,18 @@ from itertools import zip_longest
 from types import ModuleType
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.9 / 3.10
-    import tomli as tomllib
-
 __all__ = ["importlib_metadata", "tomllib", "zip_strict"]
+
+
+def tomllib() -> ModuleType:
+    """tomllib (the `tomli` backport before 3.11)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib
+    import tomli  # pragma: no cover - exercised on 3.9 / 3.10
+
+    return tomli  # pragma: no cover
 
 
 def importlib_metadata() -> ModuleType:

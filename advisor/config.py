@@ -93,9 +93,10 @@ def _text(path: Path) -> str:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    toml = tomllib()
     try:
-        return tomllib.loads(_text(path))
-    except tomllib.TOMLDecodeError as exc:
+        return toml.loads(_text(path))
+    except toml.TOMLDecodeError as exc:
         raise ConfigError(path, f"invalid TOML: {exc}") from None
 
 

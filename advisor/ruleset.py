@@ -8,7 +8,6 @@ names the option it came from instead of a silently smaller run.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -54,6 +53,8 @@ def _check_selectors(ruleset: RuleSet, selectors: Sequence[str], what: str) -> N
     rules = list(ruleset.rules.values())
     for selector in selectors:
         if not any(r.matches(selector) for r in rules):
+            import difflib  # only for a selector that names nothing
+
             known = sorted({k for r in rules for k in (r.id, r.name, *r.tags)})
             close = difflib.get_close_matches(selector.upper(), [k.upper() for k in known], 3)
             close += difflib.get_close_matches(selector.lower(), known, 3)

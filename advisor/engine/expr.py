@@ -14,7 +14,6 @@ elementwise as soon as a Series is involved, with missing values counting as fal
 from __future__ import annotations
 
 import ast
-import difflib
 import io
 import math
 import operator
@@ -547,6 +546,8 @@ def _memoized(key: bytes, run: Run) -> Run:
 
 
 def _hint(word: str, options: Collection[str]) -> str:
+    import difflib  # only when an expression names something unknown
+
     close = difflib.get_close_matches(word, list(options), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
