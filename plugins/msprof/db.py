@@ -19,22 +19,10 @@ from advisor.formats.cann_db import CannDb, cann_api_totals, communication_ops, 
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 
-from .layout import DB_FILE
-
 if TYPE_CHECKING:
     import pandas as pd
 else:
     pd = lazy_module("pandas")
-
-
-def newest_database(root: Path) -> Path | None:
-    """The newest `msprof_{timestamp}.db` of a PROF folder (a re-export writes another)."""
-    stamps = {
-        p: int(m.group(1))
-        for p in root.glob("msprof_*.db")
-        if (m := DB_FILE.match(p.name)) and p.is_file()
-    }
-    return max(stamps, key=stamps.__getitem__, default=None)
 
 
 def read_database(

@@ -12,21 +12,21 @@ from advisor.errors import UnreadableInput
 from advisor.formats.aicore_freq import with_rated
 from advisor.formats.cann_exports import Superseded, parse_export_name, select_exports
 from advisor.formats.cann_tasks import with_wait
-from advisor.formats.chrome_trace import Trace
 from advisor.formats.files import files_with_suffix, load_json
 from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 
-from .db import newest_database, read_database
 from .info import apply_info, info_metadata
-from .layout import MERGED_DIR, device_dirs
+from .layout import MERGED_DIR, device_dirs, newest_database
 from .summaries import CSV_TABLES, in_read_order, read_csv_table, split_devices
 from .timeline import timeline_tables
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from advisor.formats.chrome_trace import Trace
 else:
     pd = lazy_module("pandas")
 
@@ -165,6 +165,8 @@ class ExportReader:
         path = self.database or newest_database(self.root)
         if path is None or any("device_ops" in dev.parts for dev in self.devices.values()):
             return
+        from .db import read_database  # sqlite3 and the database reader: only for a .db
+
         rel = self._rel(path)
         devices, host = read_database(path, rel, self._shared_warn)
         self.exports_found |= bool(devices)
@@ -329,6 +331,8 @@ class ExportReader:
                 warn(rel, "no trace events")
             events += found
             read_any = True
+        from advisor.formats.chrome_trace import Trace  # msgspec and orjson: only for timelines
+
         return Trace(events) if read_any else None
 
     def _superseded(self, old: Superseded) -> str:

@@ -25,3 +25,13 @@ def device_dirs(root: Path) -> list[Path]:
         ),
         key=lambda p: int(p.name.removeprefix("device_")),
     )
+
+
+def newest_database(root: Path) -> Path | None:
+    """The newest `msprof_{timestamp}.db` of a PROF folder (a re-export writes another)."""
+    stamps = {
+        p: int(m.group(1))
+        for p in root.glob("msprof_*.db")
+        if (m := DB_FILE.match(p.name)) and p.is_file()
+    }
+    return max(stamps, key=stamps.__getitem__, default=None)

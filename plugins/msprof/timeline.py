@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from advisor.formats.aicore_freq import COUNTER, freq_samples
 from advisor.formats.cann_comm import comm_as_device_ops, comm_from_columns
 from advisor.formats.cann_tasks import op_type, task_category
-from advisor.formats.chrome_trace import Trace
 from advisor.formats.numbers import int_or_none
 from advisor.formats.numbers import trace_number as _f
 from advisor.lazy import lazy_module
@@ -18,6 +17,8 @@ from advisor.lazy import lazy_module
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+    from advisor.formats.chrome_trace import Trace
 else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
