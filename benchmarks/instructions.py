@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if shutil.which("valgrind") is None:
         ap.error("valgrind is not installed")
+    if sys.version_info < (3, 11):
+        ap.error("needs Python 3.11 or later (python -P)")
     rest = args.args[1:] if args.args[:1] == ["--"] else args.args
     commit, tree = export_tree(args.work, args.before)
     working = copy_working_tree(args.work)
@@ -110,8 +112,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _command(script: Path | None, rest: list[str]) -> list[str]:
     """The same command for both versions (`python -m advisor`, not the console script,
-    which only the working tree has): which advisor runs is PYTHONPATH's choice."""
-    return [sys.executable, *(["-m", "advisor"] if script is None else [str(script)]), *rest]
+    which only the working tree has): which advisor runs is PYTHONPATH's choice. `-P` keeps
+    Python from putting the current folder first on sys.path (as -m does): run from the
+    repository, both versions would import the working tree's advisor (until 2026-11-28 the
+    counts of `-m advisor` runs from the repository compared the working tree with itself;
+    --script runs were right)."""
+    return [sys.executable, "-P", *(["-m", "advisor"] if script is None else [str(script)]), *rest]
 
 
 if __name__ == "__main__":
