@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from advisor.model import Profile, ProfileMeta, contract_problems
+from advisor.model import Profile, ProfileMeta, conform, contract_problems
 
 
 def test_contract_problems_names_each_violation():
@@ -35,3 +35,13 @@ def test_contract_problems_names_each_violation():
 def test_contract_holds_for_a_conforming_profile():
     steps = pd.DataFrame({"step": [1], "start_us": [0.0], "end_us": [1.0], "duration_us": [1.0]})
     assert contract_problems(Profile(ProfileMeta("t", "mem"), {"steps": steps})) == []
+
+
+def test_conform_keeps_labels_as_an_object_index_on_both_paths():
+    """Reading a column by an arrow-backed label (pandas 3's default) costs about 60% more;
+    conform's tables carry NumPy labels, whether it casts or only selects."""
+    cast = conform("steps", pd.DataFrame({"step": ["1"], "start_us": ["0"], "end_us": [1.0]}))
+    kept = conform("steps", pd.DataFrame({"step": [1], "start_us": [0.0], "colour": ["red"]}))
+    for table, names in ((cast, ["step", "start_us", "end_us"]), (kept, ["step", "start_us"])):
+        assert table.columns.dtype == object and table.columns.tolist() == names
+    assert cast["start_us"].tolist() == [0.0] and kept["step"].tolist() == [1]
