@@ -67,7 +67,9 @@ TABLES: dict[str, TableSpec] = {
     for t in (
         TableSpec(
             "steps",
-            "training iteration",
+            "training iteration (a last step the profiler cut off, with no device task while "
+            "the steps before it had some and under half their median, is left out when the "
+            "profile is read, with a warning: advisor.steady.trailing_fragment)",
             (
                 _c("step", "int64", "", "iteration number as the profiler numbers it", True),
                 _c("start_us", "float64", US, "iteration start", True),

@@ -3,6 +3,8 @@ many-rank runs), and holding every returned profile to the table contract.
 
 This is the one boundary between reader plugins and the core: whatever a reader returns is
 checked here, so a third-party reader's mistake is a warning naming it, never a crash later.
+A last step the profiler cut off (advisor.steady.trailing_fragment) is left out here too,
+whichever format recorded it.
 Entries no reader can read (a dangling link, a link loop, a folder named like a file) are
 named here too: readers pass over them without a word.
 """
@@ -16,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from advisor import steady, units
 from advisor.errors import AdvisorError, UnreadableInput
 from advisor.executors import dask_executor, ordered_map, process_pool
 from advisor.locate import CLAIM_SCAN_DEPTH, SEARCH_DEPTH, Claim, broken_entries, locate
@@ -51,12 +54,34 @@ def read_claim(
         for profile in profiles:
             profile.meta.collect = {**hints, **profile.meta.collect}
             hold_to_contract(profile, source, tables)
+            _leave_out_trailing_fragment(profile)
         _warn_broken(claim.path, profiles)
         return profiles
     except AdvisorError as exc:
         return exc
     except Exception as exc:  # reader plugins are third-party code
         return UnreadableInput(claim.path, f"{source} failed: {type(exc).__name__}: {exc}")
+
+
+def _leave_out_trailing_fragment(profile: Profile) -> None:
+    """Drop the step the profiler stopped in from the steps table, saying so: every per-step
+    figure (step time, savings, the ranks' comparison) then describes whole steps."""
+    steps = profile.tables.get("steps")
+    if steps is None:
+        return
+    row = steady.trailing_fragment(steps, profile.tables.get("device_ops"))
+    if row is None:
+        return
+    fragment = steps.loc[row]
+    step = "" if "step" not in steps or fragment.isna()["step"] else f" {int(fragment['step'])}"
+    profile.tables["steps"] = steps.drop(index=row).reset_index(drop=True)
+    source = Path(profile.meta.path)
+    profile.warn(
+        source.name if source.is_file() else ".",
+        f"the last step{step} ({units.fmt_us(float(fragment['duration_us']))}) ran no device "
+        "task while the steps before it did: the profiler stopped inside it, so it is left out "
+        "of the steps and of every per-step figure",
+    )
 
 
 def _warn_broken(folder: Path, profiles: list[Profile]) -> None:

@@ -62,3 +62,44 @@ def steady_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps table without its warm-up rows (the table itself when it has none)."""
     mask = warmup_mask(steps)
     return steps if not mask.any() else steps[~mask.to_numpy(bool)]
+
+
+FRAGMENT_SHARE = 0.5
+"""A last step shorter than this share of the median of the steps before it, and with no
+device work, is where the profiler stopped (our choice, as WARMUP_FACTOR the other way)."""
+
+
+def trailing_fragment(steps: pd.DataFrame, device_ops: pd.DataFrame | None) -> int | None:
+    """The row of `steps` that is a fragment the profiler cut off, else None.
+
+    `torch.profiler`'s last `prof.step()` opens one more ProfilerStep, which lasts until the
+    profiler stops: a step of tens of microseconds in which the device runs nothing. Counted
+    as a step, it halves the step time of a two-step trace and drags every per-step mean. The
+    last step (by start) is such a fragment when no device task overlaps it while one
+    overlaps an earlier step, and it is shorter than FRAGMENT_SHARE of the earlier steps'
+    median. A profile without device tasks (CPU only) has no such fragment."""
+    columns = {"start_us", "end_us", "duration_us"}
+    if device_ops is None or device_ops.empty or not columns <= set(steps):
+        return None
+    if not {"start_us", "duration_us"} <= set(device_ops):
+        return None
+    placed = steps.dropna(subset=["start_us", "end_us"]).sort_values("start_us", kind="stable")
+    if len(placed) < 2:
+        return None
+    earlier = placed["duration_us"].to_numpy("float64", na_value=np.nan)[:-1]
+    last = placed.iloc[-1]
+    median = float(np.nanmedian(earlier)) if np.isfinite(earlier).any() else float("nan")
+    if not float(last["duration_us"]) < FRAGMENT_SHARE * median:
+        return None
+    start = device_ops["start_us"].to_numpy("float64", na_value=np.nan)
+    end = start + device_ops["duration_us"].to_numpy("float64", na_value=0.0)
+
+    def busy(a: float, b: float) -> bool:
+        return bool(((start < b) & (end > a)).any())
+
+    if busy(float(last["start_us"]), float(last["end_us"])):
+        return None
+    before = placed.iloc[:-1]
+    if not any(busy(a, b) for a, b in zip(before["start_us"], before["end_us"])):
+        return None
+    return int(placed.index[-1])

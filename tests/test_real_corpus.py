@@ -14,6 +14,7 @@ import functools
 import gzip
 import json
 import re
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,22 @@ def _sum_by(items: list[tuple[str, float]]) -> tuple[str, float] | None:
     return max(totals.items(), key=lambda kv: kv[1]) if totals else None
 
 
+def _cut_off(steps: dict[int, float], starts: dict[int, float], device: list[dict]) -> bool:
+    """Whether the last ProfilerStep (by start) holds no device event while an earlier one
+    does, and is shorter than half the median of the earlier ones."""
+    if len(steps) < 2 or not device:
+        return False
+    order = sorted(starts, key=starts.__getitem__)
+    last, earlier = order[-1], order[:-1]
+
+    def busy(step: int) -> bool:
+        a, b = starts[step], starts[step] + steps[step]
+        return any(e["ts"] < b and e["ts"] + e["dur"] > a for e in device)
+
+    median = statistics.median(steps[s] for s in earlier)
+    return steps[last] < 0.5 * median and not busy(last) and any(busy(s) for s in earlier)
+
+
 def kineto_expected(path: Path) -> Expected:
     """Steps are the ProfilerStep#N host events (the longest per N); without them the span of
     the device events. The top operator is the device event name with the largest summed
@@ -69,13 +86,18 @@ def kineto_expected(path: Path) -> Expected:
     doc = _load_json(path)
     events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
     steps: dict[int, float] = {}
+    starts: dict[int, float] = {}
     for e in events:
         match = re.match(r"ProfilerStep#(\d+)", str(e.get("name", "")))
         if match and str(e.get("cat", "")).lower() in _STEP_CATS:
             number = int(match.group(1))
-            steps[number] = max(steps.get(number, 0.0), float(e["dur"]))
+            if float(e["dur"]) >= steps.get(number, 0.0):
+                steps[number], starts[number] = float(e["dur"]), float(e["ts"])
     device = [e for e in events if str(e.get("cat", "")).lower() in _DEVICE_CATS]
     warnings = set()
+    if _cut_off(steps, starts, device):  # the profiler stopped in the last step
+        del steps[max(starts, key=starts.__getitem__)]
+        warnings.add("the last step")
     if "distributedInfo" not in doc:
         warnings.add("no distributedInfo")
     span = None

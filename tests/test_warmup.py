@@ -1,4 +1,5 @@
-"""Warm-up steps: found by advisor.steady, left out of per-step figures, reported once.
+"""Warm-up steps, and the last step the profiler cut off: found by advisor.steady, left out
+of per-step figures, reported once.
 
 The real case is MindSpore's 4-rank pipeline run: ranks 2 and 3 (stage 1) wait about 2 s in
 step 1 for stage 0's first micro-batch and take about 177 ms per step after it, like ranks 0
@@ -20,6 +21,7 @@ import advisor
 from advisor import steady
 
 CLUSTER = REAL / "mindspore_cluster_4rank"
+ROCM = REAL / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 CANN_TIMELINE = REAL / "cann_timeline"
 
 
@@ -136,3 +138,56 @@ def test_the_report_page_gives_the_steady_mean_and_marks_the_warm_up_bar():
     tooltips = re.findall(r"Step \d+: [^<]*", page)
     warm = [t for t in tooltips if "warm-up, left out of the means" in t]
     assert warm and all(t.startswith(f"Step 1: {raw[0] / 1000:,.0f} ms") for t in warm)
+
+
+def _steps(durations: list[float]) -> pd.DataFrame:
+    """Steps back to back, 10 µs apart, numbered from 1."""
+    starts, at = [], 0.0
+    for duration in durations:
+        starts.append(at)
+        at += duration + 10.0
+    return pd.DataFrame(
+        {
+            "step": range(1, len(durations) + 1),
+            "start_us": starts,
+            "end_us": [a + d for a, d in zip(starts, durations)],
+            "duration_us": durations,
+        }
+    )
+
+
+def _tasks(*spans: tuple[float, float]) -> pd.DataFrame:
+    return pd.DataFrame({"start_us": [a for a, _ in spans], "duration_us": [d for _, d in spans]})
+
+
+@pytest.mark.parametrize(
+    ("durations", "tasks", "fragment"),
+    [
+        ([1000.0, 1000.0, 40.0], [(100.0, 50.0), (1100.0, 50.0)], 2),  # the profiler's stop
+        ([1000.0, 1000.0, 40.0], [(100.0, 50.0), (2025.0, 5.0)], None),  # a task in the last
+        ([1000.0, 1000.0, 600.0], [(100.0, 50.0)], None),  # over half the median: a real step
+        ([1000.0, 40.0], [(100.0, 50.0)], 1),  # two steps, as the real ROCm trace
+        ([1000.0, 1000.0, 40.0], [(5000.0, 50.0)], None),  # no step ran device work
+        ([1000.0, 1000.0, 40.0], [], None),  # a CPU-only profile
+        ([40.0], [(10.0, 5.0)], None),  # one step: nothing to compare with
+    ],
+)
+def test_trailing_fragment(durations: list[float], tasks: list, fragment: int | None) -> None:
+    steps = _steps(durations)
+    assert steady.trailing_fragment(steps, _tasks(*tasks)) == fragment
+    assert steady.trailing_fragment(steps.iloc[::-1], _tasks(*tasks)) == fragment  # by start
+
+
+def test_the_real_rocm_trace_leaves_out_the_step_the_profiler_stopped_in() -> None:
+    """ProfilerStep#2 of the MI250 trace is 49 µs holding no event at all: the profiler's last
+    step() opened it. Counted, it made the step time 4,687 µs for a 9,288 µs step (and "idle
+    98.4% of step time, 9,139 µs", more than that step time)."""
+    (analysis,) = advisor.analyze(ROCM).analyses
+    steps = analysis.tables["steps"]
+    assert steps["step"].tolist() == [1] and steps["duration_us"].round(3).tolist() == [9288.291]
+    (note,) = [w for w in analysis.profile.warnings if "profiler stopped" in w.problem]
+    assert "step 2 (49.1 µs)" in note.problem
+    (idle,) = [f for f in analysis.findings if f.rule.id == "STEP-003"]
+    base = idle.impact_us / idle.impact_ratio
+    assert base == pytest.approx(9288.291, abs=0.01)
+    assert idle.step_time_if_fixed_us == pytest.approx(9288.291 - idle.impact_us, abs=0.01)
