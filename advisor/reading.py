@@ -72,13 +72,12 @@ def _leave_out_trailing_fragment(profile: Profile) -> None:
     row = steady.trailing_fragment(steps, profile.tables.get("device_ops"))
     if row is None:
         return
-    fragment = steps.loc[row]
-    step = "" if "step" not in steps or fragment.isna()["step"] else f" {int(fragment['step'])}"
+    step, duration = int(steps["step"].loc[row]), float(steps["duration_us"].loc[row])
     profile.tables["steps"] = steps.drop(index=row).reset_index(drop=True)
     source = Path(profile.meta.path)
     profile.warn(
         source.name if source.is_file() else ".",
-        f"the last step{step} ({units.fmt_us(float(fragment['duration_us']))}) ran no device "
+        f"the last step {step} ({units.fmt_us(duration)}) ran no device "
         "task while the steps before it did: the profiler stopped inside it, so it is left out "
         "of the steps and of every per-step figure",
     )
