@@ -57,3 +57,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _CACHE_DIR in config.stash:
         os.environ.pop("ADVISOR_CACHE_DIR", None)
         shutil.rmtree(config.stash[_CACHE_DIR], ignore_errors=True)
+
+
+@pytest.fixture
+def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty folder as advisor's cache for this test (ADVISOR_CACHE_DIR), the cache on."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ADVISOR_NO_CACHE", raising=False)
+    return folder
+
+
+@pytest.fixture
+def blocked_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """ADVISOR_CACHE_DIR naming a file ("not a folder"): no cache can be made there."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(blocker))
+    monkeypatch.delenv("ADVISOR_NO_CACHE", raising=False)
+    return blocker

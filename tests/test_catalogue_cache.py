@@ -23,11 +23,8 @@ CATALOGUES = [
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(folder))
-    monkeypatch.delenv("ADVISOR_NO_CACHE", raising=False)
-    return folder
+def cache(user_cache: Path) -> Path:
+    return user_cache
 
 
 def copies(cache: Path) -> list[Path]:
@@ -109,15 +106,10 @@ def test_no_cache_writes_nothing(cache: Path, monkeypatch: pytest.MonkeyPatch) -
     assert not cache.exists()
 
 
-def test_an_unwritable_cache_only_costs_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(blocker))
+def test_an_unwritable_cache_only_costs_time(blocked_cache: Path) -> None:
     package, name = CATALOGUES[0]
     assert package_yaml(package, name) == parsed(package, name)
-    assert blocker.read_text() == "not a folder"
+    assert blocked_cache.read_text() == "not a folder"
 
 
 _PACKAGES = iter(range(1000))

@@ -50,11 +50,8 @@ docs: a rule with a syntax error
 
 
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(folder))
-    monkeypatch.delenv("ADVISOR_NO_CACHE", raising=False)
-    return folder
+def cache(user_cache: Path) -> Path:
+    return user_cache
 
 
 def entries(folder: Path) -> list[Path]:
@@ -131,15 +128,10 @@ def test_a_damaged_entry_is_ignored_and_rewritten(
     assert entry.read_bytes() == good
 
 
-def test_an_unreadable_cache_folder_only_costs_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(blocker))
+def test_an_unreadable_cache_folder_only_costs_time(blocked_cache: Path) -> None:
     off = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
     assert off[1] == [] and len(off[0]) > 3
-    assert blocker.read_text() == "not a folder"
+    assert blocked_cache.read_text() == "not a folder"
 
 
 def test_the_key_follows_the_text_functions_and_tables(cache: Path, tmp_path: Path) -> None:
