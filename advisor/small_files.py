@@ -87,7 +87,7 @@ def _yaml_version() -> str:
 
     try:
         return distributions.version("PyYAML")
-    except distributions.PackageNotFoundError:  # vendored or frozen: its file stands for it
+    except distributions.PackageNotFoundError:  # vendored or frozen: the text alone keys it
         return "?"
 
 
