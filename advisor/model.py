@@ -1638,6 +1638,12 @@ class Profile:
             return True
         return column in df.columns and int(df[column].count()) > 0  # count: 2x notna().any()
 
+    def warn_whole(self, problem: str) -> None:
+        """Record a problem of the profile as a whole, not of one of its files: named by its
+        file, or by its folder (warn() puts the folder first)."""
+        source = Path(self.meta.path)
+        self.warn(source.name if source.is_file() else ".", problem)
+
     def warn(
         self,
         file: str | Path,

@@ -74,9 +74,7 @@ def _leave_out_trailing_fragment(profile: Profile) -> None:
         return
     step, duration = int(steps["step"].loc[row]), float(steps["duration_us"].loc[row])
     profile.tables["steps"] = steps.drop(index=row).reset_index(drop=True)
-    source = Path(profile.meta.path)
-    profile.warn(
-        source.name if source.is_file() else ".",
+    profile.warn_whole(
         f"the last step {step} ({units.fmt_us(duration)}) ran no device "
         "task while the steps before it did: the profiler stopped inside it, so it is left out "
         "of the steps and of every per-step figure",

@@ -67,7 +67,9 @@ def package_yaml(package: str, name: str) -> Any:
 
     data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if entry is not None:
-        _store_parsed_copy(entry, data)
+        from advisor.user_cache import store_json
+
+        store_json(entry, {"data": data})
     return data
 
 
@@ -89,15 +91,3 @@ def _yaml_version() -> str:
         return distributions.version("PyYAML")
     except distributions.PackageNotFoundError:  # vendored or frozen: the text alone keys it
         return "?"
-
-
-def _store_parsed_copy(path: Path, data: Any) -> None:
-    from advisor.user_cache import write_atomically
-
-    try:
-        text = json.dumps({"data": data}, ensure_ascii=False, allow_nan=False)
-        if json.loads(text)["data"] != data:
-            return
-    except (TypeError, ValueError, RecursionError):
-        return
-    write_atomically(path, text.encode("utf-8"))

@@ -12,9 +12,11 @@ Where: $ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor, else ~/.cache/advisor (
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 CACHE_DIR_ENV = "ADVISOR_CACHE_DIR"
 NO_CACHE_ENV = "ADVISOR_NO_CACHE"
@@ -54,3 +56,17 @@ def write_atomically(path: Path, data: bytes) -> None:
             raise
     except (OSError, ValueError):
         return
+
+
+def store_json(path: Path, value: Any) -> None:
+    """Write `value` to `path` as JSON (write_atomically), unless JSON would not give it back
+    exactly as it is (a YAML date, a number key, a NaN, a lone surrogate): such a value is
+    worked out again by the next run instead."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        if json.loads(text) != value:
+            return
+        data = text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # ValueError: also a lone surrogate
+        return
+    write_atomically(path, data)

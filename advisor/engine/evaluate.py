@@ -10,7 +10,6 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor import units
@@ -410,9 +409,7 @@ def evaluate(
     result.findings = findings
     result.combined_impact_us = combine_impacts(findings, total_us)
     if _too_short(total_us):
-        source = Path(profile.meta.path)
-        profile.warn(
-            source.name if source.is_file() else ".",  # warn() puts the profile's folder first
+        profile.warn_whole(
             f"the profile spans {units.fmt_us(total_us)}, under {units.fmt_us(MIN_JUDGED_US)}: "
             "too short to hold a training step, so its findings stay low and no step time if "
             "fixed is given",

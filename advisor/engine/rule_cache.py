@@ -33,7 +33,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from advisor import distributions
-from advisor.user_cache import cache_dir, write_atomically
+from advisor.user_cache import cache_dir, store_json, write_atomically
 from advisor.version import __version__
 
 if TYPE_CHECKING:
@@ -135,15 +135,7 @@ def store(key: str, raws: list[dict[str, Any]], refs: dict[str, Any] | None = No
     root = cache_dir()
     if root is None:
         return
-    entry = {"key": key, "rules": raws, "refs": refs or {}}
-    try:
-        text = json.dumps(entry, ensure_ascii=False, allow_nan=False)
-        if json.loads(text)["rules"] != raws:
-            return
-        data = text.encode("utf-8")
-    except (TypeError, ValueError, RecursionError):  # ValueError: also a lone surrogate
-        return
-    write_atomically(_entry_path(root, key), data)
+    store_json(_entry_path(root, key), {"key": key, "rules": raws, "refs": refs or {}})
 
 
 def _template_path(root: Path, text: str) -> Path:
