@@ -18,6 +18,8 @@ from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from advisor.formats.trace_index import TraceIndex
 else:
     pd = lazy_module("pandas")
 
@@ -1585,6 +1587,9 @@ class ProfileMeta:
     """How to make the profiler record a "table" or "table.column" this profile lacks (the
     reader's `collect` hints): rules needing data without a hint are ones the format never
     records."""
+    trace_index: dict[str, TraceIndex] = field(default_factory=dict, compare=False, repr=False)
+    """Where each stretch of time lies in the trace files read, by resolved path: for cutting
+    findings' windows without decoding a file whole again (advisor.formats.trace_index)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

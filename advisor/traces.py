@@ -8,7 +8,9 @@ finding instead of searching a trace of gigabytes for them.
 Where the profile is a Chrome trace (Kineto, torch_npu / MindSpore `trace_view.json`, msprof
 timelines), a snippet holds the original complete events (`ph: X`, args included) that overlap
 the window, and the names of their processes and threads; the file is streamed once
-(formats/stream.EventStream) for all windows of the profile, never loaded whole. Other formats
+(formats/stream.EventStream) for all windows of the profile, never loaded whole, and of a
+file its reader indexed (formats/trace_index) only the batches that can hold a window's
+events or a lane's name are decoded. Other formats
 (CSV, databases, MindSpore text files, MegEngine) have no trace to cut from: their snippets are
 built from the normalized tables (steps, host calls, device tasks, collectives), one process
 per table. Either way times are the profile's µs, the time base of the report and its tables.
@@ -39,6 +41,7 @@ from advisor.engine.evaluate import Finding
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.windows import Window
 from advisor.errors import UnreadableInput
+from advisor.formats import trace_index
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta
 from advisor.version import __version__
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from advisor.api import AnalysisResult, ProfileAnalysis
+    from advisor.formats.stream import Span
+    from advisor.formats.trace_index import TraceIndex
 else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
@@ -62,6 +67,10 @@ PARALLEL_BYTES = 128 * 1024 * 1024
 """Trace files from this size are filtered for the snippets on several cores: a snippet's
 pass does less per event than a reader, so starting processes pays off later (an 88 MB
 trace: no faster; 406 MB: 2.4 -> 1.7 s on two cores)."""
+INDEXED_SHARE = 0.75
+"""A file is decoded whole (on several cores when large) when the batches its index names
+for the windows are more than this share of it."""
+_HEAD_BYTES = 1024 * 1024  # where the event array must start for a file's parts to be read
 MAX_METADATA = 10_000
 """Process and thread metadata events kept from a trace."""
 _METADATA = {"process_name", "process_labels", "process_sort_index", "thread_name"}
@@ -147,7 +156,7 @@ def profile_snippets(analysis: ProfileAnalysis) -> dict[int, dict[str, Any]]:
     note = ""
     if files and origin is not None:
         try:
-            picks = _from_files(files, origin, placed)
+            picks = _from_files(files, origin, placed, profile.meta.trace_index)
             source = "original events of " + ", ".join(str(f) for f in files)
         except (UnreadableInput, OSError) as exc:
             note = f"; the original trace could not be read again ({exc})"
@@ -355,10 +364,17 @@ def _as_event(entry: Any) -> _Event | None:
     )
 
 
-def _from_files(files: Sequence[Path], origin: float, findings: Sequence[Finding]) -> list[_Pick]:
-    """One pass over the trace files, each event offered to the windows it overlaps. A large
-    uncompressed file is filtered on several cores (advisor.formats.parallel), each part's
-    candidates coming back in file order: the same events, offered in the same order."""
+def _from_files(
+    files: Sequence[Path],
+    origin: float,
+    findings: Sequence[Finding],
+    indexes: Mapping[str, TraceIndex],
+) -> list[_Pick]:
+    """One pass over the trace files, each event offered to the windows it overlaps. Of a
+    file the reader indexed only the batches that can hold a window's events are decoded
+    (advisor.formats.trace_index); a large uncompressed file is otherwise filtered on several
+    cores (advisor.formats.parallel), each part's candidates coming back in file order: the
+    same events, offered in the same order."""
     lanes = _Lanes()
     picks = [_Pick(f.window, lanes) for f in findings if f.window is not None]
     spans: dict[tuple[float, float], list[_Pick]] = {}  # findings often share their window
@@ -368,7 +384,7 @@ def _from_files(files: Sequence[Path], origin: float, findings: Sequence[Finding
     order = itertools.count()
     seen: set[tuple[Any, ...]] = set()  # an event msprof writes in two timelines is kept once
     for path in files:
-        for candidate in _file_candidates(path, origin, windows):
+        for candidate in _file_candidates(path, origin, windows, indexes):
             event = candidate[0]
             if len(candidate) == 1:  # metadata naming a lane
                 lanes.metadata(event.name, event.pid, event.tid, _args(event))
@@ -390,13 +406,29 @@ def _from_files(files: Sequence[Path], origin: float, findings: Sequence[Finding
 
 
 def _file_candidates(
-    path: Path, origin: float, windows: Sequence[tuple[float, float]]
+    path: Path,
+    origin: float,
+    windows: Sequence[tuple[float, float]],
+    indexes: Mapping[str, TraceIndex],
 ) -> Iterator[tuple[Any, ...]]:
-    """The candidates (_candidates) of one file, in file order: from its parts decoded on
+    """The candidates (_candidates) of one file, in file order: from the parts its index
+    names when they are a good deal less than the file, else from its parts decoded on
     several cores when the file is large and uncompressed, else from one stream."""
     from advisor.formats.parallel import read_in_parts  # only when cutting a trace
-    from advisor.formats.stream import EventStream
+    from advisor.formats.stream import CutNotAtEvent, EventStream
 
+    indexed = _indexed_parts(path, origin, windows, indexes)
+    if indexed is not None:
+        prefix, parts = indexed
+        try:
+            for span in parts:
+                stream = EventStream(
+                    path, chunk_bytes=CHUNK_BYTES, decode=_decode, span=span, prefix=prefix
+                )
+                yield from _candidates(stream, origin, windows)
+        except CutNotAtEvent:
+            raise UnreadableInput(path, "changed since it was read") from None
+        return
     parts = read_in_parts(
         path,
         _decode,
@@ -411,6 +443,32 @@ def _file_candidates(
     yield from _candidates(
         EventStream(path, chunk_bytes=CHUNK_BYTES, decode=_decode), origin, windows
     )
+
+
+def _indexed_parts(
+    path: Path,
+    origin: float,
+    windows: Sequence[tuple[float, float]],
+    indexes: Mapping[str, TraceIndex],
+) -> tuple[bytes, list[Span]] | None:
+    """(the text before the event array, the parts to decode) when the reader indexed this
+    file as it is now and the parts are at most INDEXED_SHARE of it; else None."""
+    from advisor.formats.stream import array_start
+
+    index = indexes.get(trace_index.key(path)) if indexes else None
+    if index is None:
+        return None
+    parts = index.parts(path, origin, list(windows))
+    if parts is None:
+        return None
+    taken = sum((index.size if end is None else end) - start for start, end in parts)
+    if taken > INDEXED_SHARE * index.size:
+        return None
+    with open(path, "rb") as raw:
+        start = array_start(raw.read(_HEAD_BYTES))
+    if start is None:
+        return None
+    return start[0], parts
 
 
 def _part_candidates(

@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +44,7 @@ from advisor.formats.stream import (
     CHUNK_BYTES,
     CutNotAtEvent,
     EventStream,
+    Span,
     array_start,
 )
 from advisor.progress import FileProgress
@@ -78,6 +79,7 @@ class PartResult(Generic[S]):
     header: dict[str, Any] | None = None
     clean: bool = True  # no NaN, not cut short: read exactly as the sequential path reads it
     cut: bool = False  # failed because its end is no event boundary (else: invalid bytes)
+    spans: list[Span] = field(default_factory=list)  # EventStream.spans
 
 
 @dataclass
@@ -88,6 +90,8 @@ class Parts(Generic[S]):
     header: dict[str, Any]
     events: int
     parts: int  # how many parts the state was merged from
+    spans: list[Span] = field(default_factory=list)
+    """Where each batch folded lies in the file, in file order (EventStream.spans)."""
 
 
 Fold = Callable[[EventStream], S]
@@ -213,7 +217,7 @@ def fold_part(
     except UnreadableInput:
         return PartResult(None)
     clean = not stream.non_finite and stream.truncated is None
-    return PartResult(state, stream.events, stream.header, clean)
+    return PartResult(state, stream.events, stream.header, clean, spans=stream.spans)
 
 
 def run_parts(
@@ -268,6 +272,7 @@ def run_parts(
         for future in futures.values():
             future.cancel()
     states: list[S] = []
+    spans: list[Span] = []
     events, i = 0, 0
     header: dict[str, Any] = {}
     while i < len(parts):
@@ -280,6 +285,7 @@ def run_parts(
         if result is None or result.state is None or not result.clean:
             return None  # invalid bytes, NaN, a cut file: the sequential path says what
         states.append(result.state)
+        spans += result.spans
         events += result.events
         header = result.header or header
         if progress is not None:
@@ -287,4 +293,4 @@ def run_parts(
             progress.read(after - parts[i].start)
             progress.decoded(result.events)
         i = end
-    return Parts(merge(states), header, events, len(states))
+    return Parts(merge(states), header, events, len(states), spans)

@@ -71,6 +71,11 @@ def _loads_lenient(data: bytes) -> Any:
         raise ValueError("nested too deeply") from None
 
 
+Span = tuple[int, "int | None"]
+"""Bytes [start, end) of a trace file holding whole events separated by commas; end None: to
+the end of the file (the array's `]` and what follows). A stream's `span` is one."""
+
+
 class CutNotAtEvent(ValueError):
     """A part of the event array does not end at an event boundary (or is not valid JSON)."""
 
@@ -100,8 +105,11 @@ class EventStream:
     offset: int = field(default=0, repr=False)  # bytes of the array already decoded
     # a part of an uncompressed file: (offset of its first event, offset after its last one,
     # None for the last part), and the document's text before the array (its header)
-    span: tuple[int, int | None] | None = None
+    span: Span | None = None
     prefix: bytes = b""
+    # where each batch yielded lies in an uncompressed file; empty for a .gz file, which
+    # cannot be entered in the middle (advisor.formats.trace_index)
+    spans: list[Span] = field(default_factory=list, repr=False)
 
     def __iter__(self) -> Iterator[list[Any]]:
         limits = Limits.from_env(self.path)
@@ -157,6 +165,7 @@ class EventStream:
         buf = bytearray(self._read(source, raw))
         if buf.startswith(b"\xef\xbb\xbf"):
             del buf[:3]
+            self.offset = 3  # buf[0] is the file's byte `offset`
         start = len(buf) - len(buf.lstrip())
         while start >= len(buf):  # leading whitespace longer than a chunk
             more = self._read(source, raw)
@@ -219,7 +228,7 @@ class EventStream:
                 buf += more
             if eof:
                 break
-            batch, cut = self._leading_batch(buf, pos, target)
+            batch, end, cut = self._leading_batch(buf, pos, target)
             if batch is None:  # no decodable cut yet: read on
                 if most and len(buf) - pos > most:
                     raise UnreadableInput(
@@ -234,6 +243,7 @@ class EventStream:
             self.events += len(batch)
             if self.progress is not None:
                 self.progress.decoded(len(batch))
+            self._note_span(self.offset + pos, self.offset + end)
             yield batch
             del batch  # free it before the next slice is decoded
             self.offset += cut - 1
@@ -242,7 +252,14 @@ class EventStream:
         with memoryview(buf) as view:
             rest = bytes(view[pos:])
         del buf
-        yield self._last_batch(prefix, rest) if last else self._part_end(rest, self.offset + pos)
+        start = self.offset + pos
+        batch = self._last_batch(prefix, rest) if last else self._part_end(rest, start)
+        self._note_span(start, None if last else start + len(rest))
+        yield batch
+
+    def _note_span(self, start: int, end: int | None) -> None:
+        if self.path.suffix.lower() != ".gz":
+            self.spans.append((start, end))
 
     def _part_end(self, rest: bytes, start: int) -> list[Any]:
         """The last events of a part that is not the last: `rest` (from byte `start` of the
@@ -264,8 +281,11 @@ class EventStream:
         self.events += len(events)
         return events
 
-    def _leading_batch(self, buf: bytearray, pos: int, target: int) -> tuple[list[Any] | None, int]:
-        """Decode buf[pos:cut] at the first accepted boundary after `target`.
+    def _leading_batch(
+        self, buf: bytearray, pos: int, target: int
+    ) -> tuple[list[Any] | None, int, int]:
+        """Decode buf[pos:end] at the first accepted boundary after `target`: (the events,
+        `end`, where the next event starts); (None, pos, pos) when no boundary decodes yet.
 
         The slice is decoded as `[` + events + `]` by writing the brackets over the bytes
         around it (the byte before the first event, the one after the last), so it is copied
@@ -293,8 +313,8 @@ class EventStream:
                 continue
             finally:
                 buf[end] = saved
-            return batch, match.end() - 1  # next batch starts at that `{`
-        return None, pos
+            return batch, end, match.end() - 1  # next batch starts at that `{`
+        return None, pos, pos
 
     def _last_batch(self, prefix: bytes, rest: bytes) -> list[Any]:
         """The remaining events, decoded with the text around the array to get the header."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
+from advisor.formats import trace_index
 from advisor.formats.aicore_freq import with_rated
 from advisor.formats.cann_comm import comm_as_device_ops
 from advisor.formats.cann_csv import read_summary_table
@@ -46,7 +47,7 @@ from .steps import (
     steps_with_breakdown,
 )
 from .trace_columns import DECODER, merge_columns, read_columns
-from .trace_view import TraceTables, parse_trace, role_tables
+from .trace_view import TraceTables, role_tables, stream_warnings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -253,15 +254,20 @@ class FolderReader:
                 path, DECODER.decode, read_columns, merge_columns, progress=progress
             )
             if parts is not None:  # a large file, decoded on several cores
-                trace = role_tables(parts.state, self.clock, self.warn, rel)
+                columns, spans = parts.state, parts.spans
             else:
                 events = EventStream(path, progress, decode=DECODER.decode)
-                trace = parse_trace(events, self.clock, self.warn, rel)
+                columns, spans = read_columns(events), events.spans
+                stream_warnings(events, self.warn, rel)
+            trace = role_tables(columns, self.clock, self.warn, rel)
         except UnreadableInput as exc:
             self.warn(rel, exc.problem, unread=True)
             return TraceTables()
         finally:
             progress.close()
+        index = trace_index.build(path, spans, columns.batch_times)
+        if index is not None:
+            self.profile.meta.trace_index[trace_index.key(path)] = index
         self.trace_span = trace.span
         if trace.span is None:
             self.warn(

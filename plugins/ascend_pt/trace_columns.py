@@ -16,6 +16,7 @@ from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent
 from advisor.formats.decimal_clock import Clock, exact_parts
 from advisor.formats.interning import Codes, arrow_strings, hashable
 from advisor.formats.numbers import trace_number as _float
+from advisor.formats.trace_index import UNBOUNDED, BatchTimes
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -125,6 +126,7 @@ class TraceColumns:
         self.freq: list[tuple[Any, Any]] = []
         self.number: dict[str, np.ndarray] = {}
         self.text: dict[str, pa.Array] = {}
+        self.batch_times: list[BatchTimes] = []  # per batch (advisor.formats.trace_index)
 
     def add(self, batch: list[Any]) -> None:
         """Take the fields of one batch's complete events, and its metadata.
@@ -138,12 +140,15 @@ class TraceColumns:
         shapes = self.shapes
         flows = self.flows
         row = self.size
+        unread = names_lanes = False
         for e in DECODER.events(batch):
             if e.__class__ is not TraceEvent:
+                unread = True
                 continue
             ph = e.ph
             if ph != "X":
                 if ph == "M":
+                    names_lanes = True
                     self._metadata(e)
                 elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW or e.cat == _LAUNCH_FLOW):
                     flows.append((ph, hashable(e.id), hashable(e.pid), hashable(e.tid), e.ts))
@@ -177,6 +182,7 @@ class TraceColumns:
                 self.stacks[row] = a.call_stack
             row += 1
         if row == self.size:
+            self.batch_times.append(UNBOUNDED if unread else BatchTimes(names_lanes=names_lanes))
             return
         self.size = row
         whole, frac = exact_parts(ts)
@@ -193,6 +199,7 @@ class TraceColumns:
             "task_id": floats(task_id),
             "bytes": floats(size),
         }
+        self.batch_times.append(_times(whole + frac, numbers["dur"], names_lanes, unread))
         for key, values in numbers.items():
             self.number_chunks[key].append(values)
         for key, texts in (("name", name), ("cat", cat), ("task_type", task_type)):
@@ -228,6 +235,7 @@ class TraceColumns:
         self.flows += later.flows
         self.freq += later.freq
         self.size += later.size
+        self.batch_times += later.batch_times
 
     def concatenate(self) -> None:
         for key, chunks in self.number_chunks.items():
@@ -305,6 +313,15 @@ class Rows:
 
     def thread_names(self, which: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         return self.columns.thread_names(self.index if which is None else self.index[which])
+
+
+def _times(ts: np.ndarray, dur: np.ndarray, names_lanes: bool, unread: bool) -> BatchTimes:
+    """A batch's times; unbounded when an entry or a time could not be read (a snippet's own
+    reading of the event might still place it)."""
+    end = ts + dur
+    if unread or not (np.isfinite(end).all() and (dur >= 0).all()):
+        return UNBOUNDED
+    return BatchTimes(float(ts.min()), float(end.max()), names_lanes)
 
 
 def read_columns(batches: Iterable[list[Any]]) -> TraceColumns:

@@ -4,9 +4,8 @@ Overlap Analysis, MindSpore's CPU operators) decides which table its events fill
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.compat import zip_strict
@@ -89,25 +88,16 @@ class TraceTables:
 _ROLE_CODES = {role: code for code, role in enumerate(_ROLES)}
 
 
-def parse_trace(batches: Iterable[list[Any]], clock: Clock, warn: WarnFn, rel: str) -> TraceTables:
-    """Tables from one trace_view.json, its events given batch by batch (an EventStream).
-
-    Each batch is turned into columns before the next is decoded, so memory follows the kept
-    columns, not the file. Raises UnreadableInput when the file cannot be decoded at all.
-    """
-    columns = TraceColumns()
-    for batch in batches:
-        columns.add(batch)
-    if isinstance(batches, EventStream):
-        if batches.truncated is not None:
-            warn(rel, f"truncated trace: {batches.truncated} events recovered")
-        if batches.non_finite:
-            warn(
-                rel,
-                "the trace holds NaN or Infinity, which is not valid JSON: read with the "
-                "standard parser; those values are treated as missing",
-            )
-    return role_tables(columns, clock, warn, rel)
+def stream_warnings(stream: EventStream, warn: WarnFn, rel: str) -> None:
+    """What decoding trace_view.json noticed: a cut file, NaN or Infinity."""
+    if stream.truncated is not None:
+        warn(rel, f"truncated trace: {stream.truncated} events recovered")
+    if stream.non_finite:
+        warn(
+            rel,
+            "the trace holds NaN or Infinity, which is not valid JSON: read with the "
+            "standard parser; those values are treated as missing",
+        )
 
 
 def _framework_tables(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
+from advisor.formats import trace_index
 from advisor.formats.parallel import read_in_parts
 from advisor.formats.stream import (
     CHUNK_BYTES,  # the batch size, a module global for tests
@@ -83,6 +84,7 @@ class TraceReader:
             )
             if parts is not None:  # a large file, decoded on several cores
                 walk, stream.header, stream.events = parts.state, parts.header, parts.events
+                stream.spans = parts.spans
             else:
                 for batch in stream:
                     walk.walk(batch)
@@ -111,6 +113,9 @@ class TraceReader:
             )
         self._meta(header)
         self._finish(header, walk)
+        index = trace_index.build(path, stream.spans, walk.batch_times)
+        if index is not None:
+            self.profile.meta.trace_index[trace_index.key(path)] = index
         return self.profile
 
     # -- header keys -----------------------------------------------------------------------

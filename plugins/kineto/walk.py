@@ -11,6 +11,7 @@ import msgspec
 
 from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent, raw_value
 from advisor.formats.timebase import OUTLIER_US, robust_origin
+from advisor.formats.trace_index import UNBOUNDED, BatchTimes
 from advisor.lazy import lazy_module
 
 from .categories import (
@@ -142,6 +143,7 @@ class EventWalk:
         self.runtime_families: set[str] = set()
         self.no_dur = self.no_ts = self.not_events = 0
         self.other_min = math.inf  # earliest event that is in no table (spans, instants)
+        self.batch_times: list[BatchTimes] = []  # per batch walked (advisor.formats.trace_index)
 
     def walk(self, events: list[Any]) -> None:
         """Add one batch of events: `TraceEvent`s, or dicts from the stream's fallbacks."""
@@ -161,6 +163,7 @@ class EventWalk:
         pids = self.device_pids
         no_ts = no_dur = not_events = 0
         other_min = self.other_min
+        first, last, names_lanes = math.inf, -math.inf, False
         nan = math.nan
         for ev in events:
             if ev.__class__ is not TraceEvent:
@@ -183,6 +186,11 @@ class EventWalk:
                 if dur < 0:
                     no_dur += 1
                     continue
+                if ts < first:
+                    first = ts
+                end = ts + dur
+                if end > last:
+                    last = end
                 cat = ev.cat
                 try:
                     family, codes = cats[cat]
@@ -278,8 +286,12 @@ class EventWalk:
                 elif ts < other_min:
                     other_min = ts
             elif ph == "M":
+                names_lanes = True
                 self._metadata(ev)
         self.other_min = other_min
+        # an event skipped here may still be placed by a snippet's reading: read it always
+        unplaced = no_ts or no_dur or not_events
+        self.batch_times.append(UNBOUNDED if unplaced else BatchTimes(first, last, names_lanes))
         self.no_ts += no_ts
         self.no_dur += no_dur
         self.not_events += not_events
@@ -318,6 +330,7 @@ class EventWalk:
             (self.m_thread, later.m_thread),
         ):
             mine.extend(theirs)
+        self.batch_times += later.batch_times
         for pid, count in later.device_pids.items():
             self.device_pids[pid] = self.device_pids.get(pid, 0) + count
         if later.s_row_code:
