@@ -175,10 +175,19 @@ def step_overlap(profile: Profile) -> None:
     compute = intervals.merge(start[~is_comm], end[~is_comm])
     comm = intervals.merge(start[is_comm], end[is_comm])
     # Steps outside the recorded task timeline get no breakdown: no data is not idle time.
+    # Nor does a step the timeline starts or stops early in, covering less than half of it,
+    # while steps before or after it have no task at all (a device timeline of the first 15
+    # of 322 steps ending 1 ms into the 15th): the rest of it was not recorded, not idle.
     first_task, last_task = np.nanmin(start, initial=np.inf), np.nanmax(end, initial=-np.inf)
+    starts = steps["start_us"].to_numpy("float64", na_value=np.nan)
+    ends = steps["end_us"].to_numpy("float64", na_value=np.nan)
+    stops_early = bool((starts >= last_task).any())
+    starts_late = bool((ends <= first_task).any())
     rows = []
-    for lo, hi in zip_strict(steps["start_us"], steps["end_us"]):
-        if not (lo < last_task and hi > first_task):
+    for lo, hi in zip_strict(starts.tolist(), ends.tolist()):
+        half = (hi - lo) / 2
+        cut = (stops_early and last_task - lo < half) or (starts_late and hi - first_task < half)
+        if cut or not (lo < last_task and hi > first_task):
             rows.append((np.nan,) * 4)
             continue
         c = intervals.clip(compute, lo, hi)

@@ -338,6 +338,20 @@ def test_mindspore_ops_missing_from_framework_raw_are_typed_by_name():
     assert dict(zip(stats["op_type"], stats["count"])) == want
 
 
+def test_mindspore_timeline_of_the_first_steps_leaves_out_the_step_it_stops_in() -> None:
+    """run_1 records 322 steps and a device timeline of the first ones, which stops about
+    1 ms into step 15: steps 1-14 get a breakdown, 15 on none (its other 200 ms are not
+    idle, they were not recorded)."""
+    profile = analysed("mindspore_run1_widedeep").analyses[0].profile
+    steps = profile.tables["steps"].set_index("step")
+    ops = profile.tables["device_ops"]
+    last = float((ops["start_us"] + ops["duration_us"]).max())
+    (step,) = steps.index[(steps["start_us"] < last) & (steps["end_us"] > last)]
+    assert step == 15 and len(steps) == 322
+    assert last - steps.loc[15, "start_us"] < steps.loc[15, "duration_us"] / 2
+    assert steps.loc[:14, "free_us"].notna().all() and steps.loc[15:, "free_us"].isna().all()
+
+
 @pytest.mark.parametrize(
     "folder", ["kineto_2026_h100_cuda_sync_before", "kineto_2026_h100_cuda_sync_after"]
 )

@@ -88,6 +88,43 @@ def test_steps_without_task_data_get_no_breakdown():
     assert steps.loc[2, "data_aug_bound_us"] == pytest.approx(32134.95)
 
 
+def _breakdown(ops: dict, steps: list[tuple[float, float]]) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "step": range(1, len(steps) + 1),
+            "start_us": [lo for lo, _ in steps],
+            "end_us": [hi for _, hi in steps],
+            "duration_us": [hi - lo for lo, hi in steps],
+        }
+    )
+    device = pd.DataFrame({"name": "k", "category": "compute", **ops})
+    profile = Profile(
+        ProfileMeta("t", "mem"),
+        {"device_ops": conform("device_ops", device), "steps": conform("steps", frame)},
+    )
+    derive(profile, ["steps.free_us"], PROVIDERS)
+    return profile.tables["steps"].set_index("step")
+
+
+def test_a_step_the_timeline_stops_early_in_gets_no_breakdown():
+    """A device timeline recorded for the first steps only (MindSpore's old profiler: 15 of
+    322), ending 10 µs into step 3: that step's other 90 µs were not recorded, not idle; a
+    timeline that ends late in its last step, or a last step of the profile, keeps it."""
+    steps = [(0.0, 100.0), (100.0, 200.0), (200.0, 300.0), (300.0, 400.0)]
+    ops = {"start_us": [10.0, 110.0, 200.0], "duration_us": [60.0, 60.0, 10.0]}
+    got = _breakdown(ops, steps)
+    assert got.loc[1, "free_us"] == 40 and got.loc[2, "free_us"] == 40
+    assert math.isnan(got.loc[3, "free_us"]) and math.isnan(got.loc[4, "free_us"])
+    late = _breakdown({"start_us": [10.0, 110.0, 200.0], "duration_us": [60.0, 60.0, 70.0]}, steps)
+    assert late.loc[3, "free_us"] == 30 and math.isnan(late.loc[4, "free_us"])
+    last = _breakdown(ops, steps[:3])  # no step after it: the run ended, the device idled
+    assert last.loc[3, "free_us"] == 90
+    # the same at the start: a timeline that begins 10 µs before the end of step 2
+    first = _breakdown({"start_us": [190.0, 210.0], "duration_us": [10.0, 60.0]}, steps)
+    assert math.isnan(first.loc[1, "free_us"]) and math.isnan(first.loc[2, "free_us"])
+    assert first.loc[3, "free_us"] == 40
+
+
 def test_report_host_and_compute_class_metrics():
     from advisor.metrics import compute_class_time, host_counts
 
