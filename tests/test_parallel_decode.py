@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -247,19 +248,42 @@ def test_not_cut_when_small_compressed_or_in_a_worker(tmp_path, monkeypatch):
     monkeypatch.setenv(parallel.WORKERS_ENV, "many")
     assert parallel.decode_workers() == 1
     monkeypatch.delenv(parallel.WORKERS_ENV)
-    # by default, the CPUs this process may use that the load average leaves idle
-    for cpus, load, workers in (
-        (16, 0.2, 16),
-        (16, 3.2, 13),
-        (2, 0.3, 2),
-        (2, 1.0, 1),
-        (2, 4.5, 1),
+    # by default, the CPUs this process may use that are idle now: measured from the CPU
+    # times where the kernel gives them, else the CPUs less the 1-minute load average
+    monkeypatch.setattr(parallel, "SAMPLE_S", 0.0)
+    for cpus, machine, idle_share, workers in (
+        (16, 16, 0.99, 16),
+        (16, 16, 0.80, 13),
+        (2, 2, 0.85, 2),
+        (2, 2, 0.50, 1),
+        (2, 2, 0.0, 1),
+        (4, 64, 0.5, 4),  # a share of a large machine: its affinity bounds it
     ):
+        times = iter([(1000, 0, machine), (2000, int(1000 * idle_share), machine)])
+        monkeypatch.setattr(parallel, "_cpu_times", lambda times=times: next(times))
+        monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _, n=cpus: set(range(n)))
+        assert parallel.decode_workers() == workers, (cpus, idle_share)
+    monkeypatch.setattr(parallel, "_cpu_times", lambda: None)
+    for cpus, load, workers in ((16, 0.2, 16), (16, 3.2, 13), (2, 1.0, 1), (2, 4.5, 1)):
+        monkeypatch.setattr(parallel.os, "cpu_count", lambda n=cpus: n)
         monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _, n=cpus: set(range(n)))
         monkeypatch.setattr(parallel.os, "getloadavg", lambda load=load: (load, load, load))
         assert parallel.decode_workers() == workers, (cpus, load)
     monkeypatch.setattr(parallel.multiprocessing, "parent_process", lambda: object())
     assert parallel.decode_workers() == 1
+
+
+def test_idle_cpus_are_read_from_the_kernel_where_it_tells_them() -> None:
+    """On Linux /proc/stat gives the CPU times: the idle CPUs are a number between 0 and the
+    CPUs of the machine, and its parse gives all jiffies >= idle ones."""
+    times = parallel._cpu_times()
+    if not Path("/proc/stat").exists():
+        assert times is None
+        return
+    assert times is not None
+    total, idle, count = times
+    assert total >= idle >= 0 and count == (os.cpu_count() or count)
+    assert 0.0 <= parallel.idle_cpus() <= count
 
 
 @pytest.mark.integration

@@ -22,8 +22,8 @@ the problem as before: the parallel path gives the same result or none.
 Only uncompressed files of at least `MIN_BYTES` are cut (a .gz stream cannot be entered in
 the middle, and small files are not worth a process), and only in a process that is not
 itself a worker (ranks read in parallel already use the cores). `ADVISOR_DECODE_WORKERS` sets
-the number of processes (default: the CPUs this process may use that the load average leaves
-idle; 1 turns this off).
+the number of processes (default: the CPUs this process may use that are idle now; 1 turns
+this off).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import math
 import multiprocessing
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -57,6 +58,8 @@ MIN_BYTES = 64 * 1024 * 1024
 PART_BYTES = 16 * 1024 * 1024
 """About this much of the file per part: small enough to share the work evenly, large enough
 that a part's columns are worth sending back."""
+SAMPLE_S = 0.05
+"""How long the CPUs are watched to tell how many are idle (only before a large file)."""
 _WINDOW = 1024 * 1024  # bytes searched for an event start after an approximate offset
 _EVENT_START = re.compile(rb'\}\s*,\s*(\{\s*"[^"\\]*"\s*:)')
 
@@ -100,9 +103,9 @@ Merge = Callable[[list[S]], S]
 
 def decode_workers() -> int:
     """Processes to decode one file with: ADVISOR_DECODE_WORKERS, else the CPUs this process
-    may run on less those the machine keeps busy (the 1-minute load average: on CPUs that
-    other work holds, more processes only share them, and each costs its start); 1 in a
-    worker process (its parent shares out the cores already)."""
+    may run on that are idle now (on CPUs other work holds, more processes only share them,
+    and each costs its start); 1 in a worker process (its parent shares out the cores
+    already)."""
     if multiprocessing.parent_process() is not None:
         return 1
     value = os.environ.get(WORKERS_ENV, "").strip()
@@ -115,11 +118,44 @@ def decode_workers() -> int:
         cpus = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
+    idle = idle_cpus()
+    return max(1, min(cpus, math.floor(idle + 0.5)))
+
+
+def idle_cpus() -> float:
+    """How many of the machine's CPUs are idle now: measured over SAMPLE_S from the kernel's
+    CPU times where it has them (Linux), else the CPUs less the 1-minute load average, which
+    still counts work that ended up to a minute ago (this process's own reading too)."""
+    first = _cpu_times()
+    if first is not None:
+        time.sleep(SAMPLE_S)
+        second = _cpu_times()
+        if second is not None and second[0] > first[0]:
+            return second[2] * (second[1] - first[1]) / (second[0] - first[0])
+    count = os.cpu_count() or 1
     try:
-        busy = os.getloadavg()[0]
+        return count - os.getloadavg()[0]
     except (AttributeError, OSError):  # not on Unix
-        busy = 0.0
-    return max(1, min(cpus, math.floor(cpus - busy + 0.5)))
+        return float(count)
+
+
+def _cpu_times() -> tuple[int, int, int] | None:
+    """(all jiffies, idle and iowait jiffies) of the machine's CPUs together, and how many
+    CPUs there are, from /proc/stat; None where it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            text = stat.read(1 << 16)
+    except OSError:
+        return None
+    lines = text.split(b"\n")
+    try:
+        fields = [int(v) for v in lines[0].split()[1:]]
+    except ValueError:
+        return None
+    count = sum(1 for line in lines[1:] if line.startswith(b"cpu"))
+    if len(fields) < 5 or not count:
+        return None
+    return sum(fields[:8]), fields[3] + fields[4], count
 
 
 def read_in_parts(
