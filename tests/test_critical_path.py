@@ -322,6 +322,32 @@ def test_without_step_bounds_savings_are_bounded_by_the_profile_time():
     assert savings.critical_path(profile, math.nan) is None
 
 
+def test_a_finding_measured_over_the_steps_with_a_breakdown_stands_for_all_of_them():
+    """Device data for 2 of 8 steps of 1000 µs: an idle finding measured over those two
+    (500 µs, a quarter of their time) saves a quarter of every step, as its message says;
+    a finding measured over something else (communication time) keeps its impact, and with
+    every step broken down nothing is scaled."""
+    steps = [{"step": k, "start_us": 1000 * (k - 1), "end_us": 1000 * k, "duration_us": 1000}
+             for k in range(1, 9)]  # fmt: skip
+    ops = [{"name": "k", "category": "compute", "start_us": s, "duration_us": 750}
+           for s in (0, 1000)]  # fmt: skip
+    profile = _profile(steps=steps, device_ops=ops)
+    _bounds(profile)
+    path = savings.critical_path(profile, 8000.0)
+    assert path is not None and path.covered == (2000.0, 8000.0)
+    idle = _finding(_rule("STEP-3", ("step",), "device_idle"), 500, 1)
+    idle.measured_us = 2000.0
+    comm = _finding(_rule("COMM-2", ("communication",), "communication"), 100, 2)
+    comm.measured_us = 300.0
+    savings.apply([idle, comm], path)
+    assert idle.step_time_if_fixed_us == pytest.approx(750.0)  # 8000 - 2000, over 8 steps
+    assert comm.step_time_if_fixed_us == pytest.approx((8000 - 100) / 8)
+    full = savings.CriticalPath(8, 8000.0, dict(path.by_bound))
+    idle.measured_us = 2000.0
+    savings.apply([idle], full)
+    assert idle.step_time_if_fixed_us == pytest.approx((8000 - 500) / 8)
+
+
 # --- every fixture ---------------------------------------------------------------------------
 
 
@@ -366,7 +392,13 @@ def test_every_fixture_keeps_the_estimates_within_the_step(path):
                 continue
             assert 0.0 <= after <= path_.step_us * (1 + 1e-9)
             saved = (path_.step_us - after) * path_.steps
-            assert saved <= finding.impact_us * (1 + 1e-9) + 1e-6
+            scale = 1.0  # a finding measured over the steps with a breakdown stands for all
+            covered = path_.covered
+            if covered is not None and math.isclose(
+                finding.measured_us or 0.0, covered[0], rel_tol=1e-6
+            ):
+                scale = covered[1] / covered[0]
+            assert saved <= finding.impact_us * scale * (1 + 1e-9) + 1e-6
             kinds = savings.bounds_of(finding.rule.tags, finding.rule.time_pool)
             if kinds is not None:
                 room = sum(path_.by_bound.get(k, 0.0) for k in kinds)

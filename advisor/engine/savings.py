@@ -76,6 +76,11 @@ class CriticalPath:
     total_us: float
     by_bound: dict[str, float] = field(default_factory=dict)
     """Time per category over all steps (between-step time included), plus UNATTRIBUTED."""
+    covered: tuple[float, float] | None = None
+    """(time of the steps with a breakdown, time of all steps) when the breakdown covers only
+    some steps (a device timeline of the first 15 of 322): a finding measured over exactly
+    those steps is taken to stand for all of them, so its saving is scaled up by the ratio,
+    as the share of step time its message gives."""
 
     @property
     def step_us(self) -> float:
@@ -163,7 +168,9 @@ def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | No
     by_bound["data"] += between_data
     by_bound["idle"] += max(between - between_data, 0.0)
     by_bound[UNATTRIBUTED] = max(total_us - sum(by_bound.values()), 0.0)
-    return CriticalPath(steps, total_us, by_bound)
+    covered = (_column_sum(known, "duration_us"), _column_sum(bounds, "duration_us"))
+    partly = len(known) < len(bounds) and 0 < covered[0] < covered[1]
+    return CriticalPath(steps, total_us, by_bound, covered if partly else None)
 
 
 RANK_BOUNDS = (
@@ -208,12 +215,18 @@ def _room(path: CriticalPath, bounds: tuple[str, ...] | None, left: Mapping[str,
 
 
 def saving_us(finding: Finding, path: CriticalPath) -> float | None:
-    """Profile time a fix would save: the impact, at most the time its categories hold."""
+    """Profile time a fix would save: the impact (over all steps, for a finding measured
+    over the steps with a breakdown only), at most the time its categories hold."""
     if finding.impact_us is None:
         return None
+    impact = finding.impact_us
+    if path.covered is not None and finding.measured_us is not None:
+        measured, whole = path.covered
+        if math.isclose(finding.measured_us, measured, rel_tol=1e-6):
+            impact *= whole / measured
     bounds = bounds_of(finding.rule.tags, finding.rule.time_pool)
     room = min(_room(path, bounds, path.by_bound), path.total_us)
-    return max(min(finding.impact_us, room), 0.0)
+    return max(min(impact, room), 0.0)
 
 
 def _take(left: dict[str, float], bounds: tuple[str, ...] | None, amount: float) -> None:
