@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.formats.stream import Span
+
+if TYPE_CHECKING:
+    from advisor.model import ProfileMeta
 
 MARGIN_US = 2.0
 """Slack on both sides of a window: a batch's end is summed before the origin is subtracted,
@@ -83,6 +86,14 @@ def build(path: Path, spans: list[Span], times: list[BatchTimes]) -> TraceIndex 
     except OSError:
         return None
     return TraceIndex(stat.st_size, stat.st_mtime_ns, tuple(spans), tuple(times))
+
+
+def record(meta: ProfileMeta, path: Path, spans: list[Span], times: list[BatchTimes]) -> None:
+    """Keep the index of a file read in batches with the profile (ProfileMeta.trace_index),
+    when there is one (build)."""
+    index = build(path, spans, times)
+    if index is not None:
+        meta.trace_index[key(path)] = index
 
 
 def key(path: Path) -> str:

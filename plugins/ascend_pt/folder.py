@@ -265,9 +265,7 @@ class FolderReader:
             return TraceTables()
         finally:
             progress.close()
-        index = trace_index.build(path, spans, columns.batch_times)
-        if index is not None:
-            self.profile.meta.trace_index[trace_index.key(path)] = index
+        trace_index.record(self.profile.meta, path, spans, columns.batch_times)
         self.trace_span = trace.span
         if trace.span is None:
             self.warn(

@@ -113,9 +113,7 @@ class TraceReader:
             )
         self._meta(header)
         self._finish(header, walk)
-        index = trace_index.build(path, stream.spans, walk.batch_times)
-        if index is not None:
-            self.profile.meta.trace_index[trace_index.key(path)] = index
+        trace_index.record(self.profile.meta, path, stream.spans, walk.batch_times)
         return self.profile
 
     # -- header keys -----------------------------------------------------------------------
