@@ -217,6 +217,16 @@ def snippets_both_ways(analysis: Any) -> tuple[dict[int, Any], dict[int, Any]]:
     return indexed, whole
 
 
+def same_snippets(trace: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`trace` (a file or a folder) read in batches of 16 KB: its snippets through the
+    index are those of the whole file; its analysis."""
+    small_batches(monkeypatch, 16 * 1024)
+    (analysis,) = advisor.analyze(trace).analyses
+    indexed, whole = snippets_both_ways(analysis)
+    assert whole and indexed == whole
+    return analysis
+
+
 def plain(source: Path, folder: Path, edit: Any = None) -> Path:
     doc = json.loads(gzip.decompress(source.read_bytes()))
     if edit is not None:
@@ -260,13 +270,9 @@ def test_kineto_snippets_through_the_index_are_the_whole_files(
     def longer(doc: dict) -> None:
         doc["traceEvents"] = tiled(doc["traceEvents"], 6)
 
-    trace = plain(source, tmp_path, longer)
-    small_batches(monkeypatch, 16 * 1024)
     if how == "in parts":
         parts_in_this_process(monkeypatch)
-    (analysis,) = advisor.analyze(trace).analyses
-    indexed, whole = snippets_both_ways(analysis)
-    assert whole and indexed == whole
+    same_snippets(plain(source, tmp_path, longer), monkeypatch)
     taken, size = spy.taken[0]
     assert taken < size, "the index was used"
 
@@ -294,12 +300,9 @@ def test_ascend_snippets_through_the_index_are_the_whole_files(
     shutil.copytree(ASCEND_PT, folder)
     trace = folder / "ASCEND_PROFILER_OUTPUT/trace_view.json"
     trace.write_text(json.dumps(tiled(json.loads(trace.read_bytes()), 6)), encoding="utf-8")
-    small_batches(monkeypatch, 16 * 1024)
-    (analysis,) = advisor.analyze(folder).analyses
+    analysis = same_snippets(folder, monkeypatch)
     (index,) = analysis.profile.meta.trace_index.values()
     assert len(index.spans) > 10
-    indexed, whole = snippets_both_ways(analysis)
-    assert whole and indexed == whole
     taken, size = spy.taken[0]
     assert taken < size, "the index was used"
 
@@ -313,11 +316,7 @@ def test_shuffled_events_give_the_same_snippets(
     def shuffle(doc: dict) -> None:
         random.Random(7).shuffle(doc["traceEvents"])
 
-    trace = plain(KINETO, tmp_path, shuffle)
-    small_batches(monkeypatch, 16 * 1024)
-    (analysis,) = advisor.analyze(trace).analyses
-    indexed, whole = snippets_both_ways(analysis)
-    assert whole and indexed == whole
+    same_snippets(plain(KINETO, tmp_path, shuffle), monkeypatch)
 
 
 def test_an_event_reaching_past_its_batch_takes_the_batch(
@@ -335,13 +334,10 @@ def test_an_event_reaching_past_its_batch_takes_the_batch(
         events.insert(at, span)
         doc["traceEvents"] = events
 
-    trace = plain(KINETO_BASE, tmp_path, with_long_span)
-    small_batches(monkeypatch, 16 * 1024)
-    (analysis,) = advisor.analyze(trace).analyses
-    indexed, whole = snippets_both_ways(analysis)
-    assert whole and indexed == whole
+    analysis = same_snippets(plain(KINETO_BASE, tmp_path, with_long_span), monkeypatch)
     assert any(
-        any(e["name"] == "whole run" for e in snippet["traceEvents"]) for snippet in whole.values()
+        any(e["name"] == "whole run" for e in snippet["traceEvents"])
+        for snippet in profile_snippets(analysis).values()
     )
     assert spy.taken[0][0] < spy.taken[0][1], "the index was used"
 
@@ -358,13 +354,9 @@ def test_a_batch_with_an_unreadable_time_is_always_read(
             events[k] = {**events[k], "ph": "X", "ts": "soon", "dur": 1}
         events.insert(len(events) // 2, {"ph": "X", "name": "neg", "ts": 1, "dur": -5, "pid": 1})
 
-    trace = plain(KINETO, tmp_path, odd_times)
-    small_batches(monkeypatch, 16 * 1024)
-    (analysis,) = advisor.analyze(trace).analyses
+    analysis = same_snippets(plain(KINETO, tmp_path, odd_times), monkeypatch)
     (index,) = analysis.profile.meta.trace_index.values()
     assert UNBOUNDED in index.times
-    indexed, whole = snippets_both_ways(analysis)
-    assert whole and indexed == whole
 
 
 def test_a_file_changed_after_reading_is_read_whole(
