@@ -273,6 +273,21 @@ def test_not_cut_when_small_compressed_or_in_a_worker(tmp_path, monkeypatch):
     assert parallel.decode_workers() == 1
 
 
+def test_a_file_too_small_to_cut_does_not_wait_for_the_cpus(tmp_path, monkeypatch):
+    """Watching the CPUs takes SAMPLE_S: only a file worth cutting pays it, not every trace."""
+    trace = plain_copy(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", tmp_path)
+    watched: list[int] = []
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "_cpu_times", lambda: watched.append(1))
+    assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks) is None  # < MIN_BYTES
+    assert read_in_parts(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", DECODER.decode,
+                         walk_events, merge_walks, min_bytes=0) is None  # .gz  # fmt: skip
+    assert watched == []
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (64.0, 64.0, 64.0))  # all busy
+    assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks, min_bytes=0) is None
+    assert watched, "a file worth cutting asks which CPUs are idle"
+
+
 def test_idle_cpus_are_read_from_the_kernel_where_it_tells_them() -> None:
     """On Linux /proc/stat gives the CPU times: the idle CPUs are a number between 0 and the
     CPUs of the machine, and its parse gives all jiffies >= idle ones."""

@@ -176,14 +176,16 @@ def read_in_parts(
     iterates a stream of one part and returns the reader's state of those events, `merge`
     joins the states of consecutive parts, in file order.
     """
-    workers = decode_workers()
-    if workers < 2 or path.suffix.lower() == ".gz":
+    if path.suffix.lower() == ".gz":
         return None
     try:
         size = path.stat().st_size
     except OSError:
         return None
     if size < (MIN_BYTES if min_bytes is None else min_bytes):
+        return None
+    workers = decode_workers()  # after the size: it watches the CPUs for SAMPLE_S
+    if workers < 2:
         return None
     plan = plan_parts(path, max(workers, math.ceil(size / PART_BYTES)))
     if plan is None:
