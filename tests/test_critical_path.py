@@ -20,7 +20,7 @@ from conftest import FIXTURE_DIR, REAL
 import advisor
 from advisor.derive import derive
 from advisor.engine import savings
-from advisor.engine.evaluate import Finding
+from advisor.engine.evaluate import Finding, rank_findings
 from advisor.engine.outcome import Severity
 from advisor.engine.rules import Rule
 from advisor.model import Profile, ProfileMeta, conform
@@ -346,6 +346,27 @@ def test_a_finding_measured_over_the_steps_with_a_breakdown_stands_for_all_of_th
     idle.measured_us = 2000.0
     savings.apply([idle], full)
     assert idle.step_time_if_fixed_us == pytest.approx((8000 - 500) / 8)
+
+
+def test_findings_are_ranked_by_their_time_over_the_whole_profile():
+    """Device data for 2 of 8 steps: an idle finding of 500 µs over those two stands for
+    2000 µs of the profile, so it ranks above a finding of 1500 µs over all steps; with
+    every step broken down (or no critical path) the measured impacts are compared."""
+    path = savings.CriticalPath(8, 8000.0, {savings.UNATTRIBUTED: 8000.0}, (2000.0, 8000.0))
+    idle = _finding(_rule("STEP-3", ("step",), "device_idle"), 500, 0)
+    idle.measured_us = 2000.0
+    refresh = _finding(_rule("STEP-2", ("step",)), 1500, 0)
+    refresh.measured_us = 8000.0
+    unknown = _finding(_rule("INFO", ("step",)), None, 0)
+    findings = [unknown, refresh, idle]
+    rank_findings(findings, path)
+    assert [f.rule.id for f in findings] == ["STEP-3", "STEP-2", "INFO"]
+    assert [f.rank for f in findings] == [1, 2, 3]
+    assert savings.at_stake_us(idle, path) == pytest.approx(2000.0)
+    assert savings.at_stake_us(refresh, path) == pytest.approx(1500.0)
+    for other in (None, savings.CriticalPath(8, 8000.0, {savings.UNATTRIBUTED: 8000.0})):
+        rank_findings(findings, other)
+        assert [f.rule.id for f in findings] == ["STEP-2", "STEP-3", "INFO"]
 
 
 # --- every fixture ---------------------------------------------------------------------------

@@ -352,6 +352,21 @@ def test_mindspore_timeline_of_the_first_steps_leaves_out_the_step_it_stops_in()
     assert steps.loc[:14, "free_us"].notna().all() and steps.loc[15:, "free_us"].isna().all()
 
 
+def test_mindspore_idle_share_of_the_covered_steps_ranks_by_its_time_over_all_steps() -> None:
+    """run_1: the device idles 40% of steps 1-14 (1.2 s of them) and the gradient refresh
+    takes 12% of all 322 steps (8.2 s): the idle time stands for 40% of every step, more
+    than the refresh, so STEP-003 ranks first, as "fix these first" orders them."""
+    evaluation = analysed("mindspore_run1_widedeep").analyses[0].evaluation
+    found = {f.rule.id: f for f in evaluation.findings}
+    idle, refresh = found["STEP-003"], found["STEP-002"]
+    assert (idle.impact_us or 0) < (refresh.impact_us or 0)
+    assert (idle.impact_us or 0) / (idle.measured_us or 1) > (refresh.impact_us or 0) / (
+        refresh.measured_us or 1
+    )
+    assert idle.rank < refresh.rank
+    assert evaluation.fix_first is not None and evaluation.fix_first.rules[0] == "STEP-003"
+
+
 @pytest.mark.parametrize(
     "folder", ["kineto_2026_h100_cuda_sync_before", "kineto_2026_h100_cuda_sync_after"]
 )

@@ -341,14 +341,17 @@ def evaluate_rule(
     )
 
 
-def rank_findings(findings: list[Finding]) -> None:
-    """Order by severity, then time at stake; within a severity, findings without an impact
-    come last."""
+def rank_findings(findings: list[Finding], path: savings.CriticalPath | None = None) -> None:
+    """Order by severity, then time at stake over the whole profile (savings.at_stake_us: a
+    finding measured over the few steps a device timeline covers is weighed as standing for
+    all steps, not against other findings' totals over every step); within a severity,
+    findings without an impact come last."""
+    stake = {id(f): savings.at_stake_us(f, path) for f in findings}
     findings.sort(
         key=lambda f: (
             SEVERITIES.index(f.severity),
-            f.impact_us is None,
-            -(f.impact_us or 0.0),
+            stake[id(f)] is None,
+            -(stake[id(f)] or 0.0),
             f.rule.id,
         )
     )
@@ -405,17 +408,19 @@ def evaluate(
         else:
             findings.append(finding)
             result.outcomes[rule.id] = Outcome.FIRED
-    rank_findings(findings)
+    too_short = _too_short(total_us)
+    if not too_short:
+        result.critical_path = savings.critical_path(profile, total_us)
+    rank_findings(findings, result.critical_path)
     result.findings = findings
     result.combined_impact_us = combine_impacts(findings, total_us)
-    if _too_short(total_us):
+    if too_short:
         profile.warn_whole(
             f"the profile spans {units.fmt_us(total_us)}, under {units.fmt_us(MIN_JUDGED_US)}: "
             "too short to hold a training step, so its findings stay low and no step time if "
             "fixed is given",
         )
     else:
-        result.critical_path = savings.critical_path(profile, total_us)
         result.fix_first = savings.apply(findings, result.critical_path)
     sources.attach(findings, profile)
     return result

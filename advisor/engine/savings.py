@@ -214,16 +214,25 @@ def _room(path: CriticalPath, bounds: tuple[str, ...] | None, left: Mapping[str,
     return sum(left.get(b, 0.0) for b in bounds) + left.get(UNATTRIBUTED, 0.0)
 
 
-def saving_us(finding: Finding, path: CriticalPath) -> float | None:
-    """Profile time a fix would save: the impact (over all steps, for a finding measured
-    over the steps with a breakdown only), at most the time its categories hold."""
-    if finding.impact_us is None:
-        return None
+def at_stake_us(finding: Finding, path: CriticalPath | None) -> float | None:
+    """The finding's impact over the whole profile: for a finding measured over only the
+    steps with a breakdown (CriticalPath.covered), scaled to all steps, as the share its
+    message gives; else the impact as measured."""
     impact = finding.impact_us
-    if path.covered is not None and finding.measured_us is not None:
-        measured, whole = path.covered
-        if math.isclose(finding.measured_us, measured, rel_tol=1e-6):
-            impact *= whole / measured
+    if impact is None or path is None or path.covered is None or finding.measured_us is None:
+        return impact
+    measured, whole = path.covered
+    if math.isclose(finding.measured_us, measured, rel_tol=1e-6):
+        return impact * whole / measured
+    return impact
+
+
+def saving_us(finding: Finding, path: CriticalPath) -> float | None:
+    """Profile time a fix would save: the time at stake (at_stake_us), at most the time its
+    categories hold."""
+    impact = at_stake_us(finding, path)
+    if impact is None:
+        return None
     bounds = bounds_of(finding.rule.tags, finding.rule.time_pool)
     room = min(_room(path, bounds, path.by_bound), path.total_us)
     return max(min(impact, room), 0.0)
