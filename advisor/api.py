@@ -450,7 +450,7 @@ def analyze(
     result.analyses += [s.analysis for s in staged]
     attach_tuning_loop(result.analyses)
     summaries = [s.summary for s in staged if s.summary is not None]
-    mixed = mixed_runs(summaries)
+    mixed = mixed_runs(summaries, [s.analysis.profile.meta for s in staged])
     if mixed is not None:
         result.notes.append(_mixed_runs_note(mixed, session.lang))
     cluster = None if mixed is not None else cluster_profile(summaries)

@@ -297,19 +297,25 @@ class MixedRuns:
     world_sizes: tuple[int, ...] = ()
 
 
-def mixed_runs(summaries: Sequence[RankSummary]) -> MixedRuns | None:
-    """What tells that `summaries` come from several runs, when they hold two ranks or more
-    (a cluster would be built); None when they may be one run's ranks. A subset of a job's
-    ranks is one run: only a repeated rank or disagreeing world sizes tell runs apart."""
-    paths: dict[int, list[str]] = {}
-    for summary in summaries:
-        paths.setdefault(summary.rank, []).append(summary.meta.path)
-    if len(paths) < 2:
+def mixed_runs(
+    summaries: Sequence[RankSummary], read: Sequence[ProfileMeta] = ()
+) -> MixedRuns | None:
+    """What tells that the profiles read come from several runs, when `summaries` hold two
+    ranks or more (a cluster would be built); None when they may be one run's ranks. A subset
+    of a job's ranks is one run: only a repeated rank or disagreeing world sizes tell runs
+    apart. `read`: every profile read (default: the summaries'), those without steps too: a
+    rank read in two places is two runs whether or not both recorded steps."""
+    if len({s.rank for s in summaries}) < 2:
         return None
+    metas = list(read) or [s.meta for s in summaries]
+    paths: dict[int, list[str]] = {}
+    for meta in metas:
+        if meta.rank is not None and meta.path not in paths.get(meta.rank, []):
+            paths.setdefault(meta.rank, []).append(meta.path)
     repeated = sorted(rank for rank, found in paths.items() if len(found) > 1)
     if repeated:
         return MixedRuns(rank=repeated[0], paths=tuple(paths[repeated[0]]))
-    sizes = {s.meta.world_size for s in summaries if s.meta.world_size is not None}
+    sizes = {m.world_size for m in metas if m.world_size is not None}
     return MixedRuns(world_sizes=tuple(sorted(sizes))) if len(sizes) > 1 else None
 
 

@@ -36,7 +36,9 @@ from advisor.render.sarif import SRCROOT, sarif_log
 CANN = REAL / "cann_timeline"
 """A genuine msprof timeline export: one profile, findings of high and low severity."""
 LEGACY = REAL / "mindspore_legacy"
-"""Several genuine MindSpore profiles (ranks sharing a number, and a cluster)."""
+"""Several genuine MindSpore profiles of two runs (ranks sharing a number)."""
+CLUSTER = REAL / "mindspore_cluster_4rank"
+"""The four ranks of one MindSpore run, and their cluster."""
 SCHEMA = json.loads((FIXTURE_DIR / "sarif" / "sarif-schema-2.1.0.json").read_text("utf-8"))
 URI_CHARS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 LEVEL = {"high": "error", "medium": "warning", "low": "note"}
@@ -240,7 +242,13 @@ def test_junit_has_a_suite_per_profile(tmp_path: Path):
     assert len(suites) == len(result.analyses) > 2
     names = [s.get("name") for s in suites]
     assert len(set(names)) == len(names)  # two "rank 1" profiles told apart by their path
-    assert names[-1] == "cluster"
+    assert "cluster" not in names  # two runs (rank 1 twice): not compared as ranks
+    for suite, analysis in zip(suites, result.analyses):
+        check_suite(suite, analysis, "medium")
+    result = advisor.analyze(CLUSTER, lang="en")
+    path.write_text(render_junit(result, "medium"), encoding="utf-8")
+    suites = suites_of(path)
+    assert [s.get("name") for s in suites] == ["rank 0", "rank 1", "rank 2", "rank 3", "cluster"]
     for suite, analysis in zip(suites, result.analyses):
         check_suite(suite, analysis, "medium")
 

@@ -352,6 +352,42 @@ def test_runs_of_different_sizes_are_not_compared_as_ranks(tmp_path):
     assert "2、4" in note and note.startswith("未做跨 rank 分析")
 
 
+def test_a_rank_read_twice_tells_runs_apart_even_without_steps_in_one():
+    """MindInsight's test resources: profiler_misc holds ranks 0, 1 and 10 (rank 1 only its
+    operator tables, no steps) and run_2_profiler is another run's rank 1. Comparing rank 0,
+    run_2's rank 1 and rank 10 as one job blamed "rank 1" for arriving late (0 µs of
+    communication against 2,665) and called its step time an outlier (z-score -458.6)."""
+    result = advisor.analyze(FIXTURE_DIR / "real" / "mindspore_legacy")
+    ranked = [(a.profile.meta.rank, Path(a.profile.meta.path).name) for a in result.analyses]
+    assert sorted(ranked) == [
+        (0, "profiler_misc"),
+        (1, "profiler_misc"),
+        (1, "run_2_profiler"),
+        (10, "profiler_misc"),
+    ]
+    (note,) = result.notes
+    assert note.startswith("no cross-rank analysis: rank 1 is in 2 profiles (profiler_misc, ")
+
+
+def test_mixed_runs_counts_each_place_a_rank_was_read_once():
+    """Summaries of ranks 0 and 1; rank 1 read again elsewhere without steps: two runs. The
+    same folder holding several ranks (one MindSpore profiler folder) is one run."""
+    from advisor.cluster import RankSummary, mixed_runs
+
+    def meta(rank: int, path: str) -> ProfileMeta:
+        return ProfileMeta(source_format="mindspore_legacy", path=path, rank=rank)
+
+    def summary(rank: int, path: str) -> RankSummary:
+        return RankSummary(rank, {}, frozenset(), None, None, meta(rank, path))
+
+    summaries = [summary(0, "/a"), summary(1, "/a")]
+    assert mixed_runs(summaries) is None
+    assert mixed_runs(summaries, [meta(0, "/a"), meta(1, "/a"), meta(10, "/a")]) is None
+    mixed = mixed_runs(summaries, [meta(0, "/a"), meta(1, "/a"), meta(1, "/b")])
+    assert mixed is not None and (mixed.rank, mixed.paths) == (1, ("/a", "/b"))
+    assert mixed_runs(summaries[:1], [meta(0, "/a"), meta(0, "/b")]) is None  # no cluster
+
+
 def test_some_ranks_of_one_run_are_compared(tmp_path):
     """Ranks 0 and 2 of the 4-rank run: a subset of one job's ranks is one run."""
     copy_traces(tmp_path, "ddp4_rank0", "ddp4_rank2")
