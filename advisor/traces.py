@@ -61,8 +61,9 @@ MAX_EVENTS = 10_000
 """Complete events a snippet keeps at most."""
 MAX_PROFILES = 16
 """Profiles of one run that get snippets at most."""
-CHUNK_BYTES = 8 * 1024 * 1024
-"""Bytes of a trace decoded at a time (all but the last batch become `_Event` structs)."""
+CHUNK_BYTES = 2 * 1024 * 1024
+"""Bytes of a trace decoded at a time when no index names the parts (all but the last batch
+become `_Event` structs); the readers' batch size (advisor.formats.stream.CHUNK_BYTES)."""
 PARALLEL_BYTES = 128 * 1024 * 1024
 """Trace files from this size are filtered for the snippets on several cores: a snippet's
 pass does less per event than a reader, so starting processes pays off later (an 88 MB
