@@ -1215,3 +1215,31 @@ def test_a_far_off_timestamp_in_the_trace_is_ignored_and_named(tmp_path: Path) -
     )
     (far,) = [p for _, p in problems(profile) if "more than a day away" in p]
     assert "1 event" in far and "broken_clock_task" in far
+
+
+def test_launch_flows_pair_ids_that_are_no_numbers_or_text() -> None:
+    """No writer emits a list as a flow's id, pid or tid, but the structs take any JSON: such
+    values are keyed by their text, so the flows still pair (and the task's pid and tid, as
+    the columns encode them, are found)."""
+    from advisor_plugins.ascend_pt.trace_columns import read_columns
+
+    def flow(ph: str, ident: object, pid: object, tid: object, ts: str) -> dict:
+        return {"ph": ph, "name": "torch_to_npu", "id": ident, "pid": pid, "tid": tid, "ts": ts}
+
+    task = {"ph": "X", "name": "MatMul", "pid": [7], "tid": 3, "ts": "1000.500", "dur": 2}
+    events = [
+        task,
+        flow("s", [1, 2], 5, [9], "990.250"),
+        flow("f", [1, 2], [7], 3, "1000.500"),
+        flow("s", "other", 5, 4, "991.000"),  # never ends: no launch
+    ]
+    columns = read_columns([events])
+    columns.concatenate()
+    clock = Clock()
+    clock.us(["1000.500"])
+    launches = columns.launch_flows(clock)
+    assert launches is not None and len(launches) == 1
+    row = launches.iloc[0]
+    assert (row["pid"], row["tid"]) == (columns.number["pid"][0], columns.number["tid"][0])
+    assert (row["start_us"], row["launch_us"]) == (0.5, -9.75)
+    assert np.isnan(row["launch_thread"])  # a tid that is no number

@@ -151,7 +151,7 @@ class TraceColumns:
                     names_lanes = True
                     self._metadata(e)
                 elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW or e.cat == _LAUNCH_FLOW):
-                    flows.append((ph, hashable(e.id), hashable(e.pid), hashable(e.tid), e.ts))
+                    flows.append((ph, e.id, e.pid, e.tid, e.ts))  # made hashable once, later
                 elif ph == "C" and e.name == FREQ_COUNTER:
                     self.freq.append((e.ts, (e.args or _NO_ARGS).mhz))
                 continue
@@ -252,6 +252,7 @@ class TraceColumns:
         if not self.flows:
             return None
         ph, ident, pid, tid, ts = zip_strict(*self.flows)
+        ident, pid, tid = _hashables(ident), _hashables(pid), _hashables(tid)
         flows = pd.DataFrame(
             {
                 "ph": ph,
@@ -313,6 +314,16 @@ class Rows:
 
     def thread_names(self, which: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         return self.columns.thread_names(self.index if which is None else self.index[which])
+
+
+def _hashables(values: tuple[Any, ...]) -> tuple[Any, ...] | list[Any]:
+    """Values usable as keys (interning.hashable), checked at once: a tuple hashes all its
+    items, and a flow's id, pid and tid are numbers or text in every trace seen."""
+    try:
+        hash(values)
+    except TypeError:
+        return [hashable(v) for v in values]
+    return values
 
 
 def _times(ts: np.ndarray, dur: np.ndarray, names_lanes: bool, unread: bool) -> BatchTimes:
