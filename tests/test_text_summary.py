@@ -292,6 +292,33 @@ def test_overlapping_findings_say_what_they_stand_for_together() -> None:
     assert "Together" not in render_text([apart])  # nothing shared: nothing to say
 
 
+def test_the_impact_column_says_it_holds_profile_totals() -> None:
+    """The figure beside a title is its time over the whole profile, which beside "step
+    time 10 ms" reads as per step unless the list says so: once, with the profile's time and
+    its steps (only when they are all of it: warm-up steps left out of the critical path
+    would make "N steps" wrong)."""
+    findings = [finding(1, "high", "Data wait", 12_000.0), finding(2, "low", "Small", 10.0)]
+    one = report(findings)
+    one["summary"].update(
+        total_time_us=100_000.0, critical_path={"steps": 10, "step_us": 10_000.0, "by_bound": {}}
+    )
+    jsonschema.validate(one, SCHEMA)
+    lines = render_text([one], width=120).splitlines()
+    legend = "  At right: time at stake in the 100 ms profiled (10 steps), and its share of the "
+    assert lines[1] == legend + "time measured"
+    assert lines[2].startswith("   1. HIGH   Data wait") and lines[2].endswith("12.0 ms (6.0%)")
+    one["summary"]["critical_path"].update(steps=9, step_us=9_000.0)  # a warm-up step left out
+    assert "in the 100 ms profiled, and its share" in render_text([one], width=120)
+    one["advisor"]["lang"] = "zh"
+    assert "右侧：涉及的时间（所采集的共 100 ms），及其占所度量时间的比例" in render_text([one])
+    for f in findings:
+        f["impact_us"] = None
+    assert "At right" not in render_text([report(findings)], width=120)
+    one = report(findings)
+    one["summary"].update(total_time_us=100_000.0)
+    assert "At right" not in render_text([one], width=120)  # no finding with a time
+
+
 def test_config_in_effect_is_named_first() -> None:
     one = report([finding(1, "high", "Slow", 5_000.0)])
     one["advisor"]["config"] = "/work/project/advisor.yaml"

@@ -63,6 +63,12 @@ CATALOG: dict[str, Text] = {
         "{n} 条规则未执行：该格式不记录所需数据",
     ),
     "to_collect": Text("to collect it: {hint}", "采集方法：{hint}"),
+    "impact_legend": Text(
+        "At right: time at stake in the {total} profiled{steps}, and its share of the time "
+        "measured",
+        "右侧：涉及的时间（所采集的共 {total}{steps}），及其占所度量时间的比例",
+    ),
+    "impact_legend_steps": Text(" ({n} step{s})", "，{n} 个 step"),
     "impact_capped_line": Text(
         "(impact capped at the {measured} measured; the rule computed {raw})",
         "（影响已按所度量的 {measured} 封顶；规则计算得到 {raw}）",
