@@ -983,8 +983,9 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             "aicore_freq",
-            "AI Core frequency sample ('AI Core Freq' counter of the Ascend timeline): the "
-            "frequency from this sample to the next",
+            "AI Core frequency sample ('AI Core Freq' counter of the Ascend timeline, the "
+            "AICORE_FREQ table of the profiler and msprof databases): the frequency from this "
+            "sample to the next",
             (
                 _c("start_us", "float64", US, "sample time: the frequency holds from here", True),
                 _c(

@@ -161,6 +161,35 @@ def test_msprof_database_gives_the_tables_of_its_text_export() -> None:
     assert_same_table(ops, db.tables["device_ops"], "device_ops")
 
 
+def test_msprof_database_counter_becomes_each_devices_aicore_freq(tmp_path: Path) -> None:
+    """AICORE_FREQ of msprof's database (deviceId, timestampNs, freq in MHz, the msprof
+    database reference's form) gives the device's aicore_freq table as the timeline's
+    `AI Core Freq` counter does: its own samples only, on its tasks' clock, the last holding
+    to the end of its last task or collective, rated at info.json's aic_frequency (1800)."""
+    folder = shutil.copytree(SMALLCASE_DB, tmp_path / SMALLCASE)
+    (path,) = folder.glob("msprof_*.db")
+    with sqlite3.connect(path) as con:
+        first, last = con.execute("SELECT MIN(startNs), MAX(endNs) FROM TASK").fetchone()
+        middle = (first + last) // 2
+        con.execute(
+            "CREATE TABLE AICORE_FREQ (deviceId INTEGER, timestampNs INTEGER, freq INTEGER)"
+        )
+        rows = [(0, middle, 1000), (0, first, 1800), (1, first + 1000, 500)]
+        con.executemany("INSERT INTO AICORE_FREQ VALUES (?, ?, ?)", rows)
+    (profile,) = read_msprof(folder)
+    freq = profile.tables["aicore_freq"]
+    origin = profile.tables["device_ops"]["start_us"].min()  # the first task starts at `first`
+    assert freq["freq_mhz"].tolist() == [1800.0, 1000.0]  # device 1's sample left out
+    assert (freq["start_us"] - origin).tolist() == pytest.approx([0.0, (middle - first) / 1000])
+    ops = profile.tables["device_ops"]
+    end = (ops["start_us"] + ops["duration_us"]).max()  # a collective's, after the last task
+    assert end - origin > (last - first) / 1000
+    assert freq["end_us"].tolist()[1] == pytest.approx(end)
+    assert freq["rated_mhz"].tolist() == [1800.0, 1800.0]
+    assert "msprof_20260105093512.db" in profile.meta.files_read
+    assert "aicore_freq" not in read_msprof(SMALLCASE_DB)[0].tables  # no table: none
+
+
 def test_msprof_database_gives_the_findings_of_the_same_text_tables(tmp_path: Path) -> None:
     text = shutil.copytree(SMALLCASE_TEXT, tmp_path / SMALLCASE)
     for kind in ("step_trace", "op_statistic"):  # what the database has no table for

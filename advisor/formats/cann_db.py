@@ -221,13 +221,21 @@ def ns_times(clock: Clock | None, ns: pd.Series) -> np.ndarray:
     return whole + frac if clock is None else clock.from_parts(whole, frac)
 
 
-def aicore_freq_samples(db: CannDb, clock: Clock | None) -> tuple[np.ndarray, np.ndarray] | None:
+def aicore_freq_samples(
+    db: CannDb, clock: Clock | None, device: int | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
     """AICORE_FREQ (timestampNs, freq in MHz): the AI Core Freq counter of the timelines, as
-    (µs on the profile clock, MHz); None without the table or rows."""
+    (µs on the profile clock, MHz); None without the table or rows. `device`: that device's
+    samples only, when the table says whose they are (msprof's database holds every
+    device's)."""
     if not db.has("AICORE_FREQ", "timestampNs", "freq"):
         return None
+    where, params = "", ()
+    if device is not None and db.has("AICORE_FREQ", "deviceId"):
+        where, params = " WHERE deviceId = ?", (device,)
     rows = db.frame(
-        f"SELECT timestampNs, freq FROM {db.table('AICORE_FREQ')} ORDER BY timestampNs",
+        f"SELECT timestampNs, freq FROM {db.table('AICORE_FREQ')}{where} ORDER BY timestampNs",
+        params,
         what="AICORE_FREQ",
     )
     if rows is None or rows.empty:

@@ -1,8 +1,9 @@
 """`msprof --type=db`'s `PROF_XXX/msprof_{timestamp}.db`, read as the summary CSVs would be.
 
 The database holds what op_summary and api_statistic list: the compute tasks (TASK,
-COMPUTE_TASK_INFO, TASK_PMU_INFO) and collectives (COMMUNICATION_OP) of every device, and the
-CANN API calls of the host (CANN_API, summed per API as api_statistic sums them). It holds no
+COMPUTE_TASK_INFO, TASK_PMU_INFO) and collectives (COMMUNICATION_OP) of every device, the AI
+Core frequency samples of the timelines' counter (AICORE_FREQ), and the CANN API calls of the
+host (CANN_API, summed per API as api_statistic sums them). It holds no
 iterations, operator statistics or data queues: step_trace, op_statistic, aicpu_mi and dp are
 read from mindstudio_profiler_output/ when the export wrote them too; without them a
 database-only export has no steps, and op_stats is derived from the tasks as op_statistic is.
@@ -11,11 +12,19 @@ Reading goes through advisor.formats.cann_db.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.errors import UnreadableInput
-from advisor.formats.cann_db import CannDb, cann_api_totals, communication_ops, compute_tasks
+from advisor.formats.aicore_freq import freq_samples
+from advisor.formats.cann_db import (
+    CannDb,
+    aicore_freq_samples,
+    cann_api_totals,
+    communication_ops,
+    compute_tasks,
+)
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 
@@ -25,29 +34,52 @@ else:
     pd = lazy_module("pandas")
 
 
-def read_database(
-    path: Path, rel: str, warn: WarnFn
-) -> tuple[dict[str, pd.DataFrame], pd.DataFrame | None]:
-    """({device id: its device_ops}, the host's API totals) of one database; ({}, None) when it
+@dataclass
+class Database:
+    """What one msprof database gives, by device id."""
+
+    device_ops: dict[str, pd.DataFrame] = field(default_factory=dict)
+    aicore_freq: dict[str, pd.DataFrame] = field(default_factory=dict)
+    host_api: pd.DataFrame | None = None  # the host's CANN API totals (every device's)
+
+
+def read_database(path: Path, rel: str, warn: WarnFn) -> Database:
+    """The tasks, AI Core frequency and host API totals of one database; nothing when it
     cannot be opened (one warning)."""
+    out = Database()
     try:
         with CannDb(path, rel, warn) as db:
             found = (compute_tasks(db, None), communication_ops(db, None))
-            host = cann_api_totals(db)
+            out.host_api = cann_api_totals(db)
+            parts = [p for p in found if p is not None]
+            if parts:
+                out.device_ops = _by_device(pd.concat(parts, ignore_index=True), rel, warn)
+            for device, ops in out.device_ops.items():
+                freq = _aicore_freq(db, int(device), ops)
+                if freq is not None:
+                    out.aicore_freq[device] = freq
     except UnreadableInput as exc:
         warn(rel, exc.problem, unread=True)
-        return {}, None
-    parts = [p for p in found if p is not None]
-    if not parts:
-        return {}, host
-    ops = pd.concat(parts, ignore_index=True).drop(
-        columns=["connection_id", "group"], errors="ignore"
-    )
+        return Database()
+    return out
+
+
+def _by_device(ops: pd.DataFrame, rel: str, warn: WarnFn) -> dict[str, pd.DataFrame]:
+    ops = ops.drop(columns=["connection_id", "group"], errors="ignore")
     missing = ops["device"].isna()
     if missing.any():
         warn(rel, f"{int(missing.sum())} tasks without a device ignored")
-    devices = {
+    return {
         f"{device:.0f}": rows.drop(columns="device").reset_index(drop=True)
         for device, rows in ops[~missing].groupby("device", sort=True)
     }
-    return devices, host
+
+
+def _aicore_freq(db: CannDb, device: int, ops: pd.DataFrame) -> pd.DataFrame | None:
+    """The device's AI Core Freq samples (AICORE_FREQ, as the timeline's counter), the last
+    holding to the end of its tasks; on the tasks' clock (epoch µs, rebased with them)."""
+    samples = aicore_freq_samples(db, None, device)
+    if samples is None:
+        return None
+    end = float((ops["start_us"] + ops["duration_us"]).max()) if len(ops) else None
+    return freq_samples(*samples, end)

@@ -168,14 +168,17 @@ class ExportReader:
         from .db import read_database  # sqlite3 and the database reader: only for a .db
 
         rel = self._rel(path)
-        devices, host = read_database(path, rel, self._shared_warn)
-        self.exports_found |= bool(devices)
-        for device_id, ops in devices.items():
+        database = read_database(path, rel, self._shared_warn)
+        self.exports_found |= bool(database.device_ops)
+        for device_id, ops in database.device_ops.items():
             dev = self._device(device_id)
             dev.profile.meta.extra["source"] = "db"
             dev.add("device_ops", ops, [rel])
-            if host is not None and "host_ops" not in dev.parts:
-                dev.add("host_ops", host, [rel])
+            freq = database.aicore_freq.get(device_id)
+            if freq is not None and "aicore_freq" not in dev.parts:
+                dev.add("aicore_freq", freq, [rel])
+            if database.host_api is not None and "host_ops" not in dev.parts:
+                dev.add("host_ops", database.host_api, [rel])
 
     # -- CANN 8.x merged summaries -------------------------------------------------------------
 
