@@ -184,8 +184,8 @@ def test_run_lang_zh_writes_chinese_json_html_and_summary(tmp_path: Path):
         assert CJK.search(finding["message"]) and CJK.search(finding["Rule Suggestion"])
     html = (out / "report.html").read_text(encoding="utf-8")
     assert '<html lang="zh">' in html
-    assert "按影响排序的发现" in html and "调优建议" in html
-    assert "Findings ranked by impact" not in html and "What to try" not in html
+    assert "按严重程度和涉及时间排序的发现" in html and "调优建议" in html
+    assert "Findings ranked by severity and time at stake" not in html and "What to try" not in html
     assert groups[0]["Rule Description"] in html
     assert groups[0]["Rule Description"] in result.output
     assert "条规则未执行" in result.output
@@ -197,7 +197,7 @@ def test_run_lang_en_keeps_english(tmp_path: Path):
     report = json.loads((out / "prof_rule_0.json").read_text(encoding="utf-8"))
     assert report["advisor"]["lang"] == "en"
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert '<html lang="en">' in html and "Findings ranked by impact" in html
+    assert '<html lang="en">' in html and "Findings ranked by severity and time at stake" in html
     assert not CJK.search(html) and not CJK.search(result.output)
 
 

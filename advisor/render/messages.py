@@ -238,7 +238,9 @@ CATALOG: dict[str, Text] = {
         "the events of this window from the profile, for Perfetto or chrome://tracing",
         "该时间窗口内的原始事件，可用 Perfetto 或 chrome://tracing 打开",
     ),
-    "findings_ranked": Text("Findings ranked by impact", "按影响排序的发现"),
+    "findings_ranked": Text(
+        "Findings ranked by severity and time at stake", "按严重程度和涉及时间排序的发现"
+    ),
     "together": Text(
         "Together these findings stand for at most {combined}{share}: findings that measure "
         "the same time (an idle device, communication ...) are counted once, not added up to "

@@ -65,6 +65,8 @@ def read_database(path: Path, rel: str, warn: WarnFn) -> Database:
 
 
 def _by_device(ops: pd.DataFrame, rel: str, warn: WarnFn) -> dict[str, pd.DataFrame]:
+    """The tasks by device id ("0", "1" ...), each device a profile; tasks without a device
+    cannot be placed in one and are left out with one warning."""
     ops = ops.drop(columns=["connection_id", "group"], errors="ignore")
     missing = ops["device"].isna()
     if missing.any():
