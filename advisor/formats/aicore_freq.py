@@ -46,6 +46,19 @@ def freq_samples(ts_us: np.ndarray, mhz: np.ndarray, end_us: float | None) -> pd
     return frame[["start_us", "end_us", "duration_us", "freq_mhz", "rated_mhz"]]
 
 
+def freq_until_tasks_end(
+    samples: tuple[np.ndarray, np.ndarray] | None, device_ops: pd.DataFrame | None
+) -> pd.DataFrame | None:
+    """freq_samples of a database's (times, MHz), the last sample holding to the end of the
+    device's tasks (a database, unlike a timeline, does not say where its counter stops)."""
+    if samples is None:
+        return None
+    end = None
+    if device_ops is not None and not device_ops.empty:
+        end = float((device_ops["start_us"] + device_ops["duration_us"]).max())
+    return freq_samples(*samples, end)
+
+
 def task_frequency(starts: np.ndarray, ends: np.ndarray, freq: pd.DataFrame) -> np.ndarray:
     """The time-weighted mean frequency over each task's span [start, end); NaN for a task
     outside every sample's span. A task of zero length takes the frequency at its start."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
-from advisor.formats.aicore_freq import freq_samples
+from advisor.formats.aicore_freq import freq_until_tasks_end
 from advisor.formats.cann_comm import comm_as_device_ops
 from advisor.formats.cann_db import (
     CannDb,
@@ -208,12 +208,7 @@ def _read_main(db: CannDb, clock: Clock, meta: ProfileMeta, out: DbTables) -> No
         out.device_ops = with_wait(_with_launches(ops, launches)).drop(columns="device")
     out.memory = _memory(db, clock)
     out.op_allocations = op_memory_table(db, clock)
-    samples = aicore_freq_samples(db, clock)
-    if samples is not None:  # the last sample holds to the end of the device tasks
-        ops, end = out.device_ops, None
-        if ops is not None and not ops.empty:
-            end = float((ops["start_us"] + ops["duration_us"]).max())
-        out.aicore_freq = freq_samples(*samples, end)
+    out.aicore_freq = freq_until_tasks_end(aicore_freq_samples(db, clock), out.device_ops)
 
 
 def _comm_rows(comm: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.errors import UnreadableInput
-from advisor.formats.aicore_freq import freq_samples
+from advisor.formats.aicore_freq import freq_until_tasks_end
 from advisor.formats.cann_db import (
     CannDb,
     aicore_freq_samples,
@@ -55,7 +55,7 @@ def read_database(path: Path, rel: str, warn: WarnFn) -> Database:
             if parts:
                 out.device_ops = _by_device(pd.concat(parts, ignore_index=True), rel, warn)
             for device, ops in out.device_ops.items():
-                freq = _aicore_freq(db, int(device), ops)
+                freq = freq_until_tasks_end(aicore_freq_samples(db, None, int(device)), ops)
                 if freq is not None:
                     out.aicore_freq[device] = freq
     except UnreadableInput as exc:
@@ -75,13 +75,3 @@ def _by_device(ops: pd.DataFrame, rel: str, warn: WarnFn) -> dict[str, pd.DataFr
         f"{device:.0f}": rows.drop(columns="device").reset_index(drop=True)
         for device, rows in ops[~missing].groupby("device", sort=True)
     }
-
-
-def _aicore_freq(db: CannDb, device: int, ops: pd.DataFrame) -> pd.DataFrame | None:
-    """The device's AI Core Freq samples (AICORE_FREQ, as the timeline's counter), the last
-    holding to the end of its tasks; on the tasks' clock (epoch µs, rebased with them)."""
-    samples = aicore_freq_samples(db, None, device)
-    if samples is None:
-        return None
-    end = float((ops["start_us"] + ops["duration_us"]).max()) if len(ops) else None
-    return freq_samples(*samples, end)
