@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,12 +22,38 @@ distributed = pytest.importorskip("distributed")  # installed by the test extra 
 OWN = FIXTURE_DIR / "kineto_own"
 
 
+CLUSTER = """
+import sys
+import distributed
+with distributed.LocalCluster(
+    n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+) as cluster:
+    print(cluster.scheduler_address, flush=True)
+    sys.stdin.read()  # until the tests close it
+"""
+
+
 @pytest.fixture(scope="module")
 def scheduler():
-    with distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-    ) as cluster:
-        yield cluster.scheduler_address
+    """The address of a two-worker LocalCluster run by a process of its own, as a user's
+    cluster is: the threads that manage its worker processes then never live in the test
+    process (on Python 3.9 one of them once kept pytest from exiting after every test had
+    passed). The process is stopped at the end of the module, killed if it does not stop."""
+    cluster = subprocess.Popen(
+        [sys.executable, "-c", CLUSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert cluster.stdin is not None and cluster.stdout is not None
+    try:
+        address = cluster.stdout.readline().strip()
+        assert address.startswith("tcp://"), f"the cluster did not start: {address!r}"
+        yield address
+    finally:
+        cluster.stdin.close()
+        try:
+            cluster.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            cluster.kill()
+            cluster.wait()
 
 
 @pytest.fixture
