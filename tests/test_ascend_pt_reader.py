@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURE_DIR
@@ -28,7 +29,7 @@ import advisor
 from advisor.cli import main
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
-from advisor.formats.decimal_clock import Clock, exact_parts
+from advisor.formats.decimal_clock import Clock, _same_layout_parts, exact_parts
 from advisor.formats.stream import EventStream
 from advisor.hookspecs import Reader
 from advisor.locate import locate
@@ -977,6 +978,34 @@ def test_exact_parts_of_every_kind_of_timestamp() -> None:
     whole, frac = exact_parts(same)
     assert whole.tolist() == [1704161511420306.0, 1704161511420307.0, 1.0]
     assert frac.tolist() == [0.491, 0.0, 0.999]  # the digits as written, not 1.999 - 1
+
+
+@pytest.mark.parametrize("whole_digits", [1, 16, 18, 19])
+@pytest.mark.parametrize("frac_digits", [None, 0, 3, 9])
+def test_the_fixed_layout_path_reads_what_the_regex_reads(whole_digits, frac_digits) -> None:
+    """Timestamps of one layout are read as a byte matrix; a value of another layout sends
+    them all through the regex, which must give the same numbers, bit for bit."""
+    rng = np.random.default_rng(whole_digits * 10 + (frac_digits or 0))
+
+    def text() -> str:
+        digits = "".join(map(str, rng.integers(0, 10, whole_digits)))
+        if frac_digits is None:
+            return digits
+        return digits + "." + "".join(map(str, rng.integers(0, 10, frac_digits)))
+
+    values = [text() for _ in range(200)]
+    fast = exact_parts(values)
+    by_regex = exact_parts([*values, "1e3"])
+    assert np.array_equal(fast[0], by_regex[0][:-1])
+    assert np.array_equal(fast[1], by_regex[1][:-1])
+    # a slice of an array (its cells start inside the buffer), and arrow's large strings
+    for texts in (pa.array(["x", *values], pa.string())[1:], pa.array(values, pa.large_string())):
+        parts = _same_layout_parts(texts)
+        if whole_digits > 18:  # beyond an int64: the regex reads them
+            assert parts is None
+        else:
+            assert parts is not None
+            assert np.array_equal(parts[0], fast[0]) and np.array_equal(parts[1], fast[1])
 
 
 # ---------------------------------------------------------------------------------------------

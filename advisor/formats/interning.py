@@ -75,6 +75,25 @@ def arrow_strings(values: list[Any]) -> pa.Array:
     )
 
 
+def utf8_bytes(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, bytes) of an arrow string array: cell i is bytes[offsets[i]:offsets[i + 1]]
+    (empty for a null). Views of the array's buffers where it is one chunk, so NumPy can
+    test every cell's bytes at once, without a Python string per cell."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if not pa.types.is_string(texts.type) and not pa.types.is_large_string(texts.type):
+        texts = texts.cast(pa.large_string())
+    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    _, offsets_buffer, data_buffer = texts.buffers()
+    first = texts.offset
+    offsets = np.frombuffer(offsets_buffer, dtype=width)[first : first + len(texts) + 1]
+    if data_buffer is None:  # every cell empty or null
+        return np.zeros(len(texts) + 1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
+    start = int(offsets[0])
+    data = np.frombuffer(data_buffer, dtype=np.uint8, count=int(offsets[-1]) - start, offset=start)
+    return (offsets - start if start else offsets), data
+
+
 def unique(texts: pa.Array) -> tuple[np.ndarray, list[str]]:
     """(code of each row, the distinct texts) of an arrow string array without nulls."""
     encoded = pc.dictionary_encode(texts)
