@@ -271,8 +271,8 @@ class TraceColumns:
         pids, tids = self.pids.index, self.tids.index
         return pd.DataFrame(
             {
-                "pid": pairs["pid"].map(lambda v: pids.get(v, -1)).to_numpy(np.int64),
-                "tid": pairs["tid"].map(lambda v: tids.get(v, -1)).to_numpy(np.int64),
+                "pid": _codes(pairs["pid"], pids),
+                "tid": _codes(pairs["tid"], tids),
                 "start_us": pairs["ts"].to_numpy(float),
                 "launch_us": pairs["ts_s"].to_numpy(float),
                 "launch_thread": floats(pairs["tid_s"].tolist()),
@@ -314,6 +314,12 @@ class Rows:
 
     def thread_names(self, which: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
         return self.columns.thread_names(self.index if which is None else self.index[which])
+
+
+def _codes(values: pd.Series, index: dict[Any, int]) -> np.ndarray:
+    """The code of each value in `index`, -1 for one it lacks (a dict lookup per value, made by
+    pandas, not a Python call per value)."""
+    return values.map(index).fillna(-1).to_numpy(np.int64)
 
 
 def _hashables(values: tuple[Any, ...]) -> tuple[Any, ...] | list[Any]:
