@@ -148,26 +148,27 @@ def window_rows(profile: Profile, findings: Sequence[Finding]) -> dict[str, pd.D
 
 def profile_snippets(analysis: ProfileAnalysis) -> dict[int, dict[str, Any]]:
     """The snippet of each of the profile's findings that has a window, by its number."""
-    placed = [f for f in analysis.findings if f.window is not None]
+    placed = [(f, f.window) for f in analysis.findings if f.window is not None]
     if not placed:
         return {}
+    # findings often share a window (two rules on the same step): its events are picked once
+    windows = list(dict.fromkeys(window for _, window in placed))
     profile = analysis.profile
     tables = profile.tables if analysis.window_rows is None else analysis.window_rows
     files, origin = trace_files(profile.meta)
     note = ""
+    picks: list[_Pick] | None = None
     if files and origin is not None:
         try:
-            picks = _from_files(files, origin, placed, profile.meta.trace_index)
+            picks = _from_files(files, origin, windows, profile.meta.trace_index)
             source = "original events of " + ", ".join(str(f) for f in files)
         except (UnreadableInput, OSError) as exc:
             note = f"; the original trace could not be read again ({exc})"
-            picks = None
-    else:
-        picks = None
     if picks is None:
-        picks = [_from_tables(tables, f.window) for f in placed if f.window is not None]
+        picks = [_from_tables(tables, window) for window in windows]
         source = "built from advisor's normalized tables" + note
-    return {f.rank: _document(profile, f, pick, source) for f, pick in zip_strict(placed, picks)}
+    by_window = dict(zip_strict(windows, picks))
+    return {f.rank: _document(profile, f, by_window[window], source) for f, window in placed}
 
 
 def trace_files(meta: ProfileMeta) -> tuple[list[Path], float | None]:
@@ -203,6 +204,8 @@ class _Pick:
     named: list[dict[str, Any]] = field(default_factory=list)
     longest: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
     seen: int = 0
+    kept: list[dict[str, Any]] | None = None
+    """events(), once made (the findings sharing the window read the same list)."""
 
     def offer(self, event: dict[str, Any], order: int) -> None:
         self.seen += 1
@@ -217,13 +220,15 @@ class _Pick:
 
     def events(self) -> list[dict[str, Any]]:
         """The lanes' metadata, then the kept events in time order (at most MAX_EVENTS)."""
-        room = MAX_EVENTS - len(self.named)
-        others = [e for _, _, e in heapq.nlargest(room, self.longest)] if room > 0 else []
-        kept = sorted([*self.named, *others], key=lambda e: (e["ts"], -e["dur"]))
-        used: dict[int, dict[int, None]] = {}
-        for event in kept:
-            used.setdefault(event["pid"], {})[event["tid"]] = None
-        return [*self.lanes.describe(used), *kept]
+        if self.kept is None:
+            room = MAX_EVENTS - len(self.named)
+            others = [e for _, _, e in heapq.nlargest(room, self.longest)] if room > 0 else []
+            kept = sorted([*self.named, *others], key=lambda e: (e["ts"], -e["dur"]))
+            used: dict[int, dict[int, None]] = {}
+            for event in kept:
+                used.setdefault(event["pid"], {})[event["tid"]] = None
+            self.kept = [*self.lanes.describe(used), *kept]
+        return self.kept
 
 
 @dataclass
@@ -368,7 +373,7 @@ def _as_event(entry: Any) -> _Event | None:
 def _from_files(
     files: Sequence[Path],
     origin: float,
-    findings: Sequence[Finding],
+    windows: Sequence[Window],
     indexes: Mapping[str, TraceIndex],
 ) -> list[_Pick]:
     """One pass over the trace files, each event offered to the windows it overlaps. Of a
@@ -377,8 +382,8 @@ def _from_files(
     cores (advisor.formats.parallel), each part's candidates coming back in file order: the
     same events, offered in the same order."""
     lanes = _Lanes()
-    picks = [_Pick(f.window, lanes) for f in findings if f.window is not None]
-    spans: dict[tuple[float, float], list[_Pick]] = {}  # findings often share their window
+    picks = [_Pick(window, lanes) for window in windows]
+    spans: dict[tuple[float, float], list[_Pick]] = {}  # windows that differ in names only
     for pick in picks:
         spans.setdefault((pick.window.start_us, pick.window.end_us), []).append(pick)
     windows, sharing = list(spans), list(spans.values())
