@@ -54,11 +54,34 @@ def dask_executor(address: str) -> Iterator[tuple[Executor, int]]:
     except ImportError:
         raise SchedulerError(f"--scheduler needs dask.distributed: {DASK_EXTRA}") from None
     try:
+        _check_listening(address)
         client = Client(address, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise SchedulerError(f"cannot reach the Dask scheduler {address}: {exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise SchedulerError(f"cannot reach the Dask scheduler {address}: {reason}") from None
     with client:
         yield client.get_executor(), max(1, sum(client.nthreads().values()))
+
+
+def _check_listening(address: str) -> None:
+    """Raise OSError at once when nothing accepts a TCP connection at a tcp:// or tls://
+    address. A Client would retry until its connect timeout (30 s by default) and, failing,
+    leave its event-loop thread running in the caller's process (a notebook's, each retry).
+    Other transports are left to the Client."""
+    import socket
+
+    import dask
+    from dask.utils import parse_timedelta
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+
+    scheme, location = parse_address(address, strict=False)
+    if scheme not in ("tcp", "tls"):
+        return
+    host, port = parse_host_port(location)
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "seconds")
+    with socket.create_connection((host, port), timeout=timeout):
+        pass
 
 
 def ordered_map(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,10 +113,15 @@ def test_cli_scheduler_without_dask_says_how_to_install(ranks, monkeypatch):
 
 
 def test_unreachable_scheduler_is_one_line(ranks):
-    import dask
+    """Nothing listens at the address: one line at once (a Client would retry for its connect
+    timeout, 30 s by default), and no event-loop thread left running in this process."""
+    import threading
 
-    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", "tcp://127.0.0.1:9"])
+    before = set(threading.enumerate())
+    started = time.monotonic()
+    result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", "tcp://127.0.0.1:9"])
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
-    assert "cannot reach the Dask scheduler tcp://127.0.0.1:9" in line
+    assert line.endswith("cannot reach the Dask scheduler tcp://127.0.0.1:9: Connection refused")
+    assert time.monotonic() - started < 10
+    assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
