@@ -386,11 +386,11 @@ def _from_files(
     spans: dict[tuple[float, float], list[_Pick]] = {}  # windows that differ in names only
     for pick in picks:
         spans.setdefault((pick.window.start_us, pick.window.end_us), []).append(pick)
-    windows, sharing = list(spans), list(spans.values())
+    bounds, sharing = list(spans), list(spans.values())
     order = itertools.count()
     seen: set[tuple[Any, ...]] = set()  # an event msprof writes in two timelines is kept once
     for path in files:
-        for candidate in _file_candidates(path, origin, windows, indexes):
+        for candidate in _file_candidates(path, origin, bounds, indexes):
             event = candidate[0]
             if len(candidate) == 1:  # metadata naming a lane
                 lanes.metadata(event.name, event.pid, event.tid, _args(event))

@@ -93,7 +93,7 @@ def _same_layout_parts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
 
     Profilers write every ts with the same digits (`1704161511420306.491`), so the common case
     needs no regex: the cells are the rows of one byte matrix (the array's data buffer), read
-    digit by digit in NumPy (~10 ns a value; arrow's string kernels took ~120). None when the
+    digit by digit in NumPy (~40 ns a value; arrow's string kernels took ~130). None when the
     layout varies or a part is not all ASCII digits (signs, exponents, spaces inside): the
     regex then reads them.
     """
@@ -128,13 +128,17 @@ def _byte_matrix(texts: pa.Array) -> np.ndarray | None:
 
 def _digits_value(cells: np.ndarray) -> np.ndarray | None:
     """The integer each row of ASCII digits spells; None when a byte is no digit, or there are
-    none or too many of them."""
+    none or too many of them. A digit place at a time: the temporaries are a column's, not
+    the whole matrix as int64 (8 bytes a character: 77 MB for the ts of 480,000 flows)."""
     if not 0 < cells.shape[1] <= MAX_FIXED_DIGITS:
         return None
-    digits = cells.astype(np.int64) - ord("0")
-    if ((digits < 0) | (digits > 9)).any():
-        return None
-    return digits @ (10 ** np.arange(cells.shape[1] - 1, -1, -1, dtype=np.int64))
+    value = np.zeros(len(cells), dtype=np.int64)
+    for place in cells.T:
+        digit = place - ord("0")  # uint8: a byte below "0" wraps to 208 and above
+        if (digit > 9).any():
+            return None
+        value = value * 10 + digit
+    return value
 
 
 class Clock:
