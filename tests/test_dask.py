@@ -115,13 +115,17 @@ def test_cli_scheduler_without_dask_says_how_to_install(ranks, monkeypatch):
 def test_unreachable_scheduler_is_one_line(ranks):
     """Nothing listens at the address: one line at once (a Client would retry for its connect
     timeout, 30 s by default), and no event-loop thread left running in this process."""
+    import socket
     import threading
 
+    with socket.socket() as probe:  # a port nothing listens at once it is closed
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
     before = set(threading.enumerate())
     started = time.monotonic()
-    result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", "tcp://127.0.0.1:9"])
+    result = CliRunner().invoke(main, ["run", str(ranks), "--scheduler", address])
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
-    assert line.endswith("cannot reach the Dask scheduler tcp://127.0.0.1:9: Connection refused")
+    assert line.endswith(f"cannot reach the Dask scheduler {address}: Connection refused")
     assert time.monotonic() - started < 10
     assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
