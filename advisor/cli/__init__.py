@@ -14,10 +14,11 @@ neither does completing a command's name in the shell (click's completion,
 from __future__ import annotations
 
 import importlib
+from typing import NoReturn
 
 import click
 
-from advisor.collector import tune_for_command_line
+from advisor.collector import end_process, tune_for_command_line
 from advisor.version import __version__
 
 __all__ = ["COMMANDS", "entry", "main"]
@@ -106,9 +107,14 @@ def main() -> None:
     """
 
 
-def entry() -> None:
+def entry() -> NoReturn:
     """The `advisor` executable and `python -m advisor`: the command line in a process of
-    its own, whose garbage collector is tuned for one run (advisor.collector). Tests call
-    `main` in their own process, which keeps its settings."""
+    its own, whose garbage collector is tuned for one run and which ends without tearing
+    down its objects (advisor.collector). Tests call `main` in their own process, which keeps
+    its settings."""
     tune_for_command_line()
-    main()
+    try:
+        main()
+    except SystemExit as exit:
+        end_process(exit.code)
+    end_process(0)
