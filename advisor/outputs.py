@@ -127,7 +127,12 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     """Write via a temp file and rename, so an interrupted run leaves the previous file or none,
     never half of one. The temp file is created like any new file (mkstemp's would be 0600), so
     reports get the umask's permissions and stay readable by the people they are shared with.
-    Raises OutputError when the file cannot be written (the earlier one is then intact)."""
+    Raises OutputError when the file cannot be written (the earlier one is then intact).
+
+    The data is not forced to disk (fsync) before the rename: a stopped or killed run cannot
+    leave half a file either way, only a crash of the whole machine could, and reports are
+    made again by running again. Forcing cost about 1.3 ms a file here (15 ms of the demo's
+    12 files) and far more on network file systems."""
     import secrets  # imported when a file is written: commands that only print never do
 
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
@@ -135,8 +140,6 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raw = data.encode("utf-8") if isinstance(data, str) else data
         with tmp.open("xb") as handle:
             handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):  # a full disk must not hide the first error

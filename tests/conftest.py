@@ -11,10 +11,12 @@ or a Dask cluster); the full run is the README's test command.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +78,33 @@ def blocked_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ADVISOR_CACHE_DIR", str(blocker))
     monkeypatch.delenv("ADVISOR_NO_CACHE", raising=False)
     return blocker
+
+
+class _FillingFile:
+    """A new file on a disk that fills up: half of the first write lands, then ENOSPC."""
+
+    def __init__(self, handle: Any) -> None:
+        self._handle = handle
+
+    def __enter__(self) -> _FillingFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()
+
+    def write(self, data: bytes) -> int:
+        self._handle.write(data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file created new (mode "x", as advisor writes its outputs' temp files) fills the
+    disk while it is written."""
+    real_open = Path.open
+
+    def filling_open(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(self, mode, *args, **kwargs)
+        return _FillingFile(handle) if "x" in mode else handle
+
+    monkeypatch.setattr(Path, "open", filling_open)

@@ -439,17 +439,14 @@ def test_a_folder_named_like_a_file_that_holds_a_profile_is_a_container(tmp_path
 
 
 def test_a_full_disk_is_one_line_naming_the_file_and_the_earlier_report_stays(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     out = tmp_path / "out"
     code, _ = run(DEMO, "-o", out)
     assert code == EXIT_OK
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    def disk_full(fd: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", disk_full)
+    request.getfixturevalue("full_disk")
     code, lines = run(DEMO, "-o", out)
     assert code == EXIT_UNWRITABLE
     errors = [line for line in lines if not line.startswith("advisor: warning:")]

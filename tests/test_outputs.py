@@ -9,7 +9,6 @@ manifest entry decides where a file goes or which file is removed.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -98,7 +97,7 @@ def interrupt_renaming_to(name: str, monkeypatch) -> None:
 
 @pytest.mark.parametrize("where", ["render", "write", "rename"])
 def test_interrupted_run_leaves_the_earlier_report_intact(
-    tmp_path: Path, monkeypatch, where: str
+    tmp_path: Path, monkeypatch, request: pytest.FixtureRequest, where: str
 ) -> None:
     out = tmp_path / "out"
     assert run(DEMO, "-o", out) == 0
@@ -111,11 +110,7 @@ def test_interrupted_run_leaves_the_earlier_report_intact(
     if where == "render":
         monkeypatch.setattr(advisor.render.html, "render_html", fail_render)
     elif where == "write":  # the disk fills up while the temp file is being written
-
-        def disk_full(fd: int) -> None:
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        monkeypatch.setattr(os, "fsync", disk_full)
+        request.getfixturevalue("full_disk")
     else:  # Ctrl-C after the temp file is complete, before it takes the report's name
         interrupt_renaming_to("report.html", monkeypatch)
 
