@@ -44,12 +44,13 @@ class KinetoReader:
     collect = {
         "steps": "mark iterations: profile with schedule=torch.profiler.schedule(...) and call "
         "prof.step() once per iteration (ProfilerStep#N spans)",
-        "device_ops": "profile the GPU too: activities=[ProfilerActivity.CPU, "
-        "ProfilerActivity.CUDA]",
-        "device_ops.start_us": "profile the GPU too: activities=[ProfilerActivity.CPU, "
-        "ProfilerActivity.CUDA]",
-        "device_ops.host_memory": "profile the GPU too: activities=[ProfilerActivity.CPU, "
-        "ProfilerActivity.CUDA] (host<->device copies)",
+        # one text for the three, so a CPU-only trace lists it once; conditional, as a trace
+        # without device events may come from a job that has no GPU at all (CPU, gloo)
+        **dict.fromkeys(
+            ("device_ops", "device_ops.start_us", "device_ops.host_memory"),
+            "if the job runs on a GPU, profile it too: "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
+        ),
         **dict.fromkeys(
             ("memory", "memory.reserved_bytes", "memory.capacity_bytes"), "profile_memory=True"
         ),
