@@ -3,8 +3,9 @@ nesting of host calls, the user's code around each host operator, task waits beh
 collectives, device gaps before tasks.
 
 These derive what most profiles lack on disk: per-step computing / communication / uncovered
-communication / free time from device task intervals, per-type statistics from tasks, and the
-compute class of every device task (the compare tool's cube/vector/flash-attention/... split).
+communication / free time from device task intervals (without them, the first three from host
+operators and CPU collectives), per-type statistics from tasks, and the compute class of every
+device task (the compare tool's cube/vector/flash-attention/... split).
 """
 
 from __future__ import annotations
@@ -174,11 +175,100 @@ def step_overlap(profile: Profile) -> None:
     is_comm = (ops["category"] == "communication").fillna(False).to_numpy()
     compute = intervals.merge(start[~is_comm], end[~is_comm])
     comm = intervals.merge(start[is_comm], end[is_comm])
+    span = (np.nanmin(start, initial=np.inf), np.nanmax(end, initial=-np.inf))
+    profile.tables["steps"] = steps.assign(**_overlap_per_step(steps, compute, comm, span))
+
+
+HOST_COMPUTE_KINDS = ("aten", "optimizer", "cpu_kernel")
+"""host_ops kinds that compute on a CPU-only profile: operators and the optimizer's step.
+Python frames, annotations and data loading are left out: a Python frame (`backward`) or a
+user's span can last through the wait for a collective, which is not computation."""
+_COMM_CALLS = ("c10d::", "record_param_comms", "gloo:", "nccl:")
+"""Operators that start or wait for a collective (c10d::allreduce_ queues it for gloo's
+threads): communication's calls, whose time is not computation."""
+
+
+def host_step_overlap(profile: Profile) -> None:
+    """Per step: computing, communication and uncovered communication (µs) of a profile
+    without device tasks whose collectives ran on host threads (gloo on CPU): the operators
+    compute, the collectives' spans on gloo's threads communicate. A data-parallel CPU run
+    otherwise gets no overlap figure, while its training thread may wait most of each step
+    for the gradients' all-reduce (nothing is recorded on that thread while it waits).
+    Profiles with device tasks use step_overlap; free time stays a device figure."""
+    if profile.has("device_ops", "start_us"):
+        return
+    host, steps = profile.tables["host_ops"], profile.tables["steps"]
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
+    collective = _host_collectives(start, duration, profile.tables["comm_ops"])
+    if not collective.any():
+        return  # the collectives ran on a device: host calls are not their computation
+    end = start + duration
+    calls = host["name"].str.startswith(_COMM_CALLS).to_numpy(dtype=bool, na_value=False)
+    calls = calls & ~collective  # a collective communicates: computation may hide it
+    operators = host["kind"].isin(HOST_COMPUTE_KINDS).to_numpy(dtype=bool, na_value=False)
+    thread = (
+        host["thread"].to_numpy("float64", na_value=-1.0)
+        if "thread" in host
+        else np.zeros(len(host))
+    )
+    compute = _host_computation(start, end, thread, operators & ~calls, calls)
+    comm = intervals.merge(start[collective], end[collective])
+    busy = intervals.union(compute, comm)
+    span = (busy[0][0], busy[1][-1]) if len(busy[0]) else (np.inf, -np.inf)
+    columns = _overlap_per_step(steps, compute, comm, span)
+    del columns["free_us"]
+    profile.tables["steps"] = steps.assign(**columns)
+
+
+def _host_computation(
+    start: np.ndarray,
+    end: np.ndarray,
+    thread: np.ndarray,
+    operators: np.ndarray,
+    calls: np.ndarray,
+) -> intervals.Intervals:
+    """The time some thread runs an operator while not inside a communication call: DDP's
+    hook calls c10d::allreduce_ inside autograd's AccumulateGrad, whose span covers the
+    call's time without computing in it."""
+    parts = [
+        intervals.subtract(
+            intervals.merge(start[operators & on], end[operators & on]),
+            intervals.merge(start[calls & on], end[calls & on]),
+        )
+        for on in (thread == t for t in np.unique(thread[operators]))
+    ]
+    return intervals.merge(
+        np.concatenate([p[0] for p in parts] or [np.zeros(0)]),
+        np.concatenate([p[1] for p in parts] or [np.zeros(0)]),
+    )
+
+
+def _host_collectives(start: np.ndarray, duration: np.ndarray, comm: pd.DataFrame) -> np.ndarray:
+    """Which host operations are also collectives of comm_ops (the same start and duration:
+    a gloo collective is read as both)."""
+    comm_start = comm["start_us"].to_numpy("float64", na_value=np.nan)
+    comm_duration = comm["duration_us"].to_numpy("float64", na_value=np.nan)
+    pairs = set(zip_strict(comm_start.tolist(), comm_duration.tolist()))
+    found = np.zeros(len(start), dtype=bool)
+    rows = np.flatnonzero(np.isin(start, comm_start))
+    found[rows] = [p in pairs for p in zip_strict(start[rows].tolist(), duration[rows].tolist())]
+    return found
+
+
+def _overlap_per_step(
+    steps: pd.DataFrame,
+    compute: intervals.Intervals,
+    comm: intervals.Intervals,
+    span: tuple[float, float],
+) -> dict[str, pd.Series]:
+    """computing_us, communication_us, comm_not_overlapped_us and free_us of each step, from
+    the merged computation and communication and the `span` the recording covers."""
     # Steps outside the recorded task timeline get no breakdown: no data is not idle time.
     # Nor does a step the timeline starts or stops early in, covering less than half of it,
     # while steps before or after it have no task at all (a device timeline of the first 15
     # of 322 steps ending 1 ms into the 15th): the rest of it was not recorded, not idle.
-    first_task, last_task = np.nanmin(start, initial=np.inf), np.nanmax(end, initial=-np.inf)
+    first_task, last_task = span
     starts = steps["start_us"].to_numpy("float64", na_value=np.nan)
     ends = steps["end_us"].to_numpy("float64", na_value=np.nan)
     stops_early = bool((starts >= last_task).any())
@@ -199,7 +289,7 @@ def step_overlap(profile: Profile) -> None:
         rows.append((computing, communication, communication - hidden, max(hi - lo - busy, 0.0)))
     cols = ["computing_us", "communication_us", "comm_not_overlapped_us", "free_us"]
     derived = pd.DataFrame(rows, columns=cols, index=steps.index, dtype="float64")
-    profile.tables["steps"] = steps.assign(**{c: derived[c] for c in cols})
+    return {c: derived[c] for c in cols}
 
 
 def mark_nested_host_ops(profile: Profile) -> None:
@@ -476,6 +566,23 @@ PROVIDERS = [
         ),
         step_overlap,
         "per-step compute/communication overlap from device task intervals",
+    ),
+    MetricProvider(
+        "host_step_overlap",
+        (
+            "host_ops.start_us",
+            "host_ops.duration_us",
+            "host_ops.kind",
+            "host_ops.name",
+            "comm_ops.start_us",
+            "comm_ops.duration_us",
+            "steps.start_us",
+            "steps.end_us",
+        ),
+        ("steps.computing_us", "steps.communication_us", "steps.comm_not_overlapped_us"),
+        host_step_overlap,
+        "per-step compute/communication overlap from host operators and collectives run on "
+        "host threads (gloo), where there are no device tasks",
     ),
 ]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 
 import pandas as pd
@@ -178,3 +180,163 @@ def test_report_host_and_compute_class_metrics():
     }
     classes = dict(compute_class_time(profile)[["compute_class", "total_us"]].to_numpy())
     assert classes == {"matmul": 100.0, "other_compute": 4.0, "communication": 50.0}
+
+
+def _host_profile(host: dict, comm: dict | None, device: bool = False) -> Profile:
+    """One 1,000 µs step with these host operations (and comm_ops, device_ops)."""
+    steps = pd.DataFrame(
+        {"step": [1], "start_us": [0.0], "end_us": [1000.0], "duration_us": [1000.0]}
+    )
+    tables = {"steps": conform("steps", steps), "host_ops": conform("host_ops", pd.DataFrame(host))}
+    if comm is not None:
+        tables["comm_ops"] = conform("comm_ops", pd.DataFrame(comm))
+    if device:
+        ops = {"name": ["k"], "category": ["compute"], "start_us": [0.0], "duration_us": [10.0]}
+        tables["device_ops"] = conform("device_ops", pd.DataFrame(ops))
+    return Profile(ProfileMeta("t", "mem"), tables)
+
+
+GLOO_STEP = {
+    # the training thread: forward and backward, the call that queues the all-reduce, a
+    # Python frame and a user's span lasting through the wait, then the optimizer; gloo's
+    # thread: the all-reduce itself
+    "name": [
+        "aten::mm",
+        "c10d::allreduce_",
+        "backward",
+        "train",
+        "Optimizer.step#SGD.step",
+        "aten::add_",
+        "gloo:all_reduce",
+    ],
+    "kind": ["aten", "aten", "python", "annotation", "optimizer", "aten", "annotation"],
+    "start_us": [0.0, 200.0, 100.0, 0.0, 900.0, 910.0, 250.0],
+    "duration_us": [200.0, 50.0, 800.0, 1000.0, 50.0, 20.0, 600.0],
+    "thread": [1, 1, 1, 1, 1, 1, 2],
+}
+GLOO_COMM = {
+    "name": ["gloo:all_reduce"],
+    "op": ["allreduce"],
+    "start_us": [250.0],
+    "duration_us": [600.0],
+}
+
+
+def test_cpu_collectives_get_their_overlap_from_host_operations():
+    """Without device tasks, gloo's collectives (host operations on gloo's threads, also in
+    comm_ops) communicate and the training thread's operators compute: the all-reduce
+    [250, 850) overlaps no operator, so all of it is exposed."""
+    profile = _host_profile(GLOO_STEP, GLOO_COMM)
+    derive(profile, ["steps.comm_not_overlapped_us"], PROVIDERS)
+    row = profile.tables["steps"].iloc[0]
+    assert row["computing_us"] == 200 + 50  # aten::mm, the optimizer's step; not the
+    # queueing call, the Python frame or the span, which last through the wait
+    assert row["communication_us"] == 600
+    assert row["comm_not_overlapped_us"] == 600
+    assert "free_us" not in profile.tables["steps"]  # the device's idle time: no device here
+    overlapped = {**GLOO_STEP, "start_us": [*GLOO_STEP["start_us"][:-1], 100.0]}
+    profile = _host_profile(overlapped, {**GLOO_COMM, "start_us": [100.0]})
+    derive(profile, ["steps.comm_not_overlapped_us"], PROVIDERS)
+    assert profile.tables["steps"].iloc[0]["comm_not_overlapped_us"] == 600 - 100  # [100, 200)
+
+
+def test_a_call_queueing_a_collective_inside_an_operator_does_not_compute():
+    """DDP's hook queues the all-reduce (c10d::allreduce_ [200, 250)) from within autograd's
+    AccumulateGrad [150, 260) on the training thread: only [150, 200) and [250, 260) of it
+    compute. The call holds its own thread only: an operator on another thread at
+    [220, 240) still computes."""
+    step = {
+        key: [*GLOO_STEP[key], *extra]
+        for key, extra in {
+            "name": ["autograd::engine::evaluate_function: AccumulateGrad", "aten::relu"],
+            "kind": ["aten", "aten"],
+            "start_us": [150.0, 220.0],
+            "duration_us": [110.0, 20.0],
+            "thread": [1, 3],
+        }.items()
+    }
+    profile = _host_profile(step, GLOO_COMM)
+    derive(profile, ["steps.comm_not_overlapped_us"], PROVIDERS)
+    row = profile.tables["steps"].iloc[0]
+    assert row["computing_us"] == 200 + 10 + 20 + 50  # [0, 200) [220, 240) [250, 260) [900, 950)
+    assert row["comm_not_overlapped_us"] == 600 - 10  # [250, 260) hides 10 µs of the all-reduce
+
+
+def test_host_overlap_needs_collectives_on_host_threads_and_no_device_tasks():
+    # comm_ops recorded on a device (HCCL, NCCL kernels) are not host operations
+    profile = _host_profile(GLOO_STEP, {**GLOO_COMM, "start_us": [260.0]})
+    derive(profile, ["steps.comm_not_overlapped_us"], PROVIDERS)
+    assert not profile.has("steps", "comm_not_overlapped_us")
+    # with device tasks the device's overlap counts (here no device communication at all)
+    profile = _host_profile(GLOO_STEP, GLOO_COMM, device=True)
+    derive(profile, ["steps.comm_not_overlapped_us"], PROVIDERS)
+    assert profile.tables["steps"].iloc[0]["comm_not_overlapped_us"] == 0
+    assert "host_step_overlap" not in profile.providers_run
+
+
+def _raw_exposed_communication(path) -> dict[int, float]:
+    """Per ProfilerStep, the gloo collectives' time no CPU operator computes through,
+    computed from the trace file's events directly with a sweep over span ends: operators
+    (cat cpu_op) compute, except while their thread is inside a c10d call (DDP's hook queues
+    the all-reduce from within autograd's AccumulateGrad); gloo's spans communicate."""
+    with gzip.open(path) as raw:
+        events = [e for e in json.load(raw)["traceEvents"] if e.get("ph") == "X"]
+    origin = min(e["ts"] for e in events)
+
+    def union(spans):
+        marks = {}
+        for ts, dur in spans:
+            lo, hi = ts - origin, ts - origin + dur
+            marks[lo] = marks.get(lo, 0) + 1
+            marks[hi] = marks.get(hi, 0) - 1
+        covered, depth, last = [], 0, None
+        for t in sorted(marks):
+            if depth > 0:
+                covered.append((last, t))
+            depth += marks[t]
+            last = t
+        return covered
+
+    def minus(a, b):
+        out = []
+        for lo, hi in a:
+            pieces = [(lo, hi)]
+            for c, d in b:
+                pieces = [
+                    p for x, y in pieces for p in ((x, min(y, c)), (max(x, d), y)) if p[1] > p[0]
+                ]
+            out += pieces
+        return out
+
+    compute = []
+    for tid in {e["tid"] for e in events if e.get("cat") == "cpu_op"}:
+        mine = [e for e in events if e["tid"] == tid and e.get("cat") == "cpu_op"]
+        calls = [(e["ts"], e["dur"]) for e in mine if e["name"].startswith("c10d::")]
+        ops = [(e["ts"], e["dur"]) for e in mine if not e["name"].startswith("c10d::")]
+        compute += minus(union(ops), union(calls))
+    compute = union((lo + origin, hi - lo) for lo, hi in compute)
+    comm = union((e["ts"], e["dur"]) for e in events if e["name"].startswith("gloo:"))
+    exposed = {}
+    for step in (e for e in events if e["name"].startswith("ProfilerStep#")):
+        lo, hi = step["ts"] - origin, step["ts"] - origin + step["dur"]
+        inside = [(max(a, lo), min(b, hi)) for a, b in comm if min(b, hi) > max(a, lo)]
+        hidden = sum(max(0.0, min(b, d) - max(a, c)) for a, b in inside for c, d in compute)
+        exposed[int(step["name"].split("#")[1])] = sum(b - a for a, b in inside) - hidden
+    return exposed
+
+
+def test_a_cpu_ddp_run_shows_its_exposed_all_reduce_true_to_the_trace():
+    """The own 4-rank DDP run over gloo (rank 2 sleeps): the other ranks' training threads
+    wait most of each step for the all-reduce. Before, every rank said "No problems found"."""
+    path = FIXTURE_DIR / "kineto_own" / "ddp4_rank0.pt.trace.json.gz"
+    (analysis,) = advisor.analyze(path).analyses
+    steps = analysis.tables["steps"].set_index("step")
+    raw = _raw_exposed_communication(path)
+    assert sorted(raw) == sorted(steps.index)
+    for step, exposed in raw.items():
+        assert steps.loc[step, "comm_not_overlapped_us"] == pytest.approx(exposed, abs=1e-3)
+    (finding,) = [f for f in analysis.findings if f.rule.id == "COMM-001"]
+    share = sum(raw.values()) / steps["duration_us"].sum()
+    assert share > 0.7
+    assert f"{share:.1%}" in finding.message
+    assert "gloo on CPU" in " ".join(finding.suggestions)
