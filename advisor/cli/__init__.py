@@ -115,6 +115,6 @@ def entry() -> NoReturn:
     tune_for_command_line()
     try:
         main()
-    except SystemExit as exit:
-        end_process(exit.code)
+    except SystemExit as stop:
+        end_process(stop.code)
     end_process(0)
