@@ -357,3 +357,23 @@ def test_snippets_filtered_in_parts_are_the_sequential_ones(
     in_parts = profile_snippets(analysis)
     assert parts and parts[0] > 2, "the trace was filtered in parts"
     assert whole and in_parts == whole
+
+
+def test_step_spans_take_each_steps_first_placed_row() -> None:
+    """msprof repeats step numbers per model: a step's window is its first row with a start
+    and an end; a first row ending before it starts places the step nowhere (not a later
+    row); rows without a number or times are skipped."""
+    import pandas as pd
+
+    from advisor.engine.windows import step_spans
+    from advisor.model import Profile, ProfileMeta, conform
+
+    steps = pd.DataFrame(
+        {
+            "step": [1, 1, 2, 3, 3, None, 4],
+            "start_us": [0.0, 50.0, 100.0, 300.0, 200.0, 400.0, None],
+            "end_us": [100.0, 150.0, 200.0, 250.0, 300.0, 500.0, 600.0],
+        }
+    )
+    profile = Profile(ProfileMeta("t", "mem"), {"steps": conform("steps", steps)})
+    assert step_spans(profile) == {1: (0.0, 100.0), 2: (100.0, 200.0)}
