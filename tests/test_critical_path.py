@@ -322,6 +322,24 @@ def test_without_step_bounds_savings_are_bounded_by_the_profile_time():
     assert savings.critical_path(profile, math.nan) is None
 
 
+def test_a_profile_recording_almost_nothing_gets_no_step_time_if_fixed():
+    """HTA's backward_thread sample: one 45 µs kernel and 10 µs of host calls on the critical
+    path of a 413 ms step. Its idle finding is true, but "if fixed: 413 ms -> 0.04 ms" would
+    be fiction: nothing in it says what the step spent its time on."""
+    (analysis,) = advisor.analyze(REAL / "kineto_backward_thread").analyses
+    path = analysis.evaluation.critical_path
+    assert path.recorded_share() == pytest.approx((45 + 10) / 413_451)
+    assert analysis.findings and all(f.step_time_if_fixed_us is None for f in analysis.findings)
+    assert analysis.evaluation.fix_first is None
+    (warning,) = [w for w in analysis.profile.warnings if "recorded work" in w.problem]
+    assert "fills <0.1% of the steps" in warning.problem
+    assert "no step time if fixed" in warning.problem
+    # a profile that records most of its steps keeps its estimates
+    (sampled,) = advisor.analyze(TIMELINE).analyses
+    assert sampled.evaluation.critical_path.recorded_share() > 0.7
+    assert sampled.evaluation.fix_first is not None
+
+
 def test_a_finding_measured_over_the_steps_with_a_breakdown_stands_for_all_of_them():
     """Device data for 2 of 8 steps of 1000 µs: an idle finding measured over those two
     (500 µs, a quarter of their time) saves a quarter of every step, as its message says;
@@ -409,7 +427,12 @@ def test_every_fixture_keeps_the_estimates_within_the_step(path):
         for finding in analysis.findings:
             after = finding.step_time_if_fixed_us
             if after is None:
-                assert finding.impact_us is None or path_ is None
+                recorded = path_.recorded_share() if path_ is not None else None
+                assert (
+                    finding.impact_us is None
+                    or path_ is None
+                    or (recorded is not None and recorded < savings.MIN_RECORDED_SHARE)
+                )
                 continue
             assert 0.0 <= after <= path_.step_us * (1 + 1e-9)
             saved = (path_.step_us - after) * path_.steps

@@ -414,11 +414,19 @@ def evaluate(
     rank_findings(findings, result.critical_path)
     result.findings = findings
     result.combined_impact_us = combine_impacts(findings, total_us)
+    path = result.critical_path
+    recorded = None if path is None else path.recorded_share()
     if too_short:
         profile.warn_whole(
             f"the profile spans {units.fmt_us(total_us)}, under {units.fmt_us(MIN_JUDGED_US)}: "
             "too short to hold a training step, so its findings stay low and no step time if "
             "fixed is given",
+        )
+    elif recorded is not None and recorded < savings.MIN_RECORDED_SHARE:
+        profile.warn_whole(
+            f"recorded work (device tasks, collectives, host calls, data loading) fills "
+            f"{units.fmt_pct(recorded)} of the steps: what the rest of their time went to is not "
+            "in the profile, so no step time if fixed is given",
         )
     else:
         result.fix_first = savings.apply(findings, result.critical_path)

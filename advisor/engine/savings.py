@@ -34,6 +34,12 @@ BOUNDS = ("compute", "communication", "host", "data", "idle")
 """The step_bounds categories (see plugins/critical_path.py)."""
 UNATTRIBUTED = "unattributed"
 """Profile time no step breakdown covers: a finding of any kind may be saving it."""
+RECORDED = ("compute", "communication", "host", "data")
+"""The categories of recorded work: device tasks, collectives, host calls, data loading."""
+MIN_RECORDED_SHARE = 0.01
+"""Below this share of the steps spent in recorded work, the profile does not say what the
+steps spent their time on (a trace cut to a few events: one 45 µs kernel in a 413 ms step),
+so a step time if fixed would promise nearly all of it back: none is given (our choice)."""
 
 IDLE = ("host", "idle", "data")
 POOL_BOUNDS: Mapping[str, tuple[str, ...]] = {
@@ -86,6 +92,14 @@ class CriticalPath:
     def step_us(self) -> float:
         """Mean step time: the profile time over the steps (gaps between steps included)."""
         return self.total_us / self.steps
+
+    def recorded_share(self) -> float | None:
+        """The share of the time with a breakdown that recorded work fills (RECORDED); None
+        without a breakdown."""
+        broken_down = self.total_us - self.by_bound.get(UNATTRIBUTED, 0.0)
+        if broken_down <= 0:
+            return None
+        return sum(self.by_bound.get(b, 0.0) for b in RECORDED) / broken_down
 
 
 @dataclass(frozen=True)
