@@ -25,6 +25,7 @@ from conftest import REAL
 
 import advisor
 from advisor.engine.evaluate import MIN_JUDGED_US
+from advisor.engine.savings import MIN_RECORDED_SHARE
 from advisor.model import Profile
 
 TICK_US = 0.01
@@ -47,6 +48,7 @@ class Expected:
 # Kineto / PyTorch profiler traces
 
 _DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}
+_HOST_WORK_CATS = {"cpu_op", "operator", "cuda_runtime", "runtime", "cuda_driver"}
 _STEP_CATS = {"cpu_op", "user_annotation", "operator"}
 
 
@@ -106,6 +108,8 @@ def kineto_expected(path: Path) -> Expected:
         warnings.add("no ProfilerStep")
     if span is not None and span < MIN_JUDGED_US:
         warnings.add("the profile spans")  # too short to hold a training step
+    if steps and _recorded_share(events, steps, starts) < MIN_RECORDED_SHARE:
+        warnings.add("recorded work")  # no step time if fixed: the steps' time is not in it
     # a CPU trace's collectives are `gloo:<op>` annotations: its communication comes first
     comm = [(e["name"], float(e["dur"])) for e in events if str(e["name"]).startswith("gloo:")]
     if device:
@@ -115,6 +119,26 @@ def kineto_expected(path: Path) -> Expected:
     else:
         top = _sum_by([(e["name"], float(e["dur"])) for e in events if e.get("cat") == "cpu_op"])
     return Expected(steps or None, span, top, frozenset(warnings))
+
+
+def _recorded_share(events: list[dict], steps: dict[int, float], starts: dict[int, float]) -> float:
+    """The share of the steps' span that device events, host operators and runtime calls
+    (old traces name them `operator` and `runtime`) and gloo collectives cover: the work a
+    critical path can attribute."""
+    lo = min(starts.values())
+    hi = max(starts[n] + steps[n] for n in steps)
+    spans = sorted(
+        (max(float(e["ts"]), lo), min(float(e["ts"]) + float(e["dur"]), hi))
+        for e in events
+        if str(e.get("cat", "")).lower() in _DEVICE_CATS | _HOST_WORK_CATS
+        or str(e.get("name", "")).startswith("gloo:")
+    )
+    covered, reach = 0.0, lo
+    for start, end in spans:
+        if end > max(start, reach):
+            covered += end - max(start, reach)
+            reach = end
+    return covered / (hi - lo)
 
 
 # ---------------------------------------------------------------------------------------------
