@@ -92,8 +92,19 @@ TABLES: dict[str, TableSpec] = {
                     "(msprof 'Data Aug Bound')",
                 ),
                 _c("reduce_us", "float64", US, "sum of all-reduce durations inside the iteration"),
-                _c("computing_us", "float64", US, "device compute time (union of compute tasks)"),
-                _c("communication_us", "float64", US, "device communication time (union)"),
+                _c(
+                    "computing_us",
+                    "float64",
+                    US,
+                    "device compute time (union of compute tasks; a CPU run without device "
+                    "tasks: of its operators)",
+                ),
+                _c(
+                    "communication_us",
+                    "float64",
+                    US,
+                    "device communication time (union; a CPU run: of its gloo collectives)",
+                ),
                 _c("comm_not_overlapped_us", "float64", US, "communication not hidden by compute"),
                 _c("free_us", "float64", US, "device time with neither compute nor communication"),
                 _c("bubble_us", "float64", US, "pipeline-parallel bubble time"),
