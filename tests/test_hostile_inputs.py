@@ -508,6 +508,22 @@ def test_the_guard_tells_a_full_disk_from_a_bug(
         assert lines == ["advisor: output: No space left on device"]
 
 
+@pytest.mark.parametrize("args", [["rules", "list"], ["run", str(DEMO), "-o", "-", "-q"]])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(args: list[str]) -> None:
+    """`advisor rules list | head`: the pipe's reader is gone before advisor writes. No
+    "internal error", no traceback: exit 5 (the output could not be written), stderr empty."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "advisor", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away at once: every write meets a closed pipe
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == EXIT_UNWRITABLE
+    assert stderr == ""
+
+
 # ---------------------------------------------------------------------------------------------
 # what newer profiler versions add
 

@@ -5,12 +5,14 @@ advisor.cli.reporting, so that `rules list` or `plugins list` never import the e
 
 Exit codes: 0 ok; 1 a finding at or above --fail-on; 2 usage error (bad option, bad rule file
 given with --rules, output inside the input); 3 an input could not be read; 4 internal error
-(a bug: nothing else); 5 an output could not be written (a full disk, no permission).
+(a bug: nothing else); 5 an output could not be written (a full disk, no permission, a reader
+of stdout that stopped reading: then silently, as `| head` expects).
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,6 +56,9 @@ def guard(debug: bool, body: Callable[[], int | None]) -> NoReturn:
     code, so no traceback reaches the user unless --debug asks for it."""
     try:
         code = body()
+    except BrokenPipeError:  # the reader of the output stopped (`advisor rules list | head`)
+        _stop_writing_stdout()
+        sys.exit(EXIT_UNWRITABLE)
     except Failure as exc:
         error(str(exc))
         sys.exit(exc.code)
@@ -74,6 +79,17 @@ def guard(debug: bool, body: Callable[[], int | None]) -> NoReturn:
         error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
         sys.exit(EXIT_INTERNAL)
     sys.exit(code or EXIT_OK)
+
+
+def _stop_writing_stdout() -> None:
+    """Point stdout at the null device: what is still buffered for a reader that has gone
+    would otherwise fail again, loudly, when the process exits."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):  # no file descriptor behind stdout (a test's capture)
+        pass
 
 
 def stop_on_user_rule_errors(errors: Sequence[RuleError], user_paths: Sequence[Path]) -> None:
