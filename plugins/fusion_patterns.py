@@ -349,50 +349,69 @@ def kernel_sequence_rows(
         return [], 0
     free = top.index[~top["in_optimizer"] & ~top.index.isin(list(claimed))]
     links = links[links["top"].isin(free)]
-    kernels = device.loc[links["device"], ["name", "duration_us", "start_us"]]
-    kernels = kernels.assign(top=links["top"].to_numpy())
-    kernels = kernels.sort_values("start_us", kind="stable")
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    # The kernels in start order (ties in link order, missing starts last, as a stable
+    # sort_values gives), as positions in device: arrays, never a frame of names sorted
+    rows = device.index.get_indexer(links["device"])
+    all_starts = device["start_us"].to_numpy("float64", na_value=np.nan)[rows]
+    by_start = np.argsort(all_starts, kind="stable")
+    rows, all_starts = rows[by_start], all_starts[by_start]
     # The calls in order of their first kernel, each call's kernels in start order (what a
     # groupby by call gives, without a frame per call: a trace has tens of thousands)
-    codes, labels = pd.factorize(kernels["top"], sort=False)
+    codes, labels = pd.factorize(links["top"].to_numpy()[by_start], sort=False)
     order = np.argsort(codes, kind="stable")
     ends = np.cumsum(np.bincount(codes, minlength=len(labels)))
-    all_names = [str(n) for n in kernels["name"].tolist()]
-    all_durations = kernels["duration_us"].to_numpy("float64", na_value=0.0)
-    all_starts = kernels["start_us"].tolist()
-    calls = np.flatnonzero(np.diff(ends, prepend=0) >= MIN_KERNELS)
+    firsts = ends - np.bincount(codes, minlength=len(labels))
+    calls = np.flatnonzero(ends - firsts >= MIN_KERNELS)
+    if not len(calls):
+        return [], len(rows)
+    kernel_rows = rows[order]
+    durations = device["duration_us"].to_numpy("float64", na_value=0.0)[kernel_rows]
+    longest = np.maximum.reduceat(durations, firsts)[calls].tolist()
+    # Names as codes of their text (str() of each, as the key is written), so that a call's
+    # key is a tuple of small integers
+    name_codes, uniques = pd.factorize(
+        device["name"].array.take(kernel_rows), sort=False, use_na_sentinel=False
+    )
+    texts = [str(n) for n in uniques]  # a missing name is "<NA>", as str() writes it
+    text_codes = {t: i for i, t in reversed(list(enumerate(texts)))}  # first code of a text
+    name_codes = np.array([text_codes[t] for t in texts], dtype=np.int64)[name_codes].tolist()
     at = top.index.get_indexer(labels[calls])  # each call's row in top
     roots = [_PREFIXES.sub("", str(n)) for n in top["name"].take(at).tolist()]
-    steps = top["step"].array if "step" in top else None  # an element as .at gives it
+    steps = top["step"].take(at).tolist() if "step" in top else None
+    starts = all_starts[order][firsts[calls]].tolist()
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    totals = []  # each call's sum as ndarray.sum gives it (reduceat adds in another order)
+    for k, (first, end) in enumerate(zip(firsts[calls].tolist(), ends[calls].tolist())):
+        groups.setdefault((roots[k], *name_codes[first:end]), []).append(k)
+        totals.append(float(durations[first:end].sum()))
     short: dict[str, str] = {}
-    for k, code in enumerate(calls.tolist()):
-        rows = order[ends[code - 1] if code else 0 : ends[code]]
-        names = [all_names[r] for r in rows.tolist()]
-        durations = all_durations[rows]
-        groups[(roots[k], *names)].append(
+    out = []
+    for key, members in groups.items():
+        names = [texts[c] for c in key[1:]]
+        brief = [short.get(n) or short.setdefault(n, _short(n)) for n in names]
+        occurrences = [
             {
-                "start": float(all_starts[rows[0]]),
-                "step": pd.NA if steps is None else steps[at[k]],
-                "names": [short.get(n) or short.setdefault(n, _short(n)) for n in names],
+                "start": starts[k],
+                "step": pd.NA if steps is None else steps[k],
+                "names": brief,
                 "ops": len(names),
-                "total": float(durations.sum()),
-                "fused": float(durations.max()),
+                "total": totals[k],
+                "fused": longest[k],
             }
+            for k in members
+        ]
+        out.append(
+            _row(
+                "kernel_sequence",
+                f"{key[0]}: " + " | ".join(brief),
+                occurrences,
+                fused_api=None,
+                source="device_ops",
+                time_basis="device",
+                **_NO_VERSION,
+            )
         )
-    rows = [
-        _row(
-            "kernel_sequence",
-            f"{key[0]}: " + " | ".join(_short(n) for n in key[1:]),
-            occ,
-            fused_api=None,
-            source="device_ops",
-            time_basis="device",
-            **_NO_VERSION,
-        )
-        for key, occ in groups.items()
-    ]
-    return rows, len(kernels)
+    return out, len(rows)
 
 
 def _op_type_of(name: str) -> str:

@@ -178,6 +178,57 @@ def test_frequent_kernel_sequence_of_a_real_gpu_trace_matches_the_raw_launches()
     assert "cross_entropy_loss" in str(finding.evidence["rows"])
 
 
+def test_kernel_sequences_group_calls_by_kernels_in_start_order():
+    """Three calls of one operator and one of another, their kernels listed out of start
+    order: a call's kernels are read in start order, calls with the same kernels are one
+    row whose first occurrence is the earliest call, a kernel without a name is a kernel of
+    its own, and a call launching fewer than MIN_KERNELS kernels is no sequence."""
+    top = pd.DataFrame(
+        {
+            "name": ["aten::foo", "aten::foo", "aten::foo", "aten::bar"],
+            "start_us": [100.0, 0.0, 200.0, 300.0],
+            "step": pd.array([2, 1, 3, 3], dtype="Int64"),
+            "in_optimizer": False,
+        },
+        index=[10, 11, 12, 13],
+    )
+    kernels = [  # (call, name, start, duration)
+        (10, "void k2<float>(int)", 112.0, 4.0),
+        (10, "k1", 110.0, 1.0),
+        (10, "k3", 114.0, 2.0),
+        (11, "k1", 10.0, 3.0),
+        (11, "void k2<float>(int)", 12.0, 5.0),
+        (11, "k3", 14.0, 1.0),
+        (12, "k1", 210.0, 1.0),
+        (12, None, 212.0, 7.0),
+        (12, "k3", 214.0, 1.0),
+        (13, "k1", 310.0, 1.0),
+        (13, "k3", 311.0, 1.0),
+    ]
+    device = pd.DataFrame(
+        {
+            "name": pd.array([k[1] for k in kernels], dtype="string"),
+            "start_us": [k[2] for k in kernels],
+            "duration_us": [k[3] for k in kernels],
+        }
+    )
+    links = pd.DataFrame({"device": device.index, "top": [k[0] for k in kernels]})
+    rows, scanned = fusion_patterns.kernel_sequence_rows(top, device, set(), links)
+    assert scanned == len(kernels)
+    by_pattern = {r["pattern"]: r for r in rows}
+    assert sorted(by_pattern) == ["foo: k1 | <NA> | k3", "foo: k1 | k2 | k3"]
+    both = by_pattern["foo: k1 | k2 | k3"]
+    assert (both["occurrences"], both["ops"]) == (2, 3)
+    assert both["total_us"] == 16.0 and both["fused_us"] == 9.0 and both["saving_us"] == 7.0
+    assert (both["first_start_us"], both["step"]) == (10.0, 1)  # call 11, the earliest
+    assert both["example"] == "k1 -> k2 -> k3"
+    alone = by_pattern["foo: k1 | <NA> | k3"]
+    assert (alone["occurrences"], alone["total_us"], alone["step"]) == (1, 9.0, 3)
+    # a call already claimed by an affinity match is left out
+    rows, _ = fusion_patterns.kernel_sequence_rows(top, device, {11}, links)
+    assert {r["pattern"]: r["occurrences"] for r in rows}["foo: k1 | k2 | k3"] == 1
+
+
 def test_graph_mode_profiles_get_device_sequences_and_eager_ones_do_not():
     """MindSpore AlexNet (real, graph mode): six Cast tasks run back to back on one stream;
     a PyTorch trace with framework operators is never searched that way."""

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -316,7 +317,18 @@ def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch):
         seen.append(0 if result is None else result.parts)
         return result
 
+    interval = sys.getswitchinterval()
+    intervals: list[float] = []
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        intervals.append(sys.getswitchinterval())
+        return run_parts(*args, **kwargs)
+
     monkeypatch.setattr("advisor_plugins.kineto.reader.read_in_parts", counting)
+    monkeypatch.setattr(parallel, "run_parts", watched)
     in_parts = KinetoReader().read(trace)[0]
     assert seen and seen[0] > 1
     assert_same_profile(in_parts, whole)
+    # results are read from the workers' pipes promptly while this process folds its parts,
+    # and the interpreter's setting is given back
+    assert intervals == [parallel.SWITCH_S] and sys.getswitchinterval() == interval
