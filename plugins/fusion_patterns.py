@@ -203,28 +203,41 @@ def _row(kind: str, pattern: str, occurrences: list[dict[str, Any]], **extra: An
 
 def _top_level(profile: Profile) -> pd.DataFrame | None:
     """Top-level framework operators (aten calls not inside another aten call of their
-    thread), outside optimizer steps (HOST-004's), sorted by thread and start."""
+    thread), outside optimizer steps (HOST-004's), sorted by thread and start.
+
+    The rows are chosen and ordered on arrays and the frame taken once: each selection of a
+    frame copies its text columns (a million host operators in a large trace)."""
     host = profile.tables.get("host_ops")
     if host is None or "start_us" not in host or "kind" not in host:
         return None
-    read = ("kind", "start_us", "duration_us", "name", "thread", "step")
-    host = host[[c for c in read if c in host]]  # takes below copy only these columns
-    host = host.assign(thread=host.get("thread", pd.Series(-1, index=host.index)).fillna(-1))
-    aten = host[(host["kind"] == "aten").fillna(False) & host["start_us"].notna()]
-    if aten.empty:
+    kind = host["kind"]
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = host["duration_us"].to_numpy("float64", na_value=0.0)
+    threads = (
+        host["thread"].to_numpy("int64", na_value=-1)
+        if "thread" in host
+        else np.full(len(host), -1, dtype=np.int64)
+    )
+    placed = ~np.isnan(start)
+    aten = np.flatnonzero((kind == "aten").fillna(False).to_numpy(bool) & placed)
+    if not len(aten):
         return None
-    aten = aten[~intervals.nested_calls(aten)]
-    start = aten["start_us"].to_numpy("float64")
-    end = start + aten["duration_us"].to_numpy("float64", na_value=0.0)
-    aten = aten.assign(end_us=end, in_optimizer=False)
-    optimizer = host[(host["kind"] == "optimizer").fillna(False) & host["start_us"].notna()]
-    for thread, steps in optimizer.groupby("thread", dropna=False):
-        s0 = steps["start_us"].to_numpy("float64")
-        merged = intervals.merge(s0, s0 + steps["duration_us"].to_numpy("float64", na_value=0.0))
-        on_thread = (aten["thread"] == thread).fillna(False).to_numpy(bool)
-        inside = _inside(merged, aten["start_us"].to_numpy("float64"))
-        aten.loc[on_thread & inside, "in_optimizer"] = True
-    return aten.sort_values(["thread", "start_us"], kind="stable")
+    aten = aten[~intervals.nested(start[aten], start[aten] + duration[aten], threads[aten])]
+    in_optimizer = np.zeros(len(aten), dtype=bool)
+    optimizer = np.flatnonzero((kind == "optimizer").fillna(False).to_numpy(bool) & placed)
+    for thread in np.unique(threads[optimizer]):
+        steps = optimizer[threads[optimizer] == thread]
+        merged = intervals.merge(start[steps], start[steps] + duration[steps])
+        in_optimizer |= (threads[aten] == thread) & _inside(merged, start[aten])
+    order = np.lexsort((start[aten], threads[aten]))
+    aten, in_optimizer = aten[order], in_optimizer[order]
+    read = [c for c in ("kind", "start_us", "duration_us", "name", "thread", "step") if c in host]
+    top = host[read].take(aten)
+    return top.assign(
+        thread=pd.array(threads[aten], dtype="Int64"),
+        end_us=start[aten] + duration[aten],
+        in_optimizer=in_optimizer,
+    )
 
 
 def _inside(merged: intervals.Intervals, points: np.ndarray) -> np.ndarray:
