@@ -75,6 +75,35 @@ def test_nested_marks_inner_levels_of_each_group_only():
     ).tolist() == [True, False]
 
 
+calls = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),
+        st.one_of(st.integers(0, 20).map(float), st.just(np.nan)),  # few starts: many ties
+        st.integers(0, 8).map(float),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(calls)
+def test_nested_is_true_for_calls_inside_an_earlier_or_longer_one_of_their_group(rows):
+    """Brute force: a call is nested when a call of its group placed before it in (start,
+    longest first, file order) order reaches past its start; calls without a start never
+    are, and never hold another."""
+    groups = np.array([g for g, _, _ in rows], dtype=object)
+    starts = np.array([s for _, s, _ in rows], dtype="float64")
+    ends = starts + np.array([d for _, _, d in rows], dtype="float64")
+    placed = [i for i in range(len(rows)) if not np.isnan(starts[i])]
+    before = sorted(placed, key=lambda i: (starts[i], -ends[i], i))
+    want = [
+        i in placed
+        and any(groups[j] == groups[i] and ends[j] > starts[i] for j in before[: before.index(i)])
+        for i in range(len(rows))
+    ]
+    assert intervals.nested(starts, ends, groups).tolist() == want
+
+
 @settings(max_examples=200, deadline=None)
 @given(spans, spans)
 def test_covered_gives_the_part_of_each_window_the_set_covers(pairs, windows):
