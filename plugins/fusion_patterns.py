@@ -21,7 +21,6 @@ that part (flash attention).
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,8 @@ MIN_KERNELS = 3  # HTA get_frequent_cuda_kernel_sequences: min_pattern_len = 3
 _PREFIXES = re.compile(r"^(?:aten|npu)::")
 _STEP = re.compile(r"^(?P<names>[A-Za-z0-9_.|]+?)(?P<quant>\?|\{\d+,\d+\})?$")
 _EXAMPLE_CHARS = 1000
+_FIRST_SYMBOL = 0x100  # the catalogue's names as characters from here on (no regex syntax)
+_OTHER = " "  # a name no sequence holds
 _COPY_SUFFIX = re.compile(r"_\d+$")
 _ORIGINAL_SEPARATOR = re.compile(r"[;,]")
 NOT_APPLICABLE = "n/a"  # availability of rows no CANN version concerns (never missing, so
@@ -65,26 +66,50 @@ class Pattern:
     regex: re.Pattern[str]
 
 
-def _step_regex(step: str) -> str:
-    """One step of a sequence as a regex over tokens written `name,`."""
-    match = _STEP.match(step.strip())
-    if match is None:
-        raise ValueError(f"{CATALOGUE}: bad step {step!r}")
-    names = "|".join(re.escape(n) for n in match["names"].split("|"))
-    return f"(?:(?:{names}),){match['quant'] or ''}"
+def _steps(sequence: str) -> list[tuple[list[str], str]]:
+    """The steps of one sequence (separated by spaces): (names, quantifier) each."""
+    steps = []
+    for step in str(sequence).split():
+        match = _STEP.match(step)
+        if match is None:
+            raise ValueError(f"{CATALOGUE}: bad step {step!r}")
+        steps.append((match["names"].split("|"), match["quant"] or ""))
+    return steps
 
 
-def _compile(sequences: Sequence[str]) -> re.Pattern[str]:
-    """The sequences (steps separated by spaces) as one regex whose matches start at a
-    token boundary."""
-    alternatives = ["".join(_step_regex(s) for s in str(seq).split()) for seq in sequences]
-    return re.compile("(?<=,)(?:" + "|".join(alternatives) + ")")
+def _compile(sequences: Sequence[str], symbols: dict[str, str]) -> re.Pattern[str]:
+    """The sequences as one regex over text with one symbol per token (`symbols`)."""
+    alternatives = [
+        "".join(f"[{''.join(symbols[n] for n in names)}]{quant}" for names, quant in _steps(seq))
+        for seq in sequences
+    ]
+    return re.compile("|".join(alternatives))
+
+
+@cache
+def _symbols() -> dict[str, str]:
+    """One character for each operator name the catalogue's sequences hold: a token sequence
+    is matched as a string of these (every other name one character that no step takes), so
+    a regex scans a character per operator rather than its name."""
+    data = package_yaml(__package__, CATALOGUE)
+    names = sorted(
+        {
+            name
+            for family in ("affinity", "graph")
+            for entry in data[family]
+            for sequence in entry.get("sequences", ())
+            for names, _ in _steps(sequence)
+            for name in names
+        }
+    )
+    return {name: chr(_FIRST_SYMBOL + i) for i, name in enumerate(names)}
 
 
 @cache
 def catalogue() -> tuple[Pattern, ...]:
     """The shipped catalogue, checked and compiled once."""
     data = package_yaml(__package__, CATALOGUE)  # read on first use: listing rules never does
+    symbols = _symbols()
     patterns = []
     for family in ("affinity", "graph"):
         for entry in data[family]:
@@ -99,27 +124,23 @@ def catalogue() -> tuple[Pattern, ...]:
                     entry.get("gpu_api"),
                     None if entry.get("cann") is None else str(entry["cann"]),
                     entry.get("label") or " / ".join("-".join(str(q).split()) for q in sequences),
-                    _compile(sequences),
+                    _compile(sequences, symbols),
                 )
             )
     return tuple(patterns)
 
 
 def find(tokens: Sequence[str], patterns: Iterable[Pattern]) -> list[tuple[Pattern, int, int]]:
-    """Matches (pattern, first token, one past the last) of consecutive tokens, tried in
-    catalogue order; a token belongs to one match at most."""
-    text = "," + ",".join(tokens) + "," if tokens else ","
-    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-    starts = (np.cumsum(lengths + 1) - lengths).tolist()  # after each token's ',
+    """Matches (pattern, first token, one past the last) of consecutive tokens (each matched
+    whole), tried in catalogue order; a token belongs to one match at most."""
+    symbols = _symbols()
+    text = "".join([symbols.get(token, _OTHER) for token in tokens])
     claimed = np.zeros(len(tokens), dtype=bool)
     found = []
     for pattern in patterns:
         for match in pattern.regex.finditer(text):
-            if match.end() == match.start():
-                continue
-            first = bisect_right(starts, match.start()) - 1
-            last = bisect_right(starts, match.end() - 1)  # one past the token of the last ','
-            if claimed[first:last].any():
+            first, last = match.span()
+            if last == first or claimed[first:last].any():
                 continue
             claimed[first:last] = True
             found.append((pattern, first, last))
@@ -381,13 +402,13 @@ def kernel_sequence_rows(
     durations = device["duration_us"].to_numpy("float64", na_value=0.0)[kernel_rows]
     longest = np.maximum.reduceat(durations, firsts)[calls].tolist()
     # Names as codes of their text (str() of each, as the key is written), so that a call's
-    # key is a tuple of small integers
-    name_codes, uniques = pd.factorize(
-        device["name"].array.take(kernel_rows), sort=False, use_na_sentinel=False
-    )
+    # key is a tuple of small integers. The whole column is coded, not the kernels' rows
+    # taken first: a take copies the names, hundreds of bytes each
+    name_codes, uniques = pd.factorize(device["name"].array, sort=False, use_na_sentinel=False)
     texts = [str(n) for n in uniques]  # a missing name is "<NA>", as str() writes it
     text_codes = {t: i for i, t in reversed(list(enumerate(texts)))}  # first code of a text
-    name_codes = np.array([text_codes[t] for t in texts], dtype=np.int64)[name_codes].tolist()
+    canonical = np.array([text_codes[t] for t in texts], dtype=np.int64)
+    name_codes = canonical[name_codes[kernel_rows]].tolist()
     at = top.index.get_indexer(labels[calls])  # each call's row in top
     roots = [_PREFIXES.sub("", str(n)) for n in top["name"].take(at).tolist()]
     steps = top["step"].take(at).tolist() if "step" in top else None

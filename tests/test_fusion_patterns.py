@@ -68,6 +68,10 @@ def test_optional_steps_match_and_a_name_only_matches_whole_tokens():
     # "_cat" is not "cat": the rotary sequence needs chunk|slice, neg, cat
     assert find(["chunk", "neg", "_cat", "add"], [rotary]) == []
     assert len(find(["chunk", "neg", "cat", "mul", "mul", "add"], [rotary])) == 1
+    # mul{0,2}: three are one too many; every occurrence is found, each token used once
+    assert find(["slice", "neg", "cat", "mul", "mul", "mul", "add"], [rotary]) == []
+    tokens = ["x", "chunk", "neg", "cat", "add", "chunk", "neg", "cat", "mul", "add", "cat"]
+    assert [(f, last) for _, f, last in find(tokens, [rotary])] == [(1, 5), (5, 10)]
 
 
 def test_an_operator_belongs_to_the_first_matching_pattern_only():
