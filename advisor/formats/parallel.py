@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from advisor.collector import tune_for_command_line
 from advisor.errors import UnreadableInput
 from advisor.formats.stream import (
     CHUNK_BYTES,
@@ -226,7 +227,11 @@ def _pool(processes: int) -> Iterator[Executor | None]:
         with nullcontext() as none:
             yield none
         return
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        processes,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=tune_for_command_line,  # they are advisor's processes alone
+    ) as pool:
         yield pool
 
 
