@@ -12,10 +12,10 @@ Only the command line and its worker processes do this: a notebook or a program 
 imports advisor keeps its own collector settings (`freeze_imports` does nothing there).
 
 The C allocator is told to keep what numpy and pandas free (`keep_freed_memory`): by
-default glibc maps every block over 128 KiB (a column of a large table) from the operating
-system and hands it back when freed, so each new column of a derived table is fresh memory
-that the kernel must map page by page; on a 406 MB Kineto trace the kernel's share of the
-run's time was a fifth. Kept, the freed blocks are reused.
+default glibc maps large blocks (a column of a large table) from the operating system one by
+one and gives the freed top of its heap back, so each new column of a derived table is fresh
+memory that the kernel maps page by page; on a 406 MB Kineto trace that was about a fifth of
+the run's CPU time. Kept, the freed blocks are reused.
 
 For the same reason the command line ends its process without tearing down what is alive
 (`end_process`): freeing the modules and objects of pandas, pyarrow and an analysis one by
