@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from advisor.engine.expr import as_mask, is_missing, plain, truthy
+from advisor.engine.text_codes import coded, spread
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -401,8 +402,9 @@ def contains(x: Any, substring: str, case: bool = False) -> Any:
     """
     substring = _text(substring, "contains", "the substring")
     if isinstance(x, pd.Series):
-        found = _strings(x).str.contains(substring, case=bool(case), regex=False, na=False)
-        return as_mask(found)
+        codes, distinct = coded(x)
+        hits = distinct.str.contains(substring, case=bool(case), regex=False, na=False)
+        return spread(codes, hits, x.index)
     if is_missing(x):
         return False
     text = str(x)
@@ -418,7 +420,8 @@ def startswith(x: Any, prefix: str | tuple[str, ...]) -> Any:
     if not isinstance(prefixes, tuple) or not builtins.all(isinstance(p, str) for p in prefixes):
         raise TypeError(f"startswith() needs text or a tuple of texts, got {prefix!r}")
     if isinstance(x, pd.Series):
-        return as_mask(_strings(x).str.startswith(prefixes, na=False))
+        codes, distinct = coded(x)
+        return spread(codes, distinct.str.startswith(prefixes, na=False), x.index)
     return not is_missing(x) and str(x).startswith(prefixes)
 
 
@@ -518,12 +521,8 @@ def matches(x: Any, pattern: str) -> Any:
     """
     regex = _regex(_text(pattern, "matches", "the pattern"))
     if isinstance(x, pd.Series):
-        codes, uniques = pd.factorize(_strings(x))  # each distinct text searched once
-        hits = np.array([regex.search(s[:MAX_SUBJECT]) is not None for s in uniques], dtype=bool)
-        mask = np.zeros(len(codes), dtype=bool)
-        found = codes >= 0  # missing values match nothing
-        mask[found] = hits[codes[found]]
-        return pd.Series(mask, index=x.index)
+        codes, distinct = coded(x)  # each distinct text searched once
+        return spread(codes, [regex.search(s[:MAX_SUBJECT]) is not None for s in distinct], x.index)
     return not is_missing(x) and regex.search(str(x)[:MAX_SUBJECT]) is not None
 
 

@@ -1,0 +1,59 @@
+"""Text predicates answered per distinct value (advisor/engine/text_codes.py): the same masks
+as pandas' own string methods, codes kept only while the column's data lives and never
+reused for data written since."""
+
+from __future__ import annotations
+
+import gc
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.engine import text_codes
+from advisor.engine.functions import contains, matches, startswith
+
+names = st.lists(
+    st.one_of(st.none(), st.sampled_from(["aten::add", "aten::ADDMM", "cudaFree", "Free", "é"])),
+    max_size=30,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(names)
+def test_the_masks_are_pandas_string_methods_row_by_row(values):
+    for dtype in ("string[pyarrow]", "string[python]", object):
+        column = pd.Series(values, dtype=dtype, index=range(100, 100 + len(values)))
+        text = column.astype("string")
+        cases = [
+            (contains(column, "add"), text.str.contains("add", case=False, regex=False)),
+            (contains(column, "add", case=True), text.str.contains("add", regex=False)),
+            (startswith(column, ("aten", "cuda")), text.str.startswith(("aten", "cuda"))),
+            (matches(column, "^aten::add(?:mm)?$"), text.str.contains("^aten::add(?:mm)?$")),
+        ]
+        for got, want in cases:
+            assert got.index.equals(column.index)
+            assert got.tolist() == want.fillna(False).astype(bool).tolist()
+
+
+def test_codes_are_kept_for_the_columns_data_and_dropped_with_it():
+    frame = pd.DataFrame({"name": pd.Series(["a", "b", None, "a"], dtype="string[pyarrow]")})
+    codes, distinct = text_codes.coded(frame["name"])
+    assert codes.tolist() == [0, 1, -1, 0] and distinct.tolist() == ["a", "b"]
+    # another selection of the same column: the same codes, not worked out again
+    assert text_codes.coded(frame["name"])[0] is codes
+    assert text_codes.coded(frame[["name"]]["name"])[0] is codes
+    before = len(text_codes._CODED)
+    del frame
+    gc.collect()
+    assert len(text_codes._CODED) == before - 1
+
+
+@pytest.mark.parametrize("dtype", ["string[pyarrow]", "string[python]"])
+def test_a_write_into_the_column_is_seen(dtype):
+    column = pd.Series(["cudaFree", "x"], dtype=dtype)
+    assert matches(column, "Free$").tolist() == [True, False]
+    column.iloc[1] = "aclrtFree"
+    assert matches(column, "Free$").tolist() == [True, True]
+    assert contains(column, "ACLRT").tolist() == [False, True]
