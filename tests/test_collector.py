@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -120,7 +121,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator (Linux)")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator")
 def test_freed_blocks_are_reused_instead_of_mapped_again() -> None:
     """Ten times four 8 MiB blocks allocated, then freed together: by default glibc hands
     the freed top of its heap back each time, so every round maps its 32 MiB again page by
