@@ -524,6 +524,37 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(args: list[str]) -
     assert stderr == ""
 
 
+_OTHER_PIPE_BREAKS = """
+import os, sys
+from advisor.cli.common import guard
+
+def body():
+    read, write = os.pipe()  # a pipe of advisor's own (a worker's) whose reader has gone
+    os.close(read)
+    os.write(write, b"x")
+
+print("the report so far", flush=True)
+guard("--debug" in sys.argv, body)
+"""
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_broken_pipe_that_is_not_stdout_is_an_internal_error(debug: bool) -> None:
+    """Only stdout's reader going away ends a command quietly: another pipe that breaks (a
+    worker's, a cluster's connection) is a failure the user must see, with its traceback
+    under --debug."""
+    args = [sys.executable, "-c", _OTHER_PIPE_BREAKS] + (["--debug"] if debug else [])
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.stdout == "the report so far\n"
+    if debug:
+        assert done.returncode == 1 and "Traceback" in done.stderr
+        assert done.stderr.rstrip().splitlines()[-1].startswith("BrokenPipeError")
+    else:
+        assert done.returncode == EXIT_INTERNAL
+        assert done.stderr.startswith("advisor: internal error: BrokenPipeError")
+        assert len(done.stderr.splitlines()) == 1
+
+
 # ---------------------------------------------------------------------------------------------
 # what newer profiler versions add
 

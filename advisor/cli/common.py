@@ -56,8 +56,10 @@ def guard(debug: bool, body: Callable[[], int | None]) -> NoReturn:
     code, so no traceback reaches the user unless --debug asks for it."""
     try:
         code = body()
-    except BrokenPipeError:  # the reader of the output stopped (`advisor rules list | head`)
-        _stop_writing_stdout()
+    except BrokenPipeError as exc:
+        if not _stdout_reader_gone():  # another pipe broke (a worker's): not the user's doing
+            _internal_error(exc, debug)
+        _stop_writing_stdout()  # the reader of the output stopped (`advisor rules list | head`)
         sys.exit(EXIT_UNWRITABLE)
     except Failure as exc:
         error(str(exc))
@@ -74,11 +76,33 @@ def guard(debug: bool, body: Callable[[], int | None]) -> NoReturn:
         if isinstance(exc, OSError) and exc.errno in _DISK_ERRORS:
             error(f"{exc.filename or 'output'}: {exc.strerror}")
             sys.exit(EXIT_UNWRITABLE)
-        if debug:
-            raise
-        error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
-        sys.exit(EXIT_INTERNAL)
+        _internal_error(exc, debug)
     sys.exit(code or EXIT_OK)
+
+
+def _internal_error(exc: BaseException, debug: bool) -> NoReturn:
+    """A bug: its traceback with --debug, else one line and exit 4."""
+    if debug:
+        raise exc
+    error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)")
+    sys.exit(EXIT_INTERNAL)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has closed it: poll reports an error
+    or hang-up on its end. Where poll is missing (Windows), a broken pipe is taken to be
+    stdout's, the pipe a command line writes to."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except AttributeError:  # no select.poll
+        return True
+    except (OSError, ValueError):  # no file descriptor behind stdout: not a pipe to lose
+        return False
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in events)
 
 
 def _stop_writing_stdout() -> None:
