@@ -66,7 +66,11 @@ class Pattern:
     regex: re.Pattern[str]
 
 
-def _steps(sequence: str) -> list[tuple[list[str], str]]:
+Steps = list[tuple[list[str], str]]
+"""A sequence's steps: (names, quantifier) each."""
+
+
+def _steps(sequence: str) -> Steps:
     """The steps of one sequence (separated by spaces): (names, quantifier) each."""
     steps = []
     for step in str(sequence).split():
@@ -77,63 +81,56 @@ def _steps(sequence: str) -> list[tuple[list[str], str]]:
     return steps
 
 
-def _compile(sequences: Sequence[str], symbols: dict[str, str]) -> re.Pattern[str]:
+def _compile(sequences: list[Steps], symbols: dict[str, str]) -> re.Pattern[str]:
     """The sequences as one regex over text with one symbol per token (`symbols`)."""
     alternatives = [
-        "".join(f"[{''.join(symbols[n] for n in names)}]{quant}" for names, quant in _steps(seq))
-        for seq in sequences
+        "".join(f"[{''.join(symbols[n] for n in names)}]{quant}" for names, quant in steps)
+        for steps in sequences
     ]
     return re.compile("|".join(alternatives))
 
 
 @cache
-def _symbols() -> dict[str, str]:
-    """One character for each operator name the catalogue's sequences hold: a token sequence
-    is matched as a string of these (every other name one character that no step takes), so
-    a regex scans a character per operator rather than its name."""
-    data = package_yaml(__package__, CATALOGUE)
-    names = sorted(
-        {
-            name
-            for family in ("affinity", "graph")
-            for entry in data[family]
-            for sequence in entry.get("sequences", ())
-            for names, _ in _steps(sequence)
-            for name in names
-        }
-    )
-    return {name: chr(_FIRST_SYMBOL + i) for i, name in enumerate(names)}
-
-
-@cache
-def catalogue() -> tuple[Pattern, ...]:
-    """The shipped catalogue, checked and compiled once."""
+def _compiled() -> tuple[tuple[Pattern, ...], dict[str, str]]:
+    """The shipped catalogue, checked and compiled once, and the character that stands for
+    each operator name its sequences hold: a token sequence is matched as a string of these
+    (every other name one character that no step takes), so a regex scans a character per
+    operator rather than its name."""
     data = package_yaml(__package__, CATALOGUE)  # read on first use: listing rules never does
-    symbols = _symbols()
-    patterns = []
+    entries = []
     for family in ("affinity", "graph"):
         for entry in data[family]:
             if not {"id", "api", "sequences"} <= set(entry):
                 raise ValueError(f"{CATALOGUE}: bad entry {entry.get('id')!r}")
-            sequences = entry["sequences"]
-            patterns.append(
-                Pattern(
-                    family,
-                    str(entry["id"]),
-                    str(entry["api"]),
-                    entry.get("gpu_api"),
-                    None if entry.get("cann") is None else str(entry["cann"]),
-                    entry.get("label") or " / ".join("-".join(str(q).split()) for q in sequences),
-                    _compile(sequences, symbols),
-                )
-            )
-    return tuple(patterns)
+            entries.append((family, entry, [_steps(q) for q in entry["sequences"]]))
+    names = sorted(
+        {n for _, _, sequences in entries for steps in sequences for ns, _ in steps for n in ns}
+    )
+    symbols = {name: chr(_FIRST_SYMBOL + i) for i, name in enumerate(names)}
+    patterns = tuple(
+        Pattern(
+            family,
+            str(entry["id"]),
+            str(entry["api"]),
+            entry.get("gpu_api"),
+            None if entry.get("cann") is None else str(entry["cann"]),
+            entry.get("label") or " / ".join("-".join(str(q).split()) for q in entry["sequences"]),
+            _compile(sequences, symbols),
+        )
+        for family, entry, sequences in entries
+    )
+    return patterns, symbols
+
+
+def catalogue() -> tuple[Pattern, ...]:
+    """The shipped catalogue's patterns (see _compiled)."""
+    return _compiled()[0]
 
 
 def find(tokens: Sequence[str], patterns: Iterable[Pattern]) -> list[tuple[Pattern, int, int]]:
     """Matches (pattern, first token, one past the last) of consecutive tokens (each matched
     whole), tried in catalogue order; a token belongs to one match at most."""
-    symbols = _symbols()
+    symbols = _compiled()[1]
     text = "".join([symbols.get(token, _OTHER) for token in tokens])
     claimed = np.zeros(len(tokens), dtype=bool)
     found = []

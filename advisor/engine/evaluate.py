@@ -429,7 +429,7 @@ def evaluate(
             "in the profile, so no step time if fixed is given",
         )
     else:
-        result.fix_first = savings.apply(findings, result.critical_path)
+        result.fix_first = savings.apply(findings, path)
     sources.attach(findings, profile)
     return result
 
