@@ -1,11 +1,12 @@
-"""Where one `advisor run` spends its wall time: interpreter and imports, opening the session
-and reading, deriving, evaluating the rules, writing the outputs.
+"""Where one `advisor run` spends its wall time: imports, opening the session and reading,
+deriving, evaluating the rules, writing the outputs.
 
 Each run is a fresh child process (imports count, as for a user), timed by marks placed
 around `Session.derive`, `Session.evaluate` and `outputs.write_outputs`; one unrecorded run
 first fills the rule cache (a temporary folder) and the byte code, then --repeat runs, and
-the median of each stage is printed. "to evaluate" and "to write" are the time between two
-stages (the report's analyses, the cluster); "exit", after the outputs.
+the median of each stage is printed. "imports" starts at the script's first line (the
+interpreter's own start, some 20 ms, is in no stage); "to evaluate" and "to write" are the
+time between two stages (the report's analyses, the cluster); "exit", after the outputs.
 
     .venv/bin/python benchmarks/stages.py INPUT [INPUT ...] [--repeat 3] [--results out.json]
 """
