@@ -365,6 +365,26 @@ def test_cluster_table_headings_in_chinese() -> None:
     assert lines[table + 2].split()[:5] == ["0", "30.0", "ms", "0", "0"]
 
 
+def test_cluster_table_shows_the_step_time_the_ranks_are_compared_on() -> None:
+    """The ranks' table gives each rank the cluster's mean step time (over the steps no rank
+    spent warming up, the figure of the cluster's findings and of report.html's chart), not
+    the rank's own mean: a rank whose first step was slow (its peers' warm-up) would look
+    like a straggler the cluster's analysis does not find."""
+    reports = cluster_run(3, {1})
+    verdict = reports[-1]
+    verdict["metrics"]["ranks"] = [{"rank": r, "duration_us": 25_000.0 + 100 * r} for r in range(3)]
+    jsonschema.validate(verdict, SCHEMA)
+    lines = render_text(reports).splitlines()
+    table = lines.index("3 ranks, in rank order")
+    rows = [line.split()[:3] for line in lines[table + 2 : table + 5]]
+    assert rows == [["0", "25.0", "ms"], ["1", "25.1", "ms"], ["2", "25.2", "ms"]]
+    # without the cluster's figures, each rank's own (its critical path: 30,000 + rank µs)
+    del verdict["metrics"]["ranks"]
+    lines = render_text(reports).splitlines()
+    table = lines.index("3 ranks, in rank order")
+    assert lines[table + 2].split()[:3] == ["0", "30.0", "ms"]
+
+
 @pytest.mark.slow
 def test_three_hundred_ranks_keep_the_verdict_on_top() -> None:
     reports = cluster_run(300, set(range(0, 300, 7)))

@@ -473,9 +473,14 @@ def _worst_key(report: dict) -> tuple:
 
 
 def _step_time(report: dict, cluster_times: dict[float, float]) -> float | None:
-    """Mean step time of a rank: the one its findings' "step time if fixed" start from (steady
-    steps, gaps between them included), else the mean of its steady steps, else the cluster's
-    figure for it."""
+    """Mean step time of a rank: the cluster's figure for it (over the steps no rank spent
+    warming up, as the cluster's findings and report.html's chart give it, so that the ranks
+    are compared over the same steps), else the one its findings' "step time if fixed" start
+    from (its own steady steps, gaps between them included), else the mean of its steady
+    steps."""
+    rank = as_number(report["profile"].get("rank"))
+    if rank is not None and rank in cluster_times:
+        return cluster_times[rank]
     path = report.get("summary", {}).get("critical_path") or {}
     if (step_us := as_number(path.get("step_us"))) is not None:
         return step_us
@@ -484,10 +489,7 @@ def _step_time(report: dict, cluster_times: dict[float, float]) -> float | None:
         for s in report.get("metrics", {}).get("steps", [])
         if (d := as_number(s.get("duration_us"))) is not None and not s.get("warmup")
     ]
-    if durations:
-        return sum(durations) / len(durations)
-    rank = as_number(report["profile"].get("rank"))
-    return cluster_times.get(rank) if rank is not None else None
+    return sum(durations) / len(durations) if durations else None
 
 
 def _pad(text: str, width: int, right: bool = False) -> str:
