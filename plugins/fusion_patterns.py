@@ -5,9 +5,9 @@ Three searches, one table (the FUSE-* rules read it):
 - affinity_api: the framework operators each host thread calls (top-level aten ops, in call
   order) against the catalogue's sequences of torch_npu / CANN fused APIs (RMSNorm, rotary
   embedding, SwiGLU, fused attention ...);
-- graph_fusion: on graph-mode profiles (no framework operators recorded), the op types each
-  device stream runs against the GE fusion passes' sequences, plus Cast / TransData /
-  element-wise chains;
+- graph_fusion: on graph-mode profiles (no framework operators recorded) of Ascend or an
+  unknown device, the op types each device stream runs against the GE fusion passes'
+  sequences, plus Cast / TransData / element-wise chains (a GPU or CPU graph never meets GE);
 - kernel_sequence: after HTA's frequent CUDA kernel sequences, the kernels each top-level
   framework operator launches, grouped by (operator, kernel names).
 
@@ -523,6 +523,11 @@ def _scan(search: str, scanned: int) -> dict[str, Any]:
     return {"kind": "scan", "pattern": search, "ops": scanned, **zero, **_NO_VERSION}
 
 
+_WITHOUT_GE = ("GPU", "CPU")
+"""Devices whose graphs GE's fusion passes never see (MindSpore on GPU fuses with its own
+graph kernels): their graph-mode profiles are not searched for the passes' sequences."""
+
+
 def fusion_candidates(profile: Profile) -> None:
     """Build the fusion_candidates table (empty when nothing matches: rules then stay quiet
     instead of being not applicable)."""
@@ -537,7 +542,7 @@ def fusion_candidates(profile: Profile) -> None:
         if device is not None and "start_us" in device:
             found, scanned = kernel_sequence_rows(top, device, claimed, links)
             rows += found + [_scan("kernel_sequence", scanned)]
-    elif device is not None:
+    elif device is not None and profile.meta.device_kind not in _WITHOUT_GE:
         found, scanned = graph_rows(device, profile.tables.get("graph_fusions"))
         rows += found + [_scan("graph_fusion", scanned)]
     frame = pd.DataFrame(rows, columns=list(_COLUMNS))

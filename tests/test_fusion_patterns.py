@@ -4,6 +4,7 @@ rules/fusion.case.yaml."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 from functools import cache
@@ -257,6 +258,22 @@ def test_graph_mode_profiles_get_device_sequences_and_eager_ones_do_not():
     result = advisor.analyze(alexnet, select=["FUSE-002"], params={"FUSE-002": {"min_share": 0.0}})
     (finding,) = result.findings
     assert finding.impact_us == pytest.approx(table["saving_us"].sum())
+
+
+def test_a_gpu_graph_is_not_searched_for_ge_fusion_passes():
+    """MindSpore on GPU (real, graph mode): GE never compiles its graph, so its element-wise
+    chain is no candidate for TbeEltwiseFusionPass (the rule used to advise fusion_switch.cfg
+    and GE to a GPU user); the same tasks on Ascend would be."""
+    path = REAL / "mindspore_gpu_dynamic_shape"
+    profile = copy.deepcopy(_profile(path))
+    assert profile.meta.device_kind == "GPU"
+    fusion_candidates(profile)
+    assert "graph_fusion" not in set(profile.tables["fusion_candidates"]["kind"])
+    assert not [f for f in advisor.analyze(path).findings if f.rule.id.startswith("FUSE")]
+    profile.meta.device_kind = "NPU"
+    fusion_candidates(profile)
+    graph = profile.tables["fusion_candidates"]
+    assert "TbeEltwiseFusionPass" in set(graph.loc[graph["kind"] == "graph_fusion", "fused_api"])
 
 
 def test_widedeep_transdata_pairs_are_counted_per_stream():
