@@ -535,8 +535,8 @@ TABLES: dict[str, TableSpec] = {
                     "string",
                     "",
                     "affinity_api (framework operators a torch_npu / CANN fused API replaces), "
-                    "graph_fusion (device op types of a graph-mode profile a GE fusion pass or "
-                    "a removed conversion would merge), kernel_sequence (the kernels one "
+                    "graph_fusion (device op types of an Ascend graph-mode profile a GE fusion "
+                    "pass or a removed conversion would merge), kernel_sequence (the kernels one "
                     "framework operator launches, after HTA's frequent kernel sequences), scan",
                     True,
                 ),
