@@ -529,8 +529,9 @@ graph kernels): their graph-mode profiles are not searched for the passes' seque
 
 
 def fusion_candidates(profile: Profile) -> None:
-    """Build the fusion_candidates table (empty when nothing matches: rules then stay quiet
-    instead of being not applicable)."""
+    """Build the fusion_candidates table: the matches, and a scan row for each search that ran,
+    so that a profile where nothing matched keeps the rules quiet instead of not applicable;
+    a GPU or CPU graph runs no search (_WITHOUT_GE), and there the rules do not apply."""
     device = profile.tables.get("device_ops")
     top = _top_level(profile)
     rows: list[dict[str, Any]] = []
