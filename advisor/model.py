@@ -342,6 +342,15 @@ TABLES: dict[str, TableSpec] = {
                     "kind's time skips these rows so no interval counts twice",
                 ),
                 _c(
+                    "startup",
+                    "bool",
+                    "",
+                    "one-time start-up (derived): a runtime call, kernel launch or CANN API "
+                    "call of at least 0.5 s during which the device computed or copied for at "
+                    "most 1% of it (device context creation, libraries and kernel modules loaded "
+                    "on first use)",
+                ),
+                _c(
                     "input_shapes",
                     "string",
                     "",

@@ -1,5 +1,6 @@
 """Schedule metric providers: why the device sat idle, how long launches took to reach it,
-which GPU kernels ran on Tensor Cores, and the long device gaps the host spent doing nothing.
+which GPU kernels ran on Tensor Cores, the long device gaps the host spent doing nothing, and
+the host calls that are one-time start-up rather than training.
 
 These follow the analyses of Holistic Trace Analysis (idle time breakdown, kernel launch
 statistics) and of the PyTorch profiler's TensorBoard plugin (Tensor Core kernels), with one
@@ -33,6 +34,14 @@ QUIET_GAP_MIN_US = 1000.0
 # host_ops kinds that are no host work of their own: Python frames and annotations span
 # whatever runs inside them, the training loop included.
 _FRAME_KINDS = ("python", "annotation")
+# A runtime call, kernel launch or CANN API call of half a second while the device ran nothing is
+# one-time start-up: creating the device context, loading libraries (cuDNN, cuBLAS, HCCL) and
+# kernel modules on first use. No steady-state call takes that long with the device idle: an
+# allocation takes milliseconds, and a call that waits for the device has it busy.
+STARTUP_CALL_US = 500_000.0
+STARTUP_KINDS = ("runtime", "launch", "cann_api")
+# ... "while the device ran nothing": it computed or copied for at most this share of the call
+STARTUP_DEVICE_SHARE = 0.01
 
 # Kernels on Tensor Cores by name. The TensorBoard plugin's list (after NVIDIA PyProf):
 _TB_TENSOR_CORE = (
@@ -237,6 +246,35 @@ def quiet_gaps(profile: Profile) -> None:
     profile.tables["quiet_gaps"] = conform("quiet_gaps", table.reset_index(drop=True))
 
 
+def startup_calls(profile: Profile) -> None:
+    """host_ops.startup: a runtime call, kernel launch or CANN API call of at least
+    STARTUP_CALL_US during which the device was busy for at most STARTUP_DEVICE_SHARE of it.
+    False where the call has no start (no timeline to place it on) or the row sums several
+    calls."""
+    host = profile.tables["host_ops"]
+    if "start_us" not in host:
+        profile.tables["host_ops"] = host.assign(startup=False)
+        return
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
+    long_call = (
+        host["kind"].isin(STARTUP_KINDS).fillna(False).to_numpy(bool)
+        & (duration >= STARTUP_CALL_US)
+        & ~np.isnan(start)
+    )
+    if "count" in host:  # an aggregated row's duration is the total of its calls
+        long_call &= host["count"].fillna(1).to_numpy("int64") <= 1
+    ops = profile.tables.get("device_ops")
+    if long_call.any() and ops is not None and "start_us" in ops:
+        d_start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+        d_end = d_start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
+        busy = intervals.merge(d_start, d_end)
+        lo, hi = start[long_call], start[long_call] + duration[long_call]
+        device_us = intervals.covered(busy, hi) - intervals.covered(busy, lo)
+        long_call[long_call] = device_us <= STARTUP_DEVICE_SHARE * (hi - lo)
+    profile.tables["host_ops"] = host.assign(startup=long_call)
+
+
 _BREAKDOWN = ("step", "level", "stream", "idle_us", "host_wait_us", "kernel_wait_us")
 _QUIET = ("step", "start_us", "duration_us", "host_calls", "host_busy_us", "gc_us")
 
@@ -269,6 +307,13 @@ PROVIDERS = [
         ("quiet_gaps",) + tuple(f"quiet_gaps.{c}" for c in _QUIET),
         quiet_gaps,
         "quiet_gaps: device gaps of 1 ms or more with the host calls inside them",
+    ),
+    MetricProvider(
+        "startup_calls",
+        ("host_ops.kind", "host_ops.duration_us"),
+        ("host_ops.startup",),
+        startup_calls,
+        "host_ops.startup: runtime calls of 0.5 s or more while the device ran nothing",
     ),
 ]
 
