@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import DEMO, FIXTURE_DIR
@@ -16,6 +17,7 @@ import advisor
 from advisor.cli import main
 from advisor.engine.evaluate import MIN_JUDGED_US
 from advisor.units import fmt_pct
+from advisor_plugins.msprof.framework import framework_of
 
 SHARED = FIXTURE_DIR / "real"
 ROCM = SHARED / "kineto" / "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -117,6 +119,38 @@ def test_a_rocm_trace_gets_no_ascend_advice_and_no_tune_ops_file(tmp_path):
             assert not any(word in text for word in ASCEND_ADVICE), (finding["rule_id"], text)
         assert finding["Tuning Data"] == [] or isinstance(finding["Tuning Data"], dict)
     assert not (tmp_path / "out" / "operator_tuning_file.cfg").exists()
+
+
+PYTORCH_ADVICE = ("torch", "DistributedDataParallel", "DDP", "bucket_cap_mb", "Megatron")
+
+
+def test_a_mindspore_cann_export_gets_mindspore_advice_only():
+    """msprof writes no framework; the real AlexNet timeline's tasks carry MindSpore's scope
+    names (Default/network-WithLossCell/...-op8), so PyTorch advice is left out."""
+    (analysis,) = advisor.analyze(CANN_TIMELINE).analyses
+    assert analysis.report["profile"]["framework"] == "MindSpore"
+    suggestions = [text for f in analysis.findings for text in f.suggestions]
+    assert any("dataset_sink_mode" in text for text in suggestions)
+    assert not [t for t in suggestions if any(word in t for word in PYTORCH_ADVICE)]
+    # a CANN export without such names keeps advice for every framework
+    (small,) = advisor.analyze(SMALL_MSPROF).analyses
+    assert small.report["profile"]["framework"] == "CANN"
+
+
+@pytest.mark.parametrize(
+    ("names", "framework"),
+    [
+        (["Default/network-WithLossCell/_backbone-AlexNet/conv1-Conv2d/Conv2D-op8"], "MindSpore"),
+        (["Gradients/Default/network-WithLossCell/gradConv2D/Conv2DBackprop-op9"], "MindSpore"),
+        (["Default/AllReduce-op534_0", "EVENT_RECORD", "Default/MemSet-op550"], "MindSpore"),
+        (["MatMul_1", "EVENT_RECORD", "Default/MemSet-op550"], "CANN"),  # one of three
+        (["aclnnMatmul_MatMulCommon_MatMulV2", "Cast"], "CANN"),
+        (["resnet_model/conv2d/Conv2D"], "CANN"),  # TensorFlow: no -op suffix
+        ([], "CANN"),
+    ],
+)
+def test_cann_export_framework_from_task_names(names, framework):
+    assert framework_of(pd.DataFrame({"name": pd.Series(names, dtype="string")})) == framework
 
 
 def test_ascend_profiles_still_write_the_tune_ops_file(tmp_path):

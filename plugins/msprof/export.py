@@ -18,6 +18,7 @@ from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 
+from .framework import UNKNOWN, framework_of
 from .info import apply_info, info_metadata
 from .layout import MERGED_DIR, device_dirs, newest_database
 from .summaries import CSV_TABLES, in_read_order, read_csv_table, split_devices
@@ -141,7 +142,7 @@ class ExportReader:
             meta = ProfileMeta(
                 source_format="msprof-summary",
                 path=str(self.root),
-                framework="CANN",
+                framework=UNKNOWN,
                 device_kind="NPU",
                 device_id=device_id,
             )
@@ -433,4 +434,5 @@ def build_profile(dev: _Device) -> Profile:
                     **{c: tables[name][c] - origin for c in columns if c in tables[name]}
                 )
     profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
+    profile.meta.framework = framework_of(profile.tables.get("device_ops"))
     return profile
