@@ -163,6 +163,16 @@ def test_gain_summary_has_no_impact():
     assert finding.impact_us is None and finding.severity == "low"
 
 
+def test_a_dominant_operator_type_claims_no_saving():
+    """OP-005 says where tuning pays most; its share is how the network is built, not time
+    that fixing would give back (it had an impact of its time above 30% before)."""
+    finding = case_finding(
+        "operators", "OP-005", "fires when MatMulV2 takes 62.5% of operator time"
+    )
+    assert finding.impact_us is None and finding.severity == "low"
+    assert finding.impact_note and "not a loss" in finding.impact_note
+
+
 def test_total_us_is_a_reserved_name(tmp_path):
     """A load-time error of an edited rule file: case files test rules that load."""
     from advisor.engine.rules import load_rule_file

@@ -23,8 +23,11 @@
     var rows = Array.prototype.slice.call(body.rows);
     rows.forEach(function (row, i) { row._order = i; });
     rows.sort(function (r1, r2) {
-      var c = compare(key(r1.cells[column]), key(r2.cells[column]));
-      return (ascending ? c : -c) || r1._order - r2._order;
+      var k1 = key(r1.cells[column]), k2 = key(r2.cells[column]);
+      var c = compare(k1, k2);
+      // rows without a number (a finding with no time, "–") stay last either way
+      var mixed = (k1.n === undefined) !== (k2.n === undefined);
+      return (ascending || mixed ? c : -c) || r1._order - r2._order;
     });
     rows.forEach(function (row) { body.appendChild(row); });
   }
