@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -198,6 +198,32 @@ def as_number(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def steady_step_count(report: dict) -> int:
+    """How many steps a profile's own analysis counts (those it did not find warming up)."""
+    return sum(1 for s in report.get("metrics", {}).get("steps", []) if not s.get("warmup"))
+
+
+def ranks_counting_left_out_steps(
+    cluster: dict | None, steady_steps: Mapping[float, int]
+) -> list[float]:
+    """The ranks whose own findings count more steps than the cluster compares them over:
+    steps the cluster leaves out as other ranks' warm-up (advisor.cluster), which a rank's own
+    analysis, made before the cluster was built, cannot know. `steady_steps`: each rank's
+    steady_step_count."""
+    out = []
+    for row in (cluster or {}).get("metrics", {}).get("ranks", []):
+        rank, steps = as_number(row.get("rank")), as_number(row.get("steps"))
+        if rank is not None and steps is not None and steady_steps.get(rank, 0) > steps:
+            out.append(rank)
+    return out
+
+
+def rank_list(ranks: Sequence[float], most: int = 8) -> str:
+    """Rank numbers for a sentence: '0, 1, 5', the first `most` and an ellipsis."""
+    shown = ", ".join(str(int(r)) if float(r).is_integer() else str(r) for r in ranks[:most])
+    return shown + (", …" if len(ranks) > most else "")
 
 
 def rank_order(report: dict) -> tuple:

@@ -29,6 +29,7 @@ from advisor.engine.outcome import SEVERITIES
 from advisor.hookspecs import ReportSection
 from advisor.render.format import (
     Picked,
+    as_number,
     column_format,
     findings_by_rank,
     fix_first_values,
@@ -36,9 +37,12 @@ from advisor.render.format import (
     fmt_value,
     if_fixed_values,
     profile_label,
+    rank_list,
     rank_order,
+    ranks_counting_left_out_steps,
     report_lang,
     source_values,
+    steady_step_count,
 )
 from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.messages import CATALOG, Translate, translator
@@ -185,6 +189,16 @@ def _page(
         _profile_view(row, ordered[i - 1], tr) if i in detailed else row
         for i, row in enumerate(rows, start=1)
     ]
+    if beside_cluster:
+        steady = {
+            r["rank_number"]: r["steady_steps"] for r in rows[1:] if r["rank_number"] is not None
+        }
+        counting_more = ranks_counting_left_out_steps(ordered[0], steady)
+        profiles[0]["own_steps_note"] = (
+            tr("own_steps_note", len(counting_more), ranks=rank_list(counting_more))
+            if counting_more
+            else None
+        )
     for view in profiles[1:] if beside_cluster and len(ordered) > COLLAPSE_FROM else ():
         view["collapsed"] = view["detailed"]
     meta = reports[0].get("advisor", {}) if reports else {}
@@ -270,6 +284,8 @@ def _row_view(index: int, report: dict, tr: Translate, prefix: str = "") -> dict
         "finding_count": len(findings),
         "top_title": findings[0][1]["title"] if findings else None,
         "findings": [],
+        "steady_steps": steady_step_count(report),
+        "rank_number": as_number(rank),
     }
 
 

@@ -137,6 +137,14 @@ CATALOG: dict[str, Text] = {
     "rank_heading": Text("RANK", "rank"),
     "step_time_heading": Text("STEP TIME", "平均迭代耗时"),
     "top_finding_heading": Text("TOP FINDING", "首要问题"),
+    "own_steps_note": Text(
+        "The ranks' step times here are the cluster's, over the steps no rank spent warming up."
+        " Each rank's own findings count its own steady steps: those of rank{s} {ranks} also"
+        " count steps the cluster leaves out as other ranks' warm-up.",
+        "这里各 rank 的迭代耗时取集群的统计，只含所有 rank 都不在预热的迭代。"
+        "各 rank 自身的结论按其自身的稳定迭代计算："
+        "rank {ranks} 的结论还包含集群作为其他 rank 的预热而排除的迭代。",
+    ),
     "worst_ranks": Text(
         "Ranks with findings at or above medium, worst first ({shown} of {n}):",
         "存在中级及以上问题的 rank，最严重的在前（列出 {shown} 个，共 {n} 个）：",

@@ -33,9 +33,12 @@ from advisor.render.format import (
     fix_first_values,
     if_fixed_values,
     profile_label,
+    rank_list,
     rank_order,
+    ranks_counting_left_out_steps,
     report_lang,
     source_values,
+    steady_step_count,
     terminal_safe,
 )
 from advisor.render.messages import message
@@ -513,7 +516,8 @@ def _clip(text: str, width: int) -> str:
 def _rank_table(
     members: Sequence[dict], cluster: dict | None, width: int, color: bool
 ) -> list[str]:
-    """One line per rank, in rank order: step time, findings per severity, the top finding."""
+    """One line per rank, in rank order: step time, findings per severity, the top finding;
+    below it, which ranks' own findings count steps the cluster leaves out as warm-up."""
     lang = report_lang(members[0])
     cluster_times = {}
     for row in (cluster or {}).get("metrics", {}).get("ranks", []):
@@ -553,6 +557,15 @@ def _rank_table(
         if top_width >= 8:
             line += "  " + (_clip(findings[0][1]["title"], top_width) if findings else MISSING)
         lines.append(line.rstrip())
+    steady = {
+        rank: steady_step_count(r)
+        for r in members
+        if (rank := as_number(r["profile"].get("rank"))) is not None
+    }
+    counting_more = ranks_counting_left_out_steps(cluster, steady)
+    if counting_more:
+        note = message(lang, "own_steps_note", len(counting_more), ranks=rank_list(counting_more))
+        lines.extend(_wrap(note, width, INDENT, first=INDENT))
     return lines
 
 
