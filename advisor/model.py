@@ -647,7 +647,8 @@ TABLES: dict[str, TableSpec] = {
                     "idle_us",
                     "float64",
                     US,
-                    "other device idle time, which nothing recorded explains",
+                    "other device idle time, which no recorded host work, data loading or "
+                    "communication explains (other streams, ranks or pipeline stages)",
                 ),
                 _c(
                     "bound",

@@ -12,8 +12,9 @@ A step's wall-clock window is split into five disjoint parts that add up to its 
   (device_ops.launch_us later than the interval's start), or the host was synchronising,
   compiling or launching (host_ops kinds ``sync``, ``compile``, ``compile_execute``,
   ``launch``) during it;
-- ``idle_us``: the rest of the idle time, which nothing recorded explains (dependencies on
-  other streams or ranks, host work the profiler did not record).
+- ``idle_us``: the rest of the idle time, which no recorded host work, data loading or
+  communication explains (dependencies on other streams, ranks or pipeline stages, a
+  pipeline bubble among them; host work the profiler did not record).
 
 Compute and exposed communication come from the steps table as every other report figure
 does; the idle remainder (duration minus both) is split by the device timeline. Where the
