@@ -56,7 +56,12 @@ def _rule_section(rule: Rule) -> list[str]:
         f"- prof_rule bucket: {rule.group} / {rule.type}"
         + (f" / {rule.subtype}" if rule.subtype else ""),
         f"- severity: {rule.severity or 'from impact (≥5% of step time high, ≥3% medium)'}",
-        f"- needs: {', '.join(f'`{n}`' for n in rule.needs())}",
+        f"- needs: {', '.join(f'`{n}`' for n in rule.required())}",
+        *(
+            [f"- reads where present: {', '.join(f'`{n}`' for n in rule.optional)}"]
+            if rule.optional
+            else []
+        ),
         f"- params: {params}",
         f"- fires when: `{rule.when.source}`",
         f"- impact: {_impact_line(rule)}",

@@ -108,6 +108,63 @@ def test_all_nan_column_counts_as_missing(tmp_path):
     assert result.outcomes["TEAM-001"] == "not_applicable"
 
 
+OPTIONAL_RULE = GOOD_RULE.replace(
+    "requires: [steps.duration_us]",
+    "requires: [steps.duration_us]\n"
+    "optional: [steps.bubble_us, host_ops.startup, host_ops.duration_us]",
+).replace(
+    "  mean_us: mean(steps.duration_us)",
+    "  mean_us: mean(steps.duration_us)\n"
+    "  bubble_us: sum(coalesce(steps.bubble_us, 0))\n"
+    "  startup_us: sum(filter(host_ops.duration_us, coalesce(host_ops.startup, False)))\n"
+    "  has_bubble: any(notna(steps.bubble_us))",
+)
+
+
+def test_optional_columns_read_as_missing_where_absent(tmp_path):
+    """A rule may read data some profiles lack without becoming not applicable on them: an
+    absent optional column reads as missing values, an absent table as an empty one."""
+    rules, errors = load_one(write_rule(tmp_path, OPTIONAL_RULE))
+    assert errors == []
+    (rule,) = rules
+    assert "steps.bubble_us" in rule.needs() and "steps.bubble_us" not in rule.required()
+    # neither steps.bubble_us nor host_ops: the rule still fires, on what is there
+    result = evaluate(steps_profile([50, 400, 300]), rules, functions=BUILTIN_FUNCTIONS)
+    (finding,) = result.findings
+    assert finding.values["bubble_us"] == 0.0 and finding.values["startup_us"] == 0.0
+    assert finding.values["has_bubble"] is False
+    # where the profile has them, they are read
+    profile = steps_profile([50, 400, 300])
+    profile.tables["steps"]["bubble_us"] = [5.0, 20.0, None]
+    profile.tables["host_ops"] = conform(
+        "host_ops",
+        pd.DataFrame(
+            {
+                "name": ["a", "b"],
+                "kind": ["runtime"] * 2,
+                "duration_us": [700.0, 9.0],
+                "startup": [True, False],
+            }
+        ),
+    )
+    (finding,) = evaluate(profile, rules, functions=BUILTIN_FUNCTIONS).findings
+    assert finding.values["bubble_us"] == 25.0 and finding.values["startup_us"] == 700.0
+    assert finding.values["has_bubble"] is True
+    # the required ones still decide applicability
+    result = evaluate(Profile(ProfileMeta("test", "mem"), {}), rules, functions=BUILTIN_FUNCTIONS)
+    ((_, missing),) = result.not_applicable
+    assert missing == ["steps.duration_us", "steps"]
+
+
+def test_optional_names_a_known_column_not_also_required(tmp_path):
+    unknown = OPTIONAL_RULE.replace("optional: [steps.bubble_us,", "optional: [steps.nope,")
+    _, errors = load_one(write_rule(tmp_path, unknown))
+    assert "optional: unknown table or column 'steps.nope'" in str(errors[0])
+    both = OPTIONAL_RULE.replace("optional: [steps.bubble_us,", "optional: [steps.duration_us,")
+    _, errors = load_one(write_rule(tmp_path, both, "both.yaml"))
+    assert "'steps.duration_us' is also in requires" in str(errors[0])
+
+
 def test_severity_from_impact_share():
     assert severity_from_share(0.05) == "high"
     assert severity_from_share(0.049) == "medium"

@@ -23,7 +23,7 @@ from advisor.engine.rules import Evidence, Rule
 from advisor.engine.sources import SourceLocation
 from advisor.hookspecs import MetricProvider
 from advisor.lazy import lazy_module
-from advisor.model import Profile
+from advisor.model import TABLES, Profile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -263,6 +263,34 @@ def _impact(
     return impact, base, None
 
 
+def with_optional(
+    tables: Mapping[str, pd.DataFrame], optional: Sequence[str]
+) -> Mapping[str, pd.DataFrame]:
+    """`tables` with each absent optional "table.column" added as missing values of its
+    contract dtype (nullable where the contract's is not), to an empty table when the table
+    itself is absent: a rule reads the data where a profile has it and no data elsewhere."""
+    absent = [
+        (table, column)
+        for table, _, column in (need.partition(".") for need in optional)
+        if table not in tables or column not in tables[table]
+    ]
+    if not absent:
+        return tables
+    out = dict(tables)
+    for table, column in absent:
+        frame = out.get(table)
+        if frame is None:
+            frame = pd.DataFrame(index=pd.RangeIndex(0))
+        spec = TABLES[table].column(column) if table in TABLES else None
+        dtype = _NULLABLE.get(spec.dtype, spec.dtype) if spec is not None else "float64"
+        out[table] = frame.assign(**{column: pd.Series(index=frame.index, dtype=dtype)})
+    return out
+
+
+_NULLABLE = {"bool": "boolean", "int64": "Int64"}
+"""Contract dtypes that cannot hold a missing value, and the nullable ones used instead."""
+
+
 def evaluate_rule(
     rule: Rule,
     profile: Profile,
@@ -277,9 +305,10 @@ def evaluate_rule(
     values of table-only sub-expressions shared by the rules of this profile (Scope.memo);
     `step_spans`: the profile's windows.step_spans, computed on the first call."""
     values: dict[str, Any] = {"total_us": math.nan if total_us is None else total_us, **params}
+    tables = with_optional(profile.tables, rule.optional)
     for name, expr in rule.let.items():
-        values[name] = _eval(expr, Scope(profile.tables, values, functions, memo))
-    scope = Scope(profile.tables, values, functions, memo)
+        values[name] = _eval(expr, Scope(tables, values, functions, memo))
+    scope = Scope(tables, values, functions, memo)
     fired = _eval(rule.when, scope)
     if not _is_scalar(fired):
         raise ExprError("'when' must give one true/false value; wrap columns in any() or all()")
@@ -384,7 +413,7 @@ def evaluate(
         for need in rule.needs():
             if need not in available:
                 available[need] = present(profile, need)
-        missing = [n for n in rule.needs() if not available[n]]
+        missing = [n for n in rule.required() if not available[n]]
         try:
             finding = (
                 None

@@ -119,6 +119,8 @@ class Rule:
     severity: Severity | None = None
     tags: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    """table.columns read where present: absent, they read as missing values (evaluate.py)."""
     params: Mapping[str, Any] = field(default_factory=dict)
     let: Mapping[str, Expression] = field(default_factory=dict)
     impact_us: Expression | None = None
@@ -135,8 +137,18 @@ class Rule:
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def needs(self) -> list[str]:
-        """Every table/column the rule reads: declared requirements plus expression refs."""
+        """Every table/column the rule reads: declared requirements plus expression refs
+        (its optional columns too, so that providers derive them where they can)."""
         return list(self._needs)
+
+    def required(self) -> list[str]:
+        """needs() less the optional columns: what must be present for the rule to apply."""
+        return list(self._required)
+
+    @cached_property
+    def _required(self) -> tuple[str, ...]:
+        optional = set(self.optional)
+        return tuple(n for n in self._needs if n not in optional)
 
     @cached_property
     def _needs(self) -> tuple[str, ...]:
@@ -431,6 +443,12 @@ def build_rule(
         table, _, column = req.partition(".")
         if table not in columns or (column and column not in columns[table]):
             raise RuleError(source, rule_id, f"requires: unknown table or column {req!r}")
+    for opt in raw.get("optional", []):
+        table, _, column = opt.partition(".")
+        if table not in columns or column not in columns[table]:
+            raise RuleError(source, rule_id, f"optional: unknown table or column {opt!r}")
+        if opt in raw.get("requires", []):
+            raise RuleError(source, rule_id, f"optional: {opt!r} is also in requires")
     let: dict[str, Expression] = {}
     for name, text in raw.get("let", {}).items():
         if name in params:
@@ -519,6 +537,7 @@ def build_rule(
         severity=Severity(raw["severity"]) if "severity" in raw else None,
         tags=tuple(raw.get("tags", ())),
         requires=tuple(raw.get("requires", ())),
+        optional=tuple(raw.get("optional", ())),
         params=params,
         let=let,
         impact_us=impact,
