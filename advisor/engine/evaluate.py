@@ -263,12 +263,17 @@ def _impact(
     return impact, base, None
 
 
+_NULLABLE = {"bool": "boolean", "int64": "Int64"}
+"""Contract dtypes that cannot hold a missing value, and the nullable ones used instead."""
+
+
 def with_optional(
     tables: Mapping[str, pd.DataFrame], optional: Sequence[str]
 ) -> Mapping[str, pd.DataFrame]:
     """`tables` with each absent optional "table.column" added as missing values of its
-    contract dtype (nullable where the contract's is not), to an empty table when the table
-    itself is absent: a rule reads the data where a profile has it and no data elsewhere."""
+    contract dtype (nullable where the contract's is not; float64 for a plugin's table), to an
+    empty table when the table itself is absent: a rule reads the data where a profile has it
+    and no data elsewhere."""
     absent = [
         (table, column)
         for table, _, column in (need.partition(".") for need in optional)
@@ -285,10 +290,6 @@ def with_optional(
         dtype = _NULLABLE.get(spec.dtype, spec.dtype) if spec is not None else "float64"
         out[table] = frame.assign(**{column: pd.Series(index=frame.index, dtype=dtype)})
     return out
-
-
-_NULLABLE = {"bool": "boolean", "int64": "Int64"}
-"""Contract dtypes that cannot hold a missing value, and the nullable ones used instead."""
 
 
 def evaluate_rule(

@@ -525,7 +525,12 @@ def _rank_table(
             duration := as_number(row.get("duration_us"))
         ) is not None:
             cluster_times[rank] = duration
-    times = [_step_time(r, cluster_times) for r in members]
+    times: list[float | None] = []
+    steady: dict[float, int] = {}  # each rank's own steady steps, read in the same pass
+    for r in members:
+        times.append(_step_time(r, cluster_times))
+        if (rank := as_number(r["profile"].get("rank"))) is not None:
+            steady[rank] = steady_step_count(r)
     unit = column_unit(times)
     heads = [
         message(lang, "rank_heading"),
@@ -557,11 +562,6 @@ def _rank_table(
         if top_width >= 8:
             line += "  " + (_clip(findings[0][1]["title"], top_width) if findings else MISSING)
         lines.append(line.rstrip())
-    steady = {
-        rank: steady_step_count(r)
-        for r in members
-        if (rank := as_number(r["profile"].get("rank"))) is not None
-    }
     counting_more = ranks_counting_left_out_steps(cluster, steady)
     if counting_more:
         note = message(lang, "own_steps_note", len(counting_more), ranks=rank_list(counting_more))
