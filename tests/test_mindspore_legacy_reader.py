@@ -58,6 +58,7 @@ def test_one_profile_per_rank_and_contract() -> None:
         "utilization",
         "device_ops",  # the GPU kernel and operator of gpu_timeline_display_0.json
         "host_ops",
+        "metadata",  # framework.mode graph: the step trace
     }
     assert set(profiles[1].tables) == {"device_ops"}
 
@@ -81,6 +82,21 @@ def test_steps_drop_the_average_row_and_convert_ticks() -> None:
     reduce_cols = [c for c in second if c.startswith("stream_") and not c.endswith("_point")]
     assert len(reduce_cols) == 4
     assert got["reduce_us"] == pytest.approx(sum(int(second[c]) for c in reduce_cols) / 100)
+
+
+def test_a_step_trace_marks_the_run_as_graph_mode(tmp_path: Path) -> None:
+    """MindSpore writes a step trace in graph mode only (its PyNative profiling gives
+    operators, the timeline and the data pipeline): a rank with one is recorded as graph mode,
+    so rules do not advise graph mode to it; without one nothing is claimed."""
+    metadata = by_rank(RUN2)[1].tables["metadata"]
+    (row,) = metadata[metadata["key"] == "framework.mode"].itertuples()
+    assert (row.value, row.source) == ("graph", "step_trace_raw_1_detail_time.csv")
+    without = tmp_path / "profiler"
+    shutil.copytree(RUN2, without)
+    (without / "step_trace_raw_1_detail_time.csv").unlink()
+    for profile in READER.read(without):
+        table = profile.tables.get("metadata")
+        assert table is None or "framework.mode" not in set(table["key"])
 
 
 def test_average_row_with_zero_step_is_not_a_step() -> None:

@@ -14,7 +14,9 @@ read one table whatever the format, so every reader writes its facts under the s
   `distributed.pg_count`;
 - `profiler.<setting>`: how the profile was taken (`profiler.record_shapes`,
   `profiler.with_stack`, `profiler.profiler_level`, `profiler.aic_metrics`, ...);
-- `host.<fact>`: the host (`host.cpu_count`, `host.os`, `host.name`).
+- `host.<fact>`: the host (`host.cpu_count`, `host.os`, `host.name`);
+- `framework.<fact>`: how the framework ran (`framework.mode`: `graph` where the profile shows
+  graph mode, as a MindSpore step trace does).
 
 Values are text, as written (numbers as the file writes them, booleans as true/false).
 """

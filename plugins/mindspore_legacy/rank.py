@@ -21,7 +21,7 @@ from .gpu import read_gpu
 from .hccl import read_hccl
 from .memory import read_memory
 from .queues import read_queues
-from .steps import read_steps
+from .steps import mark_graph_mode, read_steps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,6 +45,7 @@ def read_rank(rank: Rank) -> Profile | None:
     )
     for kind, read, table, clock in readers:
         _add(rank, kind, read, table, clock)
+    mark_graph_mode(rank)
     read_queues(rank)
     read_device_ops(rank)
     dynamic = read_dynamic_shapes(rank)

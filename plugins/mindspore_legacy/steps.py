@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor import intervals
+from advisor.formats.metadata import MetadataRows
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -130,3 +131,17 @@ def _collective_exposure(
         exposed.append(intervals.total(runs) - inside)
     index = fp.index
     return pd.Series(total, index=index), pd.Series(exposed, index=index)
+
+
+def mark_graph_mode(rank: Rank) -> None:
+    """metadata `framework.mode` = graph when the step trace gave the steps: MindSpore writes
+    it (iteration start, FP/BP points) in graph mode only; in PyNative mode its profiler gives
+    operators, the timeline and the data pipeline, no step trace (MindInsight's PyNative
+    profiling guide). Rules then know not to advise graph mode to a graph-mode run."""
+    path = rank.files.get("step_trace")
+    if path is None or "steps" not in rank.profile.tables:
+        return
+    rows = MetadataRows()
+    rows.add("framework.mode", "graph", path.name)
+    tables = rank.profile.tables
+    tables["metadata"] = pd.concat([tables.get("metadata"), rows.frame()], ignore_index=True)
