@@ -843,7 +843,7 @@ TABLES: dict[str, TableSpec] = {
                     "(name, ai_core_num, aiv_core_num, aicore_freq_mhz: rated, sm_count, "
                     "memory_bytes, ...), distributed.<fact> (backend, rank, world_size), "
                     "profiler.<setting> (record_shapes, with_stack, profiler_level, ...), "
-                    "host.<fact>",
+                    "host.<fact>, framework.<fact> (mode: graph where the profile shows it)",
                     True,
                 ),
                 _c(
