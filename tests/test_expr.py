@@ -368,6 +368,40 @@ def test_column_operators_give_what_pandas_gives(text: str, direct: Any) -> None
         assert np.signbit(got.to_numpy()).tolist() == np.signbit(expected.to_numpy()).tolist()
 
 
+@pytest.mark.parametrize("dtype", ["string", "string[python]", "str", "object"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'device_ops.category == "compute"',
+        '"compute" == device_ops.category',
+        'device_ops.category != "compute"',
+        '"memcpy" != device_ops.category',
+        'device_ops.category == "absent"',
+        'device_ops.category == ""',
+    ],
+)
+def test_text_equality_gives_what_pandas_gives(dtype: str, text: str) -> None:
+    """`column == "text"` is answered per distinct value for arrow text columns: the rows,
+    index and name are those of pandas' comparison with missing values false, for every
+    text dtype a table may hold, and for the same column compared again (codes kept)."""
+    ops = _device_ops().astype({"category": dtype})
+    ops.index = pd.Index([10, 11, 12, 13, 14])
+    column, op, value = text.partition(" == ") if " == " in text else text.partition(" != ")
+    left, right = (
+        (ops["category"], value.strip('"'))
+        if "device_ops" in column
+        else (
+            column.strip('"'),
+            ops["category"],
+        )
+    )
+    direct = (left == right) if op == " == " else (left != right)
+    expected = direct.fillna(False).astype(bool) if direct.dtype != bool else direct
+    for _ in range(2):
+        got = comp(text).evaluate(Scope({"device_ops": ops}, {}, BUILTIN_FUNCTIONS))
+        pd.testing.assert_series_equal(got, expected, check_exact=True)
+
+
 def test_and_or_not_are_elementwise_on_series() -> None:
     assert as_list(ev("steps.duration_us > 150 and steps.free_us >= 0")) == [
         False,

@@ -2,7 +2,8 @@
 
 CSV cells (advisor.formats.csv_text and .numbers), trace JSON cut anywhere
 (advisor.formats.stream) and rule expressions (advisor.engine.expr): whatever the input, the
-only failure is the project's own error type.
+only failure is the project's own error type. Evidence rows are ordered as pandas orders
+them (advisor.engine.row_order.stable_order).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from advisor.compat import zip_strict
 from advisor.engine.expr import ExprError, Scope, compile_expression
+from advisor.engine.row_order import stable_order
 from advisor.errors import UnreadableInput
 from advisor.formats import csv_text
 from advisor.formats.csv_text import read_csv_strings
@@ -286,3 +288,43 @@ def test_comparisons_match_python(left: tuple, cmp: str, right: tuple) -> None:
 def test_random_text_only_expr_error(text: str) -> None:
     with contextlib.suppress(ExprError):
         evaluate(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence order
+
+KEY_COLUMNS = {
+    "float": (st.one_of(st.none(), st.sampled_from([-1.5, -0.0, 0.0, 2.0, 7.25])), "float64"),
+    "text": (st.one_of(st.none(), st.sampled_from(["", "a", "B", "b", "é", "aa"])), "string"),
+    "int": (st.one_of(st.none(), st.integers(-3, 3)), "Int64"),
+    "flag": (st.booleans(), "bool"),
+}
+
+
+@SETTINGS
+@given(
+    st.integers(0, 12).flatmap(
+        lambda n: st.lists(
+            st.sampled_from(sorted(KEY_COLUMNS)).flatmap(
+                lambda kind: st.tuples(
+                    st.just(kind),
+                    st.lists(KEY_COLUMNS[kind][0], min_size=n, max_size=n),
+                    st.booleans(),
+                )
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+)
+def test_evidence_order_is_pandas_stable_sort(keys: list[tuple[str, list, bool]]) -> None:
+    columns = {
+        f"k{i}": pd.array(values, dtype=KEY_COLUMNS[kind][1])
+        for i, (kind, values, _) in enumerate(keys)
+    }
+    frame = pd.DataFrame(columns)
+    expected = frame.sort_values(
+        list(columns), ascending=[a for _, _, a in keys], kind="stable", na_position="last"
+    ).index.to_numpy()
+    got = stable_order([(frame[c].array, a) for c, (_, _, a) in zip_strict(columns, keys)])
+    assert got.tolist() == expected.tolist()

@@ -19,6 +19,7 @@ from advisor.derive import present
 from advisor.engine import savings, sources, windows
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
 from advisor.engine.outcome import SEVERITIES, Outcome, Severity
+from advisor.engine.row_order import stable_order
 from advisor.engine.rules import Evidence, Rule
 from advisor.engine.sources import SourceLocation
 from advisor.hookspecs import MetricProvider
@@ -221,17 +222,18 @@ def _evidence(
         elif not mask:
             positions = positions[:0]
     total_rows, selected = len(positions), df.index[positions]
-    cols = [c for c, _ in ev.sort if c in df.columns]
-    if cols:  # sorted by the sort columns of the selected rows alone
-        asc = [a for c, a in ev.sort if c in df.columns]
-        keys = df[cols].iloc[positions].reset_index(drop=True)
-        order = keys.sort_values(cols, ascending=asc, kind="stable", na_position="last").index
-        positions = positions[order.to_numpy()]
+    keys = [(df[c].array.take(positions), a) for c, a in ev.sort if c in df.columns]
+    if keys:  # sorted by the sort columns of the selected rows alone
+        positions = positions[stable_order(keys)]
     columns = [c for c in ev.columns if c in df.columns]
-    # only the columns shown and those a window reads, of the table's dozens
+    # only the columns shown and those a window reads, of the table's dozens, built column by
+    # column: on pandas 3 a selection of several columns costs more than the rows it takes
     read = [c for c in dict.fromkeys([*columns, *windows.COLUMNS]) if c in df.columns]
-    df = df[read].iloc[positions[: ev.limit]]
-    rows = [[to_plain(v) for v in row] for row in df[columns].itertuples(index=False)]
+    shown_at = positions[: ev.limit]
+    df = pd.DataFrame(
+        {c: df[c].array.take(shown_at) for c in read}, index=df.index[shown_at], columns=read
+    )
+    rows = [[to_plain(v) for v in row] for row in zip(*(df[c] for c in columns))]
     shown = {"table": ev.table, "columns": columns, "rows": rows, "total_rows": total_rows}
     return shown, df, selected
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from advisor.compat import zip_strict
+from advisor.engine.text_codes import coded, spread
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -346,8 +347,32 @@ def _compare(op: type[ast.cmpop], left: Any, right: Any) -> bool | pd.Series:
     pair = _numeric_pair(left, right, "biuf")
     if pair is not None:  # NumPy compares as pandas does, NaN false (true for !=)
         return pair.wrap(_COMPARE[op](pair.left, pair.right))
+    same_text = _text_equality(op, left, right)
+    if same_text is not None:
+        return same_text
     result = _COMPARE[op](left, right)
     return as_mask(result) if isinstance(result, pd.Series) else truthy(result)
+
+
+def _text_equality(op: type[ast.cmpop], left: Any, right: Any) -> pd.Series | None:
+    """`column == "text"` (or `!=`) for an arrow text column with NA missing values, answered
+    once per distinct value (advisor.engine.text_codes): rules compare category and op_type
+    with a name dozens of times a profile, and pandas' comparison and the mask made of its
+    missing values cost several times that. Missing rows are false for both operators, as
+    the NA of pandas' comparison is in `as_mask`. None: any other comparison."""
+    if op is not ast.Eq and op is not ast.NotEq:
+        return None
+    column, text = (left, right) if isinstance(left, pd.Series) else (right, left)
+    if not isinstance(column, pd.Series) or not isinstance(text, str):
+        return None
+    dtype = column.dtype
+    if not (
+        isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" and dtype.na_value is pd.NA
+    ):
+        return None
+    codes, distinct = coded(column)
+    hits = distinct.to_numpy(object) == text
+    return spread(codes, hits if op is ast.Eq else ~hits, column.index, column.name)
 
 
 def _both(acc: bool | pd.Series, value: bool | pd.Series) -> bool | pd.Series:

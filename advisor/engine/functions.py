@@ -312,8 +312,11 @@ def filter_(x: Any, mask: Any) -> Any:
         raise TypeError("filter() needs a column or table to filter")
     if not isinstance(mask, pd.Series):
         return x if truthy(mask) else x.iloc[0:0]
-    keep = as_mask(mask).reindex(x.index, fill_value=False)
-    return x[keep] if isinstance(x, pd.Series) else x.loc[keep]
+    keep = as_mask(mask)
+    if not keep.index.equals(x.index):  # a column of the same table (the usual case) lines up
+        keep = keep.reindex(x.index, fill_value=False)
+    rows = keep.to_numpy(dtype=bool)  # by position: half the cost of aligning labels again
+    return x[rows] if isinstance(x, pd.Series) else x.loc[rows]
 
 
 def isin(x: Any, *values: Any) -> Any:

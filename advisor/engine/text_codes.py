@@ -41,12 +41,12 @@ def coded(series: pd.Series) -> tuple[np.ndarray, pd.Series]:
     return codes, distinct
 
 
-def spread(codes: np.ndarray, hits: Any, index: pd.Index) -> pd.Series:
+def spread(codes: np.ndarray, hits: Any, index: pd.Index, name: Any = None) -> pd.Series:
     """A row mask from a mask over the distinct texts; missing rows are False."""
     mask = np.zeros(len(codes), dtype=bool)
     found = codes >= 0
     mask[found] = np.asarray(hits, dtype=bool)[codes[found]]
-    return pd.Series(mask, index=index)
+    return pd.Series(mask, index=index, name=name)
 
 
 def _arrow_data(series: pd.Series) -> Any:

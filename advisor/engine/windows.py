@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from advisor.engine.row_order import stable_order
 from advisor.lazy import lazy_module
 from advisor.model import Profile
 
@@ -115,27 +116,35 @@ def _times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return start, start + np.nan_to_num(duration)
 
 
-def _names(rows: pd.DataFrame) -> tuple[str, ...]:
+def _names(rows: pd.DataFrame, picked: np.ndarray | None = None) -> tuple[str, ...]:
+    """The distinct names of the rows (of those at positions `picked`), in their order.
+
+    The rows are a finding's few evidence rows or one step's operators: their names are read
+    as an array, as a DataFrame row selection costs more than the names themselves."""
     if "name" not in rows:
         return ()
-    names = rows["name"].dropna().astype(str)
-    return tuple(dict.fromkeys(names))[:MAX_NAMES]
+    column = rows["name"]
+    names, present = column.to_numpy(object), column.notna().to_numpy(bool)
+    if picked is not None:
+        names, present = names[picked], present[picked]
+    return tuple(dict.fromkeys(str(n) for n in names[present]))[:MAX_NAMES]
 
 
 def _step_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> Window | None:
     if "step" not in rows or not spans:
         return None
-    numbered = rows["step"].dropna()
-    step = next((int(s) for s in numbered if int(s) in spans), None)
+    steps = rows["step"].to_numpy("float64", na_value=np.nan)
+    step = next((int(s) for s in steps[~np.isnan(steps)] if int(s) in spans), None)
     if step is None:
         return None
     lo, hi = spans[step]
-    same = rows[(rows["step"] == step).fillna(False).to_numpy(bool)]
-    start, end = _times(same)
+    same = np.flatnonzero(steps == step)
+    start, end = _times(rows)
+    start, end = start[same], end[same]
     timed = ~np.isnan(start)
     if timed.any():
         lo, hi = min(lo, float(start[timed].min())), max(hi, float(end[timed].max()))
-    return Window(lo, hi, step, _names(same))
+    return Window(lo, hi, step, _names(rows, same))
 
 
 def _holding(spans: dict[int, tuple[float, float]], at: float) -> int | None:
@@ -154,8 +163,8 @@ def _timed_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> 
         lo, hi = min(lo, float(start[first])), max(hi, float(end[first]))
     else:
         lo, hi = float(start[first]), float(end[first])
-    inside = (start >= lo) & (end <= hi)
-    return Window(lo, hi, step, _names(rows[inside]))
+    inside = np.flatnonzero((start >= lo) & (end <= hi))
+    return Window(lo, hi, step, _names(rows, inside))
 
 
 def _aggregate_window(
@@ -167,17 +176,23 @@ def _aggregate_window(
     if key is None or ops is None or "step" not in ops or not spans:
         return None
     wanted = rows[key].dropna().astype(str).unique()
-    mine = ops[ops[key].isin(wanted).fillna(False).to_numpy(bool) & ops["step"].notna()]
-    mine = mine[mine["step"].astype("int64").isin(list(spans))]
-    if mine.empty:
+    # positions of the operators in a placed step, not a selection of the table's dozens of
+    # columns: only their step, duration, times and names are read
+    steps = ops["step"].to_numpy("float64", na_value=np.nan)
+    mine = np.flatnonzero(ops[key].isin(wanted).to_numpy(bool, na_value=False) & ~np.isnan(steps))
+    mine = mine[np.isin(steps[mine].astype("int64"), list(spans))]
+    if not mine.size:
         return None
-    by_step = mine.groupby(mine["step"].astype("int64"))["duration_us"].sum()
+    mine_steps = steps[mine].astype("int64")
+    duration = ops["duration_us"].iloc[mine]
+    by_step = duration.groupby(mine_steps).sum()
     step = int(by_step.index[int(by_step.to_numpy().argmax())])
     lo, hi = spans[step]
-    in_step = mine[mine["step"].astype("int64") == step]
-    start, end = _times(in_step)
+    in_step = mine[mine_steps == step]
+    start, end = _times(ops)
+    start, end = start[in_step], end[in_step]
     timed = ~np.isnan(start)
     if timed.any():
         lo, hi = min(lo, float(start[timed].min())), max(hi, float(end[timed].max()))
-    worst = in_step.sort_values("duration_us", ascending=False, kind="stable")
-    return Window(lo, hi, step, _names(worst))
+    worst = in_step[stable_order([(duration.array[mine_steps == step], False)])]
+    return Window(lo, hi, step, _names(ops, worst))
