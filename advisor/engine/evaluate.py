@@ -208,16 +208,19 @@ def _evidence(
     values: Mapping[str, Any],
     functions: Mapping[str, Callable[..., Any]],
     memo: dict[bytes, Any] | None = None,
-) -> tuple[dict[str, Any], pd.DataFrame, pd.Index]:
+) -> tuple[dict[str, Any], dict[str, Any], pd.Index]:
     """(the evidence as reported, the rows shown, the labels of every row selected). The
-    rows shown hold the columns shown (tune_ops is one) and those evidence_window reads."""
+    rows shown are arrays by column, of the columns shown (tune_ops is one) and those
+    evidence_window reads: no DataFrame, which on pandas 3 costs more than these few rows."""
     df = profile.tables[ev.table]
     positions = np.arange(len(df))  # of the rows selected; the table's rows are taken once
     if ev.where is not None:
         scope = Scope(profile.tables, _RowValues(values, df), functions, memo)
         mask = ev.where.evaluate(scope)
         if isinstance(mask, pd.Series):
-            keep = mask.fillna(False).astype(bool).reindex(df.index, fill_value=False)
+            keep = mask.fillna(False).astype(bool)
+            if not keep.index.equals(df.index):
+                keep = keep.reindex(df.index, fill_value=False)
             positions = np.flatnonzero(keep.to_numpy(dtype=bool))
         elif not mask:
             positions = positions[:0]
@@ -226,16 +229,15 @@ def _evidence(
     if keys:  # sorted by the sort columns of the selected rows alone
         positions = positions[stable_order(keys)]
     columns = [c for c in ev.columns if c in df.columns]
-    # only the columns shown and those a window reads, of the table's dozens, built column by
+    # only the columns shown and those a window reads, of the table's dozens, taken column by
     # column: on pandas 3 a selection of several columns costs more than the rows it takes
     read = [c for c in dict.fromkeys([*columns, *windows.COLUMNS]) if c in df.columns]
     shown_at = positions[: ev.limit]
-    df = pd.DataFrame(
-        {c: df[c].array.take(shown_at) for c in read}, index=df.index[shown_at], columns=read
-    )
-    rows = [[to_plain(v) for v in row] for row in zip(*(df[c] for c in columns))]
+    taken = {c: df[c].array.take(shown_at) for c in read}
+    # an array gives the values its Series gives, as to_plain writes them
+    rows = [[to_plain(v) for v in row] for row in zip(*(taken[c] for c in columns))]
     shown = {"table": ev.table, "columns": columns, "rows": rows, "total_rows": total_rows}
-    return shown, df, selected
+    return shown, taken, selected
 
 
 def _eval(expr: Expression, scope: Scope) -> Any:
@@ -319,9 +321,9 @@ def evaluate_rule(
         return None
     impact, measured_us, uncapped = _impact(rule, scope, total_us)
     ratio = impact / measured_us if impact is not None and measured_us else None
-    evidence, evidence_df, selected = (None, None, None)
+    evidence, shown_rows, selected = (None, None, None)
     if rule.evidence is not None:
-        evidence, evidence_df, selected = _evidence(rule.evidence, profile, values, functions, memo)
+        evidence, shown_rows, selected = _evidence(rule.evidence, profile, values, functions, memo)
     measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
     context = {
         **{k: to_plain(v) for k, v in params.items()},
@@ -337,9 +339,9 @@ def evaluate_rule(
     }
     tune_ops: list[str] = []
     meta = profile.meta
-    if rule.tune_ops and evidence_df is not None and meta.device_kind == "NPU":
+    if rule.tune_ops and shown_rows is not None and meta.device_kind == "NPU":
         # AOE tunes Ascend operators only: a GPU kernel name in its file would be an error
-        tune_ops = [str(v) for v in evidence_df[rule.tune_ops].dropna().unique()]
+        tune_ops = [str(v) for v in pd.Series(shown_rows[rule.tune_ops]).dropna().unique()]
     text = rule.text(lang)
     suggestions = rule.suggestions_for(lang, meta.framework, meta.device_kind)
     from advisor.engine import templates  # Jinja is loaded once a rule fires, not before
@@ -367,7 +369,7 @@ def evaluate_rule(
         else windows.evidence_window(
             profile,
             rule.evidence.table,
-            evidence_df,
+            shown_rows,
             windows.step_spans(profile) if step_spans is None else step_spans(),
         ),
     )

@@ -19,8 +19,9 @@ ran inside it, so a snippet can be checked for them and keep them when it must d
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
 from advisor.engine.row_order import stable_order
 from advisor.lazy import lazy_module
@@ -61,20 +62,26 @@ class Window:
         }
 
 
+Columns = Union["pd.DataFrame", Mapping[str, Any]]
+"""Rows read column by column: a finding's evidence rows as arrays by column name (taken from
+its table, all of one length), or a whole table."""
+
+
 def evidence_window(
     profile: Profile,
     table: str,
-    rows: pd.DataFrame | None,
+    rows: Mapping[str, Any] | None,
     spans: dict[int, tuple[float, float]],
 ) -> Window | None:
-    """The window of a finding whose evidence is `rows` of `table` (every column of the
-    table, worst first); None when nothing in them can be placed in time. `spans`: the
-    profile's step_spans, computed once for all its findings."""
-    if rows is None or rows.empty:
+    """The window of a finding whose evidence is `rows` of `table` (arrays by column, at least
+    those of COLUMNS the table has, worst first); None when nothing in them can be placed in
+    time. `spans`: the profile's step_spans, computed once for all its findings."""
+    count = len(next(iter(rows.values()))) if rows else 0
+    if rows is None or not count:
         return None
-    window = _step_window(rows, spans)
+    window = _step_window(rows, count, spans)
     if window is None:
-        window = _timed_window(rows, spans)
+        window = _timed_window(rows, count, spans)
     if window is None and table != "device_ops":
         window = _aggregate_window(profile, rows, spans)
     return window
@@ -102,21 +109,21 @@ def step_spans(profile: Profile) -> dict[int, tuple[float, float]]:
     return spans
 
 
-def _times(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end of each row (NaN where the row has no start)."""
+def _times(rows: Columns, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of each of the `count` rows (NaN where the row has no start)."""
     if "start_us" not in rows:
-        nan = np.full(len(rows), np.nan)
+        nan = np.full(count, np.nan)
         return nan, nan
     start = rows["start_us"].to_numpy("float64", na_value=np.nan)
     duration = (
         rows["duration_us"].to_numpy("float64", na_value=0.0)
         if "duration_us" in rows
-        else np.zeros(len(rows))
+        else np.zeros(count)
     )
     return start, start + np.nan_to_num(duration)
 
 
-def _names(rows: pd.DataFrame, picked: np.ndarray | None = None) -> tuple[str, ...]:
+def _names(rows: Columns, picked: np.ndarray | None = None) -> tuple[str, ...]:
     """The distinct names of the rows (of those at positions `picked`), in their order.
 
     The rows are a finding's few evidence rows or one step's operators: their names are read
@@ -124,13 +131,13 @@ def _names(rows: pd.DataFrame, picked: np.ndarray | None = None) -> tuple[str, .
     if "name" not in rows:
         return ()
     column = rows["name"]
-    names, present = column.to_numpy(object), column.notna().to_numpy(bool)
+    names, present = column.to_numpy(object), ~np.asarray(column.isna(), dtype=bool)
     if picked is not None:
         names, present = names[picked], present[picked]
     return tuple(dict.fromkeys(str(n) for n in names[present]))[:MAX_NAMES]
 
 
-def _step_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> Window | None:
+def _step_window(rows: Columns, count: int, spans: dict[int, tuple[float, float]]) -> Window | None:
     if "step" not in rows or not spans:
         return None
     steps = rows["step"].to_numpy("float64", na_value=np.nan)
@@ -139,7 +146,7 @@ def _step_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> W
         return None
     lo, hi = spans[step]
     same = np.flatnonzero(steps == step)
-    start, end = _times(rows)
+    start, end = _times(rows, count)
     start, end = start[same], end[same]
     timed = ~np.isnan(start)
     if timed.any():
@@ -151,8 +158,10 @@ def _holding(spans: dict[int, tuple[float, float]], at: float) -> int | None:
     return next((s for s, (lo, hi) in spans.items() if lo <= at < hi), None)
 
 
-def _timed_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> Window | None:
-    start, end = _times(rows)
+def _timed_window(
+    rows: Columns, count: int, spans: dict[int, tuple[float, float]]
+) -> Window | None:
+    start, end = _times(rows, count)
     timed = np.flatnonzero(~np.isnan(start))
     if timed.size == 0:
         return None
@@ -168,14 +177,14 @@ def _timed_window(rows: pd.DataFrame, spans: dict[int, tuple[float, float]]) -> 
 
 
 def _aggregate_window(
-    profile: Profile, rows: pd.DataFrame, spans: dict[int, tuple[float, float]]
+    profile: Profile, rows: Mapping[str, Any], spans: dict[int, tuple[float, float]]
 ) -> Window | None:
     """The step in which the device_ops the aggregated rows stand for took the most time."""
     ops = profile.tables.get("device_ops")
     key = next((k for k in _GROUP_KEYS if k in rows and ops is not None and k in ops), None)
     if key is None or ops is None or "step" not in ops or not spans:
         return None
-    wanted = rows[key].dropna().astype(str).unique()
+    wanted = pd.Series(rows[key]).dropna().astype(str).unique()
     # positions of the operators in a placed step, not a selection of the table's dozens of
     # columns: only their step, duration, times and names are read
     steps = ops["step"].to_numpy("float64", na_value=np.nan)
@@ -189,7 +198,7 @@ def _aggregate_window(
     step = int(by_step.index[int(by_step.to_numpy().argmax())])
     lo, hi = spans[step]
     in_step = mine[mine_steps == step]
-    start, end = _times(ops)
+    start, end = _times(ops, len(ops))
     start, end = start[in_step], end[in_step]
     timed = ~np.isnan(start)
     if timed.any():
