@@ -354,6 +354,32 @@ def _edge_steps() -> pd.DataFrame:
             "filter(steps.duration_us, steps.step > 0) + steps.free_us",  # aligned by labels
             lambda s: s.duration_us[s.step > 0] + s.free_us,
         ),
+        (
+            "where(steps.duration_us > 0, steps.duration_us, None)",
+            lambda s: s.duration_us.where(s.duration_us > 0, None),
+        ),
+        (
+            "where(steps.free_us > 0, steps.duration_us, 0)",
+            lambda s: s.duration_us.where(s.free_us > 0, 0),
+        ),
+        (
+            "where(steps.free_us >= 0, steps.duration_us, steps.free_us)",
+            lambda s: s.duration_us.where(s.free_us >= 0, s.free_us),
+        ),
+        (
+            "where(steps.model_id > 0, -0.0, steps.free_us)",
+            lambda s: pd.Series(-0.0, index=s.index).where(
+                (s.model_id > 0).fillna(False).astype(bool), s.free_us
+            ),
+        ),
+        (
+            "where(steps.step > 0, steps.model_id, None)",  # not float: pandas' own where
+            lambda s: s.model_id.where(s.step > 0, None),
+        ),
+        (
+            "where(steps.step > 0, steps.duration_us, filter(steps.free_us, steps.step > 1))",
+            lambda s: s.duration_us.where(s.step > 0, s.free_us[s.step > 1]),
+        ),
     ],
 )
 def test_column_operators_give_what_pandas_gives(text: str, direct: Any) -> None:

@@ -87,10 +87,6 @@ def _text(value: Any, fname: str, what: str) -> str:
     return value
 
 
-def _strings(series: pd.Series) -> pd.Series:
-    return series.astype("string")
-
-
 # --- aggregations --------------------------------------------------------------------------------
 
 
@@ -181,7 +177,7 @@ def count(x: Any) -> int:
     if isinstance(x, (pd.Series, pd.DataFrame, *_SEQUENCES)):
         series = _series(x, "count")
         if pd.api.types.is_bool_dtype(series.dtype):
-            return int(as_mask(series).sum())
+            return int(np.count_nonzero(as_mask(series).to_numpy(dtype=bool)))
         return int(series.count())
     return 0 if is_missing(x) else 1
 
@@ -300,7 +296,22 @@ def where(cond: Any, a: Any, b: Any) -> Any:
         return a if truthy(cond) else b
     mask = as_mask(cond)
     chosen = a if isinstance(a, pd.Series) else pd.Series(a, index=mask.index)
+    other = _float_values(b, chosen.index)
+    if chosen.dtype == np.float64 and other is not None and mask.index.equals(chosen.index):
+        # what pandas' where gives for float columns, without its alignment and dtype checks
+        values = np.where(mask.to_numpy(dtype=bool), chosen.to_numpy(), other)
+        return pd.Series(values, index=chosen.index, name=chosen.name)
     return chosen.where(mask, b)
+
+
+def _float_values(b: Any, index: pd.Index) -> Any:
+    """`b` as float64 values for `where` (a number, missing, or a float64 column on `index`);
+    None for anything pandas must convert or align."""
+    if b is None or (isinstance(b, (int, float)) and not isinstance(b, bool)):
+        return np.nan if b is None else float(b)
+    if isinstance(b, pd.Series) and b.dtype == np.float64 and b.index.equals(index):
+        return b.to_numpy()
+    return None
 
 
 def filter_(x: Any, mask: Any) -> Any:
@@ -580,7 +591,7 @@ def shape_dim(shapes: Any, tensor: int, axis: int) -> Any:
     tensor = _whole(tensor, "shape_dim", "the tensor index")
     axis = _whole(axis, "shape_dim", "the axis")
     if isinstance(shapes, pd.Series):
-        codes, uniques = pd.factorize(_strings(shapes))  # each distinct text parsed once
+        codes, uniques = coded(shapes)  # each distinct text parsed once, coded once a column
         values = np.array([_shape_dim(s, tensor, axis) for s in uniques], dtype="float64")
         out = np.full(len(codes), math.nan)
         found = codes >= 0
