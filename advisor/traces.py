@@ -49,6 +49,7 @@ from advisor.version import __version__
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+    from pandas.api.extensions import ExtensionArray
 
     from advisor.api import AnalysisResult, ProfileAnalysis
     from advisor.formats.stream import Span
@@ -587,16 +588,21 @@ def _rows(frame: pd.DataFrame, table: str, pid: int, window: Window) -> Iterable
     inside = (start <= window.end_us) & (end >= window.start_us)
     tid_column = {"device_ops": "stream", "host_ops": "thread"}.get(table)
     cat_column = {"device_ops": "category", "host_ops": "kind", "comm_ops": "kind"}.get(table)
-    read = [c for c in ("step", "name", tid_column, cat_column) if c is not None and c in frame]
-    rows = frame[list(dict.fromkeys(read))][inside]  # not the table's other columns
-    names = ("step " + rows["step"].astype(str)) if table == "steps" else rows.get("name")
+    rows = np.flatnonzero(inside)
+
+    def taken(column: str | None) -> Any:
+        """The column's values in the window (None without it), taken from its array: a
+        selection of the table's rows and columns costs more than these few rows on pandas 3."""
+        return frame[column].array.take(rows) if column is not None and column in frame else None
+
+    names = ("step " + pd.Series(taken("step")).astype(str)) if table == "steps" else taken("name")
     columns = {
         "name": _texts(names, len(rows)),
-        "tid": _texts(rows.get(tid_column) if tid_column else None, len(rows)),
-        "cat": _texts(rows.get(cat_column) if cat_column else None, len(rows)),
+        "tid": _texts(taken(tid_column), len(rows)),
+        "cat": _texts(taken(cat_column), len(rows)),
     }
     for s, e, name, tid, cat in zip_strict(
-        start[inside], end[inside], columns["name"], columns["tid"], columns["cat"]
+        start[rows], end[rows], columns["name"], columns["tid"], columns["cat"]
     ):
         event: dict[str, Any] = {
             "name": name or "",
@@ -619,7 +625,7 @@ def _spans(frame: pd.DataFrame, table: str) -> tuple[np.ndarray, np.ndarray]:
     return start, start + frame["duration_us"].to_numpy("float64", na_value=0.0)
 
 
-def _texts(column: pd.Series | None, size: int) -> list[str | None]:
+def _texts(column: pd.Series | ExtensionArray | None, size: int) -> list[str | None]:
     """A column's values as text (None where missing), or Nones without the column."""
     if column is None:
         return [None] * size
