@@ -2,9 +2,11 @@
 the same findings and tables).
 
 tests/golden/reports.json holds, per fixture, each profile's findings (rule, severity, rank,
-message, time at stake) and a summary of each table (rows, and per column its non-null count
-and, for numbers, the sum to 9 significant digits). A faster reader, a cached rule or a
-streamed rank must reproduce it. New tables and new columns may appear (features land
+message, time at stake), what each finding shows (its evidence: columns, rows selected, the
+first row shown and a digest of all of them; its time window) and a summary of each table
+(rows, and per column its non-null count and, for numbers, the sum to 9 significant digits).
+A faster reader, a cached rule, a rewritten evidence path or a streamed rank must reproduce
+it. New tables and new columns may appear (features land
 beside optimisations); a golden table or column that disappears or changes fails.
 
 After a deliberate change of findings or tables, regenerate and review the diff:
@@ -13,6 +15,7 @@ After a deliberate change of findings or tables, regenerate and review the diff:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -62,6 +65,32 @@ def _table_summary(frame: pd.DataFrame) -> dict[str, Any]:
     return {"rows": len(frame), "columns": columns}
 
 
+def _plain(value: Any) -> Any:
+    """A shown value with numbers to 9 significant digits (as the table sums)."""
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _shown(finding: Any) -> dict[str, Any]:
+    """What a finding shows besides its message: evidence rows and time window."""
+    evidence = finding.evidence or {}
+    rows = _plain(evidence.get("rows", []))
+    return {
+        "rule": finding.rule.id,
+        "rank": finding.rank,
+        "columns": evidence.get("columns"),
+        "total_rows": evidence.get("total_rows"),
+        "first_row": rows[0] if rows else None,
+        "rows_digest": hashlib.sha1(json.dumps(rows).encode()).hexdigest()[:16],
+        "window": _plain(finding.window.to_dict()) if finding.window else None,
+    }
+
+
 def _summary(path: Path) -> list[dict[str, Any]]:
     result = advisor.analyze(path)
     out = []
@@ -76,10 +105,12 @@ def _summary(path: Path) -> list[dict[str, Any]]:
             )
             for f in analysis.findings
         )
+        shown = sorted((_shown(f) for f in analysis.findings), key=lambda s: (s["rule"], s["rank"]))
         out.append(
             {
                 "profile": f"{analysis.profile.meta.source_format}:{analysis.profile.meta.rank}",
                 "findings": [list(f) for f in findings],
+                "shown": shown,
                 "tables": {
                     name: _table_summary(frame)
                     for name, frame in sorted(analysis.tables.items())
@@ -106,6 +137,7 @@ def test_findings_and_tables_unchanged(case: str) -> None:
     assert [p["profile"] for p in summary] == [p["profile"] for p in expected]
     for now, was in zip(summary, expected):
         assert now["findings"] == was["findings"], now["profile"]
+        assert now["shown"] == was["shown"], f"{now['profile']}: evidence or windows"
         for table, shape in was["tables"].items():
             assert table in now["tables"], f"{now['profile']}: table {table} disappeared"
             current = now["tables"][table]
