@@ -145,18 +145,25 @@ def _stack_order(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.
     return order[np.argsort(codes[order], kind="stable")]
 
 
-def nested_calls(host_ops: pd.DataFrame) -> np.ndarray:
+def nested_calls(host_ops: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
     """Per host_ops row: does it lie within another call of its kind on its thread (see the
-    `nested` column)? All False without start times, where nothing can be placed."""
-    if "start_us" not in host_ops or host_ops.empty:
-        return np.zeros(len(host_ops), dtype=bool)
-    start = host_ops["start_us"].to_numpy("float64", na_value=np.nan)
-    end = start + host_ops["duration_us"].to_numpy("float64", na_value=0.0)
+    `nested` column)? All False without start times, where nothing can be placed. `rows`:
+    positions of the only rows to consider, as if the table held just those (read from the
+    table's columns, not from a selection of its rows)."""
+    count = len(host_ops) if rows is None else len(rows)
+    if "start_us" not in host_ops or not count:
+        return np.zeros(count, dtype=bool)
+
+    def at(values: np.ndarray) -> np.ndarray:
+        return values if rows is None else values[rows]
+
+    start = at(host_ops["start_us"].to_numpy("float64", na_value=np.nan))
+    end = start + at(host_ops["duration_us"].to_numpy("float64", na_value=0.0))
     groups = pd.factorize(host_ops["kind"], use_na_sentinel=False)[0]
     if "thread" in host_ops:  # kind and thread as one code (missing ones a value of their own)
         threads = pd.factorize(host_ops["thread"], use_na_sentinel=False)[0]
         groups = groups * (int(threads.max(initial=0)) + 1) + threads
-    return nested(start, end, groups)
+    return nested(start, end, at(groups))
 
 
 def complement(merged: Intervals, lo: float, hi: float) -> Intervals:

@@ -70,9 +70,11 @@ def _host_set(profile: Profile, kinds: tuple[str, ...]) -> intervals.Intervals:
     host = profile.tables.get("host_ops")
     if host is None or host.empty or "start_us" not in host:
         return _empty()
-    rows = host[host["kind"].isin(kinds).fillna(False).to_numpy(bool)]
-    start = rows["start_us"].to_numpy("float64", na_value=np.nan)
-    return intervals.merge(start, start + rows["duration_us"].to_numpy("float64", na_value=0.0))
+    # the calls' times by position, not a selection of the table's rows and columns
+    rows = host["kind"].isin(kinds).fillna(False).to_numpy(bool)
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)[rows]
+    duration = host["duration_us"].to_numpy("float64", na_value=0.0)[rows]
+    return intervals.merge(start, start + duration)
 
 
 def _device(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]:
@@ -150,30 +152,25 @@ def step_bounds(profile: Profile) -> None:
         not_data = intervals.subtract(idle, data_set)
         host = min(intervals.total(intervals.intersect(not_data, host_set)), rest - data)
         rows.append((duration, compute, comm, host, data, rest - data - host))
-    frame = pd.DataFrame(
-        rows,
-        columns=["duration_us", *(f"{b}_us" for b in BOUNDS)],
-        index=steps.index,
-        dtype="float64",
-    )
-    parts = frame[[f"{b}_us" for b in BOUNDS]]
-    known = parts.notna().all(axis=1)
-    top = parts.fillna(-1.0).to_numpy().argmax(axis=1)
+    # a step's figures as one row of an array: a DataFrame of a few steps costs more
+    figures = np.array(rows, dtype="float64").reshape(len(rows), 1 + len(BOUNDS))
+    duration, parts = figures[:, 0], figures[:, 1:]
+    known = ~np.isnan(parts).any(axis=1)
+    top = np.where(np.isnan(parts), -1.0, parts).argmax(axis=1)
     bound = pd.array(np.asarray(BOUNDS, dtype=object)[top], dtype="string")
-    bound[~known.to_numpy()] = pd.NA
+    bound[~known] = pd.NA
     between, data_between = _between(steps, data_set)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(known & (duration > 0), parts.max(axis=1) / duration, np.nan)
     table = pd.DataFrame(
         {
             "step": steps["step"].to_numpy(),
             "start_us": steps["start_us"].to_numpy("float64"),
             "end_us": steps["end_us"].to_numpy("float64"),
-            **{c: frame[c].to_numpy() for c in frame},
+            "duration_us": duration,
+            **{f"{b}_us": parts[:, i] for i, b in enumerate(BOUNDS)},
             "bound": bound,
-            "bound_share": np.where(
-                known & (frame["duration_us"] > 0),
-                parts.max(axis=1) / frame["duration_us"].where(frame["duration_us"] > 0),
-                np.nan,
-            ),
+            "bound_share": share,
             "between_us": between,
             "between_data_us": data_between,
         }

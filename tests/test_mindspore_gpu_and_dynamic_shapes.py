@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURE_DIR
@@ -21,7 +22,7 @@ from conftest import FIXTURE_DIR
 from advisor.api import analyze
 from advisor.derive import derive
 from advisor.model import Profile, ProfileMeta, conform, contract_problems
-from advisor_plugins.dynamic_shapes import PROVIDERS
+from advisor_plugins.dynamic_shapes import PROVIDERS, _medians
 from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
 
 REAL = FIXTURE_DIR / "real"
@@ -381,3 +382,16 @@ def test_op_013_reads_in_chinese() -> None:
     (finding,) = analysis.findings
     assert finding.message.startswith("1 个算子的输入 shape 在迭代之间变化（共 1 次变化）；变化后")
     assert "（4 个迭代中有 2 种 shape）。" in finding.message
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_per_operator_medians_are_numpy_medians(seed: int) -> None:
+    """dynamic_shape_ops' medians of each operator's step times, from one sort of all of
+    them, are np.median's to the bit (odd and even counts, ties, one step)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 9, size=40)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    values = rng.choice([0.1, 0.2, 0.3, 1e-7, 123456.789, 3.0], size=int(sizes.sum()))
+    expected = [np.median(values[a : a + n]) for a, n in zip(starts, sizes)]
+    assert _medians(values, group, starts, sizes).tolist() == expected
