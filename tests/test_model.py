@@ -45,3 +45,21 @@ def test_conform_keeps_labels_as_an_object_index_on_both_paths():
     for table, names in ((cast, ["step", "start_us", "end_us"]), (kept, ["step", "start_us"])):
         assert table.columns.dtype == object and table.columns.tolist() == names
     assert cast["start_us"].tolist() == [0.0] and kept["step"].tolist() == [1]
+
+
+def test_whole_number_columns_are_rounded_and_missing_out_of_range():
+    """A contract integer column given as floats is rounded (half to even, as NumPy), and
+    missing where the value is missing, infinite or beyond int64; an int64 column stays
+    int64 where nothing is missing, and becomes nullable where something is."""
+    values = [2.4, 2.5, -0.4, float("nan"), float("inf"), -float("inf"), 2.0**64, -(2.0**62)]
+    frame = conform("steps", pd.DataFrame({"step": [1.0, 2.0], "model_id": [3.6, None]}))
+    assert frame["step"].dtype == "int64" and frame["step"].tolist() == [1, 2]
+    assert str(frame["model_id"].dtype) == "Int64" and frame["model_id"].tolist()[0] == 4
+    assert frame["model_id"].isna().tolist() == [False, True]
+    steps = conform("steps", pd.DataFrame({"step": values, "model_id": values}))
+    expected = [2, 2, 0, None, None, None, None, -(2**62)]
+    for column in ("step", "model_id"):
+        assert str(steps[column].dtype) == "Int64"
+        assert [None if pd.isna(v) else v for v in steps[column].tolist()] == expected
+    texts = conform("steps", pd.DataFrame({"step": ["7", "x", "8.5"]}))
+    assert [None if pd.isna(v) else v for v in texts["step"].tolist()] == [7, None, 8]
