@@ -23,8 +23,20 @@ PROBE = """
 import atexit, gc, json, sys
 from advisor.cli import entry
 sys.argv = ["advisor", "run", sys.argv[1], "-o", sys.argv[2], "--format", "json", "--quiet"]
+collecting_at_import = []
+class Watch:  # notes whether the collector runs while pandas is imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            collecting_at_import.append(gc.isenabled())
+        return None
+sys.meta_path.insert(0, Watch())
 atexit.register(
-    lambda: print(json.dumps({"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}))
+    lambda: print(json.dumps({
+        "threshold": gc.get_threshold(),
+        "frozen": gc.get_freeze_count(),
+        "enabled": gc.isenabled(),
+        "collecting_at_import": collecting_at_import,
+    }))
 )
 entry()
 """
@@ -43,17 +55,21 @@ def test_the_advisor_process_collects_less_often_and_freezes_its_imports(tmp_pat
     assert state["threshold"][0] == YOUNG_COLLECTION_EVERY
     # pandas, numpy and pyarrow alone leave tens of thousands of objects alive
     assert state["frozen"] > 20_000
+    # no collection while pandas is imported, collections again after
+    assert state["collecting_at_import"] == [False]
+    assert state["enabled"] is True
     assert (out / "prof_rule_0.json").is_file()
 
 
 def test_a_program_calling_the_command_keeps_its_collector(tmp_path: Path) -> None:
-    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+    threshold, frozen, enabled = gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()
     result = CliRunner().invoke(
         main, ["run", str(DEMO), "-o", str(tmp_path / "out"), "--format", "json", "--quiet"]
     )
     assert result.exit_code == 0, result.output
     assert gc.get_threshold() == threshold
     assert gc.get_freeze_count() == frozen
+    assert gc.isenabled() == enabled
 
 
 def _advisor(*args: str, probe: str = "") -> subprocess.CompletedProcess[str]:
