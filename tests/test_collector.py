@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from conftest import DEMO
 
 from advisor.cli import main
-from advisor.collector import YOUNG_COLLECTION_EVERY
+from advisor.collector import MIDDLE_COLLECTION_AFTER, YOUNG_COLLECTION_EVERY
 
 PROBE = """
 import atexit, gc, json, sys
@@ -52,7 +52,7 @@ def test_the_advisor_process_collects_less_often_and_freezes_its_imports(tmp_pat
         check=True,
     )
     state = json.loads(done.stdout.strip().splitlines()[-1])  # printed at exit
-    assert state["threshold"][0] == YOUNG_COLLECTION_EVERY
+    assert state["threshold"][:2] == [YOUNG_COLLECTION_EVERY, MIDDLE_COLLECTION_AFTER]
     # pandas, numpy and pyarrow alone leave tens of thousands of objects alive
     assert state["frozen"] > 20_000
     # no collection while pandas is imported, collections again after
