@@ -85,6 +85,17 @@ _NO_ARGS = msgspec.Raw()
 _NUMBERS = (float, int)
 _TABLE_LANES = (("steps", 1, "steps"), ("host_ops", 2, "host"), ("device_ops", 3, "device"))
 _TABLE_LANES += (("comm_ops", 4, "communication"),)
+_TID_COLUMNS = {"device_ops": "stream", "host_ops": "thread"}
+"""The column a table's events take their lane (tid) from; none: all on one."""
+_CAT_COLUMNS = {"device_ops": "category", "host_ops": "kind", "comm_ops": "kind"}
+"""The column a table's events take their category from."""
+
+
+def _lane_columns(frame: pd.DataFrame, table: str) -> list[str]:
+    """The columns of a TABLE_LANES table its events are made of (`_rows`, `_spans`)."""
+    wanted = ("start_us", "end_us" if table == "steps" else "duration_us", "step", "name")
+    wanted += (_TID_COLUMNS.get(table) or "", _CAT_COLUMNS.get(table) or "")
+    return [c for c in dict.fromkeys(wanted) if c in frame]
 
 
 def snippet_name(profile: str | None, finding: int) -> str:
@@ -134,17 +145,21 @@ def window_rows(profile: Profile, findings: Sequence[Finding]) -> dict[str, pd.D
         if frame is None or frame.empty or "start_us" not in frame:
             continue
         start, end = _spans(frame, table)
-        length = pd.Series(end - start, index=frame.index)
-        rows = np.unique(
-            np.concatenate(
-                [
-                    length[(start <= w.end_us) & (end >= w.start_us)].nlargest(MAX_EVENTS).index
-                    for w in windows
-                ]
-            )
+        at = np.unique(np.concatenate([_longest(start, end, w) for w in windows]))
+        kept[table] = pd.DataFrame(  # only the columns the events are made of
+            {c: frame[c].array.take(at) for c in _lane_columns(frame, table)},
+            index=frame.index[at],
         )
-        kept[table] = frame.loc[rows]
     return kept
+
+
+def _longest(start: np.ndarray, end: np.ndarray, window: Window) -> np.ndarray:
+    """Positions of the MAX_EVENTS longest rows overlapping the window (of equally long ones
+    the first): what a snippet of the window can show."""
+    inside = np.flatnonzero((start <= window.end_us) & (end >= window.start_us))
+    if len(inside) <= MAX_EVENTS:
+        return inside
+    return inside[np.argsort(-(end - start)[inside], kind="stable")[:MAX_EVENTS]]
 
 
 def profile_snippets(analysis: ProfileAnalysis) -> dict[int, dict[str, Any]]:
@@ -586,8 +601,7 @@ def _rows(frame: pd.DataFrame, table: str, pid: int, window: Window) -> Iterable
     """The rows of `frame` overlapping the window, as complete events on process `pid`."""
     start, end = _spans(frame, table)
     inside = (start <= window.end_us) & (end >= window.start_us)
-    tid_column = {"device_ops": "stream", "host_ops": "thread"}.get(table)
-    cat_column = {"device_ops": "category", "host_ops": "kind", "comm_ops": "kind"}.get(table)
+    tid_column, cat_column = _TID_COLUMNS.get(table), _CAT_COLUMNS.get(table)
     rows = np.flatnonzero(inside)
 
     def taken(column: str | None) -> Any:

@@ -377,3 +377,59 @@ def test_step_spans_take_each_steps_first_placed_row() -> None:
     )
     profile = Profile(ProfileMeta("t", "mem"), {"steps": conform("steps", steps)})
     assert step_spans(profile) == {1: (0.0, 100.0), 2: (100.0, 200.0)}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_dropped_profile_keeps_the_longest_rows_of_each_window(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a run that drops the tables keeps for the snippets (window_rows): of the rows
+    overlapping a window, the MAX_EVENTS longest, of equal ones the first, as pandas'
+    nlargest picks them; only the columns the events are made of."""
+    import numpy as np
+    import pandas as pd
+
+    from advisor.engine.windows import Window
+    from advisor.model import Profile, ProfileMeta
+
+    monkeypatch.setattr(advisor.traces, "MAX_EVENTS", 5)
+    rng = np.random.default_rng(seed)
+    start = rng.choice([0.0, 1.0, 2.0, 5.0, np.nan], size=40)
+    duration = rng.choice([0.0, -0.0, 1.0, 3.0], size=40)
+    ops = pd.DataFrame(
+        {
+            "name": [f"k{i}" for i in range(40)],
+            "start_us": start,
+            "duration_us": duration,
+            "stream": 7,
+            "category": "compute",
+            "op_type": "x",
+        },
+        index=pd.RangeIndex(100, 140),
+    )
+    windows = [Window(0.5, 2.5, None), Window(4.0, 9.0, None)]
+    finding = type("F", (), {"window": None})
+    profile = Profile(ProfileMeta("t", "mem"), {"device_ops": ops})
+    kept = advisor.traces.window_rows(profile, [finding(), *(_placed(w) for w in windows)])
+    end = start + duration
+    length = pd.Series(end - start, index=ops.index)
+    expected = sorted(
+        {
+            label
+            for w in windows
+            for label in length[(start <= w.end_us) & (end >= w.start_us)].nlargest(5).index
+        }
+    )
+    assert kept["device_ops"].index.tolist() == expected
+    assert list(kept["device_ops"].columns) == [
+        "start_us",
+        "duration_us",
+        "name",
+        "stream",
+        "category",
+    ]
+
+
+def _placed(window: Any) -> Any:
+    """A finding-like object with a window (window_rows reads only that)."""
+    return type("F", (), {"window": window})()
