@@ -93,9 +93,9 @@ _CAT_COLUMNS = {"device_ops": "category", "host_ops": "kind", "comm_ops": "kind"
 
 def _lane_columns(frame: pd.DataFrame, table: str) -> list[str]:
     """The columns of a TABLE_LANES table its events are made of (`_rows`, `_spans`)."""
-    wanted = ("start_us", "end_us" if table == "steps" else "duration_us", "step", "name")
-    wanted += (_TID_COLUMNS.get(table) or "", _CAT_COLUMNS.get(table) or "")
-    return [c for c in dict.fromkeys(wanted) if c in frame]
+    end = "end_us" if table == "steps" else "duration_us"
+    wanted = ["start_us", end, "step", "name", _TID_COLUMNS.get(table), _CAT_COLUMNS.get(table)]
+    return [c for c in dict.fromkeys(wanted) if c is not None and c in frame]
 
 
 def snippet_name(profile: str | None, finding: int) -> str:

@@ -359,7 +359,7 @@ def _text_equality(op: type[ast.cmpop], left: Any, right: Any) -> pd.Series | No
     once per distinct value (advisor.engine.text_codes): rules compare category and op_type
     with a name dozens of times a profile, and pandas' comparison and the mask made of its
     missing values cost several times that. Missing rows are false for both operators, as
-    the NA of pandas' comparison is in `as_mask`. None: any other comparison."""
+    `as_mask` makes the missing results of pandas' comparison. None: any other comparison."""
     if op is not ast.Eq and op is not ast.NotEq:
         return None
     column, text = (left, right) if isinstance(left, pd.Series) else (right, left)
