@@ -366,8 +366,10 @@ def _text_equality(op: type[ast.cmpop], left: Any, right: Any) -> pd.Series | No
     if not isinstance(column, pd.Series) or not isinstance(text, str):
         return None
     dtype = column.dtype
-    if not (
-        isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" and dtype.na_value is pd.NA
+    if not (  # pandas 2.2's StringDtype has no na_value: its missing values are NA
+        isinstance(dtype, pd.StringDtype)
+        and dtype.storage == "pyarrow"
+        and getattr(dtype, "na_value", pd.NA) is pd.NA
     ):
         return None
     codes, distinct = coded(column)
