@@ -10,7 +10,7 @@ tree and the memory attributed to operators both use them).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from advisor.compat import zip_strict
 from advisor.lazy import lazy_module
@@ -154,16 +154,17 @@ def nested_calls(host_ops: pd.DataFrame, rows: np.ndarray | None = None) -> np.n
     if "start_us" not in host_ops or not count:
         return np.zeros(count, dtype=bool)
 
-    def at(values: np.ndarray) -> np.ndarray:
-        return values if rows is None else values[rows]
+    def at(column: str) -> Any:
+        values = host_ops[column].array
+        return values if rows is None else values.take(rows)
 
-    start = at(host_ops["start_us"].to_numpy("float64", na_value=np.nan))
-    end = start + at(host_ops["duration_us"].to_numpy("float64", na_value=0.0))
-    groups = pd.factorize(host_ops["kind"], use_na_sentinel=False)[0]
+    start = np.asarray(at("start_us").to_numpy("float64", na_value=np.nan))
+    end = start + at("duration_us").to_numpy("float64", na_value=0.0)
+    groups = pd.factorize(at("kind"), use_na_sentinel=False)[0]
     if "thread" in host_ops:  # kind and thread as one code (missing ones a value of their own)
-        threads = pd.factorize(host_ops["thread"], use_na_sentinel=False)[0]
+        threads = pd.factorize(at("thread"), use_na_sentinel=False)[0]
         groups = groups * (int(threads.max(initial=0)) + 1) + threads
-    return nested(start, end, at(groups))
+    return nested(start, end, groups)
 
 
 def complement(merged: Intervals, lo: float, hi: float) -> Intervals:
