@@ -109,10 +109,13 @@ def step_spans(profile: Profile) -> dict[int, tuple[float, float]]:
     return spans
 
 
-def _times(rows: Columns, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end of each of the `count` rows (NaN where the row has no start)."""
+def _times(
+    rows: Columns, count: int, picked: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of each of the `count` rows, or of those at positions `picked` (NaN
+    where the row has no start)."""
     if "start_us" not in rows:
-        nan = np.full(count, np.nan)
+        nan = np.full(count if picked is None else len(picked), np.nan)
         return nan, nan
     start = rows["start_us"].to_numpy("float64", na_value=np.nan)
     duration = (
@@ -120,6 +123,8 @@ def _times(rows: Columns, count: int) -> tuple[np.ndarray, np.ndarray]:
         if "duration_us" in rows
         else np.zeros(count)
     )
+    if picked is not None:
+        start, duration = start[picked], duration[picked]
     return start, start + np.nan_to_num(duration)
 
 
@@ -146,8 +151,7 @@ def _step_window(rows: Columns, count: int, spans: dict[int, tuple[float, float]
         return None
     lo, hi = spans[step]
     same = np.flatnonzero(steps == step)
-    start, end = _times(rows, count)
-    start, end = start[same], end[same]
+    start, end = _times(rows, count, same)
     timed = ~np.isnan(start)
     if timed.any():
         lo, hi = min(lo, float(start[timed].min())), max(hi, float(end[timed].max()))
@@ -198,8 +202,7 @@ def _aggregate_window(
     step = int(by_step.index[int(by_step.to_numpy().argmax())])
     lo, hi = spans[step]
     in_step = mine[mine_steps == step]
-    start, end = _times(ops, len(ops))
-    start, end = start[in_step], end[in_step]
+    start, end = _times(ops, len(ops), in_step)
     timed = ~np.isnan(start)
     if timed.any():
         lo, hi = min(lo, float(start[timed].min())), max(hi, float(end[timed].max()))
