@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
+import struct
 from pathlib import Path
 
 import orjson
@@ -24,8 +25,9 @@ from advisor.engine.expr import ExprError, Scope, compile_expression
 from advisor.engine.row_order import stable_order
 from advisor.errors import UnreadableInput
 from advisor.formats import csv_text
+from advisor.formats.cann_csv import SummaryCsv
 from advisor.formats.csv_text import read_csv_strings
-from advisor.formats.numbers import to_numbers
+from advisor.formats.numbers import decimal_cells, to_numbers
 from advisor.formats.stream import EventStream
 
 SETTINGS = settings(
@@ -144,16 +146,111 @@ def test_small_csv_path_takes_regular_files(
     path = tmp_path / "t.csv"
     path.write_bytes(b'ID,Shape,Note\r\n1,"8,128"," a ""b"" "\r\n\r\n2,\t3 ,\r\n')
     columns = ["ID", "Shape", "Note"]
-    frame = csv_text._read_small(path, columns)
-    assert frame is not None and frame.values.tolist() == [
-        ["1", "8,128", 'a "b"'],
-        ["2", "3", ""],
-    ]
+    assert csv_text._read_small(path, columns) == {
+        "ID": ["1", "2"],
+        "Shape": ["8,128", "3"],
+        "Note": ['a "b"', ""],
+    }
     small, arrow = _read_both(path, monkeypatch)
     pd.testing.assert_frame_equal(small[1], arrow[1])
     for irregular in (b"ID,Shape,Note\n1,2\n", b'ID,Shape,Note\n1,"a\nb",3\n', b"ID,Shape,Note\n"):
         path.write_bytes(irregular)
         assert csv_text._read_small(path, columns) is None
+
+
+decimal_text = st.one_of(
+    finite.map(repr),
+    st.from_regex(
+        r"[+-]?(?:[0-9]{1,25}\.?[0-9]{0,25}|\.[0-9]{1,25})(?:[eE][+-]?[0-9]{1,3})?",
+        fullmatch=True,
+    ),
+)
+number_cell = st.one_of(
+    decimal_text,
+    st.sampled_from(["N/A", "na", "-", "NULL", "", "nan", "inf", "1_0", "0x1", "1e", "١", "+-1"]),
+    st.text(max_size=4),
+)
+
+
+@SETTINGS
+@given(st.lists(number_cell, min_size=1, max_size=30))
+def test_decimal_cells_read_as_to_numbers(cells: list[str]) -> None:
+    """A small file's numbers read without arrow are to_numbers' figures to the bit; any
+    cell they cannot vouch for sends the column to to_numbers."""
+    cells = [cell.strip() for cell in cells]
+    fast = decimal_cells(cells)
+    warn = Warnings()
+    slow = to_numbers(pd.Series(cells, dtype=object), file="f.csv", column="c", warn=warn)
+    if fast is not None:
+        assert not warn.calls
+        assert [struct.pack("<d", v) for v in fast] == [struct.pack("<d", v) for v in slow]
+
+
+def test_decimal_cells_decline_what_they_cannot_vouch_for() -> None:
+    assert decimal_cells(["1.", ".5", "-0", "1E+05", "N/A", "007"]) is not None
+    for odd in ("1_0", " 1", "0x10", "1e400", "١", "inf", "1e"):
+        assert decimal_cells(["1", odd]) is None, odd
+
+
+def test_summary_csv_keeps_a_small_file_as_cells(tmp_path: Path) -> None:
+    """The property below compares the two paths: here a small file takes the cells' path."""
+    path = tmp_path / "t.csv"
+    path.write_text("Value,Name\n1.5,a\nN/A,N/A\nabc,b\n", encoding="utf-8")
+    warn = Warnings()
+    csv = SummaryCsv(path, "t.csv", warn)
+    assert csv.rows == 3 and csv._text.cells is not None and csv._text._frame is None
+    assert csv.number("Value").tolist()[0] == 1.5 and warn.calls == [
+        ("1 cell is not numbers (first: 'abc')", "Value")
+    ]
+    assert csv.text("Name").isna().tolist() == [False, True, False]
+    assert csv._text._frame is None  # no column read needed the whole frame
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(number_cell, st.sampled_from(["a", "N/A", "é", "", "-", "x y"])),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_summary_csv_small_path_reads_as_frame_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[tuple[str, str]]
+) -> None:
+    """A summary CSV kept as cells gives the text, numbers, cells and warnings that the same
+    file read into a frame gives."""
+    path = tmp_path / "t.csv"
+    lines = ["Value,Name,Name"] + [f'"{n.replace(chr(34), "")}",{t},{t}' for n, t in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    seen = []
+    for limit in (csv_text.SMALL_CSV_BYTES, -1):
+        monkeypatch.setattr(csv_text, "SMALL_CSV_BYTES", limit)
+        warn = Warnings()
+        try:
+            csv = SummaryCsv(path, "t.csv", warn)
+        except UnreadableInput as exc:
+            seen.append(str(exc))
+            continue
+        csv.rename({"Name#2": "Label"})
+        seen.append(
+            (
+                csv.rows,
+                csv.written,
+                [csv.text(c) for c in ("Value", "Name", "Label")],
+                [csv.number(c) for c in ("Value", "Name", "Label")],
+                csv.cells("Value"),
+                csv.df,
+                warn.calls,
+            )
+        )
+    small, frame = seen
+    if isinstance(small, str) or isinstance(frame, str):
+        assert small == frame
+        return
+    assert small[:2] == frame[:2] and small[6] == frame[6]
+    for got, want in zip_strict([*small[2], *small[3], small[4]], [*frame[2], *frame[3], frame[4]]):
+        pd.testing.assert_series_equal(got, want, check_exact=True)
+    pd.testing.assert_frame_equal(small[5], frame[5], check_exact=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import pytest
 from conftest import REAL
 
 import advisor
-import advisor.traces
+import advisor.trace_cuts
 from advisor.formats import parallel
 from advisor.formats.stream import EventStream, array_start
 from advisor.formats.trace_index import MARGIN_US, UNBOUNDED, BatchTimes, TraceIndex, build, key
@@ -180,7 +180,7 @@ class Spy:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
     seen = Spy([])
-    original = advisor.traces._indexed_parts
+    original = advisor.trace_cuts._indexed_parts
 
     def counting(path: Path, *args: Any) -> Any:
         result = original(path, *args)
@@ -189,7 +189,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
         seen.taken.append((taken, size))
         return result
 
-    monkeypatch.setattr(advisor.traces, "_indexed_parts", counting)
+    monkeypatch.setattr(advisor.trace_cuts, "_indexed_parts", counting)
     return seen
 
 

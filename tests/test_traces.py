@@ -21,10 +21,13 @@ from click.testing import CliRunner
 from conftest import DEMO, REAL
 
 import advisor
+import advisor.snippet_picks
+import advisor.trace_cuts
 import advisor.traces
 from advisor.cli import main
 from advisor.outputs import MANIFEST, render_outputs, write_files, write_outputs
-from advisor.traces import MAX_EVENTS, profile_snippets, snippet_name
+from advisor.snippet_picks import MAX_EVENTS
+from advisor.traces import profile_snippets, snippet_name
 
 KINETO = REAL / "kineto/timeline_analysis__sampled_rank-0.json.gz"
 KINETO_BASE = REAL / "kineto/amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -307,7 +310,7 @@ def test_batches_decoded_as_structs_give_the_same_snippets(monkeypatch, tmp_path
     trace.write_text(json.dumps(raw), encoding="utf-8")
     (analysis,) = advisor.analyze(trace).analyses
     whole = profile_snippets(analysis)
-    monkeypatch.setattr(advisor.traces, "CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(advisor.trace_cuts, "CHUNK_BYTES", 64 * 1024)
     batched = profile_snippets(analysis)
     assert trace.stat().st_size > 20 * 64 * 1024, "the trace spans many batches"
     assert whole and batched == whole
@@ -333,7 +336,7 @@ def test_snippets_filtered_in_parts_are_the_sequential_ones(
     trace.write_bytes(gzip.decompress(KINETO.read_bytes()))
     (analysis,) = advisor.analyze(trace).analyses
     whole = profile_snippets(analysis)
-    monkeypatch.setattr(advisor.traces, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(advisor.trace_cuts, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(parallel, "PART_BYTES", trace.stat().st_size // 8)
     if workers == "spawned":
         monkeypatch.setenv(parallel.WORKERS_ENV, "2")
@@ -392,7 +395,7 @@ def test_a_dropped_profile_keeps_the_longest_rows_of_each_window(
     from advisor.engine.windows import Window
     from advisor.model import Profile, ProfileMeta
 
-    monkeypatch.setattr(advisor.traces, "MAX_EVENTS", 5)
+    monkeypatch.setattr(advisor.snippet_picks, "MAX_EVENTS", 5)
     rng = np.random.default_rng(seed)
     start = rng.choice([0.0, 1.0, 2.0, 5.0, np.nan], size=40)
     duration = rng.choice([0.0, -0.0, 1.0, 3.0], size=40)

@@ -7,15 +7,17 @@ rows, is one warning and no table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
-from advisor.formats.csv_text import read_csv_strings
-from advisor.formats.numbers import MISSING_TOKENS, to_numbers
+from advisor.formats.csv_text import read_csv_text
+from advisor.formats.numbers import MISSING_TOKENS, decimal_cells, to_numbers
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 
@@ -34,31 +36,66 @@ class SummaryCsv:
     def __init__(self, path: Path, rel: str, warn: WarnFn) -> None:
         self.rel = rel
         self.warn = warn
-        names, self.df = read_csv_strings(path, warn)
-        self.written = dict(zip_strict(self.df.columns, names))  # `X#2` -> `X`
+        self._text = read_csv_text(path, warn)
+        self.rows = self._text.rows
+        self.index = pd.RangeIndex(self.rows)
+        self.written = dict(zip_strict(self._text.columns, self._text.names))  # `X#2` -> `X`
+
+    @property
+    def df(self) -> pd.DataFrame:
+        """Every column as written (stripped), built on first use for a small file."""
+        return self._text.frame
 
     def has(self, column: str) -> bool:
-        return column in self.df.columns
+        return column in self.written
 
     def first(self, *columns: str) -> str | None:
         return next((c for c in columns if self.has(c)), None)
 
     def copies(self, column: str) -> list[str]:
         """Internal names of every column written as `column` (msprof repeats some)."""
-        return [c for c in self.df.columns if c == column or c.startswith(f"{column}#")]
+        return [c for c in self.written if c == column or c.startswith(f"{column}#")]
+
+    def rename(self, mapping: dict[str, str]) -> None:
+        """Give columns the names a reader knows them by (`old -> new`)."""
+        self._text = self._text.renamed(mapping)
+        self.written = {mapping.get(c, c): w for c, w in self.written.items()}
+
+    def cells(self, column: str) -> pd.Series:
+        """The column's cells as written (stripped), missing markers included."""
+        small = self._text.cells
+        if small is None:
+            return self.df[column]
+        return pd.Series(small[column], index=self.index, name=column, dtype=_text_dtype())
 
     def text(self, column: str | None) -> pd.Series | None:
+        """The column's cells, missing markers as missing values."""
         if column is None or not self.has(column):
             return None
-        cells = self.df[column]
-        return cells.mask(cells.str.lower().isin(MISSING_TOKENS))
+        small = self._text.cells
+        if small is None:
+            cells = self.df[column]
+            return cells.mask(cells.str.lower().isin(MISSING_TOKENS))
+        texts = [math.nan if c.lower() in MISSING_TOKENS else c for c in small[column]]
+        return pd.Series(texts, index=self.index, name=column, dtype=_text_dtype())
 
     def number(self, column: str | None) -> pd.Series | None:
         if column is None or not self.has(column):
             return None
+        small = self._text.cells
+        numbers = None if small is None else decimal_cells(small[column])
+        if numbers is not None:
+            return pd.Series(numbers, index=self.index, dtype="float64")
         return to_numbers(
-            self.df[column], file=self.rel, column=self.written[column], warn=self.warn
+            self.cells(column), file=self.rel, column=self.written[column], warn=self.warn
         )
+
+
+@cache
+def _text_dtype() -> Any:
+    """The dtype pandas gives a column of text (str on pandas 3, object before), which a
+    frame of the whole file would have."""
+    return pd.Series(["text"]).dtype
 
 
 def open_csv(
@@ -77,7 +114,7 @@ def open_csv(
     if missing:
         warn(rel, f"missing column {missing[0]!r}", column=missing[0])
         return None
-    if csv.df.empty:
+    if not csv.rows:
         warn(rel, "no data rows (header only)")
         return None
     return csv

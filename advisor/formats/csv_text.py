@@ -12,9 +12,11 @@ import csv
 import io
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.formats.files import TOO_LARGE
 from advisor.formats.interning import utf8_bytes
@@ -31,22 +33,62 @@ else:
     pa = lazy_module("pyarrow")
 
 
+@dataclass
+class CsvText:
+    """A CSV read as text. A small file keeps its cells as lists (`cells`), from which a
+    reader builds only the columns it converts: a DataFrame of every column, dozens of them
+    for a few hundred rows, costs more than the reading. `frame` builds that DataFrame
+    (once) for the readers that want it, and is what a larger file is read into."""
+
+    names: list[str]  # the header as written, duplicates kept
+    columns: list[str]  # unique internal names: a repeated header gets `#2`, `#3`...
+    rows: int
+    cells: dict[str, list[str]] | None  # a small file's stripped cells by internal name
+    _frame: pd.DataFrame | None = None
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        if self._frame is None:
+            assert self.cells is not None
+            self._frame = pd.DataFrame(self.cells, index=pd.RangeIndex(self.rows))
+        return self._frame
+
+    def renamed(self, mapping: dict[str, str]) -> CsvText:
+        """The same cells, columns named `old -> new` by `mapping` (others as they were)."""
+        cells, frame = self.cells, self._frame
+        return CsvText(
+            self.names,
+            [mapping.get(c, c) for c in self.columns],
+            self.rows,
+            None if cells is None else {mapping.get(c, c): v for c, v in cells.items()},
+            None if frame is None else frame.rename(columns=mapping),
+        )
+
+
 def read_csv_strings(
     path: str | Path, warn: WarnFn | None = None
 ) -> tuple[list[str], pd.DataFrame]:
+    """Read a CSV as strings: the header names as written and a frame of every cell (see
+    `read_csv_text`)."""
+    text = read_csv_text(path, warn)
+    return text.names, text.frame
+
+
+def read_csv_text(path: str | Path, warn: WarnFn | None = None) -> CsvText:
     """Read a CSV as strings: the header as written, cells stripped of whitespace and tabs.
 
-    Returns the header names exactly as written (duplicates kept) and a frame whose columns
-    are unique internal names: a repeated header gets `#2`, `#3`... (`Reduce Start(us)#2`), so
-    columns that msprof repeats per group stay readable by position. A header-only file gives
-    an empty frame. The pyarrow engine is used for speed on million-row exports; files it
-    rejects (ragged rows) are re-read with the C engine, and `warn` is told so.
+    Keeps the header names exactly as written (duplicates kept) and gives the columns unique
+    internal names: a repeated header gets `#2`, `#3`... (`Reduce Start(us)#2`), so columns
+    that msprof repeats per group stay readable by position. A header-only file gives no
+    rows. A small regular file is read by the csv module; otherwise the pyarrow engine is
+    used for speed on million-row exports, and files it rejects (ragged rows) are re-read
+    with the C engine, and `warn` is told so.
     """
     names = _read_header(path)
     columns = unique_names(names)
-    small = _read_small(path, columns)
-    if small is not None:
-        return names, small
+    cells = _read_small(path, columns)
+    if cells is not None:
+        return CsvText(names, columns, len(cells[columns[0]]), cells)
     options: dict[str, Any] = dict(
         header=None,
         skiprows=1,
@@ -83,7 +125,8 @@ def read_csv_strings(
     for column in df.columns:
         if _needs_strip(df[column]):
             df[column] = df[column].str.strip()
-    return names, df.reset_index(drop=True)
+    df = df.reset_index(drop=True)
+    return CsvText(names, columns, len(df), None, df)
 
 
 SMALL_CSV_BYTES = 256 * 1024
@@ -91,9 +134,9 @@ SMALL_CSV_BYTES = 256 * 1024
 milliseconds to start (most summary CSVs of a run are a few KB)."""
 
 
-def _read_small(path: str | Path, columns: list[str]) -> pd.DataFrame | None:
-    """A small, regular CSV read with the csv module, as `read_csv_strings` reads it with
-    pyarrow: the header line skipped, empty lines ignored, cells stripped. None (read it the
+def _read_small(path: str | Path, columns: list[str]) -> dict[str, list[str]] | None:
+    """The cells of a small, regular CSV by column, read with the csv module as pyarrow reads
+    them: the header line skipped, empty lines ignored, cells stripped. None (read it the
     other way) for a large file, and for anything irregular, whose handling (and warning)
     stays with the other path: a row of another length than the header, a quoted cell
     across lines, text after a closing quote, no data rows, text that is not UTF-8."""
@@ -109,8 +152,10 @@ def _read_small(path: str | Path, columns: list[str]) -> pd.DataFrame | None:
             return None
         if any(len(row) != len(columns) for row in rows):
             return None
-        cells = [[cell.strip() for cell in column] for column in zip(*rows)]
-        return pd.DataFrame(dict(zip(columns, cells)), index=pd.RangeIndex(len(rows)))
+        return {
+            name: [cell.strip() for cell in column]
+            for name, column in zip_strict(columns, zip(*rows))
+        }
     except (OSError, UnicodeDecodeError, csv.Error):  # csv.Error: text after a closing quote
         return None
     except MemoryError:

@@ -40,11 +40,10 @@ def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.
     if csv is None:
         return None
     mapping = {k: v for k, v in _KERNEL_COLUMNS.items() if csv.has(k) and not csv.has(v)}
-    csv.df = csv.df.rename(columns=mapping)
-    csv.written = {mapping.get(c, c): w for c, w in csv.written.items()}
+    csv.rename(mapping)
     ops = device_ops_from_op_summary(csv, vector_first=True)
     if "start_us" in ops:  # the same cells again, parsed exactly (bad cells already warned)
-        exact = clock.us(csv.df["Task Start Time(us)"])
+        exact = clock.us(csv.cells("Task Start Time(us)"))
         ops["start_us"] = np.where(ops["start_us"].notna(), exact, np.nan)
     codes, core_types = pd.factorize(ops["core_type"], use_na_sentinel=False)
     ops["category"] = expand(codes, [device_category(t) for t in core_types])

@@ -44,7 +44,7 @@ def read_operator_memory(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd
         {
             "name": csv.text("Name"),
             "bytes": size * KIB,
-            "start_us": np.where(start_valid, clock.us(csv.df["Allocation Time(us)"]), np.nan),
+            "start_us": np.where(start_valid, clock.us(csv.cells("Allocation Time(us)")), np.nan),
         }
     )
     release = csv.number("Release Time(us)")
@@ -52,7 +52,7 @@ def read_operator_memory(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd
         valid = release.notna().to_numpy()
         frame["end_us"] = np.nan
         if valid.any():
-            frame.loc[valid, "end_us"] = clock.us(csv.df["Release Time(us)"][valid])
+            frame.loc[valid, "end_us"] = clock.us(csv.cells("Release Time(us)")[valid])
     allocated = csv.number("Allocation Total Allocated(MB)")
     if allocated is not None:
         frame["allocated_bytes"] = allocated * MIB

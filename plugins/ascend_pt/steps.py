@@ -101,7 +101,7 @@ def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | N
     if csv is None:
         return None
     frame = pd.DataFrame(
-        {"step": csv.number("Step") if csv.has("Step") else pd.Series(np.nan, index=csv.df.index)}
+        {"step": csv.number("Step") if csv.has("Step") else pd.Series(np.nan, index=csv.index)}
     )
     for written, column in _STEP_TRACE_COLUMNS.items():
         if csv.has(written):

@@ -77,7 +77,7 @@ def _device_ops_from_task_time(csv: SummaryCsv) -> pd.DataFrame:
 def _sample_numbers(csv: SummaryCsv) -> pd.Series:
     """1, 2, ... per device in file order: a merged CSV interleaves the rows of devices."""
     devices = csv.text("Device_id")
-    key = devices.fillna("") if devices is not None else pd.Series("", index=csv.df.index)
+    key = devices.fillna("") if devices is not None else pd.Series("", index=csv.index)
     return key.groupby(key).cumcount() + 1
 
 
@@ -88,7 +88,7 @@ def _queues_from_aicpu_mi(csv: SummaryCsv) -> pd.DataFrame:
     size = csv.number("Queue Size")
     return frame_of(
         {
-            "queue": pd.Series("device", index=csv.df.index),
+            "queue": pd.Series("device", index=csv.index),
             "step": _sample_numbers(csv),
             "size": size,
             "empty": size == 0,
@@ -104,7 +104,7 @@ def _queues_from_dp(csv: SummaryCsv) -> pd.DataFrame:
     size = csv.number("Cached Buffer Size")
     return frame_of(
         {
-            "queue": pd.Series("host", index=csv.df.index),
+            "queue": pd.Series("host", index=csv.index),
             "step": _sample_numbers(csv),
             "size": size,
             "empty": size == 0,
