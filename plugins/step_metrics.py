@@ -107,48 +107,62 @@ def compute_classes(profile: Profile) -> None:
     """device_ops.compute_class: cube, vector, flash_attention, conv, matmul, other_compute,
     aicpu, memcpy, communication or other (first match wins, in that order of specificity).
 
-    Classified once per distinct (label, name, core type, category): a trace has millions of
-    tasks and a few hundred kernels, and the name patterns are regexes."""
+    Classified once per distinct (op type, name, core type, category): a trace has millions
+    of tasks and a few hundred kernels, and the name patterns are regexes."""
     ops = profile.tables["device_ops"]
-    label = ops["op_type"].fillna(ops["name"]) if "op_type" in ops else ops["name"]
-    keys = pd.DataFrame(
-        {"label": label, "name": ops["name"], "core": ops["core_type"], "category": ops["category"]}
+    keys = [c for c in ("op_type", "name", "core_type", "category") if c in ops]
+    group = _groups([ops[c] for c in keys])
+    firsts = np.unique(group, return_index=True)[1]
+    values = {c: ops[c].iloc[firsts].tolist() for c in keys}
+    classes = np.array(
+        [
+            _compute_class(op_type, name, core, category)
+            for op_type, name, core, category in zip_strict(
+                values.get("op_type", [None] * len(firsts)),
+                values["name"],
+                values["core_type"],
+                values["category"],
+            )
+        ],
+        dtype=object,
     )
-    codes = keys.groupby(list(keys), dropna=False, sort=False).ngroup().to_numpy()
-    classes = _classes(keys.drop_duplicates())
     profile.tables["device_ops"] = ops.assign(
-        compute_class=pd.array(classes[codes], dtype="string")
+        compute_class=pd.array(classes[group], dtype="string")
     )
 
 
-def _classes(keys: pd.DataFrame) -> np.ndarray:
-    """The compute class of each row of (label, name, core, category)."""
-    text = (keys["label"].fillna("") + " " + keys["name"].fillna("")).astype(str)
-    core = keys["core"].fillna("").astype(str).str.upper()
-    category = keys["category"].fillna("other").astype(str)
-    conditions = [
-        category == "communication",
-        category.isin(["memcpy", "memset"]),
-        core == "AI_CPU",
-        category != "compute",
-        text.str.contains(_FLASH),
-        text.str.contains(_CONV),
-        text.str.contains(_MATMUL),
-        core.isin(["AI_CORE", "MIX_AIC", "CUBE"]),
-        core.isin(["AI_VECTOR_CORE", "MIX_AIV", "VECTOR"]),
-    ]
-    choices = [
-        "communication",
-        "memcpy",
-        "aicpu",
-        "other",
-        "flash_attention",
-        "conv",
-        "matmul",
-        "cube",
-        "vector",
-    ]
-    return np.select([c.to_numpy(bool) for c in conditions], choices, default="other_compute")
+def _groups(columns: list[pd.Series]) -> np.ndarray:
+    """Each row's group of equal values in every column (a missing value equal to another),
+    numbered from 0 in order of first appearance."""
+    group = np.zeros(len(columns[0]), dtype="int64")
+    for column in columns:
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+        group, _ = pd.factorize(group * max(len(uniques), 1) + codes)
+    return group
+
+
+def _compute_class(op_type: object, name: object, core: object, category: object) -> str:
+    """The compute class of one (op type, name, core type, category)."""
+    category = "other" if pd.isna(category) else str(category)
+    core = "" if pd.isna(core) else str(core).upper()
+    name = "" if pd.isna(name) else str(name)
+    text = f"{name if pd.isna(op_type) else op_type} {name}"
+    if category == "communication":
+        return "communication"
+    if category in ("memcpy", "memset"):
+        return "memcpy"
+    if core == "AI_CPU":
+        return "aicpu"
+    if category != "compute":
+        return "other"
+    for pattern, found in ((_FLASH, "flash_attention"), (_CONV, "conv"), (_MATMUL, "matmul")):
+        if pattern.search(text):
+            return found
+    if core in ("AI_CORE", "MIX_AIC", "CUBE"):
+        return "cube"
+    if core in ("AI_VECTOR_CORE", "MIX_AIV", "VECTOR"):
+        return "vector"
+    return "other_compute"
 
 
 def mark_first_in_step(profile: Profile) -> None:

@@ -165,6 +165,15 @@ def test_compute_classes_follow_the_compare_tool():
         "matmul",
         "other_compute",
     ]
+    # rows are classified per distinct (op type, name, core, category), missing values alike
+    twice = pd.concat([ops, ops.iloc[::-1]], ignore_index=True)
+    twice.loc[len(twice)] = {"name": None, "category": "compute", "duration_us": 1.0}
+    twice.loc[len(twice)] = {"name": "Conv2D_3", "category": None, "duration_us": 1.0}
+    profile = Profile(ProfileMeta("t", "mem"), {"device_ops": conform("device_ops", twice)})
+    derive(profile, ["device_ops.compute_class"], PROVIDERS)
+    classes = profile.tables["device_ops"]["compute_class"].tolist()
+    assert classes[10:20] == classes[9::-1]
+    assert classes[20:] == ["other_compute", "other"]
 
 
 def test_progress_only_on_a_terminal(monkeypatch, capsys):
