@@ -609,3 +609,27 @@ def test_a_far_off_task_time_is_ignored_and_named(tmp_path: Path) -> None:
         "more than a day away" in w.problem and "broken_clock_task" in w.problem
         for w in profile.warnings
     )
+
+
+def test_split_devices_by_device_id_in_order_of_appearance() -> None:
+    """Rows of a merged summary go to their Device_id's frame (first seen, first given);
+    a missing or corrupt id is one warning naming the first such line, its rows dropped."""
+    from advisor.formats.cann_csv import DEVICE_COLUMN
+    from advisor_plugins.msprof.summaries import split_devices
+
+    ids = ["1", "host", "0", "1", None, "x1", "0", "", "1"]
+    frame = pd.DataFrame({"name": [f"op{i}" for i in range(len(ids))], DEVICE_COLUMN: ids})
+    frame[DEVICE_COLUMN] = frame[DEVICE_COLUMN].astype(pd.Series(["text"]).dtype)
+    told: list[tuple[str, int | None]] = []
+    parts = split_devices(frame, "op_summary.csv", lambda f, p, **kw: told.append((p, kw["line"])))
+    assert [(device, rows["name"].tolist()) for device, rows in parts] == [
+        ("1", ["op0", "op3", "op8"]),
+        ("host", ["op1"]),
+        ("0", ["op2", "op6"]),
+    ]
+    assert all(rows.index.equals(pd.RangeIndex(len(rows))) for _, rows in parts)
+    assert told == [("3 rows without a Device_id ignored", 6)]
+    one = frame.iloc[[0, 3]].reset_index(drop=True)
+    [(device, rows)] = split_devices(one, "op_summary.csv", lambda *a, **k: None)
+    assert device == "1"
+    pd.testing.assert_frame_equal(rows, one)

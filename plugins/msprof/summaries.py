@@ -4,6 +4,7 @@ rows of merged summaries split per device."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -159,6 +160,10 @@ def read_csv_table(kind: str, path: Path, rel: str, warn: WarnFn) -> pd.DataFram
     return read_summary_table(CSV_TABLES[kind], path, rel, warn)
 
 
+_DEVICE_ID = re.compile(r"\d{1,9}|host")
+"""A `Device_id` naming a device."""
+
+
 def split_devices(
     frame: pd.DataFrame, rel: str, warn: WarnFn
 ) -> Iterable[tuple[str, pd.DataFrame]]:
@@ -170,18 +175,21 @@ def split_devices(
             column="Device_id",
         )
         return []
-    ids = frame[DEVICE_COLUMN]
     # a cell that is neither a number nor `host` (a corrupt row) names no device either
-    ids = ids.where(ids.astype("string").str.fullmatch(r"\d{1,9}|host").fillna(False))
-    frame = frame.assign(**{DEVICE_COLUMN: ids})
-    if ids.isna().any():
+    codes, ids = pd.factorize(frame[DEVICE_COLUMN])  # in order of appearance; missing: -1
+    named = np.array([_DEVICE_ID.fullmatch(str(i)) is not None for i in ids], dtype=bool)
+    unnamed = codes < 0
+    unnamed[~unnamed] = ~named[codes[~unnamed]]
+    if unnamed.any():
         warn(
             rel,
-            f"{int(ids.isna().sum())} rows without a Device_id ignored",
-            line=int(np.argmax(ids.isna().to_numpy())) + 2,
+            f"{int(unnamed.sum())} rows without a Device_id ignored",
+            line=int(np.argmax(unnamed)) + 2,
             column="Device_id",
         )
+    if len(ids) == 1 and not unnamed.any():  # one device, the usual case: the frame itself
+        return [(str(ids[0]), frame.reset_index(drop=True))]
     return [
-        (str(device_id), rows.reset_index(drop=True))
-        for device_id, rows in frame.groupby(DEVICE_COLUMN, sort=False)
+        (str(ids[code]), frame.take(np.flatnonzero(codes == code)).reset_index(drop=True))
+        for code in np.flatnonzero(named)
     ]
