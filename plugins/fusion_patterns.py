@@ -469,35 +469,43 @@ def graph_rows(
     and something local keeps these occurrences apart."""
     if "op_type" not in device:
         return [], 0
-    tasks = device[(device["category"] == "compute").fillna(False) & device["op_type"].notna()]
-    order = [c for c in ("start_us", "task_id") if c in tasks and tasks[c].notna().any()]
-    if order:
-        tasks = tasks.sort_values(order[0], kind="stable")
-    streams = tasks["stream"] if "stream" in tasks else pd.Series(-1, index=tasks.index)
+    tasks = np.flatnonzero(
+        ((device["category"] == "compute").fillna(False) & device["op_type"].notna()).to_numpy(bool)
+    )
+    for column in ("start_us", "task_id"):
+        if column in device:
+            key = device[column].to_numpy("float64", na_value=np.nan)[tasks]
+            if not np.isnan(key).all():  # stable, missing last: as sort_values
+                tasks = tasks[np.argsort(key, kind="stable")]
+                break
+    if "stream" in device:
+        streams = pd.factorize(device["stream"].array[tasks], use_na_sentinel=False)[0]
+    else:
+        streams = np.zeros(len(tasks), dtype="int64")
+    op_types = device["op_type"].to_numpy(object)[tasks]
+    durations = device["duration_us"].to_numpy("float64", na_value=0.0)[tasks]
+    starts = (
+        device["start_us"].to_numpy("float64", na_value=np.nan)[tasks]
+        if "start_us" in device
+        else np.full(len(tasks), np.nan)
+    )
+    steps = device["step"].to_numpy(object)[tasks] if "step" in device else None
+    names = device["name"].to_numpy(object)[tasks]
     patterns = [p for p in catalogue() if p.family == "graph"]
     matches: dict[Pattern, list[dict[str, Any]]] = defaultdict(list)
-    for _, run in tasks.groupby(streams, dropna=False, sort=False):
-        types = [str(t) for t in run["op_type"].tolist()]
-        durations = run["duration_us"].to_numpy("float64", na_value=0.0)
-        found = find(types, patterns)
-        if not found:
-            continue
-        starts = (
-            run["start_us"].to_numpy("float64", na_value=np.nan)
-            if "start_us" in run
-            else np.full(len(run), np.nan)
-        )
-        steps = run["step"].to_numpy(object) if "step" in run else None
-        names = run["name"].to_numpy(object)
+    for stream in range(int(streams.max(initial=-1)) + 1):  # in order of appearance
+        run = np.flatnonzero(streams == stream)
+        found = find([str(t) for t in op_types[run].tolist()], patterns)
         for pattern, first, last in found:
+            taken = run[first:last]
             matches[pattern].append(
                 {
-                    "start": float(starts[first]),
-                    "step": pd.NA if steps is None else steps[first],
-                    "names": [str(n) for n in names[first:last]],
+                    "start": float(starts[taken[0]]),
+                    "step": pd.NA if steps is None else steps[taken[0]],
+                    "names": [str(n) for n in names[taken]],
                     "ops": last - first,
-                    "total": float(durations[first:last].sum()),
-                    "fused": float(durations[first:last].max()),
+                    "total": float(durations[taken].sum()),
+                    "fused": float(durations[taken].max()),
                 }
             )
     rows = [

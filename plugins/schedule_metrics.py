@@ -21,6 +21,7 @@ from advisor.model import Profile, conform
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+    from pandas.api.extensions import ExtensionArray
 else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
@@ -133,8 +134,8 @@ def _classify(
 
 def _breakdown_rows(
     level: str,
-    stream: pd.Series,
-    step: pd.Series,
+    stream: ExtensionArray,
+    step: ExtensionArray,
     idle: np.ndarray,
     host: np.ndarray,
     kernel: np.ndarray,
@@ -160,43 +161,43 @@ def idle_breakdown(profile: Profile) -> None:
     stream's (as HTA measures it) split into host wait, kernel wait and other.
 
     An interval belongs to the step of the task that ends it; with steps, intervals ending
-    in a task outside every step are left out, as that time is no step's."""
+    in a task outside every step are left out, as that time is no step's. The tasks are
+    taken, ordered and paired by position (a pandas selection, sort or grouping of the table
+    costs more than a small profile's figures)."""
     ops = profile.tables["device_ops"]
-    ops = ops[ops["start_us"].notna() & ops["duration_us"].notna()]
-    step = _task_steps(profile, ops)
+    rows = np.flatnonzero((ops["start_us"].notna() & ops["duration_us"].notna()).to_numpy(bool))
+    step = _task_steps(profile, ops).array[rows]
     has_steps = "steps" in profile.tables and not profile.tables["steps"].empty
-    start = ops["start_us"].to_numpy("float64")
-    end = start + ops["duration_us"].to_numpy("float64")
+    in_step = ~pd.isna(step) if has_steps else np.ones(len(rows), dtype=bool)
+    start = ops["start_us"].to_numpy("float64")[rows]
+    end = start + ops["duration_us"].to_numpy("float64")[rows]
     launch = (
-        ops["launch_us"].to_numpy("float64", na_value=np.nan)
+        ops["launch_us"].to_numpy("float64", na_value=np.nan)[rows]
         if "launch_us" in ops
-        else np.full(len(ops), np.nan)
+        else np.full(len(rows), np.nan)
     )
     parts = []
     # the device: gap_us before each task is idle time of all streams together
-    gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)
-    keep = gap > 0
-    if has_steps:
-        keep &= step.notna().to_numpy()
+    gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)[rows]
+    keep = (gap > 0) & in_step
     host, kernel = _classify(gap[keep], (start - gap)[keep], launch[keep])
-    no_stream = pd.Series(pd.NA, index=ops.index[keep], dtype="Int64")
+    no_stream = pd.array([pd.NA] * int(keep.sum()), dtype="Int64")
     parts.append(_breakdown_rows("device", no_stream, step[keep], gap[keep], host, kernel))
     # each stream, as HTA: the gap after the previous task of the same stream
-    if "stream" in ops and ops["stream"].notna().any():
-        frame = pd.DataFrame(
-            {"stream": ops["stream"], "start": start, "end": end, "launch": launch, "step": step}
-        ).dropna(subset=["stream"])
-        frame = frame.sort_values(["stream", "start"], kind="stable")
-        prev_end = frame.groupby("stream")["end"].shift(1).to_numpy("float64", na_value=np.nan)
-        idle = frame["start"].to_numpy("float64") - prev_end
-        keep = idle > 0
-        if has_steps:
-            keep &= frame["step"].notna().to_numpy()
-        host, kernel = _classify(idle[keep], prev_end[keep], frame["launch"].to_numpy()[keep])
+    streams = ops["stream"].array[rows] if "stream" in ops else pd.array([], dtype="Int64")
+    number = streams.to_numpy("float64", na_value=np.nan)
+    present = np.flatnonzero(~np.isnan(number))
+    if len(present):
+        order = present[np.lexsort((start[present], number[present]))]  # stable, as sort_values
+        same = np.zeros(len(order), dtype=bool)
+        same[1:] = number[order][1:] == number[order][:-1]
+        prev_end = np.where(same, np.concatenate(([np.nan], end[order][:-1])), np.nan)
+        idle = start[order] - prev_end
+        keep = (idle > 0) & in_step[order]
+        taken = order[keep]
+        host, kernel = _classify(idle[keep], prev_end[keep], launch[taken])
         parts.append(
-            _breakdown_rows(
-                "stream", frame["stream"][keep], frame["step"][keep], idle[keep], host, kernel
-            )
+            _breakdown_rows("stream", streams[taken], step[taken], idle[keep], host, kernel)
         )
     table = pd.concat(parts, ignore_index=True)
     profile.tables["idle_breakdown"] = conform("idle_breakdown", table)

@@ -283,3 +283,46 @@ def test_widedeep_transdata_pairs_are_counted_per_stream():
     assert row.occurrences > 1 and row.ops == 2
     assert 0 < row.saving_us < row.total_us
     assert (table["saving_us"] <= table["total_us"]).all()
+
+
+def test_graph_rows_follow_each_stream_in_time_order() -> None:
+    """Graph sequences are searched per stream (a missing stream is one more), in start order
+    whatever the rows' order, over compute tasks only; each occurrence keeps its first task's
+    start and step, its names and its times."""
+    rows = [  # (stream, start, op_type, category, duration)
+        (1, 30.0, "Cast", "compute", 3.0),
+        (2, 10.0, "Conv2D", "compute", 5.0),
+        (1, 10.0, "Cast", "compute", 1.0),
+        (None, 5.0, "PadD", "compute", 2.0),
+        (1, 20.0, "Relu", "compute", 2.0),
+        (2, 15.0, "MemcpyAsync", "memcpy", 1.0),
+        (2, 20.0, "Add", "compute", 4.0),
+        (None, 6.0, "Conv2D", "compute", 7.0),
+        (2, 30.0, "GroupNorm", "compute", 6.0),
+    ]
+    device = pd.DataFrame(
+        {
+            "stream": pd.array([r[0] for r in rows], dtype="Int64"),
+            "start_us": [r[1] for r in rows],
+            "op_type": [r[2] for r in rows],
+            "category": [r[3] for r in rows],
+            "duration_us": [r[4] for r in rows],
+            "name": [f"{r[2]}_{i}" for i, r in enumerate(rows)],
+            "step": pd.array([1] * len(rows), dtype="Int64"),
+        }
+    )
+    found, scanned = fusion_patterns.graph_rows(device)
+    assert scanned == 8
+    by_api = {row["fused_api"]: row for row in found}
+    assert set(by_api) == {
+        "CastReluCastFusionPass",
+        "Conv2DAddGroupNormFusionPass",
+        "PadConv2dFusionPass",
+    }
+    cast = by_api["CastReluCastFusionPass"]
+    assert (cast["occurrences"], cast["first_start_us"], cast["total_us"]) == (1, 10.0, 6.0)
+    assert cast["example"].startswith("Cast_2")
+    conv = by_api["Conv2DAddGroupNormFusionPass"]
+    assert (conv["first_start_us"], conv["total_us"], conv["fused_us"]) == (10.0, 15.0, 6.0)
+    pad = by_api["PadConv2dFusionPass"]
+    assert (pad["first_start_us"], pad["total_us"], pad["step"]) == (5.0, 9.0, 1)
