@@ -146,3 +146,32 @@ def test_findings_and_tables_unchanged(case: str) -> None:
                 assert current["columns"].get(column) == figures, (
                     f"{now['profile']}: {table}.{column}"
                 )
+
+
+def test_report_rows_are_the_frames_rows_as_json_values() -> None:
+    """The report's metric rows (metrics._records, read column by column): each row's values
+    as DataFrame.to_dict gives them, numpy scalars as Python ones, NaN, NA and NaT as None."""
+    import numpy as np
+
+    from advisor.metrics import _records
+
+    frame = pd.DataFrame(
+        {
+            "count": pd.array([1, None], dtype="Int64"),
+            "ratio": [1.5, np.nan],
+            "kind": pd.array(["x", None], dtype="string"),
+            "warmup": [True, False],
+            "step": np.array([1, 2], dtype="int64"),
+            "mixed": [None, np.float32(2.5)],
+            7: [pd.Timestamp("2026-01-01"), pd.NaT],
+        }
+    )
+    assert _records(frame) == [
+        {"count": 1, "ratio": 1.5, "kind": "x", "warmup": True, "step": 1, "mixed": None,
+         "7": "2026-01-01 00:00:00"},
+        {"count": None, "ratio": None, "kind": None, "warmup": False, "step": 2, "mixed": 2.5,
+         "7": None},
+    ]  # fmt: skip
+    assert all(type(v) is not np.float64 for row in _records(frame) for v in row.values())
+    assert _records(pd.DataFrame(index=range(2))) == [{}, {}]
+    assert _records(pd.DataFrame({"a": []})) == []
