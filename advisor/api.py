@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from advisor.cluster import MixedRuns, RankSummary, cluster_profile, mixed_runs, rank_summary
+from advisor.collector import skip_cycles_for
 from advisor.config import Config
 from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
@@ -30,7 +31,15 @@ from advisor.lazy import lazy_module
 from advisor.metrics import ProfileMetrics, empty_metrics, profile_metrics
 from advisor.model import CLUSTER, PROFILE, Profile, RunInfo
 from advisor.plugin_manager import PluginHost, PluginInfo
-from advisor.reading import Reading, find_claims, map_claims, numeric_order, read_claim, workers_for
+from advisor.reading import (
+    Reading,
+    find_claims,
+    input_bytes,
+    map_claims,
+    numeric_order,
+    read_claim,
+    workers_for,
+)
 from advisor.render.json_report import build_report
 from advisor.session import Session, SessionRecipe, reopen
 from advisor.spool import Spool, Spooled, SpooledList
@@ -335,6 +344,8 @@ def _staged_profiles(
     session (only installed plugins); else they only read, and the stage runs here."""
     claims = find_claims(paths, session.host, reading)
     workers = workers_for(claims, jobs)
+    if len(claims) == 1 and scheduler is None:
+        skip_cycles_for(input_bytes(claims[0].path))
     if session.recipe is not None and (scheduler is not None or workers > 1):
         stage = partial(_stage_claim, recipe=session.recipe, keep_tables=keep_tables)
         for shipped, error in map_claims(stage, claims, workers=workers, scheduler=scheduler):

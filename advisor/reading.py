@@ -92,7 +92,8 @@ def _warn_broken(folder: Path, profiles: list[Profile]) -> None:
                 profile.warn(entry.path, entry.problem, unread=True)
 
 
-def _size(path: Path) -> int:
+def input_bytes(path: Path) -> int:
+    """The bytes of a claimed file, or of every file under a claimed folder."""
     if path.is_file():
         return path.stat().st_size
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
@@ -105,7 +106,7 @@ def workers_for(claims: Sequence[Claim], jobs: int | None) -> int:
     if jobs is None:
         big = (
             len(claims) >= PARALLEL_MIN_CLAIMS
-            or sum(_size(c.path) for c in claims) >= PARALLEL_MIN_BYTES
+            or sum(input_bytes(c.path) for c in claims) >= PARALLEL_MIN_BYTES
         )
         jobs = os.cpu_count() or 1 if big else 1
     return max(1, min(jobs, len(claims)))

@@ -14,15 +14,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DEMO
+from conftest import DEMO, FIXTURE_DIR
 
 from advisor.cli import main
-from advisor.collector import MIDDLE_COLLECTION_AFTER, YOUNG_COLLECTION_EVERY
+from advisor.collector import MIDDLE_COLLECTION_AFTER, SMALL_RUN_BYTES, YOUNG_COLLECTION_EVERY
+from advisor.reading import input_bytes
 
 PROBE = """
 import atexit, gc, json, sys
 from advisor.cli import entry
-sys.argv = ["advisor", "run", sys.argv[1], "-o", sys.argv[2], "--format", "json", "--quiet"]
+out, inputs = sys.argv[1], sys.argv[2:]
+sys.argv = ["advisor", "run", *inputs, "-o", out, "--format", "json", "--quiet"]
 collecting_at_import = []
 class Watch:  # notes whether the collector runs while pandas is imported
     def find_spec(self, name, path=None, target=None):
@@ -42,10 +44,14 @@ entry()
 """
 
 
-def test_the_advisor_process_collects_less_often_and_freezes_its_imports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("several", [False, True], ids=["one small input", "two inputs"])
+def test_the_advisor_process_collects_less_often_and_freezes_its_imports(
+    tmp_path: Path, several: bool
+) -> None:
     out = tmp_path / "out"
+    inputs = [DEMO, FIXTURE_DIR / "kineto_own" / "compare_base.pt.trace.json.gz"][: 1 + several]
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(DEMO), str(out)],
+        [sys.executable, "-c", PROBE, str(out), *map(str, inputs)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -55,10 +61,30 @@ def test_the_advisor_process_collects_less_often_and_freezes_its_imports(tmp_pat
     assert state["threshold"][:2] == [YOUNG_COLLECTION_EVERY, MIDDLE_COLLECTION_AFTER]
     # pandas, numpy and pyarrow alone leave tens of thousands of objects alive
     assert state["frozen"] > 20_000
-    # no collection while pandas is imported, collections again after
+    # no collection while pandas is imported; after it, cycles are collected again unless
+    # the run analyses one small input (skip_cycles_for)
     assert state["collecting_at_import"] == [False]
-    assert state["enabled"] is True
+    assert state["enabled"] is several
+    assert input_bytes(DEMO) <= SMALL_RUN_BYTES
     assert (out / "prof_rule_0.json").is_file()
+
+
+def test_cycles_are_skipped_for_one_small_input_of_the_command_line_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import advisor.collector as collector
+
+    assert gc.isenabled()
+    try:
+        collector.skip_cycles_for(0)  # a program calling advisor: its collector is its own
+        assert gc.isenabled()
+        monkeypatch.setattr(collector, "_command_line", True)
+        collector.skip_cycles_for(SMALL_RUN_BYTES + 1)
+        assert gc.isenabled()
+        collector.skip_cycles_for(SMALL_RUN_BYTES)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_a_program_calling_the_command_keeps_its_collector(tmp_path: Path) -> None:
