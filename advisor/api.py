@@ -345,7 +345,7 @@ def _staged_profiles(
     claims = find_claims(paths, session.host, reading)
     workers = workers_for(claims, jobs)
     if len(claims) == 1 and scheduler is None:
-        skip_cycles_for(input_bytes(claims[0].path))
+        skip_cycles_for(partial(input_bytes, claims[0].path))
     if session.recipe is not None and (scheduler is not None or workers > 1):
         stage = partial(_stage_claim, recipe=session.recipe, keep_tables=keep_tables)
         for shipped, error in map_claims(stage, claims, workers=workers, scheduler=scheduler):

@@ -33,6 +33,7 @@ import importlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import NoReturn
 
 YOUNG_COLLECTION_EVERY = 2_000
@@ -107,14 +108,15 @@ def freeze_imports() -> None:
             gc.enable()
 
 
-def skip_cycles_for(input_bytes: int) -> None:
-    """In a command-line process analysing one input of at most SMALL_RUN_BYTES, turn the
-    cycle collector off for the rest of the run: its young collections cost more than the
-    cycles they free. On the bundled demo, 29 collections took about 12 ms of 0.65 s, and
-    the cycles left uncollected (about 7,000 objects) did not raise the peak memory (133
-    against 136 MB); the process ends without freeing them (`end_process`). Reference
-    counting still frees everything else; a larger input, or several, keeps collecting."""
-    if _command_line and input_bytes <= SMALL_RUN_BYTES:
+def skip_cycles_for(input_bytes: Callable[[], int]) -> None:
+    """In a command-line process analysing one input of at most SMALL_RUN_BYTES (asked of
+    `input_bytes` only there), turn the cycle collector off for the rest of the run: its
+    young collections cost more than the cycles they free. On the bundled demo, 29
+    collections took about 12 ms of 0.65 s, and the cycles left uncollected (about 7,000
+    objects) did not raise the peak memory (133 against 136 MB); the process ends without
+    freeing them (`end_process`). Reference counting still frees everything else; a larger
+    input, or several, keeps collecting."""
+    if _command_line and input_bytes() <= SMALL_RUN_BYTES:
         gc.disable()
 
 

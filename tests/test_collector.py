@@ -76,12 +76,12 @@ def test_cycles_are_skipped_for_one_small_input_of_the_command_line_only(
 
     assert gc.isenabled()
     try:
-        collector.skip_cycles_for(0)  # a program calling advisor: its collector is its own
+        collector.skip_cycles_for(lambda: 0)  # a program calling advisor: its collector is its own
         assert gc.isenabled()
         monkeypatch.setattr(collector, "_command_line", True)
-        collector.skip_cycles_for(SMALL_RUN_BYTES + 1)
+        collector.skip_cycles_for(lambda: SMALL_RUN_BYTES + 1)
         assert gc.isenabled()
-        collector.skip_cycles_for(SMALL_RUN_BYTES)
+        collector.skip_cycles_for(lambda: SMALL_RUN_BYTES)
         assert not gc.isenabled()
     finally:
         gc.enable()
