@@ -479,7 +479,7 @@ def graph_rows(
                 tasks = tasks[np.argsort(key, kind="stable")]
                 break
     if "stream" in device:
-        streams = pd.factorize(device["stream"].array[tasks], use_na_sentinel=False)[0]
+        streams = pd.factorize(device["stream"].iloc[tasks], use_na_sentinel=False)[0]
     else:
         streams = np.zeros(len(tasks), dtype="int64")
     op_types = device["op_type"].to_numpy(object)[tasks]
