@@ -74,6 +74,56 @@ def test_good_rule_loads_and_fires_with_evidence_ranked(tmp_path):
     assert result.outcomes == {"TEAM-001": "fired"}
 
 
+SCOPED_RULE = GOOD_RULE.replace(
+    'suggestions: ["Make steps shorter than {{ max_us }} µs."]',
+    """suggestions:
+  - Make steps shorter.
+  - {text: Use the MindSpore option., frameworks: [MindSpore]}
+  - {text: Use the torch_npu option., frameworks: [PyTorch], devices: [NPU]}""",
+)
+
+
+@pytest.mark.parametrize(
+    ("framework", "device", "shown"),
+    [
+        # the profile says its stack: only its advice, unlabelled, the most specific first
+        ("MindSpore", "NPU", ["Use the MindSpore option.", "Make steps shorter."]),
+        ("PyTorch", "NPU", ["Use the torch_npu option.", "Make steps shorter."]),
+        ("PyTorch", "GPU", ["Make steps shorter."]),
+        # a CANN export says its device, not its framework: framework advice kept, labelled
+        # with the stacks the profile does not name
+        (
+            "unknown",
+            "NPU",
+            [
+                "[PyTorch] Use the torch_npu option.",
+                "Make steps shorter.",
+                "[MindSpore] Use the MindSpore option.",
+            ],
+        ),
+        (
+            "unknown",
+            "unknown",
+            [
+                "Make steps shorter.",
+                "[MindSpore] Use the MindSpore option.",
+                "[PyTorch, NPU] Use the torch_npu option.",
+            ],
+        ),
+        ("PyTorch", "unknown", ["[NPU] Use the torch_npu option.", "Make steps shorter."]),
+    ],
+)
+def test_scoped_suggestions_are_labelled_where_the_profile_does_not_say_its_stack(
+    tmp_path, framework, device, shown
+):
+    rules, errors = load_one(write_rule(tmp_path, SCOPED_RULE))
+    assert errors == []
+    profile = steps_profile([50, 400, 300])
+    profile.meta.framework, profile.meta.device_kind = framework, device
+    (finding,) = evaluate(profile, rules, functions=BUILTIN_FUNCTIONS).findings
+    assert finding.suggestions == shown
+
+
 def test_rule_does_not_fire_below_threshold(tmp_path):
     rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
     result = evaluate(steps_profile([50, 60]), rules, functions=BUILTIN_FUNCTIONS)

@@ -352,7 +352,7 @@ def evaluate_rule(
         if _too_short(total_us)
         else rule.severity or severity_from_share(ratio),
         message=templates.render(text.message, context),
-        suggestions=[templates.render(s, context) for s in suggestions],
+        suggestions=[label + templates.render(s, context) for s, label in suggestions],
         values=measured,
         params={k: to_plain(v) for k, v in params.items()},
         impact_us=impact,

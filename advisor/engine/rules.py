@@ -120,6 +120,17 @@ class Applies:
         """How many of the profile's known traits this suggestion was written for."""
         return (framework in self.frameworks) + (device in self.devices)
 
+    def label(self, framework: str, device: str) -> str:
+        """The stacks a kept suggestion is for, where the profile does not say it runs on them
+        (a CANN export's framework): "[MindSpore] " tells the reader the advice is conditional;
+        empty when the profile's own framework and device are the ones listed, or none is."""
+        unknown = (
+            self.frameworks if framework not in FRAMEWORKS else (),
+            self.devices if device not in DEVICES else (),
+        )
+        who = ", ".join("/".join(names) for names in unknown if names)
+        return f"[{who}] " if who else ""
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -197,12 +208,13 @@ class Rule:
         """Where each suggestion applies (everywhere for a rule built without scopes)."""
         return self.applies or (Applies(),) * len(self.suggestions)
 
-    def suggestions_for(self, lang: str, framework: str, device: str) -> list[str]:
-        """The suggestion templates that fit a profile, the most specific first (stable)."""
+    def suggestions_for(self, lang: str, framework: str, device: str) -> list[tuple[str, str]]:
+        """The suggestion templates that fit a profile, the most specific first (stable), each
+        with the label of the stacks it is for where the profile does not say (`Applies.label`)."""
         texts = self.text(lang).suggestions
         fitting = [(i, a) for i, a in enumerate(self.scopes()) if a.fits(framework, device)]
         fitting.sort(key=lambda ia: -ia[1].specificity(framework, device))
-        return [texts[i] for i, _ in fitting]
+        return [(texts[i], a.label(framework, device)) for i, a in fitting]
 
     def matches(self, selector: str) -> bool:
         """True when --select/--ignore names this rule by id, name or tag, in any letter case
