@@ -300,6 +300,14 @@ def test_savings_stay_within_the_critical_path_and_shared_time_counts_once():
     assert comm.step_time_if_fixed_us == pytest.approx((40_000 - 5000) / 4)
     assert loose.step_time_if_fixed_us == pytest.approx(0.0)
     assert info.step_time_if_fixed_us is None
+    # the reader is told which critical-path time held a saving below the time at stake
+    assert kernels.if_fixed_bounded_by == ["compute"]
+    assert idle.if_fixed_bounded_by == comm.if_fixed_bounded_by == []
+    assert loose.if_fixed_bounded_by == [] and info.if_fixed_bounded_by == []
+    wide = _finding(_rule("STEP-9", ("step",), "device_idle"), 30_000, 7)
+    savings.apply([wide], path)
+    assert wide.step_time_if_fixed_us == pytest.approx((40_000 - 24_000) / 4)
+    assert wide.if_fixed_bounded_by == ["host", "data", "idle"]
     # largest first: X-1 takes all 40000 (no kind: it may be any of it), nothing is left
     assert fix is not None and fix.rules == ("X-1",)
     assert fix.step_time_if_fixed_us == pytest.approx(0.0)

@@ -433,6 +433,39 @@ def test_the_impact_column_is_explained_when_capped_or_unmeasured() -> None:
     assert "(no time estimate: queue samples tell how often, not how long)" in out
 
 
+@pytest.mark.parametrize(
+    ("lang", "bounded", "line"),
+    [
+        ("en", [], "if fixed: step time 10.0 ms → 9.00 ms (−10.0%)"),
+        (
+            "en",
+            ["communication"],
+            "if fixed: step time 10.0 ms → 9.00 ms (−10.0%; at most the time of exposed "
+            "communication on the critical path)",
+        ),
+        (
+            "en",
+            ["host", "idle"],
+            "(−10.0%; at most the time of waiting for the host, unexplained idle time on the "
+            "critical path)",
+        ),
+        ("zh", ["communication"], "（−10.0%；不超过未被掩盖的通信在关键路径上的时间）"),
+    ],
+)
+def test_a_saving_below_the_time_at_stake_names_what_held_it(lang, bounded, line) -> None:
+    """96% of the profile at stake and -10% if fixed read as a contradiction unless the
+    reader is told the critical path's time of that kind held the saving (text and HTML)."""
+    slow_link = finding(1, "high", "Slow link", 19_200.0)
+    slow_link.update(step_time_if_fixed_us=9000.0, if_fixed_bounded_by=bounded)
+    one = report([slow_link], lang=lang, step_us=10_000.0)
+    one["summary"]["critical_path"] = {"steps": 2, "step_us": 10_000.0, "by_bound": {}}
+    jsonschema.validate(one, SCHEMA)
+    text = " ".join(render_text([one], width=400).split())
+    page = " ".join(render_html([one]).split())
+    assert line in text and line in page
+    assert ("关键路径" in text or "critical path" in text) == bool(bounded)
+
+
 def test_ranks_whose_own_findings_count_another_ranks_warm_up_are_named(tmp_path) -> None:
     """The real 4-rank MindSpore pipeline run: ranks 2 and 3 warm up for 2.2-2.4 s in step 1,
     so the cluster compares every rank over steps 2-5. Ranks 0 and 1 found no warm-up of their

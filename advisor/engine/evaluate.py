@@ -84,6 +84,10 @@ class Finding:
     """Estimated mean step time were this finding fixed: the impact taken off the step, at
     most the time its kind of work holds on the critical path (engine/savings.py); None
     without an impact or a profile time."""
+    if_fixed_bounded_by: list[str] = field(default_factory=list)
+    """The critical-path categories (savings.BOUNDS) whose time made step_time_if_fixed_us
+    save less than the time at stake; empty when the whole time at stake is saved. A reader
+    who sees 96% at stake and -10% if fixed is told why."""
     sources: list[SourceLocation] = field(default_factory=list)
     """The user code lines that ran the operators behind this finding, most time first (at
     most sources.MAX_SOURCES); empty when the profile recorded no Python stacks or the

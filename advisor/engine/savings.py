@@ -252,6 +252,16 @@ def saving_us(finding: Finding, path: CriticalPath) -> float | None:
     return max(min(impact, room), 0.0)
 
 
+def bounded_by(finding: Finding, path: CriticalPath, saved: float) -> list[str]:
+    """The categories of the critical path that held the finding's saving below its time at
+    stake (BOUNDS order); empty when it saves all of it or nothing names its categories."""
+    impact = at_stake_us(finding, path)
+    bounds = bounds_of(finding.rule.tags, finding.rule.time_pool)
+    if impact is None or bounds is None or saved >= impact * (1.0 - 1e-9):
+        return []
+    return [b for b in BOUNDS if b in bounds]
+
+
 def _take(left: dict[str, float], bounds: tuple[str, ...] | None, amount: float) -> None:
     """Use up `amount` of the categories' remaining time, in their order, then unattributed."""
     order = [*(bounds if bounds is not None else BOUNDS), UNATTRIBUTED]
@@ -272,6 +282,7 @@ def apply(findings: Sequence[Finding], path: CriticalPath | None) -> FixFirst | 
             continue
         savings[id(finding)] = saved
         finding.step_time_if_fixed_us = (path.total_us - saved) / path.steps
+        finding.if_fixed_bounded_by = bounded_by(finding, path, saved)
     left = dict(path.by_bound)
     pools: set[str] = set()
     chosen: list[str] = []

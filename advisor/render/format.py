@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from advisor.engine.outcome import SEVERITIES
+from advisor.render.messages import message
 from advisor.units import (
     MISSING,
     SIZE,
@@ -130,16 +131,22 @@ def _saving(before: float, after: float) -> dict[str, str]:
     }
 
 
-def if_fixed_values(f: dict, report: dict) -> dict[str, str] | None:
-    """A finding's mean step time now and were it fixed, and the saving, formatted; None
-    without an estimate or when it saves next to nothing."""
+def if_fixed_line(f: dict, report: dict, lang: str) -> str | None:
+    """ "if fixed: step time A → B (−X%)" for a finding, naming the critical-path time that
+    kept the saving below the time at stake; None without an estimate or when it saves next
+    to nothing."""
     after = f.get("step_time_if_fixed_us")
     path = report["summary"].get("critical_path")
     if after is None or not path or not path["step_us"]:
         return None
     if 1.0 - after / path["step_us"] < MIN_IF_FIXED_SHARE:
         return None
-    return _saving(path["step_us"], after)
+    saving = _saving(path["step_us"], after)
+    bounded_by = f.get("if_fixed_bounded_by")
+    if not bounded_by:
+        return message(lang, "if_fixed_line", **saving)
+    bounds = message(lang, "list_sep").join(message(lang, f"bound.{b}") for b in bounded_by)
+    return message(lang, "if_fixed_bounded_line", bounds=bounds, **saving)
 
 
 def source_values(source: dict) -> dict[str, str]:

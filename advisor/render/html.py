@@ -35,7 +35,7 @@ from advisor.render.format import (
     fix_first_values,
     fmt_tick,
     fmt_value,
-    if_fixed_values,
+    if_fixed_line,
     profile_label,
     rank_list,
     rank_order,
@@ -338,7 +338,9 @@ def _profile_view(row: dict[str, Any], report: dict, tr: Translate) -> dict[str,
             tr,
         ),
         "findings": [
-            _finding_view(f"{anchor}-f{n}", group, f, unit, tr, if_fixed_values(f, report))
+            _finding_view(
+                f"{anchor}-f{n}", group, f, unit, tr, if_fixed_line(f, report, report_lang(report))
+            )
             for n, (group, f) in enumerate(findings, start=1)
         ],
         "lacking": sorted(
@@ -377,11 +379,11 @@ def _tuning_loop_view(loop: dict | None) -> dict[str, Any] | None:
 
 
 def _finding_view(
-    anchor: str, group: str, f: dict, unit: str, tr: Translate, if_fixed: dict[str, str] | None
+    anchor: str, group: str, f: dict, unit: str, tr: Translate, if_fixed: str | None
 ) -> dict[str, Any]:
     raw = f.get("uncapped_impact_us")
     return {
-        "if_fixed": None if if_fixed is None else tr("if_fixed_line", **if_fixed),
+        "if_fixed": if_fixed,
         "sources": [source_values(source) for source in f.get("sources") or []],
         "anchor": anchor,
         "group": group,

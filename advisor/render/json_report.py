@@ -54,6 +54,7 @@ def _finding(f: Finding) -> dict[str, Any]:
         "uncapped_impact_us": f.uncapped_impact_us,
         "shares_time_with": f.shares_time_with,
         "step_time_if_fixed_us": f.step_time_if_fixed_us,
+        "if_fixed_bounded_by": f.if_fixed_bounded_by,
         "sources": [source.to_dict() for source in f.sources],
         "evidence": f.evidence,
         "window": None if f.window is None else f.window.to_dict(),

@@ -100,6 +100,16 @@ CATALOG: dict[str, Text] = {
         "if fixed: step time {before} → {after} ({saving})",
         "修复后：迭代时间 {before} → {after}（{saving}）",
     ),
+    "if_fixed_bounded_line": Text(
+        "if fixed: step time {before} → {after} ({saving}; at most the time of {bounds} on the "
+        "critical path)",
+        "修复后：迭代时间 {before} → {after}（{saving}；不超过{bounds}在关键路径上的时间）",
+    ),
+    "bound.compute": Text("device compute", "设备计算"),
+    "bound.communication": Text("exposed communication", "未被掩盖的通信"),
+    "bound.host": Text("waiting for the host", "等待 Host"),
+    "bound.data": Text("data loading", "数据加载"),
+    "bound.idle": Text("unexplained idle time", "原因未记录的空闲"),
     "source_line": Text("at {location} {share}", "位于 {location} {share}"),
     "sources_heading": Text("Where in your code", "对应代码位置"),
     "fix_first_line": Text(

@@ -31,7 +31,7 @@ from advisor.render.format import (
     as_number,
     findings_by_rank,
     fix_first_values,
-    if_fixed_values,
+    if_fixed_line,
     profile_label,
     rank_list,
     rank_order,
@@ -283,7 +283,7 @@ def _profile_lines(
         lines.extend(_style(line, color, dim=True) for line in _wrap(legend, width, INDENT))
     unit = column_unit(f.get("impact_us") for f in shown)  # one unit for the whole list
     for f in shown:
-        lines.extend(_finding_lines(f, width, color, unit, lang, if_fixed_values(f, report)))
+        lines.extend(_finding_lines(f, width, color, unit, lang, if_fixed_line(f, report, lang)))
     together = _together_line(report, findings, lang)
     if together:
         lines.extend(_wrap(together, width, INDENT))
@@ -404,7 +404,7 @@ def _finding_lines(
     color: bool,
     unit: str | None = None,
     lang: str = "en",
-    if_fixed: dict[str, str] | None = None,
+    if_fixed: str | None = None,
 ) -> list[str]:
     """Rank, severity, title and impact on top; message, the step time were it fixed and
     suggestions indented below: all of them, or the first MAX_SUGGESTIONS and how many more
@@ -432,7 +432,7 @@ def _finding_lines(
     for note in _impact_notes(f, lang):
         lines.extend(_wrap(note, width, indent))
     if if_fixed:
-        lines.extend(_wrap(message(lang, "if_fixed_line", **if_fixed), width, indent))
+        lines.extend(_wrap(if_fixed, width, indent))
     for source in f.get("sources") or []:
         line = message(lang, "source_line", **source_values(source))
         lines.extend(_wrap(line, width, indent + "  ", first=indent))
