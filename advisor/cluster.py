@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor import steady
 from advisor.compat import zip_strict
+from advisor.formats.metadata import rows_recording
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 
@@ -136,9 +137,10 @@ def _mean(values: np.ndarray) -> float:
 def _metadata_number(profile: Profile, key: str) -> int | None:
     """An integer fact of the profile's `metadata` table, or None."""
     table = profile.tables.get("metadata")
-    if table is None:
+    rows = [] if table is None else rows_recording(table, key)
+    if not rows:
         return None
-    values = pd.to_numeric(table.loc[table["key"] == key, "value"], errors="coerce").dropna()
+    values = pd.to_numeric(table["value"].iloc[rows], errors="coerce").dropna()
     if values.empty or not float(values.iloc[0]).is_integer():
         return None
     return int(values.iloc[0])

@@ -95,12 +95,12 @@ def env_advice(profile: Profile) -> None:
     timeline shows that many allocator calls): a profile whose settings are all fine still
     has rows, so the ENV rules pass on it instead of finding nothing to judge."""
     metadata = profile.tables["metadata"]
-    env = metadata[metadata["key"].str.startswith("env.").fillna(False)]
+    keys = metadata["key"].tolist()  # a few dozen rows: lists, not a pandas mask
+    sources = metadata["source"].tolist() if "source" in metadata else [None] * len(keys)
     recorded = {
-        str(key)[4:]: (str(value), None if pd.isna(source) else str(source))
-        for key, value, source in zip(
-            env["key"], env["value"], env.get("source", pd.Series(pd.NA, index=env.index))
-        )
+        key[4:]: (str(value), None if pd.isna(source) else str(source))
+        for key, value, source in zip(keys, metadata["value"].tolist(), sources)
+        if isinstance(key, str) and key.startswith("env.")
     }
     rows = []
     calls = -1  # counted the first time an entry depends on it: a regex over every host op

@@ -28,6 +28,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from advisor import intervals
+from advisor.formats.metadata import rows_recording
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
@@ -161,7 +162,7 @@ def cann_version(profile: Profile) -> str | None:
     """The profile's CANN version: the metadata table's `version.cann`, else the reader's."""
     metadata = profile.tables.get("metadata")
     if metadata is not None and {"key", "value"} <= set(metadata):
-        values = metadata.loc[metadata["key"] == "version.cann", "value"].dropna()
+        values = metadata["value"].iloc[rows_recording(metadata, "version.cann")].dropna()
         if len(values) and str(values.iloc[0]).strip():
             return str(values.iloc[0]).strip()
     for key, value in profile.meta.versions.items():
