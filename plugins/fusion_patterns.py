@@ -31,7 +31,7 @@ from advisor import intervals
 from advisor.formats.metadata import rows_recording
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
-from advisor.model import Profile, conform
+from advisor.model import Profile, conform_records
 from advisor.small_files import package_yaml
 
 if TYPE_CHECKING:
@@ -555,9 +555,10 @@ def fusion_candidates(profile: Profile) -> None:
     elif device is not None and profile.meta.device_kind not in _WITHOUT_GE:
         found, scanned = graph_rows(device, profile.tables.get("graph_fusions"))
         rows += found + [_scan("graph_fusion", scanned)]
-    frame = pd.DataFrame(rows, columns=list(_COLUMNS))
-    frame = frame.sort_values(["saving_us", "pattern"], ascending=[False, True], kind="stable")
-    profile.tables["fusion_candidates"] = conform("fusion_candidates", frame)
+    frame = conform_records("fusion_candidates", rows, _COLUMNS)
+    profile.tables["fusion_candidates"] = frame.sort_values(
+        ["saving_us", "pattern"], ascending=[False, True], kind="stable", ignore_index=True
+    )
 
 
 _COLUMNS = (

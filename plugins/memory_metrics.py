@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
-from advisor.model import Profile, conform
+from advisor.model import TABLES, Profile, conform
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,7 +105,9 @@ def memory_steps(profile: Profile) -> None:
         out["growth_bytes"] = out["allocated_end_bytes"] - out["allocated_start_bytes"]
         ends = out["allocated_end_bytes"]
         out["end_growth_bytes"] = np.concatenate(([np.nan], np.diff(ends)))[: len(ends)]
-    profile.tables["memory_steps"] = conform("memory_steps", pd.DataFrame(out))
+    in_order = {c.name: out[c.name] for c in TABLES["memory_steps"].columns if c.name in out}
+    # in the contract's order: conform then keeps the frame instead of selecting its columns
+    profile.tables["memory_steps"] = conform("memory_steps", pd.DataFrame(in_order))
 
 
 # -- blocks charged to operators (Kineto) ----------------------------------------------------

@@ -14,6 +14,7 @@ import operator
 import struct
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -29,6 +30,7 @@ from advisor.formats.cann_csv import SummaryCsv
 from advisor.formats.csv_text import read_csv_strings
 from advisor.formats.numbers import decimal_cells, to_numbers
 from advisor.formats.stream import EventStream
+from advisor.model import conform, conform_records
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -425,3 +427,37 @@ def test_evidence_order_is_pandas_stable_sort(keys: list[tuple[str, list, bool]]
     ).index.to_numpy()
     got = stable_order([(frame[c].array, a) for c, (_, _, a) in zip_strict(columns, keys)])
     assert got.tolist() == expected.tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# A provider's rows built in the contract's dtypes
+
+RECORD_VALUES = st.one_of(
+    st.none(),
+    st.just(pd.NA),
+    st.sampled_from(["", "a", "é", "1", "2.5", "x y"]),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-5, 5).map(np.int64),
+    st.floats(-1e6, 1e6).map(np.float64),
+    st.booleans(),
+)
+RECORD_COLUMNS = ("kind", "pattern", "occurrences", "total_us", "step", "fused_elsewhere")
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(RECORD_COLUMNS), RECORD_VALUES, max_size=len(RECORD_COLUMNS)
+        ),
+        max_size=5,
+    )
+)
+def test_conform_records_is_conform_of_the_frame(rows: list[dict]) -> None:
+    """Columns built typed where their values are plain, cast otherwise: the table conform
+    makes of the rows' frame, to the bit and dtype, whatever the values."""
+    expected = conform("fusion_candidates", pd.DataFrame(rows, columns=list(RECORD_COLUMNS)))
+    got = conform_records("fusion_candidates", rows, RECORD_COLUMNS)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert got.columns.dtype == object

@@ -82,10 +82,10 @@ class MetadataRows:
             return None
         keys = sorted(self._rows)
         return pd.DataFrame(
-            {
-                "key": keys,
-                "value": [self._rows[k][0] for k in keys],
-                "source": [self._rows[k][1] for k in keys],
+            {  # the contract's string dtype: conform keeps what is already cast
+                "key": pd.array(keys, dtype="string"),
+                "value": pd.array([self._rows[k][0] for k in keys], dtype="string"),
+                "source": pd.array([self._rows[k][1] for k in keys], dtype="string"),
             }
         )
 

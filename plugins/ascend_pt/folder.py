@@ -16,7 +16,7 @@ from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC
 from advisor.formats.cann_tasks import with_wait
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.files import load_json
-from advisor.formats.metadata import MetadataRows
+from advisor.formats.metadata import MetadataRows, rows_recording
 from advisor.formats.minddata import read_pipeline_raw
 from advisor.formats.parallel import read_in_parts
 from advisor.formats.stream import EventStream
@@ -479,7 +479,7 @@ class FolderReader:
         metadata = self.metadata.frame()
         if metadata is not None:
             tables["metadata"] = metadata
-            rated = metadata.loc[metadata["key"] == "device.aicore_freq_mhz", "value"]
+            rated = metadata["value"].iloc[rows_recording(metadata, "device.aicore_freq_mhz")]
             if "aicore_freq" in tables and not rated.empty:  # the chip's clock, from info.json
                 tables["aicore_freq"] = with_rated(tables["aicore_freq"], rated.iloc[0])
         times = table_times(tables, TIME_COLUMNS)

@@ -92,10 +92,10 @@ def frames(
         with np.errstate(divide="ignore", invalid="ignore"):
             bandwidth = np.where(duration > 0, nbytes / duration / 1e3, np.nan)
         tables["comm_ops"] = pd.DataFrame(
-            {
-                "name": name,
-                "op": op,
-                "group": group,
+            {  # text as the contract's string dtype: conform keeps what is already cast
+                "name": pd.array(name, dtype="string"),
+                "op": pd.array(op, dtype="string"),
+                "group": pd.array(group, dtype="string"),
                 "start_us": np.asarray(start, dtype=np.float64) - origin,
                 "duration_us": duration,
                 "bytes": nbytes,
