@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import unicodedata
+from collections.abc import Sequence
 from importlib import resources
 
 import jsonschema
@@ -403,6 +404,31 @@ def test_three_hundred_ranks_keep_the_verdict_on_top() -> None:
         "(details in report.html)" in lines
     )
     assert len(lines) < 300 + 120  # one table row per rank, not a block each
+
+
+class CountedReports(Sequence):
+    """Reports as a run keeps them: each access unpacks one (advisor.api), so it is counted."""
+
+    def __init__(self, reports: list[dict]) -> None:
+        self.reports, self.reads = reports, 0
+
+    def __len__(self) -> int:
+        return len(self.reports)
+
+    def __getitem__(self, index):  # noqa: ANN001, ANN204
+        report = copy.deepcopy(self.reports[index])  # past the end: IndexError, no read
+        self.reads += 1
+        return report
+
+
+def test_three_hundred_ranks_are_each_unpacked_once_for_the_table() -> None:
+    """The table, the order and the notes read an outline of each rank; only the cluster and
+    the worst ranks shown in full are read again, and the text is the same as from a list."""
+    reports = cluster_run(300, set(range(0, 300, 7)))
+    counted = CountedReports(reports)
+    details = ["report.html"] * len(reports)
+    assert render_text(counted, details=details) == render_text(reports, details=details)
+    assert counted.reads <= len(reports) + 1 + MAX_RANK_DETAILS
 
 
 def test_single_profile_prints_as_before() -> None:

@@ -114,25 +114,26 @@ def render_text(
     ranks in rank order, then the findings of the `max_rank_details` worst ranks with findings
     at or above medium.
     """
+    outlines = [_outline(r) for r in reports]  # each report unpacked once for the outlines
     hints = [
-        _hint(r, details[i] if details is not None and i < len(details) else None, details is None)
-        for i, r in enumerate(reports)
+        _hint(o, details[i] if details is not None and i < len(details) else None, details is None)
+        for i, o in enumerate(outlines)
     ]
-    if any(_is_cluster(r) for r in reports):
+    if any(_is_cluster(o) for o in outlines):
         blocks = _cluster_blocks(
-            reports, hints, details, width, color, max_findings, max_rank_details
+            reports, outlines, hints, details, width, color, max_findings, max_rank_details
         )
     else:
         blocks = [
             _profile_lines(r, width, color, max_findings, hint)
             for r, hint in zip_strict(reports, hints)
         ]
-    config = reports[0].get("advisor", {}).get("config") if reports else None
+    config = outlines[0].get("advisor", {}).get("config") if outlines else None
     if config:  # which thresholds and selections are in effect is part of the verdict
         blocks.insert(
             0,
             _wrap(
-                message(report_lang(reports[0]), "config_line", path=config),
+                message(report_lang(outlines[0]), "config_line", path=config),
                 width,
                 INDENT,
                 first="",
@@ -173,6 +174,34 @@ def written_line(
         )
         or text
     )
+
+
+_OUTLINE_FINDING = ("rank", "severity", "impact_us", "title")
+"""What the rank table and the ordering of ranks read of a finding."""
+
+
+def _outline(report: dict) -> dict:
+    """What the ranks' table, their order and the notes read of a report: its profile,
+    settings, summary, steps and findings' ranks, severities, impacts and titles. A run's
+    reports may be kept packed, unpacked anew on each access (advisor.api), and of
+    hundreds of ranks only the worst few are shown whole: the rest is read from outlines
+    (300 ranks: 3,000 unpackings before, 0.7 s)."""
+    return {
+        **{key: report[key] for key in ("profile", "advisor", "summary") if key in report},
+        "metrics": {"steps": report.get("metrics", {}).get("steps", [])},
+        "data": {
+            name: [
+                {
+                    **{k: v for k, v in group.items() if k != "result"},
+                    "result": [
+                        {k: f.get(k) for k in _OUTLINE_FINDING} for f in group.get("result", [])
+                    ],
+                }
+                for group in groups
+            ]
+            for name, groups in report.get("data", {}).items()
+        },
+    }
 
 
 def _is_cluster(report: dict) -> bool:
@@ -571,6 +600,7 @@ def _rank_table(
 
 def _cluster_blocks(
     reports: Sequence[dict],
+    outlines: Sequence[dict],
     hints: list[str],
     details: Sequence[str | None] | None,
     width: int,
@@ -578,21 +608,29 @@ def _cluster_blocks(
     max_findings: int,
     max_rank_details: int,
 ) -> list[list[str]]:
-    """The clusters' verdict, one table of the ranks, then the worst ranks' findings."""
-    clusters = [i for i, r in enumerate(reports) if _is_cluster(r)]
+    """The clusters' verdict, one table of the ranks, then the worst ranks' findings: whole
+    reports for those shown, outlines (`_outline`) for the rest."""
+    clusters = {i: reports[i] for i, o in enumerate(outlines) if _is_cluster(o)}
     members = sorted(
-        (i for i, r in enumerate(reports) if not _is_cluster(r)),
-        key=lambda i: rank_order(reports[i]),
+        (i for i, o in enumerate(outlines) if not _is_cluster(o)),
+        key=lambda i: rank_order(outlines[i]),
     )
-    blocks = [_profile_lines(reports[i], width, color, max_findings, hints[i]) for i in clusters]
+    blocks = [
+        _profile_lines(report, width, color, max_findings, hints[i])
+        for i, report in clusters.items()
+    ]
     if not members:
         return blocks
-    blocks.append(_rank_table(Picked(reports, members), reports[clusters[0]], width, color))
+    blocks.append(
+        _rank_table(Picked(outlines, members), next(iter(clusters.values())), width, color)
+    )
     serious = [
-        i for i in members if any(f["severity"] in SERIOUS for _, f in findings_by_rank(reports[i]))
+        i
+        for i in members
+        if any(f["severity"] in SERIOUS for _, f in findings_by_rank(outlines[i]))
     ]
-    worst = sorted(serious, key=lambda i: _worst_key(reports[i]))[: max(max_rank_details, 0)]
-    lang = report_lang(reports[members[0]])
+    worst = sorted(serious, key=lambda i: _worst_key(outlines[i]))[: max(max_rank_details, 0)]
+    lang = report_lang(outlines[members[0]])
     if worst:
         intro = message(lang, "worst_ranks", shown=len(worst), n=len(serious))
         shown = min(max_findings, MAX_RANK_FINDINGS)
