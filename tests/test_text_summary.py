@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURE_DIR
 
 import advisor
-from advisor.render.html import render_html
+from advisor.render.html import DETAILED_RANKS, render_html
 from advisor.render.text import (
     MAX_RANK_DETAILS,
     color_enabled,
@@ -429,6 +429,15 @@ def test_three_hundred_ranks_are_each_unpacked_once_for_the_table() -> None:
     details = ["report.html"] * len(reports)
     assert render_text(counted, details=details) == render_text(reports, details=details)
     assert counted.reads <= len(reports) + 1 + MAX_RANK_DETAILS
+
+
+def test_the_page_of_three_hundred_ranks_reads_each_report_once_for_its_table() -> None:
+    """The page's order and its table of ranks come from one read of each report; only the
+    sections shown in full read their reports again (the page is the same as from a list)."""
+    reports = cluster_run(300, set(range(0, 300, 7)))
+    counted = CountedReports(reports)
+    assert render_html(counted) == render_html(reports)
+    assert counted.reads <= len(reports) + DETAILED_RANKS + 1 + 4  # language, settings
 
 
 def test_single_profile_prints_as_before() -> None:

@@ -170,7 +170,7 @@ def _page(report: dict[str, Any], document: dict[str, Any], prefix: str = "") ->
         "overall": _overall_rows(
             tables["compare_overall"], tr, inflated=bool(tables.get("compare_profiling"))
         ),
-        "profile": _profile_view(_row_view(1, report, tr, prefix), report, tr),
+        "profile": _profile_view(_row_view(report, tr, f"{prefix}p1"), report, tr),
         "tables": [
             _table_view(tables[name], name, anchor, tr(title), diff)
             for name, anchor, title, diff in SECTIONS

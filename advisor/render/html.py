@@ -128,9 +128,9 @@ def render_html(
     the reports were written in. `traces`, per report, the relative link of each finding's
     trace snippet by the finding's number (advisor/traces.py); `notes`, the run's notes
     (AnalysisResult.notes), shown under the title."""
-    order = _page_positions(reports)
-    page = _page(reports, title, sections, order=order, notes=notes)
-    _link_traces(page["profiles"], [traces[k] for k in order] if traces else [])
+    overview = _overview(reports, translator(report_lang(reports)))
+    page = _page(reports, title, sections, overview=overview, notes=notes)
+    _link_traces(page["profiles"], [traces[k] for k in overview[0]] if traces else [])
     return _environment().get_template("report.html.j2").render(page)
 
 
@@ -161,11 +161,20 @@ def _page_order(report: dict) -> tuple[Any, ...]:
     return (report["profile"]["source_format"] != "cluster", *rank_order(report))
 
 
-def _page_positions(reports: Sequence[dict]) -> list[int]:
-    """The positions in `reports` in page order (each report read once here, and not kept:
-    a run's reports may be unpacked on each read)."""
-    keys = [_page_order(report) for report in reports]
-    return sorted(range(len(keys)), key=keys.__getitem__)
+def _overview(
+    reports: Sequence[dict], tr: Translate, prefix: str = ""
+) -> tuple[list[int], list[dict[str, Any]]]:
+    """The positions in `reports` in page order, and the overview table's rows in that order:
+    each report read once, and not kept (a run's reports may be unpacked on each read)."""
+    keys, rows = [], []
+    for report in reports:
+        keys.append(_page_order(report))
+        rows.append(_row_view(report, tr))
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    ordered = [rows[k] for k in order]
+    for i, row in enumerate(ordered, start=1):
+        row["anchor"] = f"{prefix}p{i}"
+    return order, ordered
 
 
 def _page(
@@ -173,16 +182,16 @@ def _page(
     title: str | None,
     sections: Sequence[ReportSection],
     prefix: str = "",
-    order: Sequence[int] | None = None,
+    overview: tuple[list[int], list[dict[str, Any]]] | None = None,
     notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What report.html.j2 shows, for the page and its fragment alike; `order`: the reports'
-    positions in page order (_page_positions). Every report is read for its table row and
-    only the detailed ones again for their sections, none kept."""
+    """What report.html.j2 shows, for the page and its fragment alike; `overview`: the page
+    order and table rows (_overview) when already made. Every report is read for its table
+    row and only the detailed ones again for their sections, none kept."""
     lang = report_lang(reports)
     tr = translator(lang)
-    ordered = Picked(reports, _page_positions(reports) if order is None else order)
-    rows = [_row_view(i, report, tr, prefix) for i, report in enumerate(ordered, start=1)]
+    order, rows = _overview(reports, tr, prefix) if overview is None else overview
+    ordered = Picked(reports, order)
     beside_cluster = bool(rows) and rows[0]["format"] == "cluster"
     detailed = _detailed(rows, beside_cluster)
     profiles = [
@@ -255,14 +264,14 @@ def _detailed(rows: Sequence[dict[str, Any]], beside_cluster: bool) -> set[int]:
     return {1, *ranks[:DETAILED_RANKS]}
 
 
-def _row_view(index: int, report: dict, tr: Translate, prefix: str = "") -> dict[str, Any]:
+def _row_view(report: dict, tr: Translate, anchor: str = "") -> dict[str, Any]:
     """What the overview table shows of one profile (a profile without a section of its own
-    is only this)."""
+    is only this); `anchor` names its place on the page (_overview sets it once placed)."""
     profile, summary = report["profile"], report["summary"]
     findings = findings_by_rank(report)
     rank = profile.get("rank")
     return {
-        "anchor": f"{prefix}p{index}",
+        "anchor": anchor,
         "detailed": False,
         "collapsed": False,
         "label": profile_label(profile),
