@@ -1701,8 +1701,8 @@ def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.D
     the table's specification when it is not a built-in one (a plugin's table).
     """
     spec = spec or TABLES[table]
-    dtypes = df.dtypes
-    documented = [col for col in spec.columns if col.name in dtypes.index]
+    dtypes = dict(zip(df.columns.tolist(), df.dtypes.tolist()))  # a dict: a Series lookup
+    documented = [col for col in spec.columns if col.name in dtypes]  # costs 10 us a column
     df = df.reset_index(drop=True)  # align columns by position, whatever the reader's index
     names = [col.name for col in documented]
     if all(_is_cast(dtypes[col.name], col.dtype) for col in documented):
@@ -1790,13 +1790,13 @@ def _is_cast(actual: Any, dtype: str) -> bool:
     return dtype in ("float64", "int64", "Int64", "bool") and str(actual) == dtype
 
 
-def _has_dtype(series: pd.Series, dtype: str) -> bool:
-    """Whether a column is already what `_cast` would make of it."""
+def _has_dtype(actual: Any, dtype: str) -> bool:
+    """Whether a column of dtype `actual` is already what `_cast` would make of it."""
     if dtype == "string":
-        return isinstance(series.dtype, pd.StringDtype)
+        return isinstance(actual, pd.StringDtype)
     if dtype == "int64":
-        return str(series.dtype) in ("int64", "Int64")
-    return str(series.dtype) == dtype
+        return str(actual) in ("int64", "Int64")
+    return str(actual) == dtype
 
 
 def hold_to_contract(
@@ -1826,13 +1826,12 @@ def hold_to_contract(
                 "left out",
                 reader=source,
             )
+        dtypes = dict(zip(frame.columns.tolist(), frame.dtypes.tolist()))
         if (
             not extra
             and isinstance(frame.index, pd.RangeIndex)
             and frame.index.start == 0
-            and all(
-                _has_dtype(frame[c.name], c.dtype) for c in spec.columns if c.name in frame.columns
-            )
+            and all(_has_dtype(dtypes[c.name], c.dtype) for c in spec.columns if c.name in dtypes)
         ):
             continue
         conformed = conform(name, frame, spec)
