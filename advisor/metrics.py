@@ -18,8 +18,10 @@ from advisor.lazy import lazy_module
 from advisor.model import Profile
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 else:
+    np = lazy_module("numpy")
     pd = lazy_module("pandas")
 
 STEP_COLUMNS = (
@@ -177,21 +179,22 @@ def host_counts(profile: Profile) -> dict[str, float]:
     host = profile.tables.get("host_ops")
     steps = len(profile.tables["steps"]) if profile.has("steps") else 0
     if host is not None and "kind" in host:
-        kinds = host["kind"]
+        # the kinds as codes once: a comparison of the text column per kind costs more
+        codes, kinds = pd.factorize(host["kind"])
+        code_of = {kind: code for code, kind in enumerate(kinds.tolist())}
+        counts = np.bincount(codes[codes >= 0], minlength=len(code_of))
         for kind, label in (
             ("sync", "sync_calls"),
             ("compile", "compile_calls"),
             ("launch", "launch_calls"),
         ):
-            out[label] = int((kinds == kind).sum())
+            out[label] = int(counts[code_of[kind]]) if kind in code_of else 0
         outermost = ~(
             host["nested"].fillna(False).to_numpy(bool)
             if "nested" in host
             else intervals.nested_calls(host)
         )
-        loader = host.loc[
-            (kinds == "dataloader").fillna(False).to_numpy(bool) & outermost, "duration_us"
-        ]
+        loader = host.loc[(codes == code_of.get("dataloader", -2)) & outermost, "duration_us"]
         if steps and not loader.empty:
             out["dataloader_us_per_step"] = float(loader.sum()) / steps
     ops = profile.tables.get("device_ops")
