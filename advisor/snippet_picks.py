@@ -41,8 +41,10 @@ class Pick:
             self.named.append(event)
             return
         item = (float(event["dur"]), order, event)
-        if len(self.longest) < MAX_EVENTS:
-            heapq.heappush(self.longest, item)
+        if len(self.longest) < MAX_EVENTS:  # a list until full (events() takes the largest)
+            self.longest.append(item)
+            if len(self.longest) == MAX_EVENTS:
+                heapq.heapify(self.longest)
         else:
             heapq.heappushpop(self.longest, item)
 

@@ -296,7 +296,9 @@ def _args(event: _Event) -> dict[str, Any] | None:
 
 def _kept(event: _Event, start: float, dur: float, lanes: Lanes) -> dict[str, Any] | None:
     """The event as a snippet holds it: its time relative to the profile, integer lanes."""
-    pid, tid = lanes.id(event.pid), lanes.id(event.tid)
+    pid, tid = event.pid, event.tid
+    pid = pid if pid.__class__ is int else lanes.id(pid)  # most lanes are ints: no call
+    tid = tid if tid.__class__ is int else lanes.id(tid)
     if pid is None or tid is None:
         return None
     kept = {
