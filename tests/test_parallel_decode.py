@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_DIR
 
+from advisor import cpu_idle
 from advisor.formats import parallel
 from advisor.formats.parallel import Part, plan_parts, read_in_parts, run_parts
 from advisor.formats.stream import EventStream, array_start
@@ -251,7 +252,8 @@ def test_not_cut_when_small_compressed_or_in_a_worker(tmp_path, monkeypatch):
     monkeypatch.delenv(parallel.WORKERS_ENV)
     # by default, the CPUs this process may use that are idle now: measured from the CPU
     # times where the kernel gives them, else the CPUs less the 1-minute load average
-    monkeypatch.setattr(parallel, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(cpu_idle, "SAMPLE_S", 0.0)
+    monkeypatch.setattr(cpu_idle, "_mark", None)  # no command line marked its start
     for cpus, machine, idle_share, workers in (
         (16, 16, 0.99, 16),
         (16, 16, 0.80, 13),
@@ -261,14 +263,14 @@ def test_not_cut_when_small_compressed_or_in_a_worker(tmp_path, monkeypatch):
         (4, 64, 0.5, 4),  # a share of a large machine: its affinity bounds it
     ):
         times = iter([(1000, 0, machine), (2000, int(1000 * idle_share), machine)])
-        monkeypatch.setattr(parallel, "_cpu_times", lambda times=times: next(times))
+        monkeypatch.setattr(cpu_idle, "_cpu_times", lambda times=times: next(times))
         monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _, n=cpus: set(range(n)))
         assert parallel.decode_workers() == workers, (cpus, idle_share)
-    monkeypatch.setattr(parallel, "_cpu_times", lambda: None)
+    monkeypatch.setattr(cpu_idle, "_cpu_times", lambda: None)
     for cpus, load, workers in ((16, 0.2, 16), (16, 3.2, 13), (2, 1.0, 1), (2, 4.5, 1)):
-        monkeypatch.setattr(parallel.os, "cpu_count", lambda n=cpus: n)
+        monkeypatch.setattr(cpu_idle.os, "cpu_count", lambda n=cpus: n)
         monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _, n=cpus: set(range(n)))
-        monkeypatch.setattr(parallel.os, "getloadavg", lambda load=load: (load, load, load))
+        monkeypatch.setattr(cpu_idle.os, "getloadavg", lambda load=load: (load, load, load))
         assert parallel.decode_workers() == workers, (cpus, load)
     monkeypatch.setattr(parallel.multiprocessing, "parent_process", lambda: object())
     assert parallel.decode_workers() == 1
@@ -279,27 +281,69 @@ def test_a_file_too_small_to_cut_does_not_wait_for_the_cpus(tmp_path, monkeypatc
     trace = plain_copy(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", tmp_path)
     watched: list[int] = []
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
-    monkeypatch.setattr(parallel, "_cpu_times", lambda: watched.append(1))
+    monkeypatch.setattr(cpu_idle, "_cpu_times", lambda: watched.append(1))
     assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks) is None  # < MIN_BYTES
     assert read_in_parts(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", DECODER.decode,
                          walk_events, merge_walks, min_bytes=0) is None  # .gz  # fmt: skip
     assert watched == []
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (64.0, 64.0, 64.0))  # all busy
+    monkeypatch.setattr(cpu_idle.os, "getloadavg", lambda: (64.0, 64.0, 64.0))  # all busy
     assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks, min_bytes=0) is None
     assert watched, "a file worth cutting asks which CPUs are idle"
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "idle_share", "own_s", "expected"),
+    [
+        (0.4, 0.5, 0.4, 2.0),  # 2 CPUs, one idle, the other this process's: both
+        (0.4, 0.0, 0.4, 1.0),  # another process holds a CPU the whole time: one
+        (0.4, 0.9, 0.4, 2.0),  # never more than the machine has
+    ],
+)
+def test_a_marked_start_tells_the_idle_cpus_without_waiting(
+    monkeypatch, elapsed, idle_share, own_s, expected
+) -> None:
+    """The command line marks its start: a large trace read later is measured over that
+    stretch, its own CPU time counted as idle, and nothing sleeps."""
+    clock = iter([100.0, 100.0 + elapsed])
+    monkeypatch.setattr(cpu_idle.time, "monotonic", lambda: next(clock))
+    times = iter([(1000, 0, 2), (1000 + 80, int(80 * idle_share), 2)])
+    monkeypatch.setattr(cpu_idle, "_cpu_times", lambda: next(times))
+    own = iter([1.0, 1.0 + own_s])
+    monkeypatch.setattr(cpu_idle, "_own_cpu_s", lambda: next(own))
+    monkeypatch.setattr(cpu_idle.time, "sleep", lambda _: pytest.fail("slept"))
+    monkeypatch.setattr(cpu_idle, "_mark", None)  # restored after the test
+    cpu_idle.mark()
+    assert cpu_idle.idle_cpus() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("elapsed", [0.01, 60.0])
+def test_a_mark_too_recent_or_too_old_is_not_used(monkeypatch, elapsed) -> None:
+    """Under SAMPLE_S a few jiffies tell nothing; after half a minute the machine may do
+    something else: the CPUs are watched for SAMPLE_S instead."""
+    clock = iter([100.0, 100.0 + elapsed])
+    monkeypatch.setattr(cpu_idle.time, "monotonic", lambda: next(clock))
+    times = iter([(0, 0, 2), (2000, 1000, 2), (2100, 1050, 2)])
+    monkeypatch.setattr(cpu_idle, "_cpu_times", lambda: next(times))
+    monkeypatch.setattr(cpu_idle, "_own_cpu_s", lambda: 0.0)
+    slept: list[float] = []
+    monkeypatch.setattr(cpu_idle.time, "sleep", slept.append)
+    monkeypatch.setattr(cpu_idle, "_mark", None)  # restored after the test
+    cpu_idle.mark()
+    assert cpu_idle.idle_cpus() == pytest.approx(1.0)  # the sample's 50 of 100 jiffies
+    assert slept == [cpu_idle.SAMPLE_S]
 
 
 def test_idle_cpus_are_read_from_the_kernel_where_it_tells_them() -> None:
     """On Linux /proc/stat gives the CPU times: the idle CPUs are a number between 0 and the
     CPUs of the machine, and its parse gives all jiffies >= idle ones."""
-    times = parallel._cpu_times()
+    times = cpu_idle._cpu_times()
     if not Path("/proc/stat").exists():
         assert times is None
         return
     assert times is not None
     total, idle, count = times
     assert total >= idle >= 0 and count == (os.cpu_count() or count)
-    assert 0.0 <= parallel.idle_cpus() <= count
+    assert 0.0 <= cpu_idle.idle_cpus() <= count
 
 
 @pytest.mark.integration

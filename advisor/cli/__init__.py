@@ -18,6 +18,7 @@ from typing import NoReturn
 
 import click
 
+from advisor import cpu_idle
 from advisor.collector import end_process, tune_for_command_line
 from advisor.version import __version__
 
@@ -113,6 +114,7 @@ def entry() -> NoReturn:
     down its objects (advisor.collector). Tests call `main` in their own process, which keeps
     its settings."""
     tune_for_command_line()
+    cpu_idle.mark()  # a large trace read later sees the idle CPUs without waiting for them
     try:
         main()
     except SystemExit as stop:

@@ -33,7 +33,6 @@ import multiprocessing
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from advisor import cpu_idle
 from advisor.collector import tune_for_command_line
 from advisor.errors import UnreadableInput
 from advisor.formats.stream import (
@@ -65,8 +65,6 @@ SWITCH_S = 0.0005
 through a pipe in 64 KiB pieces, each read by the executor's thread only once it gets the
 interpreter lock from the thread folding here: at the default 5 ms a worker waited 30-45 ms
 to hand over each part (1.8 MB), at 0.5 ms 5-25 ms."""
-SAMPLE_S = 0.05
-"""How long the CPUs are watched to tell how many are idle (only before a large file)."""
 _WINDOW = 1024 * 1024  # bytes searched for an event start after an approximate offset
 _EVENT_START = re.compile(rb'\}\s*,\s*(\{\s*"[^"\\]*"\s*:)')
 
@@ -125,44 +123,8 @@ def decode_workers() -> int:
         cpus = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
-    idle = idle_cpus()
+    idle = cpu_idle.idle_cpus()
     return max(1, min(cpus, math.floor(idle + 0.5)))
-
-
-def idle_cpus() -> float:
-    """How many of the machine's CPUs are idle now: measured over SAMPLE_S from the kernel's
-    CPU times where it has them (Linux), else the CPUs less the 1-minute load average, which
-    still counts work that ended up to a minute ago (this process's own reading too)."""
-    first = _cpu_times()
-    if first is not None:
-        time.sleep(SAMPLE_S)
-        second = _cpu_times()
-        if second is not None and second[0] > first[0]:
-            return second[2] * (second[1] - first[1]) / (second[0] - first[0])
-    count = os.cpu_count() or 1
-    try:
-        return count - os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on Unix
-        return float(count)
-
-
-def _cpu_times() -> tuple[int, int, int] | None:
-    """(all jiffies, idle and iowait jiffies) of the machine's CPUs together, and how many
-    CPUs there are, from /proc/stat; None where it cannot be read."""
-    try:
-        with open("/proc/stat", "rb") as stat:
-            text = stat.read(1 << 16)
-    except OSError:
-        return None
-    lines = text.split(b"\n")
-    try:
-        fields = [int(v) for v in lines[0].split()[1:]]
-    except ValueError:
-        return None
-    count = sum(1 for line in lines[1:] if line.startswith(b"cpu"))
-    if len(fields) < 5 or not count:
-        return None
-    return sum(fields[:8]), fields[3] + fields[4], count
 
 
 def read_in_parts(
@@ -191,7 +153,7 @@ def read_in_parts(
         return None
     if size < (MIN_BYTES if min_bytes is None else min_bytes):
         return None
-    workers = decode_workers()  # after the size: it watches the CPUs for SAMPLE_S
+    workers = decode_workers()  # after the size: it may watch the CPUs (cpu_idle)
     if workers < 2:
         return None
     plan = plan_parts(path, max(workers, math.ceil(size / PART_BYTES)))
