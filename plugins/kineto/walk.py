@@ -86,7 +86,7 @@ def _host_row(code: int) -> int:
     return code if code >= 0 else GLOO - code  # gloo annotations' codes are offset
 
 
-_TYPECODES = {"i": np.int32, "q": np.int64, "d": np.float64}
+_TYPECODES = {"i": "int32", "q": "int64", "d": "float64"}  # names: numpy is imported lazily
 
 
 def _append(column: array, values: np.ndarray) -> None:
