@@ -17,7 +17,11 @@ The C allocator is told to keep what numpy and pandas free (`keep_freed_memory`)
 default glibc maps large blocks (a column of a large table) from the operating system one by
 one and gives the freed top of its heap back, so each new column of a derived table is fresh
 memory that the kernel maps page by page; on a 406 MB Kineto trace that was about a fifth of
-the run's CPU time. Kept, the freed blocks are reused.
+the run's CPU time. Kept, the freed blocks are reused. pyarrow, which holds every text column
+on pandas 3 and reads the CSVs, is told to allocate from that same heap rather than its own
+(mimalloc): what one library frees the other then reuses, where two allocators each kept
+their own freed memory (the peak of a 38 MB Ascend profile 242 -> 204 MB, of a 94 MB Kineto
+trace 242 -> 206 MB, no slower; benchmarks/README.md, round 19).
 
 For the same reason the command line ends its process without tearing down what is alive
 (`end_process`): freeing the modules and objects of pandas, pyarrow and an analysis one by
@@ -60,6 +64,8 @@ MALLOC_FROM_HEAP_UP_TO = 32 * 1024 * 1024
 setting; its default starts at 128 KiB)."""
 MALLOC_KEEP_FREE = 1024 * 1024 * 1024
 """Free memory at the top of the heap kept for reuse, not given back (default 128 KiB)."""
+ARROW_POOL_VARIABLE, ARROW_POOL = "ARROW_DEFAULT_MEMORY_POOL", "system"
+"""pyarrow's allocator, read when pyarrow is imported: "system" is the C library's malloc."""
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 
 
@@ -74,8 +80,9 @@ def tune_for_command_line() -> None:
 
 def keep_freed_memory() -> None:
     """Have glibc's allocator serve blocks up to MALLOC_FROM_HEAP_UP_TO from its heap and
-    keep up to MALLOC_KEEP_FREE of it free for reuse; nothing where the C library is not
-    glibc (mallopt missing, or not Linux)."""
+    keep up to MALLOC_KEEP_FREE of it free for reuse, and pyarrow allocate from it too
+    (unless the user chose its allocator); nothing where the C library is not glibc (mallopt
+    missing, or not Linux)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes  # only here: 2 ms of import that a notebook's advisor never needs
@@ -88,6 +95,7 @@ def keep_freed_memory() -> None:
     # both set: setting either one ends glibc's own adjustment of the other
     mallopt(_M_MMAP_THRESHOLD, MALLOC_FROM_HEAP_UP_TO)
     mallopt(_M_TRIM_THRESHOLD, MALLOC_KEEP_FREE)
+    os.environ.setdefault(ARROW_POOL_VARIABLE, ARROW_POOL)  # inherited by worker processes
 
 
 def freeze_imports() -> None:

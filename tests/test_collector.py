@@ -17,7 +17,13 @@ from click.testing import CliRunner
 from conftest import DEMO, FIXTURE_DIR
 
 from advisor.cli import main
-from advisor.collector import MIDDLE_COLLECTION_AFTER, SMALL_RUN_BYTES, YOUNG_COLLECTION_EVERY
+from advisor.collector import (
+    ARROW_POOL,
+    ARROW_POOL_VARIABLE,
+    MIDDLE_COLLECTION_AFTER,
+    SMALL_RUN_BYTES,
+    YOUNG_COLLECTION_EVERY,
+)
 from advisor.reading import input_bytes
 
 PROBE = """
@@ -38,6 +44,7 @@ atexit.register(
         "frozen": gc.get_freeze_count(),
         "enabled": gc.isenabled(),
         "collecting_at_import": collecting_at_import,
+        "arrow_pool": __import__("pyarrow").default_memory_pool().backend_name,
     }))
 )
 entry()
@@ -66,6 +73,8 @@ def test_the_advisor_process_collects_less_often_and_freezes_its_imports(
     assert state["collecting_at_import"] == [False]
     assert state["enabled"] is several
     assert input_bytes(DEMO) <= SMALL_RUN_BYTES
+    # pyarrow allocates from the C library's heap that numpy uses (keep_freed_memory)
+    assert state["arrow_pool"] == (ARROW_POOL if _glibc() else "mimalloc")
     assert (out / "prof_rule_0.json").is_file()
 
 
@@ -163,7 +172,28 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator")
+def _glibc() -> bool:
+    return sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
+
+@pytest.mark.skipif(not _glibc(), reason="glibc's allocator")
+@pytest.mark.parametrize("chosen", [None, "jemalloc"], ids=["default", "the user's choice"])
+def test_pyarrow_allocates_from_the_heap_numpy_uses_unless_the_user_chose(
+    chosen: str | None,
+) -> None:
+    probe = (
+        "from advisor.collector import keep_freed_memory; keep_freed_memory(); "
+        "import pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != ARROW_POOL_VARIABLE}
+    if chosen is not None:
+        env[ARROW_POOL_VARIABLE] = chosen
+    run = [sys.executable, "-c", probe]
+    done = subprocess.run(run, capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.split()[-1] == (chosen or ARROW_POOL)
+
+
+@pytest.mark.skipif(not _glibc(), reason="glibc's allocator")
 def test_freed_blocks_are_reused_instead_of_mapped_again() -> None:
     """Ten times four 8 MiB blocks allocated, then freed together: by default glibc hands
     the freed top of its heap back each time, so every round maps its 32 MiB again page by
