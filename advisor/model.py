@@ -425,7 +425,7 @@ TABLES: dict[str, TableSpec] = {
                     "float64",
                     US,
                     "idle intervals whose next task was launched only after the device went "
-                    "idle: the host did not enqueue work in time",
+                    "idle: the host did not enqueue work in time (start-up calls left out)",
                 ),
                 _c(
                     "kernel_wait_us",
@@ -440,6 +440,14 @@ TABLES: dict[str, TableSpec] = {
                     US,
                     "the remaining idle intervals: waits for events, other streams, "
                     "synchronisation",
+                ),
+                _c(
+                    "startup_us",
+                    "float64",
+                    US,
+                    "idle time during one-time start-up calls (host_ops.startup: context "
+                    "creation, first loads), taken out of the three classes above, which HTA "
+                    "counts as host wait",
                 ),
                 _c("intervals", "int64", "", "idle intervals counted"),
             ),

@@ -139,15 +139,20 @@ def _breakdown_rows(
     idle: np.ndarray,
     host: np.ndarray,
     kernel: np.ndarray,
+    startup: np.ndarray,
 ) -> pd.DataFrame:
+    """One row per step (and stream) of the idle intervals' sums by class; `startup`: the
+    part of each interval a start-up call ran in, taken out of its class."""
+    rest = idle - startup
     frame = pd.DataFrame(
         {
             "step": step.to_numpy(),
             "stream": stream.to_numpy(),
             "idle_us": idle,
-            "host_wait_us": np.where(host, idle, 0.0),
-            "kernel_wait_us": np.where(kernel, idle, 0.0),
-            "other_us": np.where(~host & ~kernel, idle, 0.0),
+            "host_wait_us": np.where(host, rest, 0.0),
+            "kernel_wait_us": np.where(kernel, rest, 0.0),
+            "other_us": np.where(~host & ~kernel, rest, 0.0),
+            "startup_us": startup,
             "intervals": 1,
         }
     )
@@ -158,12 +163,16 @@ def _breakdown_rows(
 
 def idle_breakdown(profile: Profile) -> None:
     """idle_breakdown: per step, the device's idle time (all streams together) and each
-    stream's (as HTA measures it) split into host wait, kernel wait and other.
+    stream's (as HTA measures it) split into host wait, kernel wait, other and one-time
+    start-up.
 
     An interval belongs to the step of the task that ends it; with steps, intervals ending
-    in a task outside every step are left out, as that time is no step's. The tasks are
-    taken, ordered and paired by position (a pandas selection, sort or grouping of the table
-    costs more than a small profile's figures)."""
+    in a task outside every step are left out, as that time is no step's. The part of an
+    interval during which a start-up call ran (host_ops.startup: context creation, first
+    loads) is start-up, taken out of the interval's class: HTA counts it as host wait, but
+    no change to the training loop removes it. The tasks are taken, ordered and paired by
+    position (a pandas selection, sort or grouping of the table costs more than a small
+    profile's figures)."""
     ops = profile.tables["device_ops"]
     rows = np.flatnonzero((ops["start_us"].notna() & ops["duration_us"].notna()).to_numpy(bool))
     step = _task_steps(profile, ops).array[rows]
@@ -176,13 +185,16 @@ def idle_breakdown(profile: Profile) -> None:
         if "launch_us" in ops
         else np.full(len(rows), np.nan)
     )
+    startup = _startup_calls(profile)
     parts = []
     # the device: gap_us before each task is idle time of all streams together
     gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)[rows]
     keep = (gap > 0) & in_step
-    host, kernel = _classify(gap[keep], (start - gap)[keep], launch[keep])
+    idle_from, idle_to = (start - gap)[keep], start[keep]
+    host, kernel = _classify(gap[keep], idle_from, launch[keep])
     no_stream = pd.array([pd.NA] * int(keep.sum()), dtype="Int64")
-    parts.append(_breakdown_rows("device", no_stream, step[keep], gap[keep], host, kernel))
+    spent = _covered(startup, idle_from, idle_to)
+    parts.append(_breakdown_rows("device", no_stream, step[keep], gap[keep], host, kernel, spent))
     # each stream, as HTA: the gap after the previous task of the same stream
     streams = ops["stream"].array[rows] if "stream" in ops else pd.array([], dtype="Int64")
     number = streams.to_numpy("float64", na_value=np.nan)
@@ -196,11 +208,19 @@ def idle_breakdown(profile: Profile) -> None:
         keep = (idle > 0) & in_step[order]
         taken = order[keep]
         host, kernel = _classify(idle[keep], prev_end[keep], launch[taken])
+        spent = _covered(startup, prev_end[keep], start[taken])
         parts.append(
-            _breakdown_rows("stream", streams[taken], step[taken], idle[keep], host, kernel)
+            _breakdown_rows("stream", streams[taken], step[taken], idle[keep], host, kernel, spent)
         )
     table = pd.concat(parts, ignore_index=True)
     profile.tables["idle_breakdown"] = conform("idle_breakdown", table)
+
+
+def _covered(merged: intervals.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How much of each interval [lo, hi) the merged intervals cover."""
+    if len(merged[0]) == 0:
+        return np.zeros(len(lo))
+    return intervals.covered(merged, hi) - intervals.covered(merged, lo)
 
 
 def quiet_gaps(profile: Profile) -> None:
@@ -253,9 +273,15 @@ def startup_calls(profile: Profile) -> None:
     False where the call has no start (no timeline to place it on) or the row sums several
     calls."""
     host = profile.tables["host_ops"]
-    if "start_us" not in host:
-        profile.tables["host_ops"] = host.assign(startup=False)
-        return
+    profile.tables["host_ops"] = host.assign(startup=_startup_mask(profile))
+
+
+def _startup_mask(profile: Profile) -> np.ndarray:
+    """Which host_ops rows are one-time start-up calls (see startup_calls); all False
+    without host calls placed on the timeline."""
+    host = profile.tables.get("host_ops")
+    if host is None or "start_us" not in host:
+        return np.zeros(0 if host is None else len(host), dtype=bool)
     start = host["start_us"].to_numpy("float64", na_value=np.nan)
     duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
     long_call = (
@@ -273,7 +299,17 @@ def startup_calls(profile: Profile) -> None:
         lo, hi = start[long_call], start[long_call] + duration[long_call]
         device_us = intervals.covered(busy, hi) - intervals.covered(busy, lo)
         long_call[long_call] = device_us <= STARTUP_DEVICE_SHARE * (hi - lo)
-    profile.tables["host_ops"] = host.assign(startup=long_call)
+    return long_call
+
+
+def _startup_calls(profile: Profile) -> intervals.Intervals:
+    """The time the start-up calls ran, as merged intervals (none without such calls)."""
+    mask = _startup_mask(profile)
+    if not mask.any():
+        return intervals.merge(np.zeros(0), np.zeros(0))
+    host = profile.tables["host_ops"]
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)[mask]
+    return intervals.merge(start, start + host["duration_us"].to_numpy("float64")[mask])
 
 
 _BREAKDOWN = ("step", "level", "stream", "idle_us", "host_wait_us", "kernel_wait_us")
@@ -298,9 +334,12 @@ PROVIDERS = [
         "idle_breakdown",
         ("device_ops.start_us", "device_ops.duration_us", "device_ops.gap_us"),
         ("idle_breakdown",)
-        + tuple(f"idle_breakdown.{c}" for c in (*_BREAKDOWN, "other_us", "intervals")),
+        + tuple(
+            f"idle_breakdown.{c}" for c in (*_BREAKDOWN, "other_us", "startup_us", "intervals")
+        ),
         idle_breakdown,
-        "idle_breakdown: device and stream idle time split into host wait, kernel wait, other",
+        "idle_breakdown: device and stream idle time split into host wait, kernel wait, other "
+        "and start-up",
     ),
     MetricProvider(
         "quiet_gaps",

@@ -200,7 +200,12 @@ def test_device_idle_counts_no_time_when_another_stream_runs():
     for step, rows in table.groupby("step"):
         device = rows[rows["level"] == "device"].iloc[0]
         streams = rows[rows["level"] == "stream"]
-        parts = device["host_wait_us"] + device["kernel_wait_us"] + device["other_us"]
+        parts = (
+            device["host_wait_us"]
+            + device["kernel_wait_us"]
+            + device["other_us"]
+            + device["startup_us"]
+        )
         assert parts == pytest.approx(device["idle_us"])
         # idle between tasks of the step never exceeds the step's free time, which also
         # counts its edges; one stream's idle time is far larger than the device's
@@ -299,6 +304,42 @@ def test_startup_calls_are_the_long_runtime_calls_of_the_raw_trace_with_no_kerne
     (memory,) = evaluate(profile, "MEM-003").findings
     assert memory.values["startup_calls"] == 4  # cudaFree 6,009 and 525 ms, cudaMalloc 764, 561
     assert memory.impact_us < 1e6 < 6e6
+
+
+def test_idle_breakdown_takes_the_startup_calls_out_of_the_host_wait_on_alexnet():
+    """The device's idle time of the AlexNet trace is mostly its start-up calls: the part of
+    the gaps they cover (each call's time less the device's work during it, from the raw
+    JSON) is their own class, and SCHED-001 and STEP-003 judge the rest."""
+    events = raw(ALEXNET)["traceEvents"]
+    device = sorted((e["ts"], e["ts"] + e["dur"]) for e in device_events(ALEXNET))
+    lo, hi = device[0][0], max(end for _, end in device)
+
+    def device_busy(start: float, end: float) -> float:
+        return sum(max(0.0, min(end, e) - max(start, s)) for s, e in device)
+
+    in_gaps = sum(
+        e["dur"] - device_busy(e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "cuda_runtime"
+        and e.get("ph") == "X"
+        and e["dur"] >= 500000
+        and lo <= e["ts"] < hi
+        and device_busy(e["ts"], e["ts"] + e["dur"]) <= 0.01 * e["dur"]
+    )
+    profile = read(ALEXNET)
+    session().derive(profile, ["idle_breakdown"])
+    table = profile.tables["idle_breakdown"]
+    (row,) = table[table["level"] == "device"].itertuples()
+    assert row.startup_us == pytest.approx(in_gaps)
+    classes = row.host_wait_us + row.kernel_wait_us + row.other_us
+    assert classes + row.startup_us == pytest.approx(row.idle_us)
+    (wait,) = evaluate(profile, "SCHED-001").findings
+    assert wait.impact_us == pytest.approx(row.host_wait_us)
+    assert wait.values["idle_us"] == pytest.approx(row.idle_us - in_gaps)
+    (idle,) = evaluate(profile, "STEP-003").findings
+    (startup,) = evaluate(profile, "STEP-006").findings
+    assert idle.impact_us == pytest.approx(idle.values["free_us"] - startup.impact_us)
+    assert idle.rule.time_pool != startup.rule.time_pool  # different time: both count
 
 
 # -- GPU-001: SM efficiency and occupancy ----------------------------------------------------

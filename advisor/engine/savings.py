@@ -44,6 +44,7 @@ so a step time if fixed would promise nearly all of it back: none is given (our 
 IDLE = ("host", "idle", "data")
 POOL_BOUNDS: Mapping[str, tuple[str, ...]] = {
     "device_idle": IDLE,
+    "startup": IDLE,  # one-time start-up calls: idle device time the device_idle pool leaves out
     "data_wait": ("data",),
     "communication": ("communication",),
     "tuning": ("compute",),
