@@ -303,11 +303,14 @@ def _startup_mask(profile: Profile) -> np.ndarray:
 
 
 def _startup_calls(profile: Profile) -> intervals.Intervals:
-    """The time the start-up calls ran, as merged intervals (none without such calls)."""
-    mask = _startup_mask(profile)
+    """The time the start-up calls ran, as merged intervals (none without such calls); read
+    from host_ops.startup where startup_calls has run."""
+    host = profile.tables.get("host_ops")
+    if host is None:
+        return intervals.merge(np.zeros(0), np.zeros(0))
+    mask = host["startup"].to_numpy(bool) if "startup" in host else _startup_mask(profile)
     if not mask.any():
         return intervals.merge(np.zeros(0), np.zeros(0))
-    host = profile.tables["host_ops"]
     start = host["start_us"].to_numpy("float64", na_value=np.nan)[mask]
     return intervals.merge(start, start + host["duration_us"].to_numpy("float64")[mask])
 
