@@ -102,6 +102,11 @@ def covered(merged: Intervals, points: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(points), np.nan, out)
 
 
+def covered_between(merged: Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each [lo, hi), how much of it the merged set covers (NaN where a bound is)."""
+    return covered(merged, hi) - covered(merged, lo)
+
+
 def nested(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """True for each interval that starts inside an earlier (or equally early and longer)
     interval of the same group: the inner levels of a call stack, whose time the outer call

@@ -193,7 +193,7 @@ def idle_breakdown(profile: Profile) -> None:
     idle_from, idle_to = (start - gap)[keep], start[keep]
     host, kernel = _classify(gap[keep], idle_from, launch[keep])
     no_stream = pd.array([pd.NA] * int(keep.sum()), dtype="Int64")
-    spent = _covered(startup, idle_from, idle_to)
+    spent = intervals.covered_between(startup, idle_from, idle_to)
     parts.append(_breakdown_rows("device", no_stream, step[keep], gap[keep], host, kernel, spent))
     # each stream, as HTA: the gap after the previous task of the same stream
     streams = ops["stream"].array[rows] if "stream" in ops else pd.array([], dtype="Int64")
@@ -208,19 +208,12 @@ def idle_breakdown(profile: Profile) -> None:
         keep = (idle > 0) & in_step[order]
         taken = order[keep]
         host, kernel = _classify(idle[keep], prev_end[keep], launch[taken])
-        spent = _covered(startup, prev_end[keep], start[taken])
+        spent = intervals.covered_between(startup, prev_end[keep], start[taken])
         parts.append(
             _breakdown_rows("stream", streams[taken], step[taken], idle[keep], host, kernel, spent)
         )
     table = pd.concat(parts, ignore_index=True)
     profile.tables["idle_breakdown"] = conform("idle_breakdown", table)
-
-
-def _covered(merged: intervals.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """How much of each interval [lo, hi) the merged intervals cover."""
-    if len(merged[0]) == 0:
-        return np.zeros(len(lo))
-    return intervals.covered(merged, hi) - intervals.covered(merged, lo)
 
 
 def quiet_gaps(profile: Profile) -> None:
@@ -249,9 +242,9 @@ def quiet_gaps(profile: Profile) -> None:
         starts, ends = np.sort(h_start[work]), np.sort(h_end[work])
         calls = np.searchsorted(starts, hi, side="left") - np.searchsorted(ends, lo, "right")
         merged = intervals.merge(h_start[work], h_end[work])
-        busy = intervals.covered(merged, hi) - intervals.covered(merged, lo)
+        busy = intervals.covered_between(merged, lo, hi)
         merged_gc = intervals.merge(h_start[is_gc], h_end[is_gc])
-        gc_us = intervals.covered(merged_gc, hi) - intervals.covered(merged_gc, lo)
+        gc_us = intervals.covered_between(merged_gc, lo, hi)
     table = pd.DataFrame(
         {
             "step": step.to_numpy(),
@@ -297,7 +290,7 @@ def _startup_mask(profile: Profile) -> np.ndarray:
         d_end = d_start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
         busy = intervals.merge(d_start, d_end)
         lo, hi = start[long_call], start[long_call] + duration[long_call]
-        device_us = intervals.covered(busy, hi) - intervals.covered(busy, lo)
+        device_us = intervals.covered_between(busy, lo, hi)
         long_call[long_call] = device_us <= STARTUP_DEVICE_SHARE * (hi - lo)
     return long_call
 
@@ -308,11 +301,15 @@ def _startup_calls(profile: Profile) -> intervals.Intervals:
     host = profile.tables.get("host_ops")
     if host is None:
         return intervals.merge(np.zeros(0), np.zeros(0))
-    mask = host["startup"].to_numpy(bool) if "startup" in host else _startup_mask(profile)
+    if "startup" in host:
+        mask = host["startup"].to_numpy(bool, na_value=False)
+    else:
+        mask = _startup_mask(profile)
     if not mask.any():
         return intervals.merge(np.zeros(0), np.zeros(0))
     start = host["start_us"].to_numpy("float64", na_value=np.nan)[mask]
-    return intervals.merge(start, start + host["duration_us"].to_numpy("float64")[mask])
+    duration = host["duration_us"].to_numpy("float64", na_value=np.nan)[mask]
+    return intervals.merge(start, start + duration)
 
 
 _BREAKDOWN = ("step", "level", "stream", "idle_us", "host_wait_us", "kernel_wait_us")

@@ -429,7 +429,7 @@ def comm_waits(profile: Profile) -> None:
     wait = ops["wait_us"].to_numpy("float64", na_value=np.nan)
     comm = (ops["category"] == "communication").fillna(False).to_numpy(bool)
     merged = intervals.merge(start[comm], start[comm] + duration[comm])
-    during = intervals.covered(merged, start) - intervals.covered(merged, start - wait)
+    during = intervals.covered_between(merged, start - wait, start)
     profile.tables["device_ops"] = ops.assign(comm_wait_us=np.clip(during, 0.0, wait))
 
 

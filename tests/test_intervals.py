@@ -110,6 +110,6 @@ def test_covered_gives_the_part_of_each_window_the_set_covers(pairs, windows):
     merged = as_set(pairs)
     lo = np.array([w[0] for w in windows], dtype="float64")
     hi = np.array([w[1] for w in windows], dtype="float64")
-    got = intervals.covered(merged, hi) - intervals.covered(merged, lo)
+    got = intervals.covered_between(merged, lo, hi)
     cover = bitmap(pairs)
     assert got.tolist() == [float(cover[int(a) : int(b)].sum()) for a, b in zip(lo, hi)]
