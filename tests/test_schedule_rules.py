@@ -271,26 +271,31 @@ def test_sched_002_charges_only_launch_time_the_device_waited_for():
     assert evaluate(profile, "SCHED-002").findings == []  # 10 ms of 12.9 s: under 3%
 
 
-def test_startup_calls_are_the_long_runtime_calls_of_the_raw_trace_with_no_kernel_running():
-    """STEP-006 on the AlexNet benchmark, which profiles its first iteration: every runtime
-    call of 0.5 s or more inside the device's span during which no kernel, copy or memset ran,
-    found here in the raw JSON."""
-    events = raw(ALEXNET)["traceEvents"]
-    device = sorted((e["ts"], e["ts"] + e["dur"]) for e in device_events(ALEXNET))
+def raw_startup_calls(path: Path) -> list[tuple[float, float]]:
+    """(duration, device time during it) of each runtime call of 0.5 s or more inside the
+    device's span during which the device worked at most 1% of the call, from the raw JSON."""
+    device = sorted((e["ts"], e["ts"] + e["dur"]) for e in device_events(path))
     lo, hi = device[0][0], max(end for _, end in device)
 
     def device_busy(start: float, end: float) -> float:
         return sum(max(0.0, min(end, e) - max(start, s)) for s, e in device)
 
-    expected = sorted(
-        e["dur"]
-        for e in events
+    calls = [
+        (e["dur"], device_busy(e["ts"], e["ts"] + e["dur"]))
+        for e in raw(path)["traceEvents"]
         if e.get("cat") == "cuda_runtime"
         and e.get("ph") == "X"
         and e["dur"] >= 500000
         and lo <= e["ts"] < hi
-        and device_busy(e["ts"], e["ts"] + e["dur"]) <= 0.01 * e["dur"]
-    )
+    ]
+    return [(duration, busy) for duration, busy in calls if busy <= 0.01 * duration]
+
+
+def test_startup_calls_are_the_long_runtime_calls_of_the_raw_trace_with_no_kernel_running():
+    """STEP-006 on the AlexNet benchmark, which profiles its first iteration: every runtime
+    call of 0.5 s or more inside the device's span during which no kernel, copy or memset ran,
+    found here in the raw JSON."""
+    expected = sorted(duration for duration, _ in raw_startup_calls(ALEXNET))
     assert len(expected) == 6 and max(expected) > 6e6  # the 6-second cudaFree among them
     profile = read(ALEXNET)
     (finding,) = evaluate(profile, "STEP-006").findings
@@ -310,22 +315,7 @@ def test_idle_breakdown_takes_the_startup_calls_out_of_the_host_wait_on_alexnet(
     """The device's idle time of the AlexNet trace is mostly its start-up calls: the part of
     the gaps they cover (each call's time less the device's work during it, from the raw
     JSON) is their own class, and SCHED-001 and STEP-003 judge the rest."""
-    events = raw(ALEXNET)["traceEvents"]
-    device = sorted((e["ts"], e["ts"] + e["dur"]) for e in device_events(ALEXNET))
-    lo, hi = device[0][0], max(end for _, end in device)
-
-    def device_busy(start: float, end: float) -> float:
-        return sum(max(0.0, min(end, e) - max(start, s)) for s, e in device)
-
-    in_gaps = sum(
-        e["dur"] - device_busy(e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e.get("cat") == "cuda_runtime"
-        and e.get("ph") == "X"
-        and e["dur"] >= 500000
-        and lo <= e["ts"] < hi
-        and device_busy(e["ts"], e["ts"] + e["dur"]) <= 0.01 * e["dur"]
-    )
+    in_gaps = sum(duration - busy for duration, busy in raw_startup_calls(ALEXNET))
     profile = read(ALEXNET)
     session().derive(profile, ["idle_breakdown"])
     table = profile.tables["idle_breakdown"]
