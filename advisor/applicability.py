@@ -88,22 +88,27 @@ def explain(
     missing: Sequence[str],
     providers: Sequence[MetricProvider],
     known: dict[str, bool] | None = None,
+    hinted: dict[str, list[str] | None] | None = None,
 ) -> Inapplicable:
     """Classify one not-applicable rule from the needs it lacks on `profile`.
 
     Entries that are not table names (a rule's runtime "no data" message) mean the data
     exists in kind but not in this profile, so they count as missing without a hint.
-    `known` remembers what is present across the rules of one evaluation (the tables do not
-    change while rules are evaluated).
+    `known` remembers what is present, `hinted` how each need is collected, across the rules
+    of one evaluation (the tables do not change while rules are evaluated, and dozens of
+    rules lack the same columns).
     """
     known = {} if known is None else known
+    hinted = {} if hinted is None else hinted
     hints = profile.meta.collect
     collect: list[str] = []
     for need in missing:
         table = need.partition(".")[0]
         if not table.isidentifier():
             continue
-        found = _hints_for(need, profile, hints, providers, set(), known)
+        if need not in hinted:
+            hinted[need] = _hints_for(need, profile, hints, providers, set(), known)
+        found = hinted[need]
         if found is None:
             return Inapplicable(NOT_RECORDED)
         collect += found

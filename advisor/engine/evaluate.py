@@ -415,6 +415,7 @@ def evaluate(
     memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
     step_spans = cache(partial(windows.step_spans, profile))
     available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
+    hinted: dict[str, list[str] | None] = {}  # ... and lack the same ones: how each is collected
     findings: list[Finding] = []
     for rule in rules:
         params = {**rule.params, **overrides.get(rule.id, {})}
@@ -440,7 +441,7 @@ def evaluate(
         if missing:
             result.not_applicable.append((rule, missing))
             result.outcomes[rule.id] = Outcome.NOT_APPLICABLE
-            result.inapplicable[rule.id] = explain(profile, missing, providers, available)
+            result.inapplicable[rule.id] = explain(profile, missing, providers, available, hinted)
         elif finding is None:
             result.outcomes[rule.id] = Outcome.PASSED
         else:
