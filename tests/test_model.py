@@ -63,3 +63,27 @@ def test_whole_number_columns_are_rounded_and_missing_out_of_range():
         assert [None if pd.isna(v) else v for v in steps[column].tolist()] == expected
     texts = conform("steps", pd.DataFrame({"step": ["7", "x", "8.5"]}))
     assert [None if pd.isna(v) else v for v in texts["step"].tolist()] == [7, None, 8]
+
+
+def test_has_is_true_when_any_cell_of_the_column_holds_a_value():
+    frame = pd.DataFrame(
+        {
+            "first": [1.0, None, None],
+            "later": [None, None, 2.0],
+            "none": [None, None, None],
+            "text": pd.array([pd.NA, "x", pd.NA], dtype="string"),
+            "shapes": [[8, 3], None, None],
+            "blank": ["", None, None],
+        }
+    )
+    profile = Profile(ProfileMeta(path="p", source_format="test"), {"t": frame})
+    assert profile.has("t")
+    assert all(profile.has("t", c) for c in ("first", "later", "text", "shapes", "blank"))
+    assert not profile.has("t", "none")
+    assert not profile.has("t", "absent")
+    assert not profile.has("other")
+    empty = Profile(ProfileMeta(path="p", source_format="test"), {"t": frame.iloc[0:0]})
+    assert not empty.has("t", "first")
+    # a column read as it is, whatever the first cell: the same answer as counting
+    for column in frame.columns:
+        assert profile.has("t", column) == (frame[column].count() > 0)
