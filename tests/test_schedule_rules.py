@@ -325,6 +325,11 @@ def test_idle_breakdown_takes_the_startup_calls_out_of_the_host_wait_on_alexnet(
     assert classes + row.startup_us == pytest.approx(row.idle_us)
     (wait,) = evaluate(profile, "SCHED-001").findings
     assert wait.impact_us == pytest.approx(row.host_wait_us)
+    # the evidence shows the start-up beside the classes, so its rows add up
+    shown = dict(zip(wait.evidence["columns"], wait.evidence["rows"][0]))
+    assert shown["level"] == "device"
+    parts = ("host_wait_us", "kernel_wait_us", "other_us", "startup_us")
+    assert sum(shown[p] for p in parts) == pytest.approx(shown["idle_us"])
     assert wait.values["idle_us"] == pytest.approx(row.idle_us - in_gaps)
     (idle,) = evaluate(profile, "STEP-003").findings
     (startup,) = evaluate(profile, "STEP-006").findings
