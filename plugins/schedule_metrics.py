@@ -266,15 +266,15 @@ def startup_calls(profile: Profile) -> None:
     False where the call has no start (no timeline to place it on) or the row sums several
     calls."""
     host = profile.tables["host_ops"]
-    profile.tables["host_ops"] = host.assign(startup=_startup_mask(profile))
+    startup = _startup_mask(host, profile.tables.get("device_ops"))
+    profile.tables["host_ops"] = host.assign(startup=startup)
 
 
-def _startup_mask(profile: Profile) -> np.ndarray:
-    """Which host_ops rows are one-time start-up calls (see startup_calls); all False
-    without host calls placed on the timeline."""
-    host = profile.tables.get("host_ops")
-    if host is None or "start_us" not in host:
-        return np.zeros(0 if host is None else len(host), dtype=bool)
+def _startup_mask(host: pd.DataFrame, ops: pd.DataFrame | None) -> np.ndarray:
+    """Which host calls are one-time start-up calls (see startup_calls); all False without
+    host calls placed on the timeline."""
+    if "start_us" not in host:
+        return np.zeros(len(host), dtype=bool)
     start = host["start_us"].to_numpy("float64", na_value=np.nan)
     duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
     long_call = (
@@ -284,7 +284,6 @@ def _startup_mask(profile: Profile) -> np.ndarray:
     )
     if "count" in host:  # an aggregated row's duration is the total of its calls
         long_call &= host["count"].fillna(1).to_numpy("int64") <= 1
-    ops = profile.tables.get("device_ops")
     if long_call.any() and ops is not None and "start_us" in ops:
         d_start = ops["start_us"].to_numpy("float64", na_value=np.nan)
         d_end = d_start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
@@ -300,12 +299,12 @@ def _startup_calls(profile: Profile) -> intervals.Intervals:
     from host_ops.startup where startup_calls has run."""
     host = profile.tables.get("host_ops")
     if host is None:
-        return intervals.merge(np.zeros(0), np.zeros(0))
-    if "startup" in host:
+        mask = np.zeros(0, dtype=bool)
+    elif "startup" in host:
         mask = host["startup"].to_numpy(bool, na_value=False)
     else:
-        mask = _startup_mask(profile)
-    if not mask.any():
+        mask = _startup_mask(host, profile.tables.get("device_ops"))
+    if host is None or not mask.any():
         return intervals.merge(np.zeros(0), np.zeros(0))
     start = host["start_us"].to_numpy("float64", na_value=np.nan)[mask]
     duration = host["duration_us"].to_numpy("float64", na_value=np.nan)[mask]
