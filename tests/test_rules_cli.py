@@ -93,7 +93,7 @@ def test_rules_show_example_finding_from_the_case_beside_the_rule():
     result = invoke("rules", "show", "STEP-001")
     assert result.exit_code == 0
     assert "example finding (case 'fires when the device waits 2 ms" in result.output
-    assert "The device waits 16.7% of the time between iterations" in result.output
+    assert "16.7% of the steady steps' wall-clock time" in result.output
 
 
 def test_rules_show_falls_back_to_the_message_template(tmp_path):
