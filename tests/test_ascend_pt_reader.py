@@ -38,6 +38,7 @@ from advisor.plugin_manager import PluginHost
 from advisor.render.json_report import validate_report
 from advisor_plugins import ascend_pt
 from advisor_plugins.ascend_pt.communication import MB, parse_communication
+from advisor_plugins.ascend_pt.steps import fill_breakdown
 
 SHARED = FIXTURE_DIR / "real" / "ascend_pt"
 RANK0 = SHARED / "rank0_ascend_pt"
@@ -182,10 +183,54 @@ def test_rank0_overlap_analysis_totals_fill_the_step_breakdown() -> None:
     assert set(totals) == {"Computing", "Free"}  # a single card: no communication
     steps = read_one(RANK0).tables["steps"]
     assert steps["computing_us"].sum() == pytest.approx(totals["Computing"], abs=1e-6)
-    assert steps["free_us"].sum() == pytest.approx(totals["Free"], abs=1e-6)
     assert steps["communication_us"].sum() == 0.0
     assert steps["comm_not_overlapped_us"].sum() == 0.0
     assert "bubble_us" not in steps
+
+
+def test_rank0_free_time_is_all_of_the_step_without_device_work() -> None:
+    """The Free track holds the gaps between tasks only: the 2.6 ms of the step before its
+    first task and the 0.2 ms after its last one are idle too, and in free_us, so free time
+    and computing add up to the step (STEP-003 and the critical path tell the same)."""
+    events = raw_trace()
+    free_track = sum(
+        float(e["dur"]) for e in process_events(events, "Overlap Analysis") if e["name"] == "Free"
+    )
+    (step_raw,) = [
+        e for e in process_events(events, "Python") if e["name"].startswith("ProfilerStep#")
+    ]
+    hardware = process_events(events, "Ascend Hardware")
+    first = min(Decimal(e["ts"]) for e in hardware)
+    last = max(Decimal(e["ts"]) + Decimal(str(e["dur"])) for e in hardware)
+    lo = Decimal(step_raw["ts"])
+    hi = lo + Decimal(str(step_raw["dur"]))
+    before, after = float(first - lo), float(hi - last)
+    assert before == pytest.approx(2615.19, abs=0.01) and after == pytest.approx(206.86, abs=0.01)
+    (step,) = read_one(RANK0).tables["steps"].to_dict("records")
+    assert step["free_us"] == pytest.approx(free_track + before + after, abs=1e-3)
+    assert step["free_us"] + step["computing_us"] == pytest.approx(step["duration_us"], abs=0.01)
+
+
+def test_a_table_breakdown_of_trace_steps_counts_the_whole_window_free() -> None:
+    """step_trace_time.csv's (or analysis.db's) Free counts the gaps between a step's tasks;
+    the window's time before its first task (Preparing) and after its last one is free too.
+    A Free larger than the window's remainder (the table attributes work to steps its own
+    way) is kept, and a step the table does not list gets no figure."""
+    steps = pd.DataFrame({"step": [1, 2, 3], "duration_us": [2000.0, 1000.0, 1500.0]})
+    table = pd.DataFrame(
+        {
+            "step": [1.0, 2.0],
+            "computing_us": [1200.0, 800.0],
+            "comm_not_overlapped_us": [300.0, 100.0],
+            "free_us": [400.0, 250.0],
+            "preparing_us": [80.0, 5.0],
+        }
+    )
+    filled = fill_breakdown(steps, table)
+    assert filled["free_us"].tolist()[:2] == [2000.0 - 1200 - 300, 250.0]
+    assert np.isnan(filled["free_us"].iloc[2])
+    assert filled["computing_us"].tolist()[:2] == [1200.0, 800.0]
+    assert "preparing_us" not in filled
 
 
 def test_rank0_host_ops_kinds_and_counts() -> None:

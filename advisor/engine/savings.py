@@ -253,12 +253,18 @@ def saving_us(finding: Finding, path: CriticalPath) -> float | None:
     return max(min(impact, room), 0.0)
 
 
+ROUNDING_US = 0.01
+"""Time at stake and the critical path's budget for it come from different columns of the
+profiler's output, each rounded to its µs decimals: a saving this close to the time at stake
+saves all of it."""
+
+
 def bounded_by(finding: Finding, path: CriticalPath, saved: float) -> list[str]:
     """The categories of the critical path that held the finding's saving below its time at
     stake (BOUNDS order); empty when it saves all of it or nothing names its categories."""
     impact = at_stake_us(finding, path)
     bounds = bounds_of(finding.rule.tags, finding.rule.time_pool)
-    if impact is None or bounds is None or saved >= impact * (1.0 - 1e-9):
+    if impact is None or bounds is None or saved >= impact - max(impact * 1e-9, ROUNDING_US):
         return []
     return [b for b in BOUNDS if b in bounds]
 

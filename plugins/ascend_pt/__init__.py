@@ -9,7 +9,8 @@ A `{worker}_{timestamp}_ascend_pt/` (PyTorch) or `..._ascend_ms/` (MindSpore) fo
   `Call stack` -> host_ops.call_stack) and `ProfilerStep#N` -> steps; `CANN` API calls ->
   host_ops (compile, sync, launch, cann_api); `Ascend Hardware` tasks -> device_ops;
   `HCCL`/`Communication` ops -> comm_ops; `Overlap Analysis` (Computing, Communication,
-  Communication(Not Overlapped), Free) -> the per-step breakdown of `steps`.
+  Communication(Not Overlapped), Free) -> the per-step breakdown of `steps` (free_us adds
+  the step's time before its first device task and after its last, in no track).
 - `kernel_details.csv` -> device_ops (preferred over the trace's tasks: it has shapes and PMU
   ratios); `step_trace_time.csv` -> the step breakdown where the trace gives none;
   `op_statistic.csv` -> op_stats; `api_statistic.csv` -> host_ops when the trace has no CANN

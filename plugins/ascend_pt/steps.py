@@ -62,6 +62,7 @@ def steps_with_breakdown(trace: TraceTables, step_number: int) -> pd.DataFrame |
     columns = {
         column: covered_in(trace.overlap[kind], lo, hi) for kind, column in OVERLAP_KINDS.items()
     }
+    columns["free_us"] = columns["free_us"] + _idle_outside(span, lo, hi)
     if trace.comm_ops is not None and not trace.comm_ops.empty:
         comm = trace.comm_ops
         receive = comm["name"].str.lower().str.contains("receive").to_numpy(dtype=bool)
@@ -70,6 +71,19 @@ def steps_with_breakdown(trace: TraceTables, step_number: int) -> pd.DataFrame |
             merged = intervals.merge(start, start + comm["duration_us"].to_numpy(float)[receive])
             columns["bubble_us"] = covered_in(merged, lo, hi)
     return steps.assign(**columns)
+
+
+def _idle_outside(span: tuple[float, float], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The part of each step window before the device's first task or after its last (outside
+    the Overlap Analysis span), for the windows the span reaches into.
+
+    The Free track holds only the gaps between busy intervals, so a step's time before its
+    first task (torch_npu's Preparing) and after its last one is in no track, though the
+    device was recorded and did nothing: in a one-step profile 20% of the step. A window the
+    span does not reach has no breakdown to complete (no device task was recorded in it)."""
+    start, end = span
+    inside = np.clip(np.minimum(hi, end) - np.maximum(lo, start), 0.0, None)
+    return np.where(inside > 0, (hi - lo) - inside, 0.0)
 
 
 def step_of(times: np.ndarray, steps: pd.DataFrame) -> pd.array:
@@ -117,11 +131,28 @@ def fill_breakdown(steps: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
         table = table.assign(step=steps["step"].iloc[0])
     table = table.dropna(subset=["step"]).drop_duplicates("step").set_index("step")
     filled = steps.copy()
+    taken = []
     for column in table.columns:
         if column == "preparing_us" or (column in filled and filled[column].notna().any()):
             continue
         filled[column] = filled["step"].map(table[column]).to_numpy(dtype=float)
+        taken.append(column)
+    if "free_us" in taken and "duration_us" in filled:
+        filled["free_us"] = _whole_window_free(filled)
     return filled
+
+
+def _whole_window_free(steps: pd.DataFrame) -> pd.Series:
+    """The profiler's Free counts the gaps between a step's tasks only; its window's time
+    before the first task (Preparing) and after the last one has no computation or
+    communication either. Where a step has a Free figure: the window less its computing and
+    uncovered communication, never less than that figure."""
+    busy = sum(
+        steps[c].fillna(0.0) for c in ("computing_us", "comm_not_overlapped_us") if c in steps
+    )
+    rest = steps["duration_us"].astype("float64") - busy
+    free = steps["free_us"]
+    return free.where(free.isna(), np.fmax(free, rest))
 
 
 def steps_from_table(table: pd.DataFrame, kernels: pd.DataFrame | None) -> pd.DataFrame:
