@@ -46,11 +46,18 @@ def raw():
         for e in hardware
         if (e.get("args") or {}).get("Task Type") == "AI_CPU" and float(e["dur"]) > 20
     ]
+    # the Free track holds the gaps between tasks; the step before its first task and after
+    # its last one is idle too
+    step_start = Decimal(str(step["ts"]))
+    step_end = step_start + Decimal(str(step["dur"]))
+    first = min(Decimal(str(e["ts"])) for e in hardware)
+    last = max(Decimal(str(e["ts"])) + Decimal(str(e["dur"])) for e in hardware)
     return {
         "trace_aicpu": trace_aicpu,
         "device_tasks": len(hardware),
         "step_us": float(Decimal(str(step["dur"]))),
-        "free_us": float(free),
+        "free_track_us": float(free),
+        "free_us": float(free + (first - step_start) + (step_end - last)),
         "compiles": len(compiles),
         "compile_us": float(sum(Decimal(str(e["dur"])) for e in compiles)),
         "aicpu": aicpu,
@@ -102,6 +109,8 @@ def test_what_msprof_analyze_misses(findings, raw):
     found = findings[0]
     free = found["STEP-003"]  # only reported by msprof-analyze for Level0 or with a benchmark
     assert free.values["ratio"] == pytest.approx(raw["free_us"] / raw["step_us"], rel=1e-6)
+    assert raw["free_track_us"] / raw["step_us"] == pytest.approx(0.6728, abs=1e-4)
+    assert raw["free_us"] / raw["step_us"] == pytest.approx(0.8731, abs=1e-4)
     # 11 aclopCompileAndExecute calls take 47% of the step, but they mostly execute: the
     # compile step inside each (opCompile, 14-28 µs) is small, so no compilation finding
     assert raw["compiles"] == 11 and "HOST-003" not in found
