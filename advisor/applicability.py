@@ -12,7 +12,7 @@ table's hint covers its required columns; an optional column needs its own hint.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from advisor.derive import present
 from advisor.hookspecs import MetricProvider
@@ -30,6 +30,12 @@ class Inapplicable:
 
     reason: str  # MISSING or NOT_RECORDED
     collect: tuple[str, ...] = ()
+
+    def in_language(self, lang: str, texts_zh: Mapping[str, str]) -> Inapplicable:
+        """The same, its hints in Chinese where `lang` is zh and the reader gave them."""
+        if lang != "zh" or not self.collect:
+            return self
+        return replace(self, collect=tuple(texts_zh.get(c, c) for c in self.collect))
 
 
 def _hint(need: str, profile: Profile, hints: Mapping[str, str]) -> str | None:

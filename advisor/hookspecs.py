@@ -34,7 +34,8 @@ class Reader(Protocol):
     A reader may also have `collect`, a mapping of "table" or "table.column" to how to make
     the profiler record it (e.g. {"memory": "profile_memory=True"}): a rule lacking such data is
     reported with that hint, and a rule lacking data no hint covers is counted as one this
-    format never records.
+    format never records. `collect_zh`, also optional, gives the Chinese text of each hint by
+    its English text (reports in Chinese show the English one where it has none).
     """
 
     name: str

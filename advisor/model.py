@@ -1619,6 +1619,9 @@ class ProfileMeta:
     """How to make the profiler record a "table" or "table.column" this profile lacks (the
     reader's `collect` hints): rules needing data without a hint are ones the format never
     records."""
+    collect_zh: dict[str, str] = field(default_factory=dict)
+    """The Chinese text of each `collect` hint, by its English text (the reader's
+    `collect_zh`); a hint without one is shown in English."""
     trace_index: dict[str, TraceIndex] = field(default_factory=dict, compare=False, repr=False)
     """Where each stretch of time lies in the trace files read, by resolved path: for cutting
     findings' windows without decoding a file whole again (advisor.formats.trace_index)."""

@@ -51,8 +51,10 @@ def read_claim(
                 f"{source} returned {type(profiles).__name__}, not a list of advisor.model.Profile",
             )
         hints = getattr(claim.reader, "collect", None) or {}
+        hints_zh = getattr(claim.reader, "collect_zh", None) or {}
         for profile in profiles:
             profile.meta.collect = {**hints, **profile.meta.collect}
+            profile.meta.collect_zh = {**hints_zh, **profile.meta.collect_zh}
             hold_to_contract(profile, source, tables)
             _leave_out_trailing_fragment(profile)
         _warn_broken(claim.path, profiles)

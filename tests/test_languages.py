@@ -27,6 +27,7 @@ from advisor.ruleset import load_ruleset
 RULES = ROOT / "rules"
 RENDER = ROOT / "advisor" / "render"
 CJK = re.compile(r"[\u4e00-\u9fff]")
+CODE_ONLY = re.compile(r"[\w.]+(=\w+|\([\w.=]*\))")  # profile_memory=True, Profiler(...)
 LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")
 
 
@@ -153,6 +154,34 @@ def test_every_builtin_rule_renders_chinese_on_its_firing_cases():
             assert all(CJK.search(s) for s in finding.suggestions), case.where
             rendered.add(case.rule_id)
     assert rendered == set(ruleset.rules)
+
+
+def test_every_builtin_collect_hint_has_a_chinese_text():
+    """How to collect the data a rule lacks is shown in the report's language: each built-in
+    reader gives the Chinese text of every hint it can give (a hint that is only code, such as
+    `profile_memory=True`, reads the same in both)."""
+    from advisor_plugins.kineto.hints import GPU_WITHOUT_COPIES
+
+    for _, reader in PluginHost().readers():
+        texts = {*getattr(reader, "collect", {}).values()}
+        if reader.name == "kineto":
+            texts.add(GPU_WITHOUT_COPIES)  # set per trace with GPU activity
+        zh = getattr(reader, "collect_zh", {})
+        lacking = [t for t in texts if CODE_ONLY.fullmatch(t) is None and t not in zh]
+        assert lacking == [], reader.name
+        assert all(zh[t] != t for t in texts if t in zh), reader.name
+
+
+def test_a_chinese_report_says_in_chinese_how_to_collect_what_is_missing():
+    trace = ROOT / "tests/fixtures/kineto_own/with_stack.pt.trace.json.gz"
+    zh = analyze(trace, lang="zh").analyses[0].evaluation.inapplicable
+    en = analyze(trace, lang="en").analyses[0].evaluation.inapplicable
+    hints_zh = {h for why in zh.values() for h in why.collect}
+    hints_en = {h for why in en.values() for h in why.collect}
+    assert "采集分布式训练本身（torch.distributed 集合通信）" in hints_zh
+    assert "profile the distributed run itself (torch.distributed collectives)" in hints_en
+    assert not any(CJK.search(h) for h in hints_en)
+    assert all(CJK.search(h) or CODE_ONLY.fullmatch(h) for h in hints_zh), hints_zh
 
 
 def test_analyze_refuses_an_unknown_language():

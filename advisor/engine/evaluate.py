@@ -441,7 +441,9 @@ def evaluate(
         if missing:
             result.not_applicable.append((rule, missing))
             result.outcomes[rule.id] = Outcome.NOT_APPLICABLE
-            result.inapplicable[rule.id] = explain(profile, missing, providers, available, hinted)
+            result.inapplicable[rule.id] = explain(
+                profile, missing, providers, available, hinted
+            ).in_language(lang, profile.meta.collect_zh)
         elif finding is None:
             result.outcomes[rule.id] = Outcome.PASSED
         else:

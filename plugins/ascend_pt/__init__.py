@@ -57,6 +57,48 @@ from advisor.model import Profile
 
 from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, PROFILER_DB
 
+_STEPS = "call prof.step() once per iteration (step_trace_time.csv)"
+_TEXT_EXPORT = (
+    "export the text results (export_type Text), which write kernel_details.csv and trace_view.json"
+)
+_SAME_RUN = (
+    "kernel_details.csv and trace_view.json of the same run (export_type Text): task start "
+    "times come from them, and a file of another run loses its times (see the reader warning)"
+)
+_PMU = (
+    "aic_metrics=AiCMetrics.PipeUtilization in the profiler's experimental config (PMU "
+    "columns of kernel_details.csv)"
+)
+_DISTRIBUTED = "profile a distributed run (communication.json)"
+_TRANSPORTS = (
+    "profile a distributed run and export the text results (communication.json: "
+    "per-transport sizes and times)"
+)
+_LEVEL1 = (
+    "profiler_level=ProfilerLevel.Level1 or above in the experimental config (the HCCL tasks "
+    "of trace_view.json)"
+)
+_METADATA = (
+    "torch_npu 2.1 or later writes profiler_metadata.json (environment variables) and "
+    "profiler_info_{rank}.json beside the output: keep them with it"
+)
+_COLLECT_ZH = {
+    _STEPS: "在每个迭代调用一次 prof.step()（step_trace_time.csv）",
+    _TEXT_EXPORT: "导出文本结果（export_type Text），会生成 kernel_details.csv 和 trace_view.json",
+    _SAME_RUN: "使用同一次运行的 kernel_details.csv 和 trace_view.json（export_type Text）："
+    "任务开始时间取自它们，另一次运行的文件会失去时间（见读取告警）",
+    _PMU: "在 profiler 的 experimental config 中设置 aic_metrics=AiCMetrics.PipeUtilization"
+    "（kernel_details.csv 的 PMU 列）",
+    "profile_memory=True (memory_record.csv)": "profile_memory=True（memory_record.csv）",
+    "profile_memory=True (operator_memory.csv)": "profile_memory=True（operator_memory.csv）",
+    _DISTRIBUTED: "采集分布式训练（communication.json）",
+    _TRANSPORTS: "采集分布式训练并导出文本结果（communication.json：各传输类型的数据量和耗时）",
+    _LEVEL1: "在 experimental config 中设置 profiler_level=ProfilerLevel.Level1 或更高"
+    "（trace_view.json 中的 HCCL 任务）",
+    _METADATA: "torch_npu 2.1 及以上会在输出旁写 profiler_metadata.json（环境变量）和 "
+    "profiler_info_{rank}.json：请与输出一起保留",
+}
+
 
 class AscendPtReader:
     """Reads one `*_ascend_pt` / `*_ascend_ms` folder (or its ASCEND_PROFILER_OUTPUT)."""
@@ -67,36 +109,30 @@ class AscendPtReader:
         "ASCEND_PROFILER_OUTPUT)",
     )
     collect = {
-        "steps": "call prof.step() once per iteration (step_trace_time.csv)",
-        "device_ops": "export the text results (export_type Text), which write "
-        "kernel_details.csv and trace_view.json",
-        "device_ops.start_us": "kernel_details.csv and trace_view.json of the same run "
-        "(export_type Text): task start times come from them, and a "
-        "file of another run loses its times (see the reader warning)",
-        **{
-            f"device_ops.{c}": "aic_metrics=AiCMetrics.PipeUtilization in the profiler's "
-            "experimental config (PMU columns of kernel_details.csv)"
-            for c in PMU_COLUMNS
-        },
+        "steps": _STEPS,
+        "device_ops": _TEXT_EXPORT,
+        "device_ops.start_us": _SAME_RUN,
+        **dict.fromkeys((f"device_ops.{c}" for c in PMU_COLUMNS), _PMU),
         "memory": "profile_memory=True (memory_record.csv)",
         "op_allocations": "profile_memory=True (operator_memory.csv)",
         "host_ops.input_shapes": "record_shapes=True",
-        "comm_ops": "profile a distributed run (communication.json)",
-        **{
-            f"comm_ops.{c}": "profile a distributed run and export the text results "
-            "(communication.json: per-transport sizes and times)"
-            for c in ("sdma_bytes", "sdma_transit_us", "sdma_bandwidth_gbps")
-            + ("rdma_bytes", "rdma_transit_us", "rdma_bandwidth_gbps")
-        },
-        **{
-            f"comm_ops.{c}": "profiler_level=ProfilerLevel.Level1 or above in the "
-            "experimental config (the HCCL tasks of trace_view.json)"
-            for c in ("copy_task_us", "unaligned_us", "unaligned_tasks")
-        },
-        "metadata": "torch_npu 2.1 or later writes profiler_metadata.json (environment "
-        "variables) and profiler_info_{rank}.json beside the output: keep them with it",
+        "comm_ops": _DISTRIBUTED,
+        **dict.fromkeys(
+            (
+                f"comm_ops.{c}"
+                for c in ("sdma_bytes", "sdma_transit_us", "sdma_bandwidth_gbps")
+                + ("rdma_bytes", "rdma_transit_us", "rdma_bandwidth_gbps")
+            ),
+            _TRANSPORTS,
+        ),
+        **dict.fromkeys(
+            (f"comm_ops.{c}" for c in ("copy_task_us", "unaligned_us", "unaligned_tasks")),
+            _LEVEL1,
+        ),
+        "metadata": _METADATA,
     }
     """How to make the Ascend profiler record what a rule lacks (see Reader.collect)."""
+    collect_zh = _COLLECT_ZH
 
     def detect(self, path: Path) -> bool:
         """Names only: the output folder itself, a rank folder, a folder holding one, or a

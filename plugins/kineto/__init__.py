@@ -33,6 +33,7 @@ from pathlib import Path
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
+from .hints import COLLECT, COLLECT_ZH
 from .sniff import KINETO_MARKERS, read_head
 
 
@@ -41,24 +42,9 @@ class KinetoReader:
 
     name = "kineto"
     formats = ("PyTorch profiler / Kineto trace (*.pt.trace.json[.gz])",)
-    collect = {
-        "steps": "mark iterations: profile with schedule=torch.profiler.schedule(...) and call "
-        "prof.step() once per iteration (ProfilerStep#N spans)",
-        # one text for the three, so a CPU-only trace lists it once; conditional, as a trace
-        # without device events may come from a job that has no GPU at all (CPU, gloo)
-        **dict.fromkeys(
-            ("device_ops", "device_ops.start_us", "device_ops.host_memory"),
-            "if the job runs on a GPU, profile it too: "
-            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]",
-        ),
-        **dict.fromkeys(
-            ("memory", "memory.reserved_bytes", "memory.capacity_bytes"), "profile_memory=True"
-        ),
-        "host_ops.input_shapes": "record_shapes=True",
-        "comm_ops": "profile the distributed run itself (torch.distributed collectives)",
-        "comm_ops.bytes": "record_shapes=True (collective message sizes)",
-    }
+    collect = COLLECT
     """How to make the PyTorch profiler record what a rule lacks (see Reader.collect)."""
+    collect_zh = COLLECT_ZH
 
     def detect(self, path: Path) -> bool:
         """`*.pt.trace.json[.gz]` by name; other `*.json[.gz]` by their first 64 KB."""

@@ -19,6 +19,7 @@ from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
+from .hints import GPU_WITHOUT_COPIES
 from .metadata import header_metadata
 from .parts import merge_walks, walk_events
 from .sniff import BLANK, file_size, read_head
@@ -33,12 +34,6 @@ else:
 
 READER = "kineto"
 GZIP_CUT = "truncated or corrupt gzip data"  # EventStream's problem for a cut gzip file
-GPU_WITHOUT_COPIES = (
-    "host<->device copies inside the profiled steps (the GPU was profiled, and this trace "
-    "holds none)"
-)
-"""The hint for the copies' host memory of a trace with GPU activity: the class's hint,
-profiling the GPU too, would be wrong advice there."""
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 

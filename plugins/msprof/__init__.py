@@ -35,6 +35,11 @@ from advisor.model import Profile
 
 from .layout import DB_FILE, MERGED_DIR, device_dirs
 
+_STEPS = 'training_trace "on" in the profiling options (step_trace)'
+_TASKS = 'task_trace "on" in the profiling options (op_summary / task_time)'
+_PMU = 'aic_metrics "PipeUtilization" in the profiling options'
+_DISTRIBUTED = "profile the distributed job (HCCL data: hccl_* files)"
+
 
 class MsprofReader:
     """Reads a `PROF_*` folder written by msprof (CANN 6.3 to 8.x)."""
@@ -42,18 +47,18 @@ class MsprofReader:
     name = "msprof"
     formats = ("CANN msprof export (PROF_XXX)",)
     collect = {
-        "steps": 'training_trace "on" in the profiling options (step_trace)',
-        **dict.fromkeys(
-            ("device_ops", "device_ops.start_us"),
-            'task_trace "on" in the profiling options (op_summary / task_time)',
-        ),
-        **{
-            f"device_ops.{c}": 'aic_metrics "PipeUtilization" in the profiling options'
-            for c in PMU_COLUMNS
-        },
-        "comm_ops": "profile the distributed job (HCCL data: hccl_* files)",
+        "steps": _STEPS,
+        **dict.fromkeys(("device_ops", "device_ops.start_us"), _TASKS),
+        **dict.fromkeys((f"device_ops.{c}" for c in PMU_COLUMNS), _PMU),
+        "comm_ops": _DISTRIBUTED,
     }
     """How to make msprof record what a rule lacks (see Reader.collect)."""
+    collect_zh = {
+        _STEPS: '在采集选项中设置 training_trace "on"（step_trace）',
+        _TASKS: '在采集选项中设置 task_trace "on"（op_summary / task_time）',
+        _PMU: '在采集选项中设置 aic_metrics "PipeUtilization"',
+        _DISTRIBUTED: "采集分布式作业（HCCL 数据：hccl_* 文件）",
+    }
 
     def detect(self, path: Path) -> bool:
         """A PROF folder by name or by its export sub-folders, or an msprof_*.db named on its
