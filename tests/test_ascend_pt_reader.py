@@ -216,19 +216,20 @@ def test_a_table_breakdown_of_trace_steps_counts_the_whole_window_free() -> None
     the window's time before its first task (Preparing) and after its last one is free too.
     A Free larger than the window's remainder (the table attributes work to steps its own
     way) is kept, and a step the table does not list gets no figure."""
-    steps = pd.DataFrame({"step": [1, 2, 3], "duration_us": [2000.0, 1000.0, 1500.0]})
+    steps = pd.DataFrame({"step": [1, 2, 3, 4], "duration_us": [2000.0, 1000.0, 1500.0, 900.0]})
     table = pd.DataFrame(
         {
-            "step": [1.0, 2.0],
-            "computing_us": [1200.0, 800.0],
-            "comm_not_overlapped_us": [300.0, 100.0],
-            "free_us": [400.0, 250.0],
-            "preparing_us": [80.0, 5.0],
+            "step": [1.0, 2.0, 4.0],
+            "computing_us": [1200.0, 800.0, np.nan],
+            "comm_not_overlapped_us": [300.0, 100.0, 0.0],
+            "free_us": [400.0, 250.0, 100.0],
+            "preparing_us": [80.0, 5.0, 0.0],
         }
     )
     filled = fill_breakdown(steps, table)
     assert filled["free_us"].tolist()[:2] == [2000.0 - 1200 - 300, 250.0]
     assert np.isnan(filled["free_us"].iloc[2])
+    assert filled["free_us"].iloc[3] == 100.0  # no computing time: the table's Free as given
     assert filled["computing_us"].tolist()[:2] == [1200.0, 800.0]
     assert "preparing_us" not in filled
 

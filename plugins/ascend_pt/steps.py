@@ -146,11 +146,14 @@ def _whole_window_free(steps: pd.DataFrame) -> pd.Series:
     """The profiler's Free counts the gaps between a step's tasks only; its window's time
     before the first task (Preparing) and after the last one has no computation or
     communication either. Where a step has a Free figure: the window less its computing and
-    uncovered communication, never less than that figure."""
-    busy = sum(
-        steps[c].fillna(0.0) for c in ("computing_us", "comm_not_overlapped_us") if c in steps
-    )
-    rest = steps["duration_us"].astype("float64") - busy
+    uncovered communication, never less than that figure (nor another figure where the
+    computing time is missing)."""
+    if "computing_us" not in steps:
+        return steps["free_us"]
+    busy = steps["computing_us"]
+    if "comm_not_overlapped_us" in steps:
+        busy = busy + steps["comm_not_overlapped_us"].fillna(0.0)
+    rest = steps["duration_us"].astype("float64") - busy  # NaN without a computing time
     free = steps["free_us"]
     return free.where(free.isna(), np.fmax(free, rest))
 
