@@ -348,3 +348,13 @@ def test_a_cluster_finding_saves_at_most_its_kind_of_the_slowest_ranks_step():
     assert path is not None and path.step_us == pytest.approx(step_us)
     assert link.impact_us > exposed_us * path.steps  # what the link's transit claims
     assert link.step_time_if_fixed_us == pytest.approx(step_us - exposed_us)
+
+
+def test_the_share_at_right_is_the_share_the_message_gives():
+    """HOST-001 on the dataloader-bound trace said '92.8% of step time' beside '156 ms
+    (92.6%)': the column divided by the profiled time (with the 0.8 ms between steps), the
+    message by the steps' own time. Both now divide by the steps' time (measured_us)."""
+    (analysis,) = advisor.analyze(KINETO_OWN / "dataloader_bound.pt.trace.json.gz").analyses
+    (loader,) = [f for f in analysis.findings if f.rule.id == "HOST-001"]
+    assert loader.impact_ratio == pytest.approx(loader.values["ratio"], rel=1e-12)
+    assert fmt_pct(loader.impact_ratio) in loader.message  # "92.8%"
