@@ -20,6 +20,7 @@ from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import build_rule, load_rules
 from advisor.errors import RuleError
 from advisor.plugin_manager import PluginHost
+from advisor.render.format import column_format
 from advisor.render.json_report import validate_report
 from advisor.render.messages import CATALOG, LANGS, message
 from advisor.ruleset import load_ruleset
@@ -278,9 +279,18 @@ def test_every_message_is_used_and_every_one_used_exists():
     # literal keys only: "severity." ~ value in a template is a family, checked below
     used = set(re.findall(r"""\b(?:tr|message)\((?:lang, )?["']([a-z_.]*[a-z_])["']""", sources))
     assert used - set(CATALOG) == set()
+    ruleset, errors = load_rules([RULES], BUILTIN_FUNCTIONS)
+    assert errors == []
+    evidence_columns = {  # every built-in rule's evidence column has a heading in both
+        f"column.{column_format(c, [1.0]).stem}"
+        for r in ruleset.rules.values()
+        if r.evidence is not None
+        for c in r.evidence.columns
+    }
     families = {  # keys the renderers build from a value: complete, not more
         "severity.": {f"severity.{s}" for s in SEVERITIES},
         "metric.": {f"metric.{m}" for m, _ in METRICS},
+        "column.": evidence_columns | {k for k in used if k.startswith("column.")},
     }
     for prefix, expected in families.items():
         assert {k for k in CATALOG if k.startswith(prefix)} == expected, prefix

@@ -301,13 +301,14 @@ def test_html_column_headings_come_from_the_catalog() -> None:
     first = report["data"]["computation"][0]["result"][0]
     first["evidence"] = {
         "table": "aoe_ops",
-        "columns": ["mode", "diff_us", "queue"],
-        "rows": [["op", 1.0, "q"]],
+        "columns": ["mode", "diff_us", "queue", "team_column"],
+        "rows": [["op", 1.0, "q", 2]],
         "total_rows": 1,
     }
     report["advisor"]["lang"] = "zh"
     page = render_html([valid(report)])
-    assert ">模式<" in page and ">差值 (µs)<" in page and ">Queue<" in page
+    assert ">模式<" in page and ">差值 (µs)<" in page and ">队列<" in page
+    assert ">Team column<" in page  # a team rule's own column: its name made readable
 
 
 def compare_document() -> dict:

@@ -45,6 +45,7 @@ from advisor.render.format import (
     steady_step_count,
 )
 from advisor.render.fragment import anchor_prefix, render_fragment
+from advisor.render.headings import readable
 from advisor.render.messages import CATALOG, Translate, translator
 from advisor.render.timeline import timeline_chart
 from advisor.units import MISSING, column_unit, fmt_num, fmt_pct, fmt_us, fmt_us_as
@@ -467,10 +468,7 @@ def _evidence_view(evidence: dict, tr: Translate) -> dict[str, Any]:
 def _heading(stem: str, tr: Translate) -> str:
     """A column's heading without its unit: the catalog's `column.<stem>` message where there
     is one, else the name made readable ("comm_not_overlapped" -> "Comm not overlapped")."""
-    if f"column.{stem}" in CATALOG:
-        return tr(f"column.{stem}")
-    words = stem.replace("_", " ").strip()
-    return words[:1].upper() + words[1:] if words else stem
+    return tr(f"column.{stem}") if f"column.{stem}" in CATALOG else readable(stem)
 
 
 def _warning_view(w: dict) -> dict[str, str]:

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
+from advisor.render.headings import HEADINGS_ZH, readable
+
 LANGS = ("en", "zh")
 
 
@@ -405,6 +407,13 @@ CATALOG: dict[str, Text] = {
     "metric.dataloader": Text("Data loading", "数据加载"),
     "metric.memory_peak": Text("Memory peak", "内存峰值"),
 }
+CATALOG.update(
+    {  # evidence column headings: English as the name reads, Chinese from headings.py
+        f"column.{stem}": Text(readable(stem), zh)
+        for stem, zh in HEADINGS_ZH.items()
+        if f"column.{stem}" not in CATALOG
+    }
+)
 """Every message by key, in the order the pages show them."""
 
 Translate = Callable[..., str]
