@@ -66,15 +66,20 @@ def test_zh_block_is_loaded_and_english_stays_the_fallback():
 
 def test_folded_chinese_lines_join_without_a_space():
     """YAML's folded style joins lines with a space, which Chinese never has between two of
-    its characters; spaces beside Latin text, digits and template tags stay."""
+    its characters nor beside full-width punctuation; spaces between Chinese and Latin text,
+    digits and template tags stay."""
     folded = {
         "title": "迭代 过慢",
-        "message": "最慢的 stage 耗时 {{ worst_us|us }}， 阈值 {{ limit_us|us }}。 请 检查。",
+        "message": "最慢的 stage 耗时 {{ worst_us|us }}， 阈值 {{ limit_us|us }}。 请 检查， "
+        "{{ limit_us|num }} 个迭代 （共 {{ worst_us|num }} 次） 。",
         "suggestions": ["查看第 {{ evidence_total }} 个迭代， 再 采集。", "重新采集 Level1 数据。"],
     }
     text = build_rule(rule(zh=folded), "test.yaml", BUILTIN_FUNCTIONS).text("zh")
     assert text.title == "迭代过慢"
-    assert text.message == "最慢的 stage 耗时 {{ worst_us|us }}，阈值 {{ limit_us|us }}。请检查。"
+    assert text.message == (  # no space beside full-width punctuation, even before a tag
+        "最慢的 stage 耗时 {{ worst_us|us }}，阈值 {{ limit_us|us }}。请检查，"
+        "{{ limit_us|num }} 个迭代（共 {{ worst_us|num }} 次）。"
+    )
     assert text.suggestions == (
         "查看第 {{ evidence_total }} 个迭代，再采集。",
         "重新采集 Level1 数据。",

@@ -650,17 +650,28 @@ def _translation(
 def unfold_cjk(text: str) -> str:
     """`text` without the spaces between two Chinese characters or punctuation marks, which
     Chinese never writes: YAML's folded style (`>-`) joins a text's lines with one, so a
-    message broken after "，" read "， 每个迭代". Spaces beside Latin letters, digits and
-    template tags stay. (Not a regular expression: compiling one over these ranges costs
-    2.5 ms, on every `advisor rules list`.)"""
+    message broken after "，" read "， 每个迭代". Nor beside full-width punctuation ("，
+    {{ steps }}" read "， 1 个迭代"). Other spaces beside Latin letters, digits and template
+    tags stay ("共 {{ n }} 次"). (Not a regular expression: compiling one over these ranges
+    costs 2.5 ms, on every `advisor rules list`.)"""
     pieces = text.split(" ")
     joined = pieces[0]
     for piece in pieces[1:]:
-        if joined and piece and _is_cjk(joined[-1]) and _is_cjk(piece[0]):
+        if joined and piece and (
+            (_is_cjk(joined[-1]) and _is_cjk(piece[0]))
+            or _is_full_width_mark(joined[-1])
+            or _is_full_width_mark(piece[0])
+        ):
             joined += piece
         else:
             joined += " " + piece
     return joined
+
+
+def _is_full_width_mark(char: str) -> bool:
+    """CJK punctuation or full-width forms (，。：（）), after or before which Chinese text
+    writes no space."""
+    return "\u3000" <= char <= "\u303f" or "\uff00" <= char <= "\uffef"
 
 
 def _is_cjk(char: str) -> bool:
