@@ -657,10 +657,14 @@ def unfold_cjk(text: str) -> str:
     pieces = text.split(" ")
     joined = pieces[0]
     for piece in pieces[1:]:
-        if joined and piece and (
-            (_is_cjk(joined[-1]) and _is_cjk(piece[0]))
-            or _is_full_width_mark(joined[-1])
-            or _is_full_width_mark(piece[0])
+        if (
+            joined
+            and piece
+            and (
+                (_is_cjk(joined[-1]) and _is_cjk(piece[0]))
+                or _is_full_width_mark(joined[-1])
+                or _is_full_width_mark(piece[0])
+            )
         ):
             joined += piece
         else:
