@@ -680,9 +680,7 @@ def _is_full_width_mark(char: str) -> bool:
 
 def _is_cjk(char: str) -> bool:
     """CJK punctuation, ideographs or full-width forms."""
-    return (
-        "\u3000" <= char <= "\u303f" or "\u4e00" <= char <= "\u9fff" or "\uff00" <= char <= "\uffef"
-    )
+    return "\u4e00" <= char <= "\u9fff" or _is_full_width_mark(char)
 
 
 def rule_files(path: Path) -> list[Path]:
