@@ -69,6 +69,8 @@ _PMU = (
     "aic_metrics=AiCMetrics.PipeUtilization in the profiler's experimental config (PMU "
     "columns of kernel_details.csv)"
 )
+_MEMORY_RECORD = "profile_memory=True (memory_record.csv)"
+_OPERATOR_MEMORY = "profile_memory=True (operator_memory.csv)"
 _DISTRIBUTED = "profile a distributed run (communication.json)"
 _TRANSPORTS = (
     "profile a distributed run and export the text results (communication.json: "
@@ -89,8 +91,8 @@ _COLLECT_ZH = {
     "任务开始时间取自它们，另一次运行的文件会失去时间（见读取告警）",
     _PMU: "在 profiler 的 experimental config 中设置 aic_metrics=AiCMetrics.PipeUtilization"
     "（kernel_details.csv 的 PMU 列）",
-    "profile_memory=True (memory_record.csv)": "profile_memory=True（memory_record.csv）",
-    "profile_memory=True (operator_memory.csv)": "profile_memory=True（operator_memory.csv）",
+    _MEMORY_RECORD: "profile_memory=True（memory_record.csv）",
+    _OPERATOR_MEMORY: "profile_memory=True（operator_memory.csv）",
     _DISTRIBUTED: "采集分布式训练（communication.json）",
     _TRANSPORTS: "采集分布式训练并导出文本结果（communication.json：各传输类型的数据量和耗时）",
     _LEVEL1: "在 experimental config 中设置 profiler_level=ProfilerLevel.Level1 或更高"
@@ -113,8 +115,8 @@ class AscendPtReader:
         "device_ops": _TEXT_EXPORT,
         "device_ops.start_us": _SAME_RUN,
         **dict.fromkeys((f"device_ops.{c}" for c in PMU_COLUMNS), _PMU),
-        "memory": "profile_memory=True (memory_record.csv)",
-        "op_allocations": "profile_memory=True (operator_memory.csv)",
+        "memory": _MEMORY_RECORD,
+        "op_allocations": _OPERATOR_MEMORY,
         "host_ops.input_shapes": "record_shapes=True",
         "comm_ops": _DISTRIBUTED,
         **dict.fromkeys(

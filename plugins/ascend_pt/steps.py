@@ -21,24 +21,6 @@ else:
     pd = lazy_module("pandas")
 
 
-def covered_in(merged: intervals.Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Time of a merged interval set inside each window [lo, hi] (vectorised)."""
-    return _covered_before(merged, hi) - _covered_before(merged, lo)
-
-
-def _covered_before(merged: intervals.Intervals, points: np.ndarray) -> np.ndarray:
-    starts, ends = merged
-    points = np.asarray(points, dtype="float64")
-    if starts.size == 0:
-        return np.zeros(points.shape)
-    lengths = ends - starts
-    before = np.concatenate([[0.0], np.cumsum(lengths)])
-    k = np.searchsorted(starts, points, side="right")  # intervals starting at or before
-    last = np.maximum(k - 1, 0)
-    partial = np.clip(points - starts[last], 0.0, lengths[last])
-    return np.where(k > 0, before[last] + partial, 0.0)
-
-
 def steps_with_breakdown(trace: TraceTables, step_number: int) -> pd.DataFrame | None:
     """ProfilerStep windows (or one window over the Overlap Analysis span) with the time of
     each Overlap Analysis track inside them."""
@@ -60,7 +42,8 @@ def steps_with_breakdown(trace: TraceTables, step_number: int) -> pd.DataFrame |
         return steps
     lo, hi = steps["start_us"].to_numpy(float), steps["end_us"].to_numpy(float)
     columns = {
-        column: covered_in(trace.overlap[kind], lo, hi) for kind, column in OVERLAP_KINDS.items()
+        column: intervals.covered_between(trace.overlap[kind], lo, hi)
+        for kind, column in OVERLAP_KINDS.items()
     }
     columns["free_us"] = columns["free_us"] + _idle_outside(span, lo, hi)
     if trace.comm_ops is not None and not trace.comm_ops.empty:
@@ -69,7 +52,7 @@ def steps_with_breakdown(trace: TraceTables, step_number: int) -> pd.DataFrame |
         if receive.any():
             start = comm["start_us"].to_numpy(float)[receive]
             merged = intervals.merge(start, start + comm["duration_us"].to_numpy(float)[receive])
-            columns["bubble_us"] = covered_in(merged, lo, hi)
+            columns["bubble_us"] = intervals.covered_between(merged, lo, hi)
     return steps.assign(**columns)
 
 
@@ -82,7 +65,7 @@ def _idle_outside(span: tuple[float, float], lo: np.ndarray, hi: np.ndarray) -> 
     device was recorded and did nothing: in a one-step profile 20% of the step. A window the
     span does not reach has no breakdown to complete (no device task was recorded in it)."""
     start, end = span
-    inside = np.clip(np.minimum(hi, end) - np.maximum(lo, start), 0.0, None)
+    inside = intervals.covered_between((np.array([start]), np.array([end])), lo, hi)
     return np.where(inside > 0, (hi - lo) - inside, 0.0)
 
 
