@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ import orjson
 from advisor.engine.windows import Window
 from advisor.errors import UnreadableInput
 from advisor.formats import trace_index
+from advisor.formats.files import Chunks, Limits, open_content
+from advisor.formats.stream import CutNotAtEvent, EventStream, array_start
 from advisor.snippet_picks import Lanes, Pick
 
 if TYPE_CHECKING:
@@ -174,19 +177,17 @@ def _file_candidates(
     indexes: Mapping[str, TraceIndex],
 ) -> Iterator[tuple[Any, ...]]:
     """The candidates (_candidates) of one file, in file order: from the parts its index
-    names when they are a good deal less than the file, else from its parts decoded on
-    several cores when the file is large and uncompressed, else from one stream."""
-    from advisor.formats.parallel import read_in_parts  # only when cutting a trace
-    from advisor.formats.stream import CutNotAtEvent, EventStream
+    names (of a .gz file always, of another when they are a good deal less than the file),
+    else from its parts decoded on several cores when the file is large and uncompressed,
+    else from one stream."""
+    from advisor.formats.parallel import read_in_parts  # only for a large file
 
     indexed = _indexed_parts(path, origin, windows, indexes)
     if indexed is not None:
         prefix, parts = indexed
+        streams = _inflated_parts if _compressed(path) else _file_parts
         try:
-            for span in parts:
-                stream = EventStream(
-                    path, chunk_bytes=CHUNK_BYTES, decode=_decode, span=span, prefix=prefix
-                )
+            for stream in streams(path, parts, prefix):
                 yield from _candidates(stream, origin, windows)
         except CutNotAtEvent:
             raise UnreadableInput(path, "changed since it was read") from None
@@ -214,23 +215,80 @@ def _indexed_parts(
     indexes: Mapping[str, TraceIndex],
 ) -> tuple[bytes, list[Span]] | None:
     """(the text before the event array, the parts to decode) when the reader indexed this
-    file as it is now and the parts are at most INDEXED_SHARE of it; else None."""
-    from advisor.formats.stream import array_start
-
+    file as it is now and, for an uncompressed file, the parts are at most INDEXED_SHARE of it
+    (a .gz file is inflated whole either way: its parts only spare decoding); else None."""
     index = indexes.get(trace_index.key(path)) if indexes else None
     if index is None:
         return None
     parts = index.parts(path, origin, list(windows))
     if parts is None:
         return None
-    taken = sum((index.size if end is None else end) - start for start, end in parts)
-    if taken > INDEXED_SHARE * index.size:
-        return None
-    with open(path, "rb") as raw:
-        start = array_start(raw.read(_HEAD_BYTES))
+    if _compressed(path):
+        with _inflating(path) as content:
+            head = content.read(_HEAD_BYTES)
+    else:
+        taken = sum((index.size if end is None else end) - start for start, end in parts)
+        if taken > INDEXED_SHARE * index.size:
+            return None
+        with open(path, "rb") as raw:
+            head = raw.read(_HEAD_BYTES)
+    start = array_start(head)
     if start is None:
         return None
     return start[0], parts
+
+
+def _compressed(path: Path) -> bool:
+    return path.suffix.lower() == ".gz"
+
+
+def _file_parts(path: Path, parts: list[Span], prefix: bytes) -> Iterator[EventStream]:
+    """A stream of each part of an uncompressed file, which each seeks to its part."""
+    for span in parts:
+        yield EventStream(path, chunk_bytes=CHUNK_BYTES, decode=_decode, span=span, prefix=prefix)
+
+
+def _inflated_parts(path: Path, parts: list[Span], prefix: bytes) -> Iterator[EventStream]:
+    """A stream of each part of a .gz file, all from one pass of inflating it: the bytes
+    between parts are inflated and dropped. Each stream must be read to its end before the
+    next is taken."""
+    with _inflating(path) as content:
+        at = 0  # where the content stands
+        for start, end in parts:
+            _skip(path, content, start - at)
+            yield EventStream(
+                path,
+                chunk_bytes=CHUNK_BYTES,
+                decode=_decode,
+                span=(start, end),
+                prefix=prefix,
+                content=content,
+            )
+            if end is None:
+                return
+            at = end
+
+
+@contextmanager
+def _inflating(path: Path) -> Iterator[Chunks]:
+    """A .gz file's content, within the same limits as its reader's (formats.files.Limits);
+    a file that no longer inflates is UnreadableInput."""
+    try:
+        with open_content(path, Limits.from_env(path)) as (content, _):
+            yield content
+    except (EOFError, OSError):  # gzip.BadGzipFile is an OSError
+        raise UnreadableInput(
+            path, "changed since it was read: truncated or corrupt gzip data"
+        ) from None
+
+
+def _skip(path: Path, content: Chunks, size: int) -> None:
+    """Inflate `size` bytes of `content` and drop them."""
+    while size > 0:
+        chunk = content.read(min(size, CHUNK_BYTES))
+        if not chunk:
+            raise UnreadableInput(path, "changed since it was read")
+        size -= len(chunk)
 
 
 def _part_candidates(

@@ -1,7 +1,8 @@
-"""One trace decoded in parts on several cores gives exactly what one sequential pass gives.
+"""One trace decoded in parts on several cores gives exactly what one sequential pass gives,
+uncompressed (parts planned from the file) or gzipped (parts cut as the inflated bytes arrive).
 
 The parts are forced small here (a few KB), so every fixture is cut into many of them, and run
-in this process (one test starts real worker processes). The comparison covers the readers'
+in this process (two tests start real worker processes). The comparison covers the readers'
 whole output: every table, the warnings and the metadata.
 """
 
@@ -80,16 +81,23 @@ def assert_same_profile(got: Any, want: Any) -> None:
 
 
 def plain_copy(source: Path, folder: Path) -> Path:
-    """The trace uncompressed (a .gz file is never cut)."""
+    """The trace uncompressed."""
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / source.name.removesuffix(".gz")
     target.write_bytes(gzip.decompress(source.read_bytes()))
     return target
 
 
+def packed_copy(source: Path, folder: Path) -> Path:
+    """The .gz trace as it is."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(source, folder / source.name))
+
+
+@pytest.mark.parametrize("copy", [plain_copy, packed_copy], ids=["plain", "gz"])
 @pytest.mark.parametrize("source", KINETO, ids=lambda p: p.name.split(".")[0])
-def test_kineto_tables_are_the_same_in_parts(tmp_path, monkeypatch, parts_seen, source):
-    trace = plain_copy(source, tmp_path)
+def test_kineto_tables_are_the_same_in_parts(tmp_path, monkeypatch, parts_seen, source, copy):
+    trace = copy(source, tmp_path)
     whole = sequential(monkeypatch, lambda: KinetoReader().read(trace)[0])
     in_parts = KinetoReader().read(trace)[0]
     assert parts_seen[-1] > 1
@@ -236,15 +244,63 @@ def test_nan_truncation_and_invalid_bytes_go_back_to_the_sequential_path(tmp_pat
     assert parts_of("list.json", "[1, 2, 3]" + " " * 4096) is None  # no event start to cut at
 
 
-def test_not_cut_when_small_compressed_or_in_a_worker(tmp_path, monkeypatch):
+def test_a_gz_file_that_cannot_be_read_in_parts_goes_back_to_the_sequential_path(
+    tmp_path, monkeypatch
+):
+    """A .gz file cut short, one not gzip, NaN, and a part that ends inside a string (its
+    bytes are gone once it fails, so the file is read again in one pass): None, and the
+    reader gives what one pass gives."""
+    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "PART_BYTES", 2048)
+    monkeypatch.setattr(parallel, "decode_workers", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", no_pool)
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+        for i in range(400)
+    ]
+    text = json.dumps({"traceEvents": events}).encode()
+
+    def parts_of(name: str, content: bytes) -> Any:
+        path = tmp_path / name
+        path.write_bytes(content)
+        return read_in_parts(path, DECODER.decode, walk_events, merge_walks)
+
+    assert parts_of("ok.json.gz", gzip.compress(text)) is not None
+    packed = gzip.compress(text)
+    assert parts_of("cut.json.gz", packed[: len(packed) // 2] + packed[-8:]) is None
+    assert parts_of("not.json.gz", text) is None
+    assert (
+        parts_of("nan.json.gz", gzip.compress(text.replace(b'"dur": 1}', b'"dur": NaN}', 1)))
+        is None
+    )
+    # keys that the planner takes for an event's start (`}, {"...":`), in every event
+    doc = {"traceEvents": [{**e, "args": {"x}, {": 1, ":y": 2}} for e in events]}
+    tricky = tmp_path / "tricky.pt.trace.json.gz"
+    tricky.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert read_in_parts(tricky, DECODER.decode, walk_events, merge_walks) is None
+    cut = tmp_path / "cut.pt.trace.json.gz"
+    cut.write_bytes(tricky.read_bytes()[: tricky.stat().st_size * 2 // 3])
+    monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 4096)  # batches before the cut
+    for trace in (tricky, cut):
+        whole = sequential(monkeypatch, lambda trace=trace: KinetoReader().read(trace)[0])
+        assert_same_profile(KinetoReader().read(trace)[0], whole)
+    assert any("truncated gzip" in w.problem for w in whole.warnings)  # the cut file's
+
+
+def test_not_cut_when_small_or_in_a_worker(tmp_path, monkeypatch):
     trace = plain_copy(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", tmp_path)
     packed = REAL / "kineto/nccl_parser_config__nccl_data.json.gz"
+    monkeypatch.setattr(parallel, "_pool", no_pool)
     monkeypatch.setattr(parallel, "PART_BYTES", 1 << 20)
     monkeypatch.setenv(parallel.WORKERS_ENV, "4")
     assert parallel.decode_workers() == 4
-    assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks) is None  # < MIN_BYTES
+    for small in (trace, packed):  # < MIN_BYTES, the .gz file by the size gzip notes
+        assert read_in_parts(small, DECODER.decode, walk_events, merge_walks) is None
+    assert parallel._inflated_size(packed) == trace.stat().st_size
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
-    assert read_in_parts(packed, DECODER.decode, walk_events, merge_walks) is None
+    for path in (trace, packed):
+        cut = read_in_parts(path, DECODER.decode, walk_events, merge_walks)
+        assert cut is not None and cut.parts == 10  # 9.8 MB in parts of 1 MiB
     monkeypatch.setenv(parallel.WORKERS_ENV, "1")
     assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks) is None
     monkeypatch.setenv(parallel.WORKERS_ENV, "many")
@@ -283,8 +339,8 @@ def test_a_file_too_small_to_cut_does_not_wait_for_the_cpus(tmp_path, monkeypatc
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
     monkeypatch.setattr(cpu_idle, "_cpu_times", lambda: watched.append(1))
     assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks) is None  # < MIN_BYTES
-    assert read_in_parts(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", DECODER.decode,
-                         walk_events, merge_walks, min_bytes=0) is None  # .gz  # fmt: skip
+    packed = REAL / "kineto/nccl_parser_config__nccl_data.json.gz"  # inflates to < MIN_BYTES
+    assert read_in_parts(packed, DECODER.decode, walk_events, merge_walks) is None
     assert watched == []
     monkeypatch.setattr(cpu_idle.os, "getloadavg", lambda: (64.0, 64.0, 64.0))  # all busy
     assert read_in_parts(trace, DECODER.decode, walk_events, merge_walks, min_bytes=0) is None
@@ -347,12 +403,14 @@ def test_idle_cpus_are_read_from_the_kernel_where_it_tells_them() -> None:
 
 
 @pytest.mark.integration
-def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch):
+@pytest.mark.parametrize("copy", [plain_copy, packed_copy], ids=["plain", "gz"])
+def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch, copy):
     """Real worker processes (spawned), three parts each."""
-    trace = plain_copy(REAL / "kineto/nccl_parser_config__nccl_data.json.gz", tmp_path)
+    source = REAL / "kineto/nccl_parser_config__nccl_data.json.gz"
+    trace = copy(source, tmp_path)
     whole = sequential(monkeypatch, lambda: KinetoReader().read(trace)[0])
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "PART_BYTES", trace.stat().st_size // 6)
+    monkeypatch.setattr(parallel, "PART_BYTES", len(gzip.decompress(source.read_bytes())) // 6)
     monkeypatch.setenv(parallel.WORKERS_ENV, "3")
     seen: list[int] = []
 
@@ -364,12 +422,16 @@ def test_worker_processes_give_the_same_tables(tmp_path, monkeypatch):
     interval = sys.getswitchinterval()
     intervals: list[float] = []
 
-    def watched(*args: Any, **kwargs: Any) -> Any:
-        intervals.append(sys.getswitchinterval())
-        return run_parts(*args, **kwargs)
+    def watching(run: Any) -> Any:
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            intervals.append(sys.getswitchinterval())
+            return run(*args, **kwargs)
+
+        return watched
 
     monkeypatch.setattr("advisor_plugins.kineto.reader.read_in_parts", counting)
-    monkeypatch.setattr(parallel, "run_parts", watched)
+    monkeypatch.setattr(parallel, "run_parts", watching(run_parts))
+    monkeypatch.setattr(parallel, "run_inflated_parts", watching(parallel.run_inflated_parts))
     in_parts = KinetoReader().read(trace)[0]
     assert seen and seen[0] > 1
     assert_same_profile(in_parts, whole)

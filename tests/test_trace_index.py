@@ -11,6 +11,7 @@ snippets of the whole file, and the index is checked to have been used where it 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 import os
@@ -60,9 +61,23 @@ def test_each_span_holds_exactly_its_batch(tmp_path: Path, bom: bool) -> None:
     assert sum(len(b) for b in batches) == len(doc["traceEvents"])
 
 
-def test_a_gz_file_has_no_spans(tmp_path: Path) -> None:
+def test_a_gz_file_spans_its_inflated_content() -> None:
+    """A .gz file's spans lie in its inflated bytes: each holds its batch, and a stream given
+    the content standing at a span's start reads that batch back (as the snippets do)."""
     stream = EventStream(KINETO, chunk_bytes=32 * 1024)
-    assert len(list(stream)) > 5 and stream.spans == []
+    batches = list(stream)
+    data = gzip.decompress(KINETO.read_bytes())
+    assert len(batches) > 5 and len(stream.spans) == len(batches)
+    for (start, end), batch in zip(stream.spans[:-1], batches[:-1]):
+        assert end is not None and orjson.loads(b"[" + data[start:end] + b"]") == batch
+    head = array_start(data[: 1 << 20])
+    assert head is not None
+    for k in (0, 3, len(batches) - 1):
+        span = stream.spans[k]
+        content = io.BytesIO(data)
+        content.seek(span[0])
+        part = EventStream(KINETO, chunk_bytes=1 << 20, span=span, prefix=head[0], content=content)
+        assert list(part) == [batches[k]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,7 +187,8 @@ def test_notes_that_do_not_pair_with_the_spans_give_no_index(tmp_path: Path) -> 
 
 @dataclass
 class Spy:
-    """What `_indexed_parts` gave for each file cut: the bytes taken, and the file's size."""
+    """What `_indexed_parts` gave for each file cut: the bytes of its content taken, and the
+    content's size (a .gz file's inflated)."""
 
     taken: list[tuple[int, int]]
 
@@ -184,7 +200,8 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
 
     def counting(path: Path, *args: Any) -> Any:
         result = original(path, *args)
-        size = path.stat().st_size
+        data = path.read_bytes()
+        size = len(gzip.decompress(data) if path.suffix == ".gz" else data)  # of the content
         taken = size if result is None else sum((e or size) - s for s, e in result[1])
         seen.taken.append((taken, size))
         return result
@@ -263,16 +280,23 @@ def tiled(events: list[dict], copies: int) -> list[dict]:
 
 
 @pytest.mark.parametrize("source", [KINETO, KINETO_BASE], ids=["sampled", "mi250"])
-@pytest.mark.parametrize("how", ["sequential", "in parts"])
+@pytest.mark.parametrize("how", ["sequential", "in parts", "gzipped"])
 def test_kineto_snippets_through_the_index_are_the_whole_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: Spy, source: Path, how: str
 ) -> None:
+    """Also of a .gz file, whose index spans its inflated bytes: one pass inflates it, and
+    only the batches the windows need are decoded."""
+
     def longer(doc: dict) -> None:
         doc["traceEvents"] = tiled(doc["traceEvents"], 6)
 
     if how == "in parts":
         parts_in_this_process(monkeypatch)
-    same_snippets(plain(source, tmp_path, longer), monkeypatch)
+    trace = plain(source, tmp_path, longer)
+    if how == "gzipped":
+        trace = trace.rename(trace.with_name(trace.name + ".gz"))
+        trace.write_bytes(gzip.compress(trace.read_bytes()))
+    same_snippets(trace, monkeypatch)
     taken, size = spy.taken[0]
     assert taken < size, "the index was used"
 

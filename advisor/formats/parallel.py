@@ -19,15 +19,21 @@ the next part, whose result is dropped. Anything else unusual (NaN, a cut file, 
 JSON, a worker that died) hands the file back to the sequential path, which reads it and words
 the problem as before: the parallel path gives the same result or none.
 
-Only uncompressed files of at least `MIN_BYTES` are cut (a .gz stream cannot be entered in
-the middle, and small files are not worth a process), and only in a process that is not
-itself a worker (ranks read in parallel already use the cores). `ADVISOR_DECODE_WORKERS` sets
-the number of processes (default: the CPUs this process may use that are idle now; 1 turns
-this off).
+A .gz stream cannot be entered in the middle: the calling process inflates it (zlib does
+most of that without the interpreter lock) and cuts parts off the inflated bytes as they
+arrive, at the same proposed boundaries, handing their bytes to the workers (or folding them
+itself while every worker has two waiting); a part whose end proves to be no boundary sends
+the file back to the sequential path, since its bytes are gone by then.
+
+Only files of at least `MIN_BYTES` (inflated, for a .gz file: gzip's own note of its size) are
+cut (small files are not worth a process), and only in a process that is not itself a worker
+(ranks read in parallel already use the cores). `ADVISOR_DECODE_WORKERS` sets the number of
+processes (default: the CPUs this process may use that are idle now; 1 turns this off).
 """
 
 from __future__ import annotations
 
+import io
 import math
 import multiprocessing
 import os
@@ -37,12 +43,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, BinaryIO, Generic, TypeVar
 
 from advisor import cpu_idle
 from advisor.collector import tune_for_command_line
 from advisor.errors import UnreadableInput
+from advisor.formats.files import Chunks, Limits, open_content
 from advisor.formats.stream import (
     CHUNK_BYTES,
     CutNotAtEvent,
@@ -145,10 +153,9 @@ def read_in_parts(
     iterates a stream of one part and returns the reader's state of those events, `merge`
     joins the states of consecutive parts, in file order.
     """
-    if path.suffix.lower() == ".gz":
-        return None
+    compressed = path.suffix.lower() == ".gz"
     try:
-        size = path.stat().st_size
+        size = _inflated_size(path) if compressed else path.stat().st_size
     except OSError:
         return None
     if size < (MIN_BYTES if min_bytes is None else min_bytes):
@@ -156,7 +163,13 @@ def read_in_parts(
     workers = decode_workers()  # after the size: it may watch the CPUs (cpu_idle)
     if workers < 2:
         return None
-    plan = plan_parts(path, max(workers, math.ceil(size / PART_BYTES)))
+    count = max(workers, math.ceil(size / PART_BYTES))  # parts
+    if compressed:
+        with _pool(workers - 1) as pool, _switch_interval(SWITCH_S):
+            return run_inflated_parts(
+                path, decode, fold, merge, pool, progress, chunk_bytes, workers - 1, size // count
+            )
+    plan = plan_parts(path, count)
     if plan is None:
         return None
     prefix, parts = plan
@@ -227,14 +240,17 @@ def fold_part(
     decode: Callable[[bytes], list[Any]],
     fold: Fold[S],
     chunk_bytes: int,
+    data: bytes | None = None,
 ) -> PartResult[S]:
-    """One part folded into the reader's state (in a worker process or the caller's)."""
+    """One part folded into the reader's state (in a worker process or the caller's), read
+    from the file or, for a .gz file, from `data`, the part's inflated bytes."""
     stream = EventStream(
         Path(path),
         decode=decode,
         chunk_bytes=chunk_bytes,
         span=(part.start, part.end),
         prefix=prefix,
+        content=None if data is None else io.BytesIO(data),
     )
     try:
         state = fold(stream)
@@ -320,3 +336,115 @@ def run_parts(
             progress.decoded(result.events)
         i = end
     return Parts(merge(states), header, events, len(states), spans)
+
+
+def _inflated_size(path: Path) -> int:
+    """A .gz file's inflated size as gzip notes it in its last four bytes (modulo 4 GiB, and
+    of the last member only): a guess for whether to cut it, never trusted beyond that."""
+    with open(path, "rb") as raw:
+        raw.seek(0, os.SEEK_END)
+        if raw.tell() < 18:  # a header and a trailer
+            return 0
+        raw.seek(-4, os.SEEK_END)
+        return int.from_bytes(raw.read(4), "little")
+
+
+def run_inflated_parts(
+    path: Path,
+    decode: Callable[[bytes], list[Any]],
+    fold: Fold[S],
+    merge: Merge[S],
+    pool: Executor | None,
+    progress: FileProgress | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    processes: int = 1,
+    part_bytes: int = PART_BYTES,
+) -> Parts[S] | None:
+    """A .gz file inflated here and cut into parts of about `part_bytes` as its bytes arrive,
+    each part folded by
+    the pool while it has fewer than two parts per worker waiting, else here; checked and
+    merged in file order. None when the sequential path must read the file: it could not be
+    inflated (within its limits) or cut, or a part failed (its bytes are gone by then)."""
+    pending: list[Future[PartResult[S]] | PartResult[S]] = []
+    try:
+        with open_content(path, Limits.from_env(path)) as (content, raw):
+            for part, data, prefix in _inflated_cuts(
+                path, content, raw, progress, chunk_bytes, part_bytes
+            ):
+                waiting = sum(isinstance(p, Future) and not p.done() for p in pending)
+                task = partial(fold_part, str(path), part, prefix, decode, fold, chunk_bytes, data)
+                pending.append(
+                    pool.submit(task) if pool is not None and waiting < 2 * processes else task()
+                )
+                del data, task  # the part's bytes freed before the next part's are cut
+        results = [p.result() if isinstance(p, Future) else p for p in pending]
+    except (UnreadableInput, EOFError, OSError, BrokenExecutor):  # BadGzipFile: an OSError
+        return None
+    finally:
+        for p in pending:
+            if isinstance(p, Future):
+                p.cancel()
+    if not results or any(r.state is None or not r.clean for r in results):
+        return None
+    if progress is not None:
+        progress.decoded(sum(r.events for r in results))
+    header: dict[str, Any] = {}
+    for result in results:
+        header = result.header or header
+    return Parts(
+        merge([r.state for r in results if r.state is not None]),
+        header,
+        sum(r.events for r in results),
+        len(results),
+        [span for r in results for span in r.spans],
+    )
+
+
+def _inflated_cuts(
+    path: Path,
+    content: Chunks,
+    raw: BinaryIO,
+    progress: FileProgress | None,
+    chunk_bytes: int,
+    part_bytes: int,
+) -> Iterator[tuple[Part, bytes, bytes]]:
+    """(part, its bytes, the text before the array) of inflated `content`, cut about every
+    `part_bytes` at a proposed event boundary (plan_parts' rule); raises UnreadableInput when
+    there is no event array or no boundary within _WINDOW after a proposed cut."""
+    buf = bytearray()
+
+    def more() -> bool:
+        """Inflate the next chunk onto `buf`; False at the end."""
+        chunk = content.read(chunk_bytes)
+        if progress is not None and chunk:
+            progress.read(raw.tell() - progress.done_bytes)
+        buf.extend(chunk)
+        return bool(chunk)
+
+    eof = False
+    while not eof and len(buf) < _WINDOW:
+        eof = not more()
+    start = array_start(bytes(buf[:_WINDOW]))
+    if start is None:
+        raise UnreadableInput(path, "no event array near the start")
+    prefix, begin = start
+    base = 0  # buf[0] is byte `base` of the content
+    while True:
+        at = begin - base + max(part_bytes, 1)  # where a cut is proposed
+        match = None
+        while True:
+            if at < len(buf):
+                match = _EVENT_START.search(buf, at, at + _WINDOW)
+            if match is not None or eof or len(buf) >= at + _WINDOW:
+                break
+            eof = not more()
+        if match is None:
+            if not eof:
+                raise UnreadableInput(path, "no event boundary to cut at")
+            yield Part(begin, None), bytes(buf[begin - base :]), prefix
+            return
+        end = match.start() + 1
+        yield Part(begin, base + end), bytes(buf[begin - base : end]), prefix
+        begin = base + match.start(1)
+        del buf[: begin - base]
+        base = begin

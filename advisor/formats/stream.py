@@ -77,8 +77,9 @@ def _loads_lenient(data: bytes) -> Any:
 
 
 Span = tuple[int, "int | None"]
-"""Bytes [start, end) of a trace file holding whole events separated by commas; end None: to
-the end of the file (the array's `]` and what follows). A stream's `span` is one."""
+"""Bytes [start, end) of a trace file's content (a .gz file's inflated bytes) holding whole
+events separated by commas; end None: to the end of the file (the array's `]` and what
+follows). A stream's `span` is one."""
 
 
 class CutNotAtEvent(ValueError):
@@ -112,8 +113,12 @@ class EventStream:
     # None for the last part), and the document's text before the array (its header)
     span: Span | None = None
     prefix: bytes = b""
-    # where each batch yielded lies in an uncompressed file; empty for a .gz file, which
-    # cannot be entered in the middle (advisor.formats.trace_index)
+    # the content to read the part `span` from, already at its start, instead of the file:
+    # a .gz file, which cannot be entered in the middle, inflated forward part after part
+    # (advisor.trace_cuts)
+    content: Chunks | None = field(default=None, repr=False)
+    # where each batch yielded lies in the file's content (a .gz file's inflated bytes)
+    # (advisor.formats.trace_index)
     spans: list[Span] = field(default_factory=list, repr=False)
 
     def __iter__(self) -> Iterator[list[Any]]:
@@ -121,11 +126,15 @@ class EventStream:
         gc_was_on = gc.isenabled()
         gc.disable()  # millions of small objects would trigger collections over and over
         try:
+            if self.content is not None:
+                yield from self._part(self.content, None, limits.event_bytes)
+                return
             with open_content(self.path, limits) as (source, raw):
                 if self.span is None:
                     yield from self._batches(source, raw, limits.event_bytes)
                 else:
-                    yield from self._part(raw, limits.event_bytes)
+                    raw.seek(self.span[0])
+                    yield from self._part(raw, raw, limits.event_bytes)
         except gzip.BadGzipFile:
             raise UnreadableInput(
                 self.path, "not gzip data although the name ends in .gz"
@@ -140,9 +149,9 @@ class EventStream:
 
     # reading ------------------------------------------------------------------------------
 
-    def _read(self, source: Chunks, raw: BinaryIO) -> bytes:
+    def _read(self, source: Chunks, raw: BinaryIO | None) -> bytes:
         chunk = source.read(self.chunk_bytes)
-        if self.progress is not None and chunk:
+        if self.progress is not None and chunk and raw is not None:
             self.progress.read(raw.tell() - self.progress.done_bytes)
         return chunk
 
@@ -202,11 +211,11 @@ class EventStream:
             raise UnreadableInput(self.path, "not a JSON trace (expected '[' or '{')")
         yield from self._array(source, raw, buf, pos, most, prefix, last=True)
 
-    def _part(self, raw: BinaryIO, most: int) -> Iterator[list[Any]]:
-        """The batches of the part `span` of the event array (an uncompressed file)."""
+    def _part(self, content: Chunks, raw: BinaryIO | None, most: int) -> Iterator[list[Any]]:
+        """The batches of the part `span` of the event array, read from `content`, which
+        stands at the part's start (`raw`: the file, for progress)."""
         start, end = self.span or (0, None)
-        raw.seek(start)
-        source = _Window(raw, None if end is None else end - start)
+        source = _Window(content, None if end is None else end - start)
         self.offset = start - 1  # buf[0] stands for the byte before the part
         buf = bytearray(b"[") + self._read(source, raw)
         yield from self._array(source, raw, buf, 1, most, self.prefix, last=end is None)
@@ -214,7 +223,7 @@ class EventStream:
     def _array(
         self,
         source: Chunks,
-        raw: BinaryIO,
+        raw: BinaryIO | None,
         buf: bytearray,
         pos: int,
         most: int,
@@ -263,8 +272,7 @@ class EventStream:
         yield batch
 
     def _note_span(self, start: int, end: int | None) -> None:
-        if self.path.suffix.lower() != ".gz":
-            self.spans.append((start, end))
+        self.spans.append((start, end))
 
     def _part_end(self, rest: bytes, start: int) -> list[Any]:
         """The last events of a part that is not the last: `rest` (from byte `start` of the
@@ -410,9 +418,9 @@ class EventStream:
 
 
 class _Window:
-    """At most `size` bytes (None: all) of a file from its current position."""
+    """At most `size` bytes (None: all) of a file's content from its current position."""
 
-    def __init__(self, raw: BinaryIO, size: int | None) -> None:
+    def __init__(self, raw: Chunks, size: int | None) -> None:
         self._raw = raw
         self._left = size
 

@@ -5,10 +5,11 @@ file a second time: on a 300 MB trace that second pass was a third of the run.
 A reader that decodes a file batch by batch (advisor.formats.stream) notes for each batch the
 earliest start and the latest end of its complete (`X`) events on the file's own clock, and
 whether it holds metadata events (which name the lanes every snippet shows); the stream notes
-where the batch's bytes lie. A batch holding an event whose time or duration the reader could
-not read, or an entry it could not take as an event, is unbounded: read for every window,
-because the snippet's own reading might still place it. The index describes the file as it was
-read: it is used only while the file keeps that size and modification time.
+where the batch's bytes lie (in a .gz file's inflated content, which the snippets then
+inflate once more but decode only in part). A batch holding an event whose time or duration
+the reader could not read, or an entry it could not take as an event, is unbounded: read for
+every window, because the snippet's own reading might still place it. The index describes the
+file as it was read: it is used only while the file keeps that size and modification time.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ UNBOUNDED = BatchTimes(-math.inf, math.inf, True)
 
 @dataclass(frozen=True)
 class TraceIndex:
-    """The batches of one uncompressed trace file: byte span and times, in file order."""
+    """The batches of one trace file: span of its content and times, in file order; `size`
+    and `mtime_ns` are the file's own (compressed, for a .gz file)."""
 
     size: int
     mtime_ns: int
@@ -77,8 +79,8 @@ class TraceIndex:
 
 
 def build(path: Path, spans: list[Span], times: list[BatchTimes]) -> TraceIndex | None:
-    """The index of a file read in batches; None when the stream noted no spans (a .gz
-    file) or the reader's notes do not pair with them one to one."""
+    """The index of a file read in batches; None when the stream noted no spans or the
+    reader's notes do not pair with them one to one."""
     if not spans or len(spans) != len(times):
         return None
     try:
