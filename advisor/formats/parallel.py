@@ -22,8 +22,8 @@ the problem as before: the parallel path gives the same result or none.
 A .gz stream cannot be entered in the middle: the calling process inflates it (zlib does
 most of that without the interpreter lock) and cuts parts off the inflated bytes as they
 arrive, at the same proposed boundaries, handing their bytes to the workers (or folding them
-itself while every worker has two waiting); a part whose end proves to be no boundary sends
-the file back to the sequential path, since its bytes are gone by then.
+itself while every worker has two unfinished); a part whose end proves to be no boundary
+sends the file back to the sequential path, since its bytes are gone by then.
 
 Only files of at least `MIN_BYTES` (inflated, for a .gz file: gzip's own note of its size) are
 cut (small files are not worth a process), and only in a process that is not itself a worker
@@ -361,10 +361,10 @@ def run_inflated_parts(
     part_bytes: int = PART_BYTES,
 ) -> Parts[S] | None:
     """A .gz file inflated here and cut into parts of about `part_bytes` as its bytes arrive,
-    each part folded by
-    the pool while it has fewer than two parts per worker waiting, else here; checked and
-    merged in file order. None when the sequential path must read the file: it could not be
-    inflated (within its limits) or cut, or a part failed (its bytes are gone by then)."""
+    each part folded by the pool while it has fewer than two unfinished parts per worker,
+    else here; checked and merged in file order. None when the sequential path must read the
+    file: it could not be inflated (within its limits) or cut, or a part failed (its bytes
+    are gone by then)."""
     pending: list[Future[PartResult[S]] | PartResult[S]] = []
     try:
         with open_content(path, Limits.from_env(path)) as (content, raw):

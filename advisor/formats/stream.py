@@ -113,9 +113,9 @@ class EventStream:
     # None for the last part), and the document's text before the array (its header)
     span: Span | None = None
     prefix: bytes = b""
-    # the content to read the part `span` from, already at its start, instead of the file:
-    # a .gz file, which cannot be entered in the middle, inflated forward part after part
-    # (advisor.trace_cuts)
+    # the content to read the part `span` from, already at its start, instead of the file
+    # (a .gz file cannot be entered in the middle): inflated forward part after part
+    # (advisor.trace_cuts), or the part's inflated bytes (advisor.formats.parallel)
     content: Chunks | None = field(default=None, repr=False)
     # where each batch yielded lies in the file's content (a .gz file's inflated bytes)
     # (advisor.formats.trace_index)
@@ -257,7 +257,7 @@ class EventStream:
             self.events += len(batch)
             if self.progress is not None:
                 self.progress.decoded(len(batch))
-            self._note_span(self.offset + pos, self.offset + end)
+            self.spans.append((self.offset + pos, self.offset + end))
             yield batch
             del batch  # free it before the next slice is decoded
             self.offset += cut - 1
@@ -268,11 +268,8 @@ class EventStream:
         del buf
         start = self.offset + pos
         batch = self._last_batch(prefix, rest) if last else self._part_end(rest, start)
-        self._note_span(start, None if last else start + len(rest))
+        self.spans.append((start, None if last else start + len(rest)))
         yield batch
-
-    def _note_span(self, start: int, end: int | None) -> None:
-        self.spans.append((start, end))
 
     def _part_end(self, rest: bytes, start: int) -> list[Any]:
         """The last events of a part that is not the last: `rest` (from byte `start` of the
