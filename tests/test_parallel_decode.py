@@ -221,16 +221,23 @@ def test_the_walks_of_the_parts_merge_into_the_whole_walk(tmp_path):
             assert list(state[key]) == list(value), key  # same order of first sight
 
 
-def test_nan_truncation_and_invalid_bytes_go_back_to_the_sequential_path(tmp_path, monkeypatch):
+KERNELS = [
+    {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
+    for i in range(400)
+]
+
+
+@pytest.fixture
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts of 2 KB, folded in this process."""
     monkeypatch.setattr(parallel, "MIN_BYTES", 0)
     monkeypatch.setattr(parallel, "PART_BYTES", 2048)
     monkeypatch.setattr(parallel, "decode_workers", lambda: 2)
     monkeypatch.setattr(parallel, "_pool", no_pool)
-    events = [
-        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
-        for i in range(400)
-    ]
-    text = json.dumps({"traceEvents": events})
+
+
+def test_nan_truncation_and_invalid_bytes_go_back_to_the_sequential_path(tmp_path, small_parts):
+    text = json.dumps({"traceEvents": KERNELS})
 
     def parts_of(name: str, content: str) -> Any:
         path = tmp_path / name
@@ -245,20 +252,12 @@ def test_nan_truncation_and_invalid_bytes_go_back_to_the_sequential_path(tmp_pat
 
 
 def test_a_gz_file_that_cannot_be_read_in_parts_goes_back_to_the_sequential_path(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, small_parts
 ):
     """A .gz file cut short, one not gzip, NaN, and a part that ends inside a string (its
     bytes are gone once it fails, so the file is read again in one pass): None, and the
     reader gives what one pass gives."""
-    monkeypatch.setattr(parallel, "MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "PART_BYTES", 2048)
-    monkeypatch.setattr(parallel, "decode_workers", lambda: 2)
-    monkeypatch.setattr(parallel, "_pool", no_pool)
-    events = [
-        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1}
-        for i in range(400)
-    ]
-    text = json.dumps({"traceEvents": events}).encode()
+    text = json.dumps({"traceEvents": KERNELS}).encode()
 
     def parts_of(name: str, content: bytes) -> Any:
         path = tmp_path / name
@@ -274,7 +273,7 @@ def test_a_gz_file_that_cannot_be_read_in_parts_goes_back_to_the_sequential_path
         is None
     )
     # keys that the planner takes for an event's start (`}, {"...":`), in every event
-    doc = {"traceEvents": [{**e, "args": {"x}, {": 1, ":y": 2}} for e in events]}
+    doc = {"traceEvents": [{**e, "args": {"x}, {": 1, ":y": 2}} for e in KERNELS]}
     tricky = tmp_path / "tricky.pt.trace.json.gz"
     tricky.write_bytes(gzip.compress(json.dumps(doc).encode()))
     assert read_in_parts(tricky, DECODER.decode, walk_events, merge_walks) is None
