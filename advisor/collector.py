@@ -6,7 +6,8 @@ objects alive for the whole run, none of them garbage: the bundled demo spent ab
 its 1.3 s walking them (measured with gc.callbacks). A run of the command line therefore
 collects young objects (and the survivors of young collections) less often, imports pandas
 with the collector off and, once its libraries are imported (`Session.open`, where every
-analysis starts), takes what is alive then out of the collector's sight (`gc.freeze`).
+analysis starts), takes what is alive then out of the collector's sight (`gc.freeze`), and
+does so again once the analysis is done, before its outputs are written (`freeze_survivors`).
 Cycles made later are still collected, except in a run of one small input
 (`skip_cycles_for`), where collecting them costs more than keeping them until the end.
 
@@ -114,6 +115,17 @@ def freeze_imports() -> None:
         gc.freeze()
         if collecting:
             gc.enable()
+
+
+def freeze_survivors() -> None:
+    """In a command-line process whose analysis is done, move every object alive now out of
+    later collections: the outputs only read the analysis, which lives until the process
+    ends, and the collections made while they are written (the trace snippets make tens of
+    thousands of events) otherwise walk it again and again: on a 94 MB Kineto trace, three
+    middle collections took about 70 ms, 5 ms once it was frozen. Reference counting still
+    frees what the outputs drop."""
+    if _command_line:
+        gc.freeze()
 
 
 def skip_cycles_for(input_bytes: Callable[[], int]) -> None:

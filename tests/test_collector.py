@@ -38,10 +38,23 @@ class Watch:  # notes whether the collector runs while pandas is imported
             collecting_at_import.append(gc.isenabled())
         return None
 sys.meta_path.insert(0, Watch())
+import advisor.cli.run, advisor.session
+frozen_at = {}
+def noting(name, function):
+    def call(*args, **kwargs):
+        if name == "write":
+            frozen_at[name] = gc.get_freeze_count()
+        result = function(*args, **kwargs)
+        frozen_at.setdefault(name, gc.get_freeze_count())
+        return result
+    return call
+advisor.session.freeze_imports = noting("imports", advisor.session.freeze_imports)
+advisor.cli.run.write_outputs = noting("write", advisor.cli.run.write_outputs)
 atexit.register(
     lambda: print(json.dumps({
         "threshold": gc.get_threshold(),
         "frozen": gc.get_freeze_count(),
+        "frozen_at": frozen_at,
         "enabled": gc.isenabled(),
         "collecting_at_import": collecting_at_import,
         "arrow_pool": __import__("pyarrow").default_memory_pool().backend_name,
@@ -68,6 +81,8 @@ def test_the_advisor_process_collects_less_often_and_freezes_its_imports(
     assert state["threshold"][:2] == [YOUNG_COLLECTION_EVERY, MIDDLE_COLLECTION_AFTER]
     # pandas, numpy and pyarrow alone leave tens of thousands of objects alive
     assert state["frozen"] > 20_000
+    # and what the analysis left, before the outputs are written (freeze_survivors)
+    assert state["frozen_at"]["write"] > state["frozen_at"]["imports"] > 20_000
     # no collection while pandas is imported; after it, cycles are collected again unless
     # the run analyses one small input (skip_cycles_for)
     assert state["collecting_at_import"] == [False]
@@ -94,6 +109,24 @@ def test_cycles_are_skipped_for_one_small_input_of_the_command_line_only(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_what_the_analysis_left_is_frozen_in_the_command_line_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import advisor.collector as collector
+
+    frozen = gc.get_freeze_count()
+    survivor = [object() for _ in range(10)]  # tracked container alive when frozen
+    try:
+        collector.freeze_survivors()  # a program calling advisor: its collector is its own
+        assert gc.get_freeze_count() == frozen
+        monkeypatch.setattr(collector, "_command_line", True)
+        collector.freeze_survivors()
+        assert gc.get_freeze_count() > frozen
+        assert not any(survivor is o for o in gc.get_objects())  # out of every collection
+    finally:
+        gc.unfreeze()
 
 
 def test_a_program_calling_the_command_keeps_its_collector(tmp_path: Path) -> None:

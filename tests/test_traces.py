@@ -383,6 +383,37 @@ def test_step_spans_take_each_steps_first_placed_row() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_a_snippet_lists_its_events_by_start_the_longer_first(seed: int) -> None:
+    """Pick.events: the named events and the longest others, ordered by start, at one start
+    the longer first, and events equal in both in the order they were kept (named first,
+    then the others, longest first, of equal length the later offered first, as
+    heapq.nlargest gives them)."""
+    import random
+
+    from advisor.engine.windows import Window
+    from advisor.snippet_picks import Lanes, Pick
+
+    rng = random.Random(seed)
+    pick = Pick(Window(0.0, 10.0, None, names=("named",)), Lanes())
+    offered = []
+    for order in range(200):
+        name = rng.choice(["named", "other", "other"])
+        event = {"name": name, "ph": "X", "ts": rng.choice([0, 1.5, 2, 3.0]), "pid": 1}
+        event |= {"dur": rng.choice([0, 1, 2.5, 4]), "tid": order}
+        offered.append(event)
+        pick.offer(event, order)
+    named = [e for e in offered if e["name"] == "named"]
+    others = sorted(
+        (e for e in offered if e["name"] != "named"),
+        key=lambda e: (e["dur"], e["tid"]),  # tid: the order offered
+        reverse=True,
+    )
+    expected = sorted([*named, *others], key=lambda e: (e["ts"], -e["dur"]))
+    assert [e for e in pick.events() if e["ph"] == "X"] == expected
+    assert [e["tid"] for e in pick.events() if e["ph"] == "X"] == [e["tid"] for e in expected]
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_a_dropped_profile_keeps_the_longest_rows_of_each_window(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,6 +33,7 @@ from advisor.cli.reporting import (
     report_options,
     select_options,
 )
+from advisor.collector import freeze_survivors
 from advisor.config import discover
 from advisor.model import ProfileMeta
 from advisor.outputs import (
@@ -192,6 +193,7 @@ def run(options: RunOptions) -> int:
         error(str(input_error))
     if not result.analyses:
         raise Failure("no profile could be read", EXIT_UNREADABLE)
+    freeze_survivors()  # the outputs only read what the analysis left
     written = (
         []
         if out_dir is None
