@@ -1,0 +1,40 @@
+"""benchmarks/rank_cost.py, the per-rank cost breakdown behind the many-ranks figures: it
+times what a worker does (every stage, provider and rule) without changing what is derived."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+from conftest import FIXTURE_DIR
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "rank_cost.py"
+
+
+def _rank_cost():
+    spec = importlib.util.spec_from_file_location("rank_cost", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rank_cost_times_every_stage_provider_and_rule_of_the_warm_ranks(tmp_path):
+    for trace in sorted((FIXTURE_DIR / "kineto_own").glob("ddp4_rank*.pt.trace.json.gz")):
+        shutil.copy(trace, tmp_path / trace.name)
+    figures = _rank_cost().measure(tmp_path, ranks=4, skip=1)
+
+    stages = figures["stages"]
+    expected = {"read", "derive", "evaluate", "metrics", "rank summary", "reduce", "ship"}
+    assert set(stages) == expected
+    assert all(ms > 0 for ms in stages.values())
+    # every run derives the critical path (session.RUN_NEEDS): its provider was timed
+    assert figures["providers"]["step_bounds"] > 0
+    costs = list(figures["providers"].values())
+    assert costs == sorted(costs, reverse=True)
+    # a rule that fires on these ranks costs something of its own
+    assert figures["rules"]["STEP-004"] > 0
+    # the derived work the providers timed is part of the derive stage
+    assert sum(figures["providers"].values()) < stages["derive"] * 1.5
