@@ -26,8 +26,10 @@ from advisor.engine.evaluate import Evaluation, Finding
 from advisor.engine.rules import Rule
 from advisor.engine.sharing import EvaluationSharing
 from advisor.errors import AdvisorError, RuleError
+from advisor.formats import read_ahead
 from advisor.hookspecs import ReportSection
 from advisor.lazy import lazy_module
+from advisor.locate import Claim
 from advisor.metrics import ProfileMetrics, empty_metrics, profile_metrics
 from advisor.model import CLUSTER, PROFILE, Profile, RunInfo
 from advisor.plugin_manager import PluginHost, PluginInfo
@@ -38,6 +40,7 @@ from advisor.reading import (
     map_claims,
     numeric_order,
     read_claim,
+    trace_folds,
     workers_for,
 )
 from advisor.render.json_report import build_report
@@ -332,18 +335,17 @@ def _stage_claim(
 
 def _staged_profiles(
     session: Session,
-    paths: Sequence[Path],
+    claims: Sequence[Claim],
     reading: Reading,
     *,
-    jobs: int | None,
+    workers: int,
     scheduler: str | None,
     keep_tables: bool,
 ) -> Iterator[_Staged]:
-    """Every profile under `paths` staged, claim by claim in the claims' order (input errors
-    go to `reading`). Workers stage the profiles they read when they can open the same
-    session (only installed plugins); else they only read, and the stage runs here."""
-    claims = find_claims(paths, session.host, reading)
-    workers = workers_for(claims, jobs)
+    """Every claimed profile staged, claim by claim in the claims' order (input errors go to
+    `reading`), read by `workers` processes. Workers stage the profiles they read when they
+    can open the same session (only installed plugins); else they only read, and the stage
+    runs here."""
     if len(claims) == 1 and scheduler is None:
         skip_cycles_for(partial(input_bytes, claims[0].path))
     if session.recipe is not None and (scheduler is not None or workers > 1):
@@ -422,34 +424,40 @@ def analyze(
         >>> result.analyses[0].tables["steps"].head()
         >>> [f.rule.title for f in result.findings]
     """
-    session = Session.open(
-        host=host,
-        config=config,
-        rules=rules,
-        select=select,
-        ignore=ignore,
-        params=params,
-        severity=severity,
-        lang=lang,
-    )
+    host = host or PluginHost()
+    inputs = [Path(p) for p in paths]
+    reading = Reading()
+    claims = find_claims(inputs, host, reading)
+    workers = workers_for(claims, jobs)
+    # read here one after another: their traces may be folded ahead while the session opens
+    ahead = trace_folds(claims) if workers == 1 and scheduler is None else []
+    staged: list[_Staged] = []
+    with read_ahead.folding(ahead):
+        session = Session.open(
+            host=host,
+            config=config,
+            rules=rules,
+            select=select,
+            ignore=ignore,
+            params=params,
+            severity=severity,
+            lang=lang,
+        )
+        sharing = EvaluationSharing()  # the ranks' records stay in memory until the outputs
+        spool = None if keep_tables else Spool(session.ship, session.unship)
+        for item in _staged_profiles(
+            session, claims, reading, workers=workers, scheduler=scheduler, keep_tables=keep_tables
+        ):
+            sharing.share(item.analysis.evaluation)
+            if spool is not None:
+                item.analysis.park(spool)
+            staged.append(item)
     result = AnalysisResult(
         rule_errors=session.rule_errors,
         rule_overrides=session.ruleset.overrides,
         plugins=session.host.infos,
         rules=session.rules,
     )
-    inputs = [Path(p) for p in paths]
-    reading = Reading()
-    staged: list[_Staged] = []
-    sharing = EvaluationSharing()  # the ranks' records stay in memory until the outputs
-    spool = None if keep_tables else Spool(session.ship, session.unship)
-    for item in _staged_profiles(
-        session, inputs, reading, jobs=jobs, scheduler=scheduler, keep_tables=keep_tables
-    ):
-        sharing.share(item.analysis.evaluation)
-        if spool is not None:
-            item.analysis.park(spool)
-        staged.append(item)
     result.input_errors += reading.input_errors
     result.plugin_problems += reading.plugin_problems
     staged.sort(key=lambda s: numeric_order(s.analysis.profile))

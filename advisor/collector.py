@@ -99,6 +99,11 @@ def keep_freed_memory() -> None:
     os.environ.setdefault(ARROW_POOL_VARIABLE, ARROW_POOL)  # inherited by worker processes
 
 
+def in_command_line() -> bool:
+    """Whether this process runs the command line (tune_for_command_line was called)."""
+    return _command_line
+
+
 def freeze_imports() -> None:
     """In a command-line process, import pandas (an analysis needs it) and move every object
     alive now, the imported modules' above all, out of later collections. The collector is

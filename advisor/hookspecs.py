@@ -36,6 +36,12 @@ class Reader(Protocol):
     reported with that hint, and a rule lacking data no hint covers is counted as one this
     format never records. `collect_zh`, also optional, gives the Chinese text of each hint by
     its English text (reports in Chinese show the English one where it has none).
+
+    A reader that folds trace files with `advisor.formats.parallel.read_in_parts` may also
+    have `trace_folds(path)`, returning an `advisor.formats.read_ahead.TraceFold` for each
+    file `read(path)` will fold (path, decode, fold, chunk_bytes, the very arguments it passes
+    to read_in_parts). It must be as cheap as `detect`: the command line asks before it
+    prepares, and forks a child that folds those files from the back meanwhile.
     """
 
     name: str

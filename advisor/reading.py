@@ -21,6 +21,7 @@ from typing import TypeVar
 from advisor import steady, units
 from advisor.errors import AdvisorError, UnreadableInput
 from advisor.executors import dask_executor, ordered_map, process_pool
+from advisor.formats.read_ahead import TraceFold
 from advisor.locate import CLAIM_SCAN_DEPTH, SEARCH_DEPTH, Claim, broken_entries, locate
 from advisor.model import TABLES, Profile, ProfileMeta, TableSpec, hold_to_contract
 from advisor.plugin_manager import PluginHost
@@ -139,6 +140,22 @@ def find_claims(paths: Sequence[Path], host: PluginHost, reading: Reading) -> li
         if path.is_dir() and path not in claimed:  # beside the claims: an input not read
             reading.input_errors += broken_entries(path, SEARCH_DEPTH, claimed)
     return claims
+
+
+def trace_folds(claims: Sequence[Claim]) -> list[TraceFold]:
+    """The trace files the claims' readers will fold, in the claims' order, as the readers
+    name them (`Reader.trace_folds`, optional); a reader that fails to name them gets none
+    folded ahead and reads as usual."""
+    folds: list[TraceFold] = []
+    for claim in claims:
+        name = getattr(claim.reader, "trace_folds", None)
+        if name is None:
+            continue
+        try:
+            folds += [f for f in name(claim.path) if isinstance(f, TraceFold)]
+        except Exception:  # reader plugins are third-party code; `read` will speak for it
+            continue
+    return folds
 
 
 def map_claims(

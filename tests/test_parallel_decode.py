@@ -26,7 +26,8 @@ from conftest import FIXTURE_DIR
 
 from advisor import cpu_idle
 from advisor.formats import parallel
-from advisor.formats.parallel import Part, plan_parts, read_in_parts, run_parts
+from advisor.formats.parallel import read_in_parts, run_parts
+from advisor.formats.parts import Part, plan_parts
 from advisor.formats.stream import EventStream, array_start
 from advisor_plugins.ascend_pt import AscendPtReader
 from advisor_plugins.kineto import KinetoReader

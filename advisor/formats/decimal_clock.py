@@ -30,10 +30,13 @@ _PLAIN_DECIMAL = r"^(?P<sign>[+-]?)(?P<whole>\d+)(?:\.(?P<frac>\d*))?$"
 
 
 def _texts(values: Iterable[Any]) -> pa.Array:
-    """Timestamps as text: strings as written, numbers by their shortest repr."""
-    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):
-        return pa.array(values, from_pandas=True)  # the arrow cells themselves, no copy out
-    values = values if isinstance(values, list) else list(values)
+    """Timestamps as text: strings as written, numbers by their shortest repr. A list (what
+    a trace's reader passes) is taken without importing pandas: a read-ahead child
+    (advisor.formats.read_ahead) folds a trace without it."""
+    if not isinstance(values, list):
+        if isinstance(values, pd.Series) and isinstance(values.dtype, pd.StringDtype):
+            return pa.array(values, from_pandas=True)  # the arrow cells themselves, no copy
+        values = list(values)
     try:  # the usual case: every value a string (or null)
         return pa.array(values, type=pa.string())
     except (pa.ArrowTypeError, pa.ArrowInvalid, UnicodeEncodeError):

@@ -8,16 +8,11 @@ What comes back is each part's columns, a few bytes per event, never the decoded
 calling process folds parts too, taking them from the front of the file while the pool takes
 them from the back, so a worker that starts late or a busy machine only shifts the share.
 
-Where to cut. A part boundary is proposed after an approximate offset at the first `}`, `,`,
-`{"key":` with only whitespace between (an event's start, which a string can only mimic in
-contrived ways: inside a string every `"` is escaped). It is proven afterwards, never trusted:
-the first part starts at the array's first byte, and a part that starts at an event and
-decodes as a whole (`[` + its bytes + `]`) ends at an event boundary, since the decoder's
-parse of those bytes is the file's own. So the parts are checked in file order; a part that
-fails (its end was a cut inside a string or inside an event) is decoded again together with
-the next part, whose result is dropped. Anything else unusual (NaN, a cut file, invalid
-JSON, a worker that died) hands the file back to the sequential path, which reads it and words
-the problem as before: the parallel path gives the same result or none.
+The parts are cut and folded as advisor.formats.parts says, and checked in file order: a
+part that fails (its end was a cut inside a string or inside an event) is decoded again
+together with the next part, whose result is dropped. Anything else unusual (NaN, a cut file,
+invalid JSON, a worker that died) hands the file back to the sequential path, which reads it
+and words the problem as before: the parallel path gives the same result or none.
 
 A .gz stream cannot be entered in the middle: the calling process inflates it (zlib does
 most of that without the interpreter lock) and cuts parts off the inflated bytes as they
@@ -27,17 +22,17 @@ sends the file back to the sequential path, since its bytes are gone by then.
 
 Only files of at least `MIN_BYTES` (inflated, for a .gz file: gzip's own note of its size) are
 cut (small files are not worth a process), and only in a process that is not itself a worker
-(ranks read in parallel already use the cores). `ADVISOR_DECODE_WORKERS` sets the number of
-processes (default: the CPUs this process may use that are idle now; 1 turns this off).
+(ranks read in parallel already use the cores). A smaller file the command line's forked
+child has been folding (advisor.formats.read_ahead) is shared with that child instead.
+`ADVISOR_DECODE_WORKERS` sets the number of processes (default: the CPUs this process may use
+that are idle now; 1 turns this off, and the read-ahead too).
 """
 
 from __future__ import annotations
 
-import io
 import math
 import multiprocessing
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
@@ -50,14 +45,18 @@ from typing import Any, BinaryIO, Generic, TypeVar
 from advisor import cpu_idle
 from advisor.collector import tune_for_command_line
 from advisor.errors import UnreadableInput
+from advisor.formats import read_ahead
 from advisor.formats.files import Chunks, Limits, open_content
-from advisor.formats.stream import (
-    CHUNK_BYTES,
-    CutNotAtEvent,
-    EventStream,
-    Span,
-    array_start,
+from advisor.formats.parts import (
+    CUT_WINDOW,
+    EVENT_START,
+    Fold,
+    Part,
+    PartResult,
+    fold_part,
+    plan_parts,
 )
+from advisor.formats.stream import CHUNK_BYTES, Span, array_start
 from advisor.progress import FileProgress
 
 S = TypeVar("S")
@@ -73,29 +72,6 @@ SWITCH_S = 0.0005
 through a pipe in 64 KiB pieces, each read by the executor's thread only once it gets the
 interpreter lock from the thread folding here: at the default 5 ms a worker waited 30-45 ms
 to hand over each part (1.8 MB), at 0.5 ms 5-25 ms."""
-_WINDOW = 1024 * 1024  # bytes searched for an event start after an approximate offset
-_EVENT_START = re.compile(rb'\}\s*,\s*(\{\s*"[^"\\]*"\s*:)')
-
-
-@dataclass(frozen=True)
-class Part:
-    """Bytes [start, end) of the file: whole events separated by commas; `end` None for the
-    last part, which runs to the end of the file (the array's `]` and what follows)."""
-
-    start: int
-    end: int | None
-
-
-@dataclass
-class PartResult(Generic[S]):
-    """What one part gave: its reader state, or None when it failed (`problem` says why)."""
-
-    state: S | None
-    events: int = 0
-    header: dict[str, Any] | None = None
-    clean: bool = True  # no NaN, not cut short: read exactly as the sequential path reads it
-    cut: bool = False  # failed because its end is no event boundary (else: invalid bytes)
-    spans: list[Span] = field(default_factory=list)  # EventStream.spans
 
 
 @dataclass
@@ -110,7 +86,6 @@ class Parts(Generic[S]):
     """Where each batch folded lies in the file, in file order (EventStream.spans)."""
 
 
-Fold = Callable[[EventStream], S]
 Merge = Callable[[list[S]], S]
 
 
@@ -145,14 +120,22 @@ def read_in_parts(
     chunk_bytes: int = CHUNK_BYTES,
     min_bytes: int | None = None,
 ) -> Parts[S] | None:
-    """The file decoded in parts on several processes and merged; None when the file is not
-    worth it (smaller than `min_bytes`, default MIN_BYTES) or not suitable (then the caller
-    reads it sequentially).
+    """The file decoded in parts on several processes and merged, or folded already by the
+    command line's read-ahead (advisor.formats.read_ahead); None when the file is not worth
+    it (smaller than `min_bytes`, default MIN_BYTES) or not suitable (then the caller reads it
+    sequentially).
 
     `decode` and `fold` must be importable by name (a worker process unpickles them): `fold`
     iterates a stream of one part and returns the reader's state of those events, `merge`
     joins the states of consecutive parts, in file order.
     """
+    shared = read_ahead.shared(path, decode, fold, chunk_bytes)
+    if shared is not None:  # the command line's read-ahead child folds it from the back
+
+        def here(part: Part) -> PartResult[S]:
+            return fold_part(str(path), part, shared.prefix, decode, fold, chunk_bytes)
+
+        return merge_parts(path, shared.parts, shared.fold_with(here), here, merge, progress)
     compressed = path.suffix.lower() == ".gz"
     try:
         size = _inflated_size(path) if compressed else path.stat().st_size
@@ -210,58 +193,6 @@ def _pool(processes: int) -> Iterator[Executor | None]:
         yield pool
 
 
-def plan_parts(path: Path, count: int) -> tuple[bytes, list[Part]] | None:
-    """(the text before the array, about `count` parts) of an uncompressed trace file; None
-    when it has no event array or too few event starts to cut at."""
-    with open(path, "rb") as raw:
-        start = array_start(raw.read(_WINDOW))
-        if start is None:
-            return None
-        prefix, first = start
-        size = os.fstat(raw.fileno()).st_size
-        parts: list[Part] = []
-        begin = first
-        for k in range(1, count):
-            at = max(first + (size - first) * k // count, begin)
-            raw.seek(at)
-            match = _EVENT_START.search(raw.read(_WINDOW))
-            if match is None:
-                continue
-            parts.append(Part(begin, at + match.start() + 1))
-            begin = at + match.start(1)
-        parts.append(Part(begin, None))
-    return (prefix, parts) if len(parts) > 1 else None
-
-
-def fold_part(
-    path: str,
-    part: Part,
-    prefix: bytes,
-    decode: Callable[[bytes], list[Any]],
-    fold: Fold[S],
-    chunk_bytes: int,
-    data: bytes | None = None,
-) -> PartResult[S]:
-    """One part folded into the reader's state (in a worker process or the caller's), read
-    from the file or, for a .gz file, from `data`, the part's inflated bytes."""
-    stream = EventStream(
-        Path(path),
-        decode=decode,
-        chunk_bytes=chunk_bytes,
-        span=(part.start, part.end),
-        prefix=prefix,
-        content=None if data is None else io.BytesIO(data),
-    )
-    try:
-        state = fold(stream)
-    except CutNotAtEvent:
-        return PartResult(None, cut=True)
-    except UnreadableInput:
-        return PartResult(None)
-    clean = not stream.non_finite and stream.truncated is None
-    return PartResult(state, stream.events, stream.header, clean, spans=stream.spans)
-
-
 def run_parts(
     path: Path,
     prefix: bytes,
@@ -313,6 +244,20 @@ def run_parts(
     finally:
         for future in futures.values():
             future.cancel()
+    return merge_parts(path, parts, results, here, merge, progress)
+
+
+def merge_parts(
+    path: Path,
+    parts: list[Part],
+    results: list[PartResult[S] | None],
+    here: Callable[[Part], PartResult[S]],
+    merge: Merge[S],
+    progress: FileProgress | None = None,
+) -> Parts[S] | None:
+    """The parts' results checked in file order and merged; a part whose end proved to be
+    no event boundary is folded again (`here`) together with the next. None when the
+    sequential path must read the file."""
     states: list[S] = []
     spans: list[Span] = []
     events, i = 0, 0
@@ -410,7 +355,7 @@ def _inflated_cuts(
 ) -> Iterator[tuple[Part, bytes, bytes]]:
     """(part, its bytes, the text before the array) of inflated `content`, cut about every
     `part_bytes` at a proposed event boundary (plan_parts' rule); raises UnreadableInput when
-    there is no event array or no boundary within _WINDOW after a proposed cut."""
+    there is no event array or no boundary within CUT_WINDOW after a proposed cut."""
     buf = bytearray()
 
     def more() -> bool:
@@ -422,9 +367,9 @@ def _inflated_cuts(
         return bool(chunk)
 
     eof = False
-    while not eof and len(buf) < _WINDOW:
+    while not eof and len(buf) < CUT_WINDOW:
         eof = not more()
-    start = array_start(bytes(buf[:_WINDOW]))
+    start = array_start(bytes(buf[:CUT_WINDOW]))
     if start is None:
         raise UnreadableInput(path, "no event array near the start")
     prefix, begin = start
@@ -434,8 +379,8 @@ def _inflated_cuts(
         match = None
         while True:
             if at < len(buf):
-                match = _EVENT_START.search(buf, at, at + _WINDOW)
-            if match is not None or eof or len(buf) >= at + _WINDOW:
+                match = EVENT_START.search(buf, at, at + CUT_WINDOW)
+            if match is not None or eof or len(buf) >= at + CUT_WINDOW:
                 break
             eof = not more()
         if match is None:

@@ -52,10 +52,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor.formats.cann_pmu import PMU_COLUMNS
+from advisor.formats.read_ahead import TraceFold
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
-from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, PROFILER_DB
+from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, PROFILER_DB, TRACE_FILE
 
 _STEPS = "call prof.step() once per iteration (step_trace_time.csv)"
 _TEXT_EXPORT = (
@@ -155,6 +156,20 @@ class AscendPtReader:
         if path.is_dir():
             return FolderReader(path).read()
         return FolderReader(path.parent, database=path).read()
+
+    def trace_folds(self, path: Path) -> list[TraceFold]:
+        """trace_view.json, which `read` folds into columns when no profiler database stands
+        in for it, for advisor to fold ahead while it prepares."""
+        from .trace_columns import DECODER, read_columns
+
+        path = Path(path)
+        output = path if path.name == OUTPUT_DIR else path / OUTPUT_DIR
+        trace = output / TRACE_FILE
+        if not path.is_dir() or not trace.is_file():
+            return []
+        if any(PROFILER_DB.match(p.name) for p in output.glob("ascend_*_profiler*.db")):
+            return []
+        return [TraceFold(trace, DECODER.decode, read_columns)]
 
 
 @hookimpl

@@ -35,7 +35,7 @@ from .db import profiler_databases, read_databases
 from .export import exports_beside
 from .kernel_details import kernels_with_launches, read_kernel_details
 from .kinds import cann_kind
-from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, OUTPUT_FILES, READER
+from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, OUTPUT_FILES, READER, TRACE_FILE
 from .memory import read_memory_record
 from .meta import read_metadata, set_framework
 from .operator_memory import read_operator_memory
@@ -244,7 +244,7 @@ class FolderReader:
     # -- trace_view.json ----------------------------------------------------------------------
 
     def _read_trace(self) -> TraceTables:
-        path = self._file("trace_view.json")
+        path = self._file(TRACE_FILE)
         if path is None:
             return TraceTables()
         rel = self.rel(path)

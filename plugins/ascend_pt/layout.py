@@ -8,8 +8,9 @@ OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 FOLDER_SUFFIXES = {"_ascend_pt": "PyTorch", "_ascend_ms": "MindSpore"}
 PROFILER_DB = re.compile(r"^ascend_(?:pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 """The profiler's own database (a rank's, or one named on its own)."""
+TRACE_FILE = "trace_view.json"
 OUTPUT_FILES = (
-    "trace_view.json",
+    TRACE_FILE,
     "kernel_details.csv",
     "step_trace_time.csv",
     "op_statistic.csv",

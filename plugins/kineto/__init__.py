@@ -30,11 +30,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from advisor.formats.read_ahead import TraceFold
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
 from .hints import COLLECT, COLLECT_ZH
-from .sniff import KINETO_MARKERS, read_head
+from .sniff import BLANK, KINETO_MARKERS, read_head
 
 
 class KinetoReader:
@@ -67,6 +68,18 @@ class KinetoReader:
         from .reader import TraceReader  # the reader loads when there is something to read
 
         return [TraceReader(Path(path)).read()]
+
+    def trace_folds(self, path: Path) -> list[TraceFold]:
+        """The trace `read` folds, for advisor to fold ahead while it prepares (not a bare
+        list of events, which `read` refuses)."""
+        from . import reader
+        from .parts import walk_events
+        from .walk import DECODER
+
+        path = Path(path)
+        if not path.is_file() or read_head(path).lstrip(BLANK).startswith(b"["):
+            return []
+        return [TraceFold(path, DECODER.decode, walk_events, reader.CHUNK_BYTES)]
 
 
 @hookimpl
