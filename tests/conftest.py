@@ -12,8 +12,10 @@ or a Dask cluster); the full run is the README's test command.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,18 @@ REAL = FIXTURE_DIR / "real"
 """Genuine profiler output from public projects (see its PROVENANCE.md)."""
 DEMO = ROOT / "advisor" / "examples" / "PROF_000001_20260105100000000_DEMO"
 """The bundled example profile the README runs."""
+
+
+def load_benchmark(name: str) -> Any:
+    """A script of benchmarks/ imported as a module (the folder is no package), so that its
+    tests call its functions on small inputs."""
+    path = ROOT / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -3,28 +3,15 @@ times what a worker does (every stage, provider and rule) without changing what 
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
-from pathlib import Path
 
-from conftest import FIXTURE_DIR
-
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "rank_cost.py"
-
-
-def _rank_cost():
-    spec = importlib.util.spec_from_file_location("rank_cost", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from conftest import FIXTURE_DIR, load_benchmark
 
 
 def test_rank_cost_times_every_stage_provider_and_rule_of_the_warm_ranks(tmp_path):
     for trace in sorted((FIXTURE_DIR / "kineto_own").glob("ddp4_rank*.pt.trace.json.gz")):
         shutil.copy(trace, tmp_path / trace.name)
-    figures = _rank_cost().measure(tmp_path, ranks=4, skip=1)
+    figures = load_benchmark("rank_cost").measure(tmp_path, ranks=4, skip=1)
 
     stages = figures["stages"]
     expected = {"read", "derive", "evaluate", "metrics", "rank summary", "reduce", "ship"}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURE_DIR, REAL
+from conftest import DEMO, FIXTURE_DIR, REAL
 
 from advisor.formats import read_ahead, shared_folds
 from advisor.formats.read_ahead import TraceFold, can_fork, folding
@@ -166,6 +166,21 @@ def test_a_trace_with_nan_is_read_by_its_reader(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # When a child is forked, and what the readers name
+
+
+def test_a_run_without_a_trace_to_share_loads_none_of_it(tmp_path):
+    """The bundled demo (msprof CSVs) names no trace: the fork and the decoding it would
+    need are not even imported."""
+    script = (
+        "import sys\n"
+        "from advisor.cli import main\n"
+        f"main(['run', {str(DEMO)!r}, '-o', {str(tmp_path / 'out')!r}, '-q'],"
+        " standalone_mode=False)\n"
+        "assert 'advisor.formats.read_ahead' in sys.modules\n"
+        "assert 'advisor.formats.shared_folds' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_no_child_from_a_process_with_threads():

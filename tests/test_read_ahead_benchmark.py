@@ -4,22 +4,11 @@ alternating, and the ratio is of the rounds' own times."""
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURE_DIR
-
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "read_ahead.py"
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("read_ahead_benchmark", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from conftest import FIXTURE_DIR, load_benchmark
 
 
 @pytest.mark.slow
@@ -29,7 +18,7 @@ def test_both_modes_are_measured_on_the_same_input(tmp_path):
     trace.parent.mkdir()
     trace.write_bytes(gzip.decompress(source.read_bytes()))
     advisor = str(Path(sys.executable).parent / "advisor")
-    row = _benchmark().compare(advisor, trace.parent, rounds=2)
+    row = load_benchmark("read_ahead").compare(advisor, trace.parent, rounds=2)
 
     for mode in ("alone", "shared"):
         figures = row[mode]

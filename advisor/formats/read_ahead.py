@@ -95,14 +95,15 @@ def folding(jobs: Sequence[TraceFold]) -> Iterator[None]:
     """Fold `jobs` ahead in a forked child until the block ends, when this is a command-line
     process, forking is safe and another CPU is idle (parallel.decode_workers, which
     ADVISOR_DECODE_WORKERS=1 sets to one); else the readers fold their files themselves."""
-    from advisor.formats.parallel import decode_workers  # which takes the shares from here
-    from advisor.formats.shared_folds import ReadAhead  # the decoding, only when it forks
-
     global _current
     jobs = _worth_it(jobs)
     if not jobs or _current is not None or not collector.in_command_line():
         yield
         return
+    # loaded only here: the decoding, which the parallel path takes the shares from
+    from advisor.formats.parallel import decode_workers
+    from advisor.formats.shared_folds import ReadAhead
+
     if not can_fork() or decode_workers() < 2:
         yield
         return
