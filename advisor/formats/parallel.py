@@ -22,8 +22,8 @@ sends the file back to the sequential path, since its bytes are gone by then.
 
 Only files of at least `MIN_BYTES` (inflated, for a .gz file: gzip's own note of its size) are
 cut (small files are not worth a process), and only in a process that is not itself a worker
-(ranks read in parallel already use the cores). A smaller file the command line's forked
-child has been folding (advisor.formats.read_ahead) is shared with that child instead.
+(ranks read in parallel already use the cores). A file the command line's forked child has
+been folding (16-128 MiB, advisor.formats.read_ahead) is shared with that child instead.
 `ADVISOR_DECODE_WORKERS` sets the number of processes (default: the CPUs this process may use
 that are idle now; 1 turns this off, and the read-ahead too).
 """
@@ -120,10 +120,10 @@ def read_in_parts(
     chunk_bytes: int = CHUNK_BYTES,
     min_bytes: int | None = None,
 ) -> Parts[S] | None:
-    """The file decoded in parts on several processes and merged, or folded already by the
-    command line's read-ahead (advisor.formats.read_ahead); None when the file is not worth
-    it (smaller than `min_bytes`, default MIN_BYTES) or not suitable (then the caller reads it
-    sequentially).
+    """The file decoded in parts on several processes and merged, or shared with the command
+    line's read-ahead child, which folds it from the back (advisor.formats.read_ahead); None
+    when the file is not worth it (smaller than `min_bytes`, default MIN_BYTES) or not
+    suitable (then the caller reads it sequentially).
 
     `decode` and `fold` must be importable by name (a worker process unpickles them): `fold`
     iterates a stream of one part and returns the reader's state of those events, `merge`
