@@ -41,10 +41,11 @@ from advisor.cli import entry
 from advisor.formats import read_ahead, shared_folds
 
 read_ahead.MIN_BYTES = 0
+read_ahead.MAX_BYTES = int(os.environ.get("MAX_BYTES", read_ahead.MAX_BYTES))
 shared_folds.PART_BYTES = int(os.environ["PART_BYTES"])
 if os.environ.get("CHILD_DIES"):  # the child's folds only: this process folds with its own
     shared_folds.fold_part = lambda *args: os._exit(3)
-counts = {"files": 0, "parts": 0, "here": 0}
+counts = {"files": 0, "parts": 0, "here": 0, "held": 0}
 folded = shared_folds.AheadFile.fold_with
 
 def fold_with(self, here):
@@ -53,23 +54,34 @@ def fold_with(self, here):
     def counted(part):
         counts["here"] += 1
         return here(part)
-    return folded(self, counted)
+    results = folded(self, counted)
+    counts["held"] += not self.ahead.closed  # the child still held after a file's results
+    return results
 
 shared_folds.AheadFile.fold_with = fold_with
-atexit.register(lambda: print("COUNTS", counts["files"], counts["parts"], counts["here"],
-                              file=sys.stderr))
+atexit.register(lambda: print("COUNTS", *counts.values(), file=sys.stderr))
 sys.argv = ["advisor", *sys.argv[1:]]
 entry()
 """
 
 
+Counts = tuple[int, int, int, int]
+
+
 def run_advisor(
-    path: Path, out: Path, *, ahead: bool, part_bytes: int = 64 * 1024, **env: str
-) -> tuple[dict[str, Any], tuple[int, int, int] | None]:
+    path: Path,
+    out: Path,
+    *,
+    ahead: bool,
+    part_bytes: int = 64 * 1024,
+    workers: int = 2,
+    **env: str,
+) -> tuple[dict[str, Any], Counts | None]:
     """The JSON report of `advisor run path` (its generation time left out), and (files
-    shared with the child, their parts, parts folded here) when `ahead`."""
+    shared with the child, their parts, parts folded here, files after whose results the
+    child was still held); `workers` CPUs are idle when `ahead`."""
     environ = {**os.environ, "PART_BYTES": str(part_bytes), **env}
-    environ["ADVISOR_DECODE_WORKERS"] = "2" if ahead else "1"
+    environ["ADVISOR_DECODE_WORKERS"] = str(workers) if ahead else "1"
     argv = [str(path), "-o", str(out), "--format", "json"]
     command = [sys.executable, "-c", DRIVER, "run", *argv]
     proc = subprocess.run(command, env=environ, capture_output=True, text=True, timeout=300)
@@ -77,8 +89,8 @@ def run_advisor(
     counts = None
     for line in proc.stderr.splitlines():
         if line.startswith("COUNTS "):
-            files, parts, here = map(int, line.split()[1:])
-            counts = (files, parts, here)
+            files, parts, here, held = map(int, line.split()[1:])
+            counts = (files, parts, here, held)
     reports = {}
     for report in sorted(out.glob("prof_rule*.json")):
         doc = json.loads(report.read_text())
@@ -95,13 +107,15 @@ def plain(source: Path, folder: Path) -> Path:
     return target
 
 
-def assert_shared(counts: tuple[int, int, int] | None, files: int) -> None:
-    """Each file was shared with the child, which folded at least its last part."""
+def assert_shared(counts: Counts | None, files: int) -> None:
+    """Each file was shared with the child, which folded at least its last part; the child
+    and its results were let go once the last file's results were gathered."""
     assert counts is not None
-    shared, parts, here = counts
+    shared, parts, here, held = counts
     assert shared == files
     assert parts >= 2 * files
     assert here < parts
+    assert held == files - 1
 
 
 @pytest.mark.slow
@@ -114,6 +128,21 @@ def test_kineto_report_is_the_same_with_the_child(tmp_path):
     )
     assert_shared(counts, 1)
     assert shared == alone
+
+
+@pytest.mark.slow
+def test_a_file_over_the_budget_goes_to_the_child_only_where_two_cpus_are_idle(tmp_path):
+    """With two, the parallel path would spawn one more process for it: the forked child is
+    that process, started sooner; with more, the parallel path decodes it on all of them."""
+    trace = plain(NCCL, tmp_path / "in")
+    alone, _ = run_advisor(trace, tmp_path / "alone", ahead=False)
+    shared, counts = run_advisor(
+        trace, tmp_path / "two", ahead=True, part_bytes=shared_folds.PART_BYTES, MAX_BYTES="1"
+    )
+    assert_shared(counts, 1)
+    assert shared == alone
+    _, counts = run_advisor(trace, tmp_path / "three", ahead=True, workers=3, MAX_BYTES="1")
+    assert counts is not None and counts[0] == 0  # no file shared
 
 
 @pytest.mark.slow
@@ -143,7 +172,7 @@ def test_parts_of_a_child_that_died_are_folded_here(tmp_path):
     alone, _ = run_advisor(trace, tmp_path / "alone", ahead=False)
     shared, counts = run_advisor(trace, tmp_path / "shared", ahead=True, CHILD_DIES="1")
     assert counts is not None
-    files, parts, here = counts
+    files, parts, here, _ = counts
     assert files == 1 and here == parts  # every part, the child's share too
     assert shared == alone
 
@@ -202,7 +231,8 @@ def test_no_child_outside_the_command_line(tmp_path):
 
 
 def test_files_are_folded_ahead_within_the_budget(tmp_path):
-    """16 MiB or more each, uncompressed, 128 MiB together: the child never runs far ahead."""
+    """16 MiB or more each, uncompressed, 128 MiB together: the child never runs far ahead
+    (on two CPUs too, once a first file is chosen)."""
     mib = 1024 * 1024
     sizes = {"a.json": 17, "b.json": 5, "c.json.gz": 20, "d.json": 100, "e.json": 30, "f.json": 17}
     jobs = []
@@ -211,8 +241,20 @@ def test_files_are_folded_ahead_within_the_budget(tmp_path):
             fh.truncate(size * mib)
         jobs.append(TraceFold(tmp_path / name, len, list))
     jobs.append(TraceFold(tmp_path / "missing.json", len, list))
-    chosen = read_ahead._worth_it(jobs)
-    assert [j.path.name for j in chosen] == ["a.json", "d.json"]
+    for two_cpus in (False, True):
+        chosen = read_ahead._worth_it(jobs, two_cpus=two_cpus)
+        assert [j.path.name for j in chosen] == ["a.json", "d.json"]
+
+
+def test_the_first_file_goes_ahead_whatever_its_size_where_two_cpus_are_idle(tmp_path):
+    mib = 1024 * 1024
+    jobs = []
+    for name, size in {"a.json": 5, "b.json": 200, "c.json": 17}.items():
+        with open(tmp_path / name, "wb") as fh:
+            fh.truncate(size * mib)
+        jobs.append(TraceFold(tmp_path / name, len, list))
+    assert [j.path.name for j in read_ahead._worth_it(jobs, two_cpus=True)] == ["b.json"]
+    assert read_ahead._worth_it(jobs, two_cpus=False) == []
 
 
 def test_the_child_makes_arrow_arrays_without_pandas():

@@ -23,7 +23,8 @@ sends the file back to the sequential path, since its bytes are gone by then.
 Only files of at least `MIN_BYTES` (inflated, for a .gz file: gzip's own note of its size) are
 cut (small files are not worth a process), and only in a process that is not itself a worker
 (ranks read in parallel already use the cores). A file the command line's forked child has
-been folding (16-128 MiB, advisor.formats.read_ahead) is shared with that child instead.
+been folding (16-128 MiB, any size where two CPUs are idle: advisor.formats.read_ahead) is
+shared with that child instead.
 `ADVISOR_DECODE_WORKERS` sets the number of processes (default: the CPUs this process may use
 that are idle now; 1 turns this off, and the read-ahead too).
 """

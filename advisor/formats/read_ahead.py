@@ -39,9 +39,11 @@ MIN_BYTES = 16 * 1024 * 1024
 """Smaller files are folded by their readers: on 6-9 MB traces the child saved nothing (its
 imports take most of the head start) and cost 0.3 s of CPU (benchmarks/README.md, round 24)."""
 MAX_BYTES = 128 * 1024 * 1024
-"""At most this much is folded ahead, the files together: a larger file decodes faster on all
-cores (advisor.formats.parallel) than shared with one child, whose head start is only the
-preparation, and later files wait for their readers."""
+"""At most this much is folded ahead, the files together: where more than two CPUs are idle a
+larger file decodes faster on all of them (advisor.formats.parallel) than shared with one
+child, and later files wait for their readers. Where two are, the first file goes to the child
+whatever its size: the parallel path would give it one more process too, spawned (its start
+costs a second or more), where the child is forked and starts before the preparation."""
 
 
 @dataclass(frozen=True)
@@ -96,15 +98,20 @@ def folding(jobs: Sequence[TraceFold]) -> Iterator[None]:
     process, forking is safe and another CPU is idle (parallel.decode_workers, which
     ADVISOR_DECODE_WORKERS=1 sets to one); else the readers fold their files themselves."""
     global _current
-    jobs = _worth_it(jobs)
-    if not jobs or _current is not None or not collector.in_command_line():
+    if (
+        not _worth_it(jobs, two_cpus=True)
+        or _current is not None
+        or not collector.in_command_line()
+    ):
         yield
         return
     # loaded only here: the decoding, which the parallel path takes the shares from
     from advisor.formats.parallel import decode_workers
     from advisor.formats.shared_folds import ReadAhead
 
-    if not can_fork() or decode_workers() < 2:
+    workers = decode_workers() if can_fork() else 1
+    jobs = _worth_it(jobs, two_cpus=workers == 2)
+    if workers < 2 or not jobs:
         yield
         return
     try:
@@ -119,10 +126,11 @@ def folding(jobs: Sequence[TraceFold]) -> Iterator[None]:
         ahead.close()
 
 
-def _worth_it(jobs: Sequence[TraceFold]) -> list[TraceFold]:
+def _worth_it(jobs: Sequence[TraceFold], *, two_cpus: bool) -> list[TraceFold]:
     """The uncompressed files (a .gz one cannot be entered in the middle) of MIN_BYTES or
-    more, in order, as long as they come to MAX_BYTES together: the child's results wait in
-    its temporary file until their reader gets there, so it never runs far ahead."""
+    more, in order, as long as they come to MAX_BYTES together, the first one whatever its
+    size when `two_cpus` are idle: the child's results wait in its temporary file until their
+    reader gets there, so it never runs far ahead."""
     chosen: list[TraceFold] = []
     total = 0
     for job in jobs:
@@ -133,7 +141,7 @@ def _worth_it(jobs: Sequence[TraceFold]) -> list[TraceFold]:
         if job.path.suffix.lower() == ".gz" or size < MIN_BYTES:
             continue
         total += size
-        if total > MAX_BYTES:
+        if total > MAX_BYTES and (chosen or not two_cpus):
             break
         chosen.append(job)
     return chosen

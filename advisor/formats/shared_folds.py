@@ -85,6 +85,8 @@ class ReadAhead:
         os.close(notes_out)
         self.notes_in: int | None = notes_in
         self.taken: set[int] = set()
+        self.gathered: set[int] = set()
+        self.closed = False
 
     def shared(
         self, path: Path, decode: object, fold: object, chunk_bytes: int
@@ -145,8 +147,18 @@ class ReadAhead:
         self.unread = data[whole:]
         return True
 
+    def done_with(self, job: int) -> None:
+        """`job`'s results are all here: once every job's are, the child and its temporary
+        file (on a tmpfs /tmp, memory) are let go, before the analysis goes on."""
+        self.gathered.add(job)
+        if len(self.gathered) == len(self.jobs):
+            self.close()
+
     def close(self) -> None:
-        """End the child if it still runs, reap it, drop its results."""
+        """End the child if it still runs, reap it, drop its results (once)."""
+        if self.closed:
+            return
+        self.closed = True
         with suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
@@ -183,6 +195,7 @@ class AheadFile:
         for part in range(front, count):
             result = ahead.result(job, part)
             results[part] = result if isinstance(result, PartResult) else here(self.parts[part])
+        ahead.done_with(job)
         return results
 
 
