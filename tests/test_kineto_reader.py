@@ -1074,3 +1074,22 @@ def test_a_far_off_timestamp_is_ignored_and_named(tmp_path, ts):
         )
     (far,) = [w for w in warnings_of(profile) if "more than a day away" in w]
     assert "1 event" in far and "broken_clock_kernel" in far
+
+
+def test_each_kernel_name_is_classified_once_per_process():
+    """The parts of one trace (and ranks read one after another) meet the same kernels: the
+    second walk over them takes every kernel's facts from the first."""
+    from advisor_plugins.kineto.parts import walk_events
+    from advisor_plugins.kineto.walk import DECODER
+
+    trace = json.loads(gzip.decompress(NCCL.read_bytes()))
+    events = DECODER.decode(json.dumps(trace["traceEvents"]).encode())
+    device_op_facts.cache_clear()
+    first = walk_events([list(events)])
+    classified = device_op_facts.cache_info()
+    second = walk_events([list(events)])
+    again = device_op_facts.cache_info()
+    assert classified.misses > 0
+    assert again.misses == classified.misses  # nothing classified a second time
+    assert again.hits >= classified.hits + classified.misses
+    assert second.device_names == first.device_names
