@@ -188,11 +188,11 @@ def test_number_parses_metadata_text():
 @pytest.fixture(scope="module")
 def a2_kernels() -> pd.DataFrame:
     warnings: list[str] = []
-    ops = read_kernel_details(
-        A2_KERNELS, "kernel_details.csv", Clock(), lambda *a, **k: warnings.append(a[1])
+    details = read_kernel_details(
+        A2_KERNELS, "kernel_details.csv", lambda *a, **k: warnings.append(a[1])
     )
-    assert ops is not None and warnings == []
-    return ops
+    assert details is not None and warnings == []
+    return details.on(Clock())
 
 
 def a2_profile(ops: pd.DataFrame, **tables: pd.DataFrame) -> Profile:

@@ -1152,6 +1152,34 @@ def test_kernel_details_rows_get_the_launch_of_the_task_at_their_start(tmp_path:
     pd.testing.assert_series_equal(ops["launch_thread"], alone["launch_thread"])
 
 
+def test_kernel_details_parsed_before_the_trace_read_as_if_after_it(tmp_path: Path) -> None:
+    """kernel_details.csv is parsed before trace_view.json (a read-ahead child folds the trace
+    meanwhile), yet the trace warns first and is listed first, and the tasks' exact starts
+    are the trace's own (the clock the trace fixed; one of another run is
+    test_rank0_kernel_details_from_another_run_give_way_to_the_traces_tasks)."""
+    lines = kernel_details_of(raw_trace()).splitlines()
+    header, bad = lines[0].split(","), lines[1].split(",")
+    bad[header.index("Duration(us)")] = "abc"
+    kernels = "\n".join([lines[0], ",".join(bad), *lines[2:]]) + "\n"
+    cut = TRACE.read_text(encoding="utf-8")[:-3]  # a truncated trace warns too
+    profile = read_one(rank_folder(tmp_path, trace_view__json=cut, kernel_details__csv=kernels))
+    alone = read_one(rank_folder(tmp_path / "alone", trace_view__json=cut))
+    files = [Path(w.file).name for w in profile.warnings]
+    assert files == ["trace_view.json", "kernel_details.csv"]
+    assert "truncated" in profile.warnings[0].problem and "'abc'" in profile.warnings[1].problem
+    assert profile.meta.files_read == [f"{OUT}/trace_view.json", f"{OUT}/kernel_details.csv"]
+    assert profile.meta.extra["time_origin_us"] == alone.meta.extra["time_origin_us"]
+    pd.testing.assert_series_equal(
+        profile.tables["device_ops"]["start_us"], alone.tables["device_ops"]["start_us"]
+    )
+    assert profile.tables["device_ops"]["duration_us"].isna().tolist()[:2] == [True, False]
+    # a file of another run, 4.6 million seconds away, moves none of the trace's times
+    other = rank_folder(tmp_path / "other", trace_view__json=cut, kernel_details__csv=OLD_KERNELS)
+    pd.testing.assert_series_equal(
+        read_one(other).tables["host_ops"]["start_us"], alone.tables["host_ops"]["start_us"]
+    )
+
+
 def test_rank0_kernel_details_of_another_run_get_no_launch(tmp_path: Path) -> None:
     """A kernel_details.csv of another run has no launch (its times cannot meet the trace's
     flows); the trace's own tasks, used in its place, get theirs from torch_to_npu flows."""

@@ -7,7 +7,7 @@ whole profile; they report through this callback, which `Profile.warn` fits.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class WarnFn(Protocol):
@@ -22,3 +22,26 @@ class WarnFn(Protocol):
         column: str | None = ...,
         unread: bool = ...,
     ) -> None: ...
+
+
+class HeldWarnings:
+    """A WarnFn that keeps what it is told until `replay`: a file parsed ahead of its turn
+    tells its problems where the file is taken, in the order the files always had."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[str | Path, str, dict[str, Any]]] = []
+
+    def __call__(
+        self,
+        file: str | Path,
+        problem: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        unread: bool = False,
+    ) -> None:
+        self.held.append((file, problem, {"line": line, "column": column, "unread": unread}))
+
+    def replay(self, warn: WarnFn) -> None:
+        for file, problem, where in self.held:
+            warn(file, problem, **where)

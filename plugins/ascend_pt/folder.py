@@ -4,6 +4,7 @@ it) on one clock, assembled into the profile's tables."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from advisor.formats.minddata import read_pipeline_raw
 from advisor.formats.parallel import read_in_parts
 from advisor.formats.stream import EventStream
 from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
+from advisor.formats.warn import HeldWarnings
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
@@ -33,7 +35,7 @@ from .communication import (
 from .cpu_ops import CPU_KERNEL, CPU_OP_FILE, read_cpu_op_timestamps
 from .db import profiler_databases, read_databases
 from .export import exports_beside
-from .kernel_details import kernels_with_launches, read_kernel_details
+from .kernel_details import KernelDetails, kernels_with_launches, read_kernel_details
 from .kinds import cann_kind
 from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, OUTPUT_FILES, READER, TRACE_FILE
 from .memory import read_memory_record
@@ -66,6 +68,15 @@ TIME_COLUMNS = {
     "aicore_freq": ("start_us", "end_us"),
 }
 CLOCK_TOLERANCE_US = 60e6  # how far outside the trace's span another file's times may lie
+
+
+@dataclass
+class EarlyKernels:
+    """kernel_details.csv parsed ahead of its turn (FolderReader._parse_kernels)."""
+
+    path: Path
+    warnings: HeldWarnings
+    details: KernelDetails | None
 
 
 class FolderReader:
@@ -136,8 +147,9 @@ class FolderReader:
             self._read_pipeline()
             self._finish()
             return [self.profile]
+        kernels = self._parse_kernels()  # while a read-ahead child folds the trace
         trace = self._read_trace()
-        kernels = self._read_kernels()
+        kernels = self._kernels_on_clock(kernels)
         step_table = self._read_csv_file(
             "step_trace_time.csv", lambda path, rel: read_step_trace_time(path, rel, self.warn)
         )
@@ -327,13 +339,26 @@ class FolderReader:
             self._read(path)
         return frame
 
-    def _read_kernels(self) -> pd.DataFrame | None:
-        kernels = self._read_csv_file(
-            "kernel_details.csv",
-            lambda path, rel: read_kernel_details(path, rel, self.clock, self.warn),
-        )
-        if kernels is None or kernels.empty:
+    def _parse_kernels(self) -> EarlyKernels | None:
+        """kernel_details.csv parsed before trace_view.json: where a read-ahead child folds
+        the trace meanwhile, it takes more of the trace (benchmarks/README.md, round 26)."""
+        path = self._file("kernel_details.csv")
+        if path is None:
             return None
+        held = HeldWarnings()
+        return EarlyKernels(path, held, read_kernel_details(path, self.rel(path), held))
+
+    def _kernels_on_clock(self, early: EarlyKernels | None) -> pd.DataFrame | None:
+        """The parsed kernel_details.csv taken as if read after the trace: its warnings and
+        its place among the files read follow the trace's, its starts go on the clock the
+        trace fixed."""
+        if early is None:
+            return None
+        early.warnings.replay(self.warn)
+        if early.details is None or early.details.ops.empty:
+            return None
+        self._read(early.path)
+        kernels = early.details.on(self.clock)
         device = kernels.attrs.get("device_id")
         if device is not None and self.profile.meta.device_id is None:
             self.profile.meta.device_id = device

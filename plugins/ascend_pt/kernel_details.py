@@ -3,13 +3,14 @@ names), and the torch_to_npu launch of each from the trace."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from advisor.formats.cann_csv import open_csv
 from advisor.formats.cann_summaries import device_ops_from_op_summary, unquoted_shapes
 from advisor.formats.cann_tasks import device_category
-from advisor.formats.decimal_clock import Clock
+from advisor.formats.decimal_clock import Clock, exact_parts
 from advisor.formats.interning import expand
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
@@ -34,7 +35,25 @@ _KERNEL_REQUIRED = ("Name", "Accelerator Core", "Duration(us)")
 _SHAPE_COLUMNS = ("input_shapes", "output_shapes")
 
 
-def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.DataFrame | None:
+@dataclass
+class KernelDetails:
+    """device_ops from kernel_details.csv whose exact start times are not on the profile's
+    clock yet: the file is parsed before trace_view.json, while a read-ahead child folds the
+    trace (advisor.formats.read_ahead), and the trace's times fix the clock's origin."""
+
+    ops: pd.DataFrame
+    starts: tuple[np.ndarray, np.ndarray] | None
+    """Whole µs and fraction of each start as written (decimal_clock.exact_parts)."""
+
+    def on(self, clock: Clock) -> pd.DataFrame:
+        """The rows with start_us on `clock` (which they fix when nothing did before)."""
+        if self.starts is not None:  # the same cells again, parsed exactly
+            exact = clock.from_parts(*self.starts)
+            self.ops["start_us"] = np.where(self.ops["start_us"].notna(), exact, np.nan)
+        return self.ops
+
+
+def read_kernel_details(path: Path, rel: str, warn: WarnFn) -> KernelDetails | None:
     """device_ops from kernel_details.csv through the msprof op_summary mapping."""
     csv = open_csv(path, rel, warn, _KERNEL_REQUIRED)
     if csv is None:
@@ -42,9 +61,8 @@ def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.
     mapping = {k: v for k, v in _KERNEL_COLUMNS.items() if csv.has(k) and not csv.has(v)}
     csv.rename(mapping)
     ops = device_ops_from_op_summary(csv, vector_first=True)
-    if "start_us" in ops:  # the same cells again, parsed exactly (bad cells already warned)
-        exact = clock.us(csv.cells("Task Start Time(us)"))
-        ops["start_us"] = np.where(ops["start_us"].notna(), exact, np.nan)
+    # bad cells already warned; placed on the clock by KernelDetails.on
+    starts = exact_parts(csv.cells("Task Start Time(us)")) if "start_us" in ops else None
     codes, core_types = pd.factorize(ops["core_type"], use_na_sentinel=False)
     ops["category"] = expand(codes, [device_category(t) for t in core_types])
     for column in _SHAPE_COLUMNS:  # `"""8,3;4"""` in the file reads as `"8,3;4"`
@@ -56,7 +74,7 @@ def read_kernel_details(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.
     device = csv.text("Device_id")
     if device is not None and device.notna().any():
         ops.attrs["device_id"] = str(device.dropna().iloc[0])
-    return ops
+    return KernelDetails(ops, starts)
 
 
 LAUNCH_MATCH_US = 0.13  # kernel_details may write starts as float64 (0.25 µs steps at epoch µs)
