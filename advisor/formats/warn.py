@@ -31,16 +31,8 @@ class HeldWarnings:
     def __init__(self) -> None:
         self.held: list[tuple[str | Path, str, dict[str, Any]]] = []
 
-    def __call__(
-        self,
-        file: str | Path,
-        problem: str,
-        *,
-        line: int | None = None,
-        column: str | None = None,
-        unread: bool = False,
-    ) -> None:
-        self.held.append((file, problem, {"line": line, "column": column, "unread": unread}))
+    def __call__(self, file: str | Path, problem: str, **where: Any) -> None:
+        self.held.append((file, problem, where))
 
     def replay(self, warn: WarnFn) -> None:
         for file, problem, where in self.held:

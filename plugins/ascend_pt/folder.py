@@ -147,9 +147,9 @@ class FolderReader:
             self._read_pipeline()
             self._finish()
             return [self.profile]
-        kernels = self._parse_kernels()  # while a read-ahead child folds the trace
+        early = self._parse_kernels()  # while a read-ahead child folds the trace
         trace = self._read_trace()
-        kernels = self._kernels_on_clock(kernels)
+        kernels = self._kernels_on_clock(early)
         step_table = self._read_csv_file(
             "step_trace_time.csv", lambda path, rel: read_step_trace_time(path, rel, self.warn)
         )
