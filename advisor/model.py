@@ -344,6 +344,24 @@ TABLES: dict[str, TableSpec] = {
                     "kind's time skips these rows so no interval counts twice",
                 ),
                 _c(
+                    "optimizer_impl",
+                    "string",
+                    "",
+                    "how a PyTorch optimizer step (Optimizer.step#<Class>.step) updated the "
+                    "parameters (derived from the operators recorded inside it on its thread): "
+                    "fused (an aten::_fused_* operator: fused=True), foreach (aten::_foreach_* "
+                    "multi-tensor operators), for-loop (operators, none of them multi-tensor: "
+                    "updates parameter by parameter); missing on other rows and where no "
+                    "operator was recorded inside",
+                ),
+                _c(
+                    "optimizer_ops",
+                    "Int64",
+                    "",
+                    "framework operators recorded inside an optimizer step (derived); missing "
+                    "on other rows",
+                ),
+                _c(
                     "startup",
                     "bool",
                     "",

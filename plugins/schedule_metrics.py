@@ -1,6 +1,7 @@
 """Schedule metric providers: why the device sat idle, how long launches took to reach it,
 which GPU kernels ran on Tensor Cores, the long device gaps the host spent doing nothing, and
-the host calls that are one-time start-up rather than training.
+the host calls that are one-time start-up rather than training, and which implementation
+(fused, foreach or a loop over the parameters) each optimizer step ran.
 
 These follow the analyses of Holistic Trace Analysis (idle time breakdown, kernel launch
 statistics) and of the PyTorch profiler's TensorBoard plugin (Tensor Core kernels), with one
@@ -21,10 +22,12 @@ from advisor.model import Profile, conform
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+    import pyarrow as pa
     from pandas.api.extensions import ExtensionArray
 else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
+    pa = lazy_module("pyarrow")
 
 # HTA's default `consecutive_kernel_delay` of get_idle_time_breakdown (trace time, µs): an idle
 # interval shorter than this between a task and the one before it is launch overhead.
@@ -311,6 +314,75 @@ def _startup_calls(profile: Profile) -> intervals.Intervals:
     return intervals.merge(start, start + duration)
 
 
+def optimizer_impls(profile: Profile) -> None:
+    """host_ops.optimizer_impl and optimizer_ops: how each PyTorch optimizer step
+    (`Optimizer.step#<Class>.step`) updated the parameters, told by the framework operators
+    recorded inside it on its thread. Its name is the same for every implementation, and on
+    GPUs torch.optim takes the multi-tensor (foreach) path by default, so advice to fuse the
+    step needs to know which one ran: an `aten::_fused_*` operator is fused=True,
+    `aten::_foreach_*` operators the foreach path, other operators one small update per
+    parameter.
+
+    Each operator is placed in the step window of its thread that starts last before it (the
+    steps of one thread do not overlap), so the operators are neither sorted nor looped over
+    in Python, and only the names of the optimizer records and of the operators inside a step
+    are read: a trace holds millions of operators, a handful of steps."""
+    host = profile.tables["host_ops"]
+    count = len(host)
+    impl = np.full(count, -1, dtype="int8")  # a code of _OPTIMIZER_IMPLS, -1 for none
+    inside = np.zeros(count, dtype="int64")
+    kind = host["kind"]
+    names = host["name"].array
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    end = start + host["duration_us"].to_numpy("float64", na_value=np.nan)
+    optimizer = np.flatnonzero(kind.eq("optimizer").to_numpy(bool, na_value=False) & ~np.isnan(end))
+    steps = optimizer[
+        pd.Series(names.take(optimizer))
+        .str.startswith("Optimizer.step#")
+        .to_numpy(bool, na_value=False)
+    ]
+    threads = (
+        pd.factorize(host["thread"], use_na_sentinel=False)[0]
+        if "thread" in host and len(steps)
+        else np.zeros(count, dtype="int64")
+    )
+    ops = np.flatnonzero(kind.eq("aten").to_numpy(bool, na_value=False) & ~np.isnan(start))
+    for thread in np.unique(threads[steps]).tolist():
+        rows = steps[threads[steps] == thread]
+        rows = rows[np.argsort(start[rows], kind="stable")]
+        mine = ops[threads[ops] == thread]
+        window = np.searchsorted(start[rows], start[mine], side="right") - 1
+        within = window >= 0
+        within[within] = start[mine[within]] < end[rows[window[within]]]
+        held, window = mine[within], window[within]
+        counts = np.bincount(window, minlength=len(rows))
+        held_names = pd.Series(names.take(held))
+        fused, foreach = (
+            np.bincount(
+                window,
+                held_names.str.startswith(prefix).to_numpy(bool, na_value=False),
+                len(rows),
+            )
+            > 0
+            for prefix in ("aten::_fused_", "aten::_foreach_")
+        )
+        inside[rows] = counts
+        impl[rows] = np.where(fused, 0, np.where(foreach, 1, np.where(counts > 0, 2, -1)))
+    labels = pa.DictionaryArray.from_arrays(
+        pa.array(impl, mask=impl < 0), pa.array(_OPTIMIZER_IMPLS)
+    ).cast(pa.large_string())
+    recorded = np.zeros(count, dtype=bool)
+    recorded[steps] = True
+    profile.tables["host_ops"] = host.assign(
+        optimizer_impl=pd.array(labels, dtype="string"),
+        optimizer_ops=pd.arrays.IntegerArray(inside, ~recorded),
+    )
+
+
+_OPTIMIZER_IMPLS = ("fused", "foreach", "for-loop")
+"""host_ops.optimizer_impl's values, in the order of its codes in optimizer_impls."""
+
+
 _BREAKDOWN = ("step", "level", "stream", "idle_us", "host_wait_us", "kernel_wait_us")
 _QUIET = ("step", "start_us", "duration_us", "host_calls", "host_busy_us", "gc_us")
 
@@ -353,6 +425,14 @@ PROVIDERS = [
         ("host_ops.startup",),
         startup_calls,
         "host_ops.startup: runtime calls of 0.5 s or more while the device ran nothing",
+    ),
+    MetricProvider(
+        "optimizer_impls",
+        ("host_ops.kind", "host_ops.name", "host_ops.start_us", "host_ops.duration_us"),
+        ("host_ops.optimizer_impl", "host_ops.optimizer_ops"),
+        optimizer_impls,
+        "host_ops.optimizer_impl: fused, foreach or for-loop, from the operators inside each "
+        "optimizer step",
     ),
 ]
 

@@ -130,6 +130,7 @@ def test_fixtures_are_there():
         "ddp_rank0.pt.trace.json.gz",
         "ddp_rank1.pt.trace.json.gz",
         "dynamic_batch.pt.trace.json.gz",
+        "fused_optimizer.pt.trace.json.gz",
         "healthy.pt.trace.json.gz",
         "with_stack.pt.trace.json.gz",
     ]

@@ -124,6 +124,30 @@ def test_scoped_suggestions_are_labelled_where_the_profile_does_not_say_its_stac
     assert finding.suggestions == shown
 
 
+def test_templates_name_the_profiles_device_and_framework_and_a_let_of_that_name_wins(tmp_path):
+    """A message may word itself for the hardware (a CPU-only run's idle time is no device's);
+    a rule that defines its own `framework` keeps it."""
+    text = GOOD_RULE.replace(
+        'message: "Mean',
+        "message: \"{{ 'host' if device_kind == 'CPU' else 'device' }} on {{ framework }}: Mean",
+    )
+    rules, errors = load_one(write_rule(tmp_path, text))
+    assert errors == []
+    profile = steps_profile([50, 400, 300])
+    for device, word in (("CPU", "host"), ("GPU", "device"), ("unknown", "device")):
+        profile.meta.framework, profile.meta.device_kind = "PyTorch", device
+        (finding,) = evaluate(profile, rules, functions=BUILTIN_FUNCTIONS).findings
+        assert finding.message.startswith(f"{word} on PyTorch: Mean step")
+    own = text.replace(
+        "  mean_us: mean(steps.duration_us)",
+        "  mean_us: mean(steps.duration_us)\n  framework: \"'mine'\"",
+    )
+    rules, errors = load_one(write_rule(tmp_path, own, "own.yaml"))
+    assert errors == []
+    (finding,) = evaluate(profile, rules, functions=BUILTIN_FUNCTIONS).findings
+    assert finding.message.startswith("device on mine: Mean step")
+
+
 def test_rule_does_not_fire_below_threshold(tmp_path):
     rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
     result = evaluate(steps_profile([50, 60]), rules, functions=BUILTIN_FUNCTIONS)

@@ -479,3 +479,70 @@ def test_gpu_002_judges_kernel_names_only_where_the_trace_has_them():
         result = evaluate(profile, "GPU-002")
         assert result.findings == []
         assert result.not_applicable[0][1] == ["device_ops.tensor_core"]
+
+
+def _raw_step_contents(path: Path, step_name: str) -> list[list[str]]:
+    """The cpu_op names inside each `step_name` annotation of a raw Kineto trace, on its
+    thread: what advisor's optimizer_impl is read from, counted here without advisor."""
+    events = [e for e in raw(path)["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in events if e.get("name") == step_name and e.get("cat") == "user_annotation"]
+    return [
+        [
+            e["name"]
+            for e in events
+            if e.get("cat") == "cpu_op"
+            and e["tid"] == s["tid"]
+            and s["ts"] <= e["ts"] < s["ts"] + s["dur"]
+        ]
+        for s in steps
+    ]
+
+
+def test_optimizer_steps_are_told_apart_by_the_operators_inside_them():
+    """The A100 trace's SGD steps ran the multi-tensor (foreach) path, the torch_npu LeNet's
+    Adam step a loop over the parameters; the counts are the raw trace's."""
+    nccl = read(NCCL)
+    session().derive(nccl, ["host_ops.optimizer_impl"])
+    host = nccl.tables["host_ops"]
+    steps = host[host["name"] == "Optimizer.step#SGD.step"]
+    contents = _raw_step_contents(NCCL, "Optimizer.step#SGD.step")
+    assert len(contents) == len(steps) == 3
+    assert all(any(n.startswith("aten::_foreach_") for n in names) for names in contents)
+    assert not any(n.startswith("aten::_fused_") for names in contents for n in names)
+    assert steps["optimizer_impl"].tolist() == ["foreach"] * 3
+    assert steps["optimizer_ops"].tolist() == [len(names) for names in contents] == [486] * 3
+    # every other row has neither
+    others = host.drop(steps.index)
+    assert others["optimizer_impl"].isna().all() and others["optimizer_ops"].isna().all()
+
+    ascend = read(ASCEND)
+    session().derive(ascend, ["host_ops.optimizer_impl"])
+    host = ascend.tables["host_ops"]
+    (adam,) = host[host["name"] == "Optimizer.step#Adam.step"].itertuples()
+    assert adam.optimizer_impl == "for-loop" and adam.optimizer_ops == 241
+
+
+def test_host004_tells_the_a100_trace_its_sgd_already_runs_foreach():
+    (finding,) = evaluate(read(NCCL), "HOST-004").findings
+    assert finding.values["foreach_calls"] == finding.values["calls"] == 3
+    assert "they run the multi-tensor (foreach) path, 486 framework operators a step" in (
+        finding.message
+    )
+    assert not any("foreach=True" in s for s in finding.suggestions)
+    assert [row[3:] for row in finding.evidence["rows"]] == [["foreach", 486]] * 3
+
+
+def test_own_fused_adamw_run_is_read_as_fused_and_host004_stays_quiet():
+    """The own torch 2.13 CPU run of AdamW(fused=True): each step holds one
+    aten::_fused_adamw_ (the raw trace's count), so no step is counted as unfused."""
+    path = FIXTURE_DIR / "kineto_own" / "fused_optimizer.pt.trace.json.gz"
+    contents = _raw_step_contents(path, "Optimizer.step#AdamW.step")
+    assert len(contents) == 6
+    assert all(names.count("aten::_fused_adamw_") == 1 for names in contents)
+    profile = read(path)
+    result = evaluate(profile, "HOST-004")
+    host = profile.tables["host_ops"]
+    steps = host[host["name"] == "Optimizer.step#AdamW.step"]
+    assert steps["optimizer_impl"].tolist() == ["fused"] * 6
+    assert steps["optimizer_ops"].tolist() == [len(names) for names in contents]
+    assert result.findings == [] and result.outcomes["HOST-004"] == "passed"

@@ -329,7 +329,10 @@ def evaluate_rule(
     if rule.evidence is not None:
         evidence, shown_rows, selected = _evidence(rule.evidence, profile, values, functions, memo)
     measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
+    meta = profile.meta
     context = {
+        "device_kind": meta.device_kind,  # before params and lets: a rule's own names win
+        "framework": meta.framework,
         **{k: to_plain(v) for k, v in params.items()},
         **measured,
         "impact_us": impact,
@@ -342,7 +345,6 @@ def evaluate_rule(
         "evidence_total": evidence["total_rows"] if evidence else 0,
     }
     tune_ops: list[str] = []
-    meta = profile.meta
     if rule.tune_ops and shown_rows is not None and meta.device_kind == "NPU":
         # AOE tunes Ascend operators only: a GPU kernel name in its file would be an error
         tune_ops = [str(v) for v in pd.Series(shown_rows[rule.tune_ops]).dropna().unique()]

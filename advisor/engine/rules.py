@@ -44,9 +44,20 @@ BUILTIN_NAMES = frozenset({"total_us"})
 LANGUAGES = ("en", "zh")
 """Languages reports can be written in; English is the default and every rule has it."""
 TEMPLATE_NAMES = frozenset(
-    {"impact_us", "impact_ratio", "total_us", "evidence", "evidence_total", "measured_us"}
+    {
+        "impact_us",
+        "impact_ratio",
+        "total_us",
+        "evidence",
+        "evidence_total",
+        "measured_us",
+        "device_kind",
+        "framework",
+    }
 )
-"""Variables every message template gets besides the rule's params and lets."""
+"""Variables every message template gets besides the rule's params and lets (`device_kind`
+and `framework`: a message can name the hardware the profile ran on, a CPU-only run's idle
+time is no device's)."""
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,8 @@ HEADINGS_ZH = {
     "op_id": "算子 ID",
     "op_type": "算子类型",
     "ops": "算子数",
+    "optimizer_impl": "优化器实现",
+    "optimizer_ops": "优化器内算子数",
     "option": "选项",
     "other": "其他",
     "output_shapes": "输出 shape",
