@@ -358,8 +358,9 @@ TABLES: dict[str, TableSpec] = {
                     "optimizer_ops",
                     "Int64",
                     "",
-                    "framework operators recorded inside an optimizer step (derived); missing "
-                    "on other rows",
+                    "framework operators recorded inside an optimizer step (derived; a "
+                    "wrapper's step holding another optimizer's counts those before it); "
+                    "missing on other rows",
                 ),
                 _c(
                     "startup",

@@ -323,10 +323,12 @@ def optimizer_impls(profile: Profile) -> None:
     `aten::_foreach_*` operators the foreach path, other operators one small update per
     parameter.
 
-    Each operator is placed in the step window of its thread that starts last before it (the
-    steps of one thread do not overlap), so the operators are neither sorted nor looped over
-    in Python, and only the names of the optimizer records and of the operators inside a step
-    are read: a trace holds millions of operators, a handful of steps."""
+    Each operator is placed in the step window of its thread that starts last before it, so
+    the operators are neither sorted nor looped over in Python, and only the names of the
+    optimizer records and of the operators inside a step are read: a trace holds millions of
+    operators, a handful of steps. Steps follow one another; where a wrapper's step holds
+    another optimizer's, the inner step gets the operators it holds and the wrapper only
+    those before it."""
     host = profile.tables["host_ops"]
     count = len(host)
     impl = np.full(count, -1, dtype="int8")  # a code of _OPTIMIZER_IMPLS, -1 for none
