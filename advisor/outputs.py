@@ -248,12 +248,13 @@ def _report_json(analysis: ProfileAnalysis, notes: Sequence[str]) -> str:
     """A prof_rule report with the run's `notes`, indented. orjson, not json.dumps: with an
     indent the standard library encodes in Python, 7 ms a report, the largest part of writing
     300 ranks' reports. The values are json.dumps' to the bit; only numbers below 1e-4 or
-    from 1e16 are spelled otherwise (6.2e-7 for 6.2e-07, 0.0000658 for 6.58e-05)."""
+    from 1e16 are spelled otherwise (6.2e-7 for 6.2e-07, 0.0000658 for 6.58e-05). NumPy
+    scalars (a plugin's figures in profile.extra) are written as the numbers they hold, which
+    json.dumps did for numpy.float64 and orjson does only when asked."""
     import orjson
 
-    return orjson.dumps(
-        with_run_notes(analysis.report, notes), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
-    ).decode("utf-8")
+    options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+    return orjson.dumps(with_run_notes(analysis.report, notes), option=options).decode("utf-8")
 
 
 def with_run_notes(report: dict[str, Any], notes: Sequence[str]) -> dict[str, Any]:

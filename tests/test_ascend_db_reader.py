@@ -9,6 +9,7 @@ numbers are computed from the text sources, never by the code under test.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -142,6 +143,26 @@ def test_analysis_database_and_memory_record_give_the_tables_of_their_text_files
         assert totals[1][transport] == pytest.approx(values, nan_ok=True), transport
     kinds = db.tables["comm_ops"]["kind"].value_counts().to_dict()
     assert kinds == {"link": 48, "op": 4}
+
+
+@pytest.mark.parametrize("folder", [LEVEL1_TEXT, LEVEL1_DB], ids=["text", "db"])
+def test_communication_bandwidth_totals_are_written_in_the_report(
+    folder: Path, tmp_path: Path
+) -> None:
+    """communication.json's "Total Op Info" (or analysis.db's rows of it) reach the JSON
+    report as numbers: they once stayed NumPy floats, and writing any report of a rank with
+    them stopped the run with an internal error."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(folder), "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    (report,) = out.glob("prof_rule_*.json")
+    hccs = json.loads(report.read_text())["profile"]["extra"]["comm_bandwidth"]["HCCS"]
+    # the text export's step50 "Total Op Info": HCCS 427.596096 MB in 27.315705875 ms
+    assert hccs["bytes"] == pytest.approx(427.596096e6)
+    assert hccs["transit_us"] == pytest.approx(27_315.705875)
+    assert hccs["bandwidth_gbps"] == pytest.approx(427.596096 / 27.315705875)
+    totals = read_pt(folder).meta.extra["comm_bandwidth"]
+    assert {type(v) for t in totals.values() for v in t.values()} == {float}
 
 
 def test_msprof_database_gives_the_tables_of_its_text_export() -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -44,7 +45,14 @@ class SloppyReader:
         )
         return [
             Profile(
-                ProfileMeta("sloppy", str(path), rank=rank, world_size=2),
+                ProfileMeta(
+                    "sloppy",
+                    str(path),
+                    rank=rank,
+                    world_size=2,
+                    # figures a plugin computed with NumPy, kept as NumPy scalars
+                    extra={"clock_ghz": np.float64(1.8), "cores": np.int64(rank + 8)},
+                ),
                 {
                     "steps": steps,
                     "mystery": pd.DataFrame({"a": [1]}),
@@ -96,6 +104,7 @@ def test_bad_reader_output_is_warned_about_and_every_rank_reported(ranks, tmp_pa
     assert {"prof_rule_rank0.json", "prof_rule_rank1.json"} <= names
     report = json.loads((tmp_path / "out/prof_rule_rank1.json").read_text(encoding="utf-8"))
     assert any(w["reader"] == source and "end_us" in w["problem"] for w in report["warnings"])
+    assert report["profile"]["extra"] == {"clock_ghz": 1.8, "cores": 9}
 
 
 def test_reader_returning_no_profiles_list_is_one_input_error(tmp_path):

@@ -105,8 +105,9 @@ def parse_communication(
         if key.startswith("Total Op Info"):
             for transport, info in transports.items():
                 total = totals.setdefault(transport, {"bytes": 0.0, "transit_us": 0.0})
-                total["bytes"] += np.nan_to_num(_number(info, "Transit Size(MB)")) * MB
-                total["transit_us"] += np.nan_to_num(_number(info, "Transit Time(ms)")) * 1e3
+                # plain floats: the totals go into the report's profile.extra as they are
+                total["bytes"] += float(np.nan_to_num(_number(info, "Transit Size(MB)"))) * MB
+                total["transit_us"] += float(np.nan_to_num(_number(info, "Transit Time(ms)"))) * 1e3
             continue
         if not isinstance(time_info, dict):
             continue
