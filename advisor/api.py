@@ -99,7 +99,7 @@ class ProfileAnalysis:
         if isinstance(packed, Spooled):
             packed = packed.load()
         report = pickle.loads(zlib.decompress(packed))  # our own bytes
-        report["warnings"] = [w.to_dict() for w in self.profile.warnings]
+        report["warnings"] = [w.to_dict(self.evaluation.lang) for w in self.profile.warnings]
         if self.tuning is not None:
             report["tuning_loop"] = self.tuning
         return report
@@ -380,7 +380,8 @@ def _mixed_runs_note(mixed: MixedRuns, lang: str) -> str:
     folder = os.path.commonpath(mixed.paths)
     names = [os.path.relpath(p, folder) if p != folder else Path(p).name for p in mixed.paths]
     shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
-    where = shown if folder in mixed.paths else f"{shown} in {folder}"
+    inside = f"{shown} in {folder}" if lang == "en" else f"{folder} 中的 {shown}"
+    where = shown if folder in mixed.paths else inside
     return tr("no_cluster_repeated_rank", rank=mixed.rank, n=len(mixed.paths), paths=where)
 
 

@@ -1599,21 +1599,33 @@ class ReaderWarning:
     unread: bool = False
     """The whole file was refused (damaged, over a limit): an input could not be read, so the
     run exits 3 though the rest of the profile is analysed."""
+    problem_zh: str = ""
+    """The problem in Chinese, where its writer gave it: a report in Chinese shows it, and
+    `problem` (English) otherwise."""
 
     def __str__(self) -> str:
+        return self.line_in("en")
+
+    def problem_in(self, lang: str) -> str:
+        """The problem in `lang` (one of render.messages.LANGS), English when untranslated."""
+        return self.problem_zh if lang == "zh" and self.problem_zh else self.problem
+
+    def line_in(self, lang: str) -> str:
+        """ "file:line: problem (column 'x')", the problem in `lang`: the line the CLI prints."""
         where = self.file
         if self.line is not None:
             where += f":{self.line}"
-        named = self.column is None or repr(self.column) in self.problem
+        problem = self.problem_in(lang)
+        named = self.column is None or repr(self.column) in problem
         col = "" if named else f" (column {self.column!r})"
-        return f"{where}: {self.problem}{col}"
+        return f"{where}: {problem}{col}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, lang: str = "en") -> dict[str, Any]:
         return {
             "file": self.file,
             "line": self.line,
             "column": self.column,
-            "problem": self.problem,
+            "problem": self.problem_in(lang),
             "reader": self.reader,
             "unread": self.unread,
         }
@@ -1707,11 +1719,11 @@ class Profile:
             return True  # the usual case, told without building the column (7x cheaper)
         return int(df[column].count()) > 0  # count: 2x notna().any()
 
-    def warn_whole(self, problem: str) -> None:
+    def warn_whole(self, problem: str, *, zh: str = "") -> None:
         """Record a problem of the profile as a whole, not of one of its files: named by its
         file, or by its folder (warn() puts the folder first)."""
         source = Path(self.meta.path)
-        self.warn(source.name if source.is_file() else ".", problem)
+        self.warn(source.name if source.is_file() else ".", problem, zh=zh)
 
     def warn(
         self,
@@ -1722,14 +1734,16 @@ class Profile:
         column: str | None = None,
         reader: str = "",
         unread: bool = False,
+        zh: str = "",
     ) -> None:
         """Record a problem; a file path relative to the profile is made whole for the user.
-        `unread`: the problem cost the whole file (see ReaderWarning.unread)."""
+        `unread`: the problem cost the whole file (see ReaderWarning.unread); `zh`: the
+        problem in Chinese, for reports in Chinese."""
         path = Path(file)
         if not path.is_absolute() and not str(file).startswith("<"):
             base = Path(self.meta.path)
             path = (base if base.is_dir() else base.parent) / path
-        self.warnings.append(ReaderWarning(str(path), problem, line, column, reader, unread))
+        self.warnings.append(ReaderWarning(str(path), problem, line, column, reader, unread, zh))
 
 
 def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.DataFrame:

@@ -77,10 +77,12 @@ def _leave_out_trailing_fragment(profile: Profile) -> None:
         return
     step, duration = int(steps["step"].loc[row]), float(steps["duration_us"].loc[row])
     profile.tables["steps"] = steps.drop(index=row).reset_index(drop=True)
+    took = units.fmt_us(duration)
     profile.warn_whole(
-        f"the last step {step} ({units.fmt_us(duration)}) ran no device "
-        "task while the steps before it did: the profiler stopped inside it, so it is left out "
-        "of the steps and of every per-step figure",
+        f"the last step {step} ({took}) ran no device task while the steps before it did: the "
+        "profiler stopped inside it, so it is left out of the steps and of every per-step figure",
+        zh=f"最后一个迭代 {step}（{took}）没有运行任何设备任务，而之前的迭代都有：采集在该迭代"
+        "中途停止，因此它不计入迭代表，也不计入任何逐迭代的数值",
     )
 
 

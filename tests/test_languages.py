@@ -19,6 +19,7 @@ from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.outcome import SEVERITIES
 from advisor.engine.rules import build_rule, load_rules
 from advisor.errors import RuleError
+from advisor.model import Profile, ProfileMeta
 from advisor.plugin_manager import PluginHost
 from advisor.render.format import column_format
 from advisor.render.json_report import validate_report
@@ -234,6 +235,54 @@ def test_run_lang_en_keeps_english(tmp_path: Path):
     html = (out / "report.html").read_text(encoding="utf-8")
     assert '<html lang="en">' in html and "Findings ranked by severity and time at stake" in html
     assert not CJK.search(html) and not CJK.search(result.output)
+
+
+MI250 = ROOT / "tests/fixtures/real/kineto/amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+MI250_WARNINGS = {
+    "en": (
+        "no distributedInfo: rank and world size unknown",
+        "the last step 2 (49.1 µs) ran no device task while the steps before it did",
+    ),
+    "zh": (
+        "没有 distributedInfo：rank 和 world size 未知",
+        "最后一个迭代 2（49.1 µs）没有运行任何设备任务，而之前的迭代都有",
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_warnings_are_in_the_reports_language(tmp_path: Path, lang: str):
+    """The real MI250 trace's two warnings (its reader's and the steps' check) as the CLI
+    prints them, in the JSON report and on the HTML page: in the run's language."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main, ["run", str(MI250), "-o", str(out), "--lang", lang, "--format", "json,html"]
+    )
+    assert result.exit_code == 0, result.output
+    (written,) = out.glob("prof_rule_*.json")
+    report = json.loads(written.read_text(encoding="utf-8"))
+    validate_report(report)
+    problems = [w["problem"] for w in report["warnings"]]
+    assert len(problems) == 2
+    page = (out / "report.html").read_text(encoding="utf-8")
+    for expected, problem in zip(MI250_WARNINGS[lang], problems):
+        assert problem.startswith(expected)
+        assert f"warning: {MI250}: {expected}" in result.output
+        assert expected in page
+    assert all(bool(CJK.search(p)) == (lang == "zh") for p in problems)
+
+
+def test_a_warning_without_chinese_text_stays_english_in_a_chinese_report(tmp_path: Path):
+    profile = Profile(ProfileMeta("test", str(tmp_path)))
+    profile.warn("a.csv", "3 rows without a time; skipped", line=4)
+    profile.warn_whole("too short", zh="太短")
+    plain, translated = profile.warnings
+    assert plain.to_dict("zh")["problem"] == "3 rows without a time; skipped"
+    assert (
+        plain.line_in("zh") == str(plain) == f"{tmp_path}/a.csv:4: 3 rows without a time; skipped"
+    )
+    assert translated.line_in("zh") == f"{tmp_path}: 太短"
+    assert str(translated) == f"{tmp_path}: too short"
 
 
 @pytest.mark.parametrize(

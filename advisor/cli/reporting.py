@@ -228,7 +228,7 @@ def echo_closing(
     prof_rule_0.json in DIR" when something was written."""
     from advisor.render.text import terminal_width, written_line
 
-    lines = dict.fromkeys((w.unread, str(w)) for w in warnings)
+    lines = dict.fromkeys((w.unread, w.line_in(report.lang)) for w in warnings)
     for unread, line in lines:
         if unread:
             error(line)

@@ -460,16 +460,21 @@ def evaluate(
     path = result.critical_path
     recorded = None if path is None else path.recorded_share()
     if too_short:
+        spans, least = units.fmt_us(total_us), units.fmt_us(MIN_JUDGED_US)
         profile.warn_whole(
-            f"the profile spans {units.fmt_us(total_us)}, under {units.fmt_us(MIN_JUDGED_US)}: "
-            "too short to hold a training step, so its findings stay low and no step time if "
-            "fixed is given",
+            f"the profile spans {spans}, under {least}: too short to hold a training step, so "
+            "its findings stay low and no step time if fixed is given",
+            zh=f"性能数据只覆盖 {spans}，不足 {least}：太短，容纳不下一个训练迭代，因此其发现"
+            "都保持为低严重度，也不给出修复后的迭代时间",
         )
     elif recorded is not None and recorded < savings.MIN_RECORDED_SHARE:
+        share = units.fmt_pct(recorded)
         profile.warn_whole(
             f"recorded work (device tasks, collectives, host calls, data loading) fills "
-            f"{units.fmt_pct(recorded)} of the steps: what the rest of their time went to is not "
-            "in the profile, so no step time if fixed is given",
+            f"{share} of the steps: what the rest of their time went to is not in the "
+            "profile, so no step time if fixed is given",
+            zh=f"记录到的工作（设备任务、集合通信、Host 调用、数据加载）只占迭代时间的 {share}："
+            "其余时间花在何处不在性能数据中，因此不给出修复后的迭代时间",
         )
     else:
         result.fix_first = savings.apply(findings, path)

@@ -142,7 +142,7 @@ def build_report(
         },
         "metrics": metrics.to_json(),
         "not_applicable": _not_applicable(evaluation),
-        "warnings": [w.to_dict() for w in profile.warnings],
+        "warnings": [w.to_dict(evaluation.lang) for w in profile.warnings],
         "rules": {
             r.id: {
                 "source": r.source,

@@ -117,8 +117,11 @@ class FolderReader:
         line: int | None = None,
         column: str | None = None,
         unread: bool = False,
+        zh: str = "",
     ) -> None:
-        self.profile.warn(file, problem, line=line, column=column, reader=READER, unread=unread)
+        self.profile.warn(
+            file, problem, line=line, column=column, reader=READER, unread=unread, zh=zh
+        )
 
     def rel(self, path: Path) -> str:
         try:
@@ -385,11 +388,13 @@ class FolderReader:
         first, last = self.trace_span
         if hi >= first - CLOCK_TOLERANCE_US and lo <= last + CLOCK_TOLERANCE_US:
             return frame
-        gap = max(first - hi, lo - last) / 1e6
+        gap = f"{max(first - hi, lo - last) / 1e6:,.0f}"
         self.warn(
             self.rel(self.output / name),
-            f"times are {gap:,.0f} s away from trace_view.json's, so the files come "
+            f"times are {gap} s away from trace_view.json's, so the files come "
             f"from different runs or clocks; its {column} values are left out",
+            zh=f"时间与 trace_view.json 相差 {gap} 秒，两个文件来自不同的运行或时钟；"
+            f"其 {column} 值不予采用",
         )
         return frame.assign(**{column: np.nan})
 
@@ -434,6 +439,8 @@ class FolderReader:
                 self.rel(self.output / "kernel_details.csv"),
                 "from another run, so not used: the device tasks are trace_view.json's "
                 f"{len(trace.device_ops):,}",
+                zh="来自另一次运行，不予使用：设备任务取自 trace_view.json"
+                f"（{len(trace.device_ops):,} 个）",
             )
             kernels = None
         if kernels is not None:

@@ -52,8 +52,8 @@ class TraceReader:
             )
         )
 
-    def warn(self, problem: str) -> None:
-        self.profile.warn(self.path.name, problem, reader=READER)
+    def warn(self, problem: str, zh: str = "") -> None:
+        self.profile.warn(self.path.name, problem, reader=READER, zh=zh)
 
     def read(self) -> Profile:
         path = self.path
@@ -129,7 +129,10 @@ class TraceReader:
             if info.get("nccl_version") is not None:
                 meta.versions["nccl_version"] = str(info["nccl_version"])
         else:
-            self.warn("no distributedInfo: rank and world size unknown")
+            self.warn(
+                "no distributedInfo: rank and world size unknown",
+                "没有 distributedInfo：rank 和 world size 未知",
+            )
         if meta.rank is None:
             match = _RANK_IN_NAME.search(self.path.name)
             if match:
@@ -186,11 +189,13 @@ class TraceReader:
             window = device_window(tables["device_ops"])
             if window is not None:
                 tables["steps"] = window
-                span = float(window["duration_us"].iloc[0])
+                span = f"{float(window['duration_us'].iloc[0]) / 1000:,.1f} ms"
                 self.warn(
-                    f"no ProfilerStep in the trace: the device's span ({span / 1000:,.1f} "
-                    "ms, first kernel to last) stands in for one step, so idle and "
-                    "per-step figures are for that window"
+                    f"no ProfilerStep in the trace: the device's span ({span}, first kernel "
+                    "to last) stands in for one step, so idle and per-step figures are for "
+                    "that window",
+                    f"trace 中没有 ProfilerStep：以设备的时间跨度（{span}，从第一个 kernel 到"
+                    "最后一个）代替一个迭代，因此空闲时间和逐迭代的数值都针对这段时间",
                 )
         metadata = header_metadata(doc, chosen, self.path.name)
         if metadata is not None:
