@@ -265,6 +265,7 @@ KINETO = [
     "kineto_backward_thread",
     "kineto_2026_h100_cuda_sync_before",
     "kineto_2026_h100_cuda_sync_after",
+    "kineto_2023_a100_simple_add_syncs",
 ]
 CASES = [
     *(Case(name, _one_file) for name in KINETO),
@@ -403,3 +404,28 @@ def test_kineto_stream_wait_event_does_not_hold_the_host(folder: str) -> None:
     assert len(want) < len(events)
     host = analysed(folder).analyses[0].profile.tables["host_ops"]
     assert sorted(host[host["kind"] == "sync"]["name"]) == want
+
+
+def test_kineto_sync_records_of_recorded_calls_are_not_counted_again() -> None:
+    """PyTorch 2.2+ traces hold, for each cudaStreamSynchronize or cudaDeviceSynchronize, the
+    call on the host thread and CUPTI's Stream/Context Sync record with the same correlation
+    on the device's timeline: one synchronisation, counted once (HOST-002 said 42 times)."""
+    folder = "kineto_2023_a100_simple_add_syncs"
+    (path,) = (REAL / folder).iterdir()
+    events = _load_json(path)["traceEvents"]
+    calls = [
+        e for e in events if e.get("cat") == "cuda_runtime" and e["name"].endswith("Synchronize")
+    ]
+    records = [
+        e for e in events if e.get("cat") == "cuda_sync" and e["name"] != "Stream Wait Event"
+    ]
+    assert sorted(e["args"]["correlation"] for e in records) == sorted(
+        e["args"]["correlation"] for e in calls
+    )
+    (analysis,) = analysed(folder).analyses
+    host = analysis.profile.tables["host_ops"]
+    assert sorted(host[host["kind"] == "sync"]["name"]) == sorted(e["name"] for e in calls)
+    (finding,) = [f for f in analysis.findings if f.rule.id == "HOST-002"]
+    blocking = sum(e["dur"] for e in calls)
+    assert f"synchronised with the device {len(calls)} times" in finding.message
+    assert f"blocking for {blocking} µs" in finding.message

@@ -84,7 +84,7 @@ def frames(
             shape_codes[(kind != "aten").to_numpy(dtype=bool)] = -1  # aten operators only
             texts = pd.array([*map(shape_text, walk.shapes), None], dtype="string")
             host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end
-        tables["host_ops"] = host
+        tables["host_ops"] = host.drop(index=_repeated_syncs(walk, codes)).reset_index(drop=True)
     if walk.comm:
         name, op, group, start, duration, nbytes = zip_strict(*walk.comm)
         duration = np.asarray(duration, dtype=np.float64)
@@ -153,6 +153,22 @@ def _launches(
         launch_dur,
         names.take(name_code),  # -1: the None at the end
     )
+
+
+def _repeated_syncs(walk: EventWalk, codes: np.ndarray) -> np.ndarray:
+    """The host rows of CUPTI synchronisation records (Stream/Event/Context Sync) whose
+    runtime call is in the trace as a host sync: PyTorch 2.2+ traces record both for one
+    cudaStreamSynchronize, the call on the host thread and the record on the device's
+    timeline, so keeping both would count each synchronisation twice. A record alone (its
+    call not recorded) stays the host sync it stands for. `codes`: the host rows' codes."""
+    if not walk.y_corr or not walk.r_corr:
+        return np.zeros(0, dtype=np.int64)
+    syncs = np.array([kind == "sync" for _, kind in walk.host_names])[codes]
+    calls = as_numpy(walk.r_row, np.int64)
+    call_ids = as_numpy(walk.r_corr, np.int64)[syncs[calls]]
+    records = as_numpy(walk.y_row, np.int64)
+    repeated = records[np.isin(as_numpy(walk.y_corr, np.int64), call_ids)]
+    return repeated[syncs[repeated]]
 
 
 def _kernel_args(walk: EventWalk) -> dict[str, Any]:

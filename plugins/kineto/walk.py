@@ -24,6 +24,7 @@ from .categories import (
     OTHER,
     RUNTIME,
     STEP_NAME,
+    SYNC,
     collective,
     device_op_facts,
     dtype_bytes,
@@ -122,6 +123,9 @@ class EventWalk:
         # and host row (their start and thread are the host row's)
         self.d_corr = array("q")
         self.r_corr, self.r_row = array("q"), array("q")
+        # CUPTI's synchronisation records (cuda_sync): correlation and host row, to tell those
+        # of a recorded runtime call (cudaStreamSynchronize...) from those standing alone
+        self.y_corr, self.y_row = array("q"), array("q")
         # kernel launch configurations (sparse, kernels only): the device row and the code of
         # its configuration (blocks and warps per SM, occupancy, shared memory, registers,
         # grid, block, as written) in `launches`, each distinct one kept once and told apart
@@ -158,6 +162,7 @@ class EventWalk:
         s_row_code = self.s_row_code.append
         d_corr = self.d_corr.append
         r_corr, r_row = self.r_corr.append, self.r_row.append
+        y_corr, y_row = self.y_corr.append, self.y_row.append
         k_row, k_code = self.k_row.append, self.k_code.append
         launches, launch_values, encode = self.launches, self.launch_values, _ENCODE
         pids = self.device_pids
@@ -228,6 +233,13 @@ class EventWalk:
                                 if corr.__class__ is int and NO_ID < corr <= MAX_ID:
                                     r_corr(corr)
                                     r_row(len(h_rows))
+                        elif family == SYNC:
+                            args = ev.args
+                            if args is not None:
+                                corr = args.correlation
+                                if corr.__class__ is int and NO_ID < corr <= MAX_ID:
+                                    y_corr(corr)
+                                    y_row(len(h_rows))
                         h_code(code)
                         h_start(ts)
                         h_dur(dur)
@@ -322,6 +334,7 @@ class EventWalk:
             (self.h_start, later.h_start),
             (self.h_dur, later.h_dur),
             (self.r_corr, later.r_corr),
+            (self.y_corr, later.y_corr),
             (self.m_time, later.m_time),
             (self.m_allocated, later.m_allocated),
             (self.m_reserved, later.m_reserved),
@@ -339,6 +352,7 @@ class EventWalk:
             packed = np.asarray(later.s_row_code)
             _append(self.s_row_code, (packed >> 32) + h_rows << 32 | shape[packed & 0xFFFFFFFF])
         _append(self.r_row, np.asarray(later.r_row) + h_rows)
+        _append(self.y_row, np.asarray(later.y_row) + h_rows)
         _append(self.k_row, np.asarray(later.k_row) + d_rows)
         launch = []
         for key, code in later.launches.items():  # in order of their codes
