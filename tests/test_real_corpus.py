@@ -429,3 +429,26 @@ def test_kineto_sync_records_of_recorded_calls_are_not_counted_again() -> None:
     blocking = sum(e["dur"] for e in calls)
     assert f"synchronised with the device {len(calls)} times" in finding.message
     assert f"blocking for {blocking} µs" in finding.message
+
+
+def test_msprof_control_tasks_are_not_device_work() -> None:
+    """task_time's PROFILING_ENABLE / PROFILING_DISABLE (when the profiler was switched on and
+    off) and TASK_TIMEOUT_SET are no work of the model: the profile spans its kernels, 14.5
+    ms, not the 917 ms the profiler was on, and no kernel waited 749 ms for the switch-off."""
+    folder = "msprof_2026_vllm_ascend_task_time"
+    (path,) = (REAL / folder).rglob("task_time_*.csv")
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    kernels = [r for r in rows if r["kernel_name"] != "N/A"]
+    assert {r["kernel_type"] for r in rows if r["kernel_name"] == "N/A"} == {
+        "PROFILING_ENABLE",
+        "PROFILING_DISABLE",
+        "TASK_TIMEOUT_SET",
+    }
+    (analysis,) = analysed(folder).analyses
+    device = analysis.profile.tables["device_ops"]
+    assert sorted(device["name"]) == sorted(r["kernel_name"] for r in kernels)
+    start = min(float(r["task_start(us)"]) for r in kernels)
+    end = max(float(r["task_stop(us)"]) for r in kernels)
+    assert analysis.evaluation.total_us == pytest.approx(end - start, abs=0.1)  # float64 at 1.8e15
+    assert end - start < 15_000
