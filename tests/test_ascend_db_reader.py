@@ -165,6 +165,26 @@ def test_communication_bandwidth_totals_are_written_in_the_report(
     assert {type(v) for t in totals.values() for v in t.values()} == {float}
 
 
+def test_the_environment_in_meta_data_reaches_the_env_rules(tmp_path: Path) -> None:
+    """torch_npu writes the environment into META_DATA's ENV_VARIABLES (a JSON object, as in
+    MindStudio Insight's published level1 databases); the text export puts it in
+    profiler_metadata.json. Read from the database it became meta.extra only, and the ENV
+    rules said the profile never records it."""
+    folder = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(RANK0_DB, folder)
+    env = {"HOST_CACHE_CAPACITY": "", "PYTORCH_NPU_ALLOC_CONF": "", "ASCEND_LAUNCH_BLOCKING": ""}
+    with sqlite3.connect(folder / OUT / "ascend_pytorch_profiler_0.db") as db:
+        db.execute("INSERT INTO META_DATA VALUES ('ENV_VARIABLES', ?)", (json.dumps(env),))
+    (analysis,) = advisor.analyze(folder).analyses
+    metadata = analysis.profile.tables["metadata"]
+    recorded = metadata[metadata["key"].str.startswith("env.")]
+    assert dict(zip(recorded["key"], recorded["value"])) == {f"env.{k}": v for k, v in env.items()}
+    assert set(recorded["source"]) == {f"{OUT}/ascend_pytorch_profiler_0.db"}
+    advice = analysis.profile.tables["env_advice"]
+    assert set(advice["name"]) <= set(env) and len(advice)
+    assert analysis.evaluation.outcomes["ENV-005"] == "fired"  # host caches unset
+
+
 def test_msprof_database_gives_the_tables_of_its_text_export() -> None:
     (text,), (db,) = read_msprof(SMALLCASE_TEXT), read_msprof(SMALLCASE_DB)
     assert db.meta.device_id == text.meta.device_id == "0"

@@ -233,13 +233,17 @@ class FolderReader:
         main = self.database or main
         if main is None:
             return False
-        db = read_databases(main, analysis, self.clock, self.profile.meta, self.rel, self.warn)
+        meta = self.profile.meta
+        env_known = "env" in meta.extra  # from profiler_metadata.json, already in self.metadata
+        db = read_databases(main, analysis, self.clock, meta, self.rel, self.warn)
         tables = (db.steps, db.device_ops, db.comm_ops, db.memory, db.aicore_freq)
         if not db.files or (all(t is None for t in tables) and not db.host_ops):
             self.clock = Clock()
             return False
         for path in db.files:
             self._read(path)
+        if not env_known and "env" in meta.extra:  # META_DATA's ENV_VARIABLES: for ENV rules
+            self.metadata.add_env(meta.extra["env"], self.rel(main))
         self.profile.meta.extra["source"] = "db"
         if db.steps is not None and not db.steps.empty:
             self.tables["steps"] = db.steps.drop(columns=["preparing_us"], errors="ignore")
