@@ -55,10 +55,16 @@ _TB_TENSOR_CORE = (
 )
 # ... and what it misses: CUTLASS tensor-op and WMMA kernels (cutlass_80_tensorop_*,
 # OpClassTensorOp), TF32 convolutions (sm80_xmma_fprop_implicit_gemm_*tf32*), Ampere int8
-# (16832), Hopper warpgroup MMA (wgmma / gmma) and cuBLASLt's nvjet kernels, and AMD matrix
-# cores (rocBLAS/Tensile `_MI16x16x1_` tiles, MFMA).
+# (16832), Hopper warpgroup MMA (wgmma / gmma) and cuBLASLt's nvjet kernels, Blackwell's
+# tcgen05/UMMA, GEMMs in FP8 (e4m3, e5m2) or MX-FP4 (e2m1), formats only Tensor Cores compute
+# in (DeepSeek's fp8 grouped GEMMs, TensorRT-LLM's bmm_MxE4m3_MxE2m1..., Triton's
+# matmul_ogs_..._mxfp4), and AMD matrix cores (rocBLAS/Tensile `_MI16x16x1_` tiles, MFMA,
+# MIOpen's xdlops convolutions igemm_*_gtcx*).
 _TENSOR_CORE = re.compile(
-    _TB_TENSOR_CORE + r"|tensorop|wmma|tf32|16832|gmma|nvjet|mfma|_MI\d+x\d+x\d+", re.I
+    _TB_TENSOR_CORE
+    + r"|tensorop|wmma|tf32|16832|gmma|nvjet|tcgen05|umma|fp8|e4m3|e5m2|e2m1|mxfp4"
+    + r"|mfma|_MI\d+x\d+x\d+|xdlops|gtcx",
+    re.I,
 )
 # Sources whose device_ops names are the kernels' own (cuBLAS, cuDNN, CUTLASS symbols).
 KERNEL_NAMED_FORMATS = ("kineto",)

@@ -96,10 +96,14 @@ def assign_host_steps(profile: Profile) -> None:
 # Name patterns of the compare tool's categories (msprof-analyze compare_config.ini masks).
 _FLASH = re.compile(
     r"flash_?attention|fusion_?attention|flashattn|flash2attn|"
-    r"efficient_attention|xformers_flash|fusedinferattention|fmha",
+    r"efficient_attention|xformers_flash|fusedinferattention|fmha|"
+    # FlashAttention's own CUDA kernels: flash_fwd_kernel / flash_bwd_* (FA2, also as
+    # pytorch_flash::), flash::compute_attn_ws (FA3); without these their cutlass template
+    # arguments made them matrix multiplications
+    r"flash_fwd|flash_bwd|flash::|compute_attn",
     re.I,
 )
-_CONV = re.compile(r"conv|fprop|dgrad|wgrad", re.I)
+_CONV = re.compile(r"conv|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)", re.I)  # + MIOpen's igemm
 _MATMUL = re.compile(r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm", re.I)
 
 

@@ -108,6 +108,35 @@ def test_cluster_report_is_written(tmp_path):
     assert "Rank 1 is the slowest of 2 ranks" in result.output
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [  # kernels of public traces (TraceLens' H100 and MI300 samples, DeepSeek's train.json)
+        (
+            "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, "
+            "128, 4, false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, "
+            "128, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, false, true, false>"
+            "(pytorch_flash::Flash_fwd_params)",
+            "flash_attention",
+        ),
+        (
+            "void flash::compute_attn_ws<Flash_fwd_kernel_traits<192, 128, 128, 12, 2, false, 1, "
+            "cutlass::bfloat16_t, 128>, true, flash::SingleTileScheduler>",
+            "flash_attention",
+        ),
+        ("igemm_wrw_gtcx3_nhwc_bf16_bx0_ex0_bt256x128x32_wt32x32x8", "conv"),
+        (
+            "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>",
+            "matmul",
+        ),
+    ],
+)
+def test_gpu_kernels_compute_classes(name: str, expected: str) -> None:
+    ops = pd.DataFrame({"name": [name], "core_type": "GPU", "category": "compute"})
+    profile = Profile(ProfileMeta("t", "mem"), {"device_ops": conform("device_ops", ops)})
+    derive(profile, ["device_ops.compute_class"], PROVIDERS)
+    assert profile.tables["device_ops"]["compute_class"].tolist() == [expected]
+
+
 def test_compute_classes_follow_the_compare_tool():
     ops = pd.DataFrame(
         {

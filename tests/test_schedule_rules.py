@@ -381,6 +381,25 @@ def test_sm_efficiency_and_occupancy_follow_the_tensorboard_plugin_weights():
         ),
         ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>", True),
         ("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0", True),
+        # GEMMs in formats only Tensor Cores compute in, and AMD's xdlops convolutions, of
+        # public traces (DeepSeek's profile-data train.json, TraceLens' B200, MI300 and vLLM
+        # samples)
+        (
+            "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>"
+            "(dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel::Params)",
+            True,
+        ),
+        (
+            "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_"
+            "rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f",
+            True,
+        ),
+        ("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x256x128x1_swiglu", True),
+        (
+            "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt128x256x32_wt32x32x8_ws1x2_wr2x2_ta1x8x2x1_"
+            "1x4x1x64_tb1x8x2x1_1x4x1x64",
+            True,
+        ),
         ("ampere_sgemm_32x32_sliced1x4_tn", False),
         ("ampere_gcgemm_64x64_nt", False),
         ("volta_sgemm_128x32_nt", False),
