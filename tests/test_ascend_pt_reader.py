@@ -1316,8 +1316,9 @@ def test_a_far_off_timestamp_in_the_trace_is_ignored_and_named(tmp_path: Path) -
     assert profile.tables["steps"]["start_us"].tolist() == pytest.approx(
         full.tables["steps"]["start_us"].tolist()
     )
-    (far,) = [p for _, p in problems(profile) if "more than a day away" in p]
-    assert "1 event" in far and "broken_clock_task" in far
+    (far,) = [w for w in profile.warnings if "more than a day away" in w.problem]
+    assert "1 event" in far.problem and "broken_clock_task" in far.problem
+    assert far.file == str(folder)  # the folder, not folder/<its name> (which is no file)
 
 
 def test_launch_flows_pair_ids_that_are_no_numbers_or_text() -> None:

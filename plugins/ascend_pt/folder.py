@@ -523,7 +523,7 @@ class FolderReader:
             shift, centre = robust_origin(times)
             far = drop_far_times(tables, TIME_COLUMNS, centre)
             if far:
-                self.warn(self.path.name, far_warning(far, self.clock.origin))
+                self.warn(".", far_warning(far, self.clock.origin))  # the folder as a whole
             self.profile.meta.extra["time_origin_us"] = self.clock.origin + shift
             for name, columns in TIME_COLUMNS.items():
                 if name in tables:
