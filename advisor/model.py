@@ -273,6 +273,22 @@ TABLES: dict[str, TableSpec] = {
                 ),
                 _c("warps_per_sm", "float64", "warps", "warps of the grid per SM (Kineto)"),
                 _c(
+                    "sm_time_us",
+                    "float64",
+                    US,
+                    "the GPU's wall-clock time this compute kernel accounts for: its duration, "
+                    "shared equally with the kernels running beside it on other streams "
+                    "(derived; missing without blocks_per_sm)",
+                ),
+                _c(
+                    "sm_filled_us",
+                    "float64",
+                    US,
+                    "of sm_time_us, the part the kernels running then filled the SMs: at each "
+                    "instant min(1, the sum of their blocks_per_sm), the TensorBoard plugin's "
+                    "SM efficiency, shared by blocks_per_sm (derived)",
+                ),
+                _c(
                     "registers_per_thread",
                     "Int64",
                     "",

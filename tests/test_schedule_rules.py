@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_DIR
 
-from advisor.model import Profile
+from advisor.model import Profile, ProfileMeta
 from advisor.session import Session
 from advisor_plugins.schedule_metrics import _TENSOR_CORE, KERNEL_WAIT_US
 
@@ -360,6 +360,38 @@ def test_sm_efficiency_and_occupancy_follow_the_tensorboard_plugin_weights():
     assert finding.impact_us == pytest.approx(total - filled)
     # with the default thresholds the trace's kernels fill the GPU well enough
     assert evaluate(read(NCCL), "GPU-001").findings == []
+
+
+def test_kernels_on_several_streams_share_the_gpus_time_and_fill():
+    """Two kernels overlapping on two streams: A (0-100 µs, 0.5 blocks per SM) and B (50-150
+    µs, 0.8). Alone A fills half the SMs, together they fill all (min(1, 1.3)), then B 80%:
+    115 µs of 150 filled, never more than the 150 µs the GPU had (summed per kernel: 140 of
+    200)."""
+    ops = pd.DataFrame(
+        {
+            "name": ["a", "b", "nccl"],
+            "core_type": "GPU",
+            "category": ["compute", "compute", "communication"],
+            "start_us": [0.0, 50.0, 0.0],
+            "duration_us": [100.0, 100.0, 150.0],
+            "stream": [7, 8, 9],
+            "blocks_per_sm": [0.5, 0.8, 0.1],
+        }
+    )
+    profile = Profile(ProfileMeta("kineto", "t", device_kind="GPU"), {"device_ops": ops})
+    session().derive(profile, ["device_ops.sm_filled_us"])
+    out = profile.tables["device_ops"]
+    assert out["sm_time_us"].tolist()[:2] == pytest.approx([75.0, 75.0])
+    assert out["sm_filled_us"].tolist()[:2] == pytest.approx([25 + 25 / 1.3, 40 + 40 / 1.3])
+    assert out["sm_filled_us"].iloc[:2].sum() == pytest.approx(115.0)
+    assert out["sm_time_us"].isna().iloc[2]  # communication: not a compute kernel
+    # apart, each accounts for its own duration, filled to min(1, blocks per SM)
+    profile.tables = {"device_ops": ops.assign(start_us=[0.0, 200.0, 400.0])}
+    profile.providers_run.clear()
+    session().derive(profile, ["device_ops.sm_filled_us"])
+    apart = profile.tables["device_ops"]
+    assert apart["sm_time_us"].tolist()[:2] == [100.0, 100.0]
+    assert apart["sm_filled_us"].tolist()[:2] == [50.0, 80.0]
 
 
 # -- GPU-002: Tensor Cores -----------------------------------------------------------------
