@@ -145,6 +145,25 @@ def test_analysis_database_and_memory_record_give_the_tables_of_their_text_files
     assert kinds == {"link": 48, "op": 4}
 
 
+def test_a_transport_the_database_leaves_out_moved_nothing(tmp_path: Path) -> None:
+    """communication.json lists RDMA, PCIE and SIO with zeros; torch_npu's database leaves a
+    transport that moved nothing out (MindStudio Insight's published level1 databases have
+    HCCS and SDMA rows only). Without rdma_bytes the RDMA rules (COMM-004, COMM-005) asked
+    for the text export, which says no more."""
+    folder = tmp_path / "level1_twin_ascend_pt"
+    shutil.copytree(LEVEL1_DB, folder)
+    with sqlite3.connect(folder / OUT / "analysis.db") as db:
+        db.execute(
+            "DELETE FROM CommAnalyzerBandwidth WHERE transport_type IN ('RDMA', 'PCIE', 'SIO')"
+        )
+    text, dropped = read_pt(LEVEL1_TEXT), read_pt(folder)
+    assert_same_table(text.tables["comm_ops"], dropped.tables["comm_ops"], "comm_ops")
+    ops = dropped.tables["comm_ops"]
+    assert (ops.loc[ops["kind"] == "op", "rdma_bytes"] == 0).all()
+    (analysis,) = advisor.analyze(folder).analyses
+    assert {analysis.evaluation.outcomes[r] for r in ("COMM-004", "COMM-005")} == {"passed"}
+
+
 @pytest.mark.parametrize("folder", [LEVEL1_TEXT, LEVEL1_DB], ids=["text", "db"])
 def test_communication_bandwidth_totals_are_written_in_the_report(
     folder: Path, tmp_path: Path

@@ -52,7 +52,7 @@ from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 from advisor.model import ProfileMeta
 
-from .communication import parse_communication, parse_communication_matrix
+from .communication import SDMA_PARTS, parse_communication, parse_communication_matrix
 from .kinds import cann_kind, framework_kind
 from .layout import PROFILER_DB
 from .memory import one_component
@@ -470,6 +470,7 @@ def _communication(
             per_transport.setdefault(
                 str(row["transport_type"]), {v: row.get(k) for k, v in _BANDWIDTH_INFO.items()}
             )
+        _add_unused_transports(data)
         _add_totals(data)
         comm, totals = parse_communication(data, clock)
     links = None
@@ -481,6 +482,25 @@ def _communication(
             _block(data, row)[link] = {v: row.get(k) for k, v in _MATRIX_INFO.items()}
         links = parse_communication_matrix(data)
     return comm, links, totals
+
+
+def _add_unused_transports(data: dict[str, Any]) -> None:
+    """RDMA (and SDMA, where neither it nor its parts are there) at zero for each op with
+    bandwidth rows: communication.json lists every transport, zeros included, while the
+    database leaves out what moved nothing (MindStudio Insight's published level1 databases
+    have only HCCS and SDMA rows), which made the RDMA rules ask for the text export."""
+    zero = {"Transit Size(MB)": 0.0, "Transit Time(ms)": 0.0, "Bandwidth(GB/s)": 0.0}
+    for per_step in data.values():
+        for ops in per_step.values():
+            for block in ops.values():
+                transports = block.get("Communication Bandwidth Info")
+                if not transports:
+                    continue
+                upper = {str(t).upper() for t in transports}
+                if "RDMA" not in upper:
+                    transports["RDMA"] = dict(zero)
+                if "SDMA" not in upper and not upper & set(SDMA_PARTS):
+                    transports["SDMA"] = dict(zero)
 
 
 def _add_totals(data: dict[str, Any]) -> None:
