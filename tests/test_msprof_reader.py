@@ -352,6 +352,22 @@ def test_raw_only_asks_for_export() -> None:
     assert info.value.path == str(RAW)
 
 
+def test_an_export_of_only_unread_kinds_is_refused_naming_its_files(tmp_path: Path) -> None:
+    """A real vLLM Ascend export held only ai_core_utilization_*.csv: "no msprof export found
+    (looked for ... mindstudio_profiler_output/*.csv ...)" read as if the CSV were not there."""
+    prof = tmp_path / "PROF_000001_20260823165611236_00628059FDLKIHNK"
+    (prof / "mindstudio_profiler_output").mkdir(parents=True)
+    csv_file = prof / "mindstudio_profiler_output" / "ai_core_utilization_20260823165619.csv"
+    csv_file.write_text("Device_id,Core ID,Metric,Value\n0,0,total_time(us),20.1\n")
+    with pytest.raises(UnreadableInput) as info:
+        read(prof)
+    assert info.value.problem.startswith(
+        "no msprof export advisor reads: mindstudio_profiler_output/"
+        "ai_core_utilization_20260823165619.csv holds no table it reads (it reads "
+    )
+    assert "op_summary" in info.value.problem and "--task-time=on" in info.value.problem
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input: one warning naming the file and the problem, the other files still read
 

@@ -104,10 +104,16 @@ class ExportReader:
                 f"msprof_*.db, {MERGED_DIR}/*.csv, device_*/summary/*.csv and "
                 "device_*/timeline/*.json"
             )
+            unread = self._unread_csvs()
             raise UnreadableInput(
                 self.root,
                 f"no readable msprof export ({problems})"
                 if problems
+                else f"no msprof export advisor reads: {', '.join(unread[:3])}"
+                f"{' ...' if len(unread) > 3 else ''} hold{'s' if len(unread) == 1 else ''} "
+                f"no table it reads (it reads {', '.join(sorted(CSV_TABLES))}); collect "
+                "with msprof --task-time=on and export with --export=on"
+                if unread
                 else f"no msprof export found (looked for {looked})",
             )
         for device_id in self.raw_only:
@@ -202,6 +208,12 @@ class ExportReader:
                     else:
                         self._add_csv_rows(self._device(device_id), kind, rows, rel)
         self._share_host_rows(host_parts)
+
+    def _unread_csvs(self) -> list[str]:
+        """The export CSVs of kinds advisor does not read (ai_core_utilization_*.csv...),
+        relative to the folder: a folder of only those is refused naming them."""
+        folders = [self.root / MERGED_DIR, *(d / "summary" for d in device_dirs(self.root))]
+        return [self._rel(p) for f in folders for p in files_with_suffix(f, ".csv")]
 
     def _share_host_rows(self, host_parts: list[tuple[str, pd.DataFrame, str]]) -> None:
         """Host API statistics (`Device_id` = host) belong to the process driving every device.
