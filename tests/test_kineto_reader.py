@@ -1094,3 +1094,31 @@ def test_each_kernel_name_is_classified_once_per_process():
     assert again.misses == classified.misses  # nothing classified a second time
     assert again.hits >= classified.hits + classified.misses
     assert second.device_names == first.device_names
+
+
+def test_device_activity_advisor_does_not_read_is_named(tmp_path: Path) -> None:
+    """An MTIA trace (HTA's samples): the device's kernels and DMA are `mtia_ccp_events`,
+    its runtime `mtia_runtime`. Read as a host-only trace, it gave "No problems found"."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 50},
+        {"ph": "X", "cat": "mtia_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 5, "dur": 4},
+        {
+            "ph": "X",
+            "cat": "mtia_ccp_events",
+            "name": "pe_exe",
+            "pid": 9,
+            "tid": 2,
+            "ts": 10,
+            "dur": 30,
+        },
+    ]
+    path = tmp_path / "mtia_rank_0.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    profile = read_one(path)
+    (warning,) = [w for w in profile.warnings if "does not read" in w.problem]
+    assert warning.problem.startswith("device activity advisor does not read (mtia_ccp_events")
+    assert "MTIA" in warning.problem_zh
+    assert "device_ops" not in profile.tables
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events[:2]}))
+    assert not any("does not read" in w for w in warnings_of(read_one(plain)))

@@ -37,6 +37,11 @@ GZIP_CUT = "truncated or corrupt gzip data"  # EventStream's problem for a cut g
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
+UNREAD_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events"})
+"""Trace categories of a device's own work that advisor has no reader for: a profile of
+only host events from them would otherwise read as a CPU-only run with nothing to say."""
+
+
 class TraceReader:
     """One `read()` of one trace file."""
 
@@ -150,6 +155,14 @@ class TraceReader:
             self.warn(f"{walk.no_ts} events without a valid timestamp (ts) skipped")
         if walk.not_events:
             self.warn(f"{walk.not_events} entries of traceEvents are not event objects; skipped")
+        unread = sorted({str(c) for c in walk.cats if str(c).lower() in UNREAD_DEVICE_CATEGORIES})
+        if unread:
+            self.warn(
+                f"device activity advisor does not read ({', '.join(unread)}: Meta's MTIA "
+                "accelerator): the findings leave that device's work out",
+                f"advisor 不读取的设备活动（{', '.join(unread)}：Meta 的 MTIA 加速器）：各项发现"
+                "不包含该设备上的工作",
+            )
         properties = _device_properties(doc)
         device_pid = walk.main_device()
         if walk.device_names or properties:
