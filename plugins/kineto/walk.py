@@ -226,20 +226,17 @@ class EventWalk:
                                 if shape is None:
                                     shape = shapes[key] = len(shapes)
                                 s_row_code(len(h_rows) << 32 | shape)
-                        elif family == RUNTIME:
+                        elif family in (RUNTIME, SYNC):
                             args = ev.args
                             if args is not None:
                                 corr = args.correlation
                                 if corr.__class__ is int and NO_ID < corr <= MAX_ID:
-                                    r_corr(corr)
-                                    r_row(len(h_rows))
-                        elif family == SYNC:
-                            args = ev.args
-                            if args is not None:
-                                corr = args.correlation
-                                if corr.__class__ is int and NO_ID < corr <= MAX_ID:
-                                    y_corr(corr)
-                                    y_row(len(h_rows))
+                                    if family == RUNTIME:
+                                        r_corr(corr)
+                                        r_row(len(h_rows))
+                                    else:
+                                        y_corr(corr)
+                                        y_row(len(h_rows))
                         h_code(code)
                         h_start(ts)
                         h_dur(dur)
