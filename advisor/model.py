@@ -276,9 +276,9 @@ TABLES: dict[str, TableSpec] = {
                     "sm_time_us",
                     "float64",
                     US,
-                    "the GPU's wall-clock time this compute kernel accounts for: its duration, "
-                    "shared equally with the kernels running beside it on other streams "
-                    "(derived; missing without blocks_per_sm)",
+                    "the GPU's wall-clock time this kernel accounts for: its duration, shared "
+                    "by blocks_per_sm with the kernels (compute or communication) running "
+                    "beside it on other streams (derived; missing without blocks_per_sm)",
                 ),
                 _c(
                     "sm_filled_us",
@@ -286,7 +286,7 @@ TABLES: dict[str, TableSpec] = {
                     US,
                     "of sm_time_us, the part the kernels running then filled the SMs: at each "
                     "instant min(1, the sum of their blocks_per_sm), the TensorBoard plugin's "
-                    "SM efficiency, shared by blocks_per_sm (derived)",
+                    "SM efficiency (derived)",
                 ),
                 _c(
                     "registers_per_thread",

@@ -108,23 +108,20 @@ def tensor_cores(profile: Profile) -> None:
 
 
 def sm_fill(profile: Profile) -> None:
-    """device_ops.sm_time_us and sm_filled_us of the GPU's compute kernels with a launch
-    configuration: how much wall-clock time each accounts for and how much of it the SMs
-    were filled. A kernel alone on the GPU accounts for its duration, filled to
-    min(1, blocks per SM); kernels running at once on several streams share each instant,
-    filled to min(1, their blocks per SM summed) as the TensorBoard plugin counts it, so the
+    """device_ops.sm_time_us and sm_filled_us of the GPU kernels with a launch configuration
+    (compute and communication): how much of the GPU's wall-clock time each accounts for and
+    how much of it the SMs were filled. A kernel alone on the GPU accounts for its duration,
+    filled to min(1, blocks per SM). Kernels running at once on several streams fill the
+    SMs to min(1, their blocks per SM summed), as the TensorBoard plugin counts it, and share
+    each instant by their blocks per SM: SMs a kernel leaves empty while another (a GEMM
+    beside DeepEP's all-to-all, which keeps SMs for itself) uses them are not lost, and the
     figures never add up to more time than the GPU had (summed per kernel, DeepSeek's
     three-stream trace made 134 ms of "filled" SM time in a 112 ms step)."""
     ops = profile.tables["device_ops"]
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)
     duration = ops["duration_us"].to_numpy("float64", na_value=np.nan)
     blocks = ops["blocks_per_sm"].to_numpy("float64", na_value=np.nan)
-    rows = np.flatnonzero(
-        ops["category"].eq("compute").to_numpy(bool, na_value=False)
-        & np.isfinite(blocks)
-        & np.isfinite(start)
-        & np.isfinite(duration)
-    )
+    rows = np.flatnonzero(np.isfinite(blocks) & np.isfinite(start) & np.isfinite(duration))
     time = np.full(len(ops), np.nan)
     filled = np.full(len(ops), np.nan)
     begin, length, weight = start[rows], duration[rows], np.clip(blocks[rows], 0.0, 1.0)
@@ -136,28 +133,27 @@ def sm_fill(profile: Profile) -> None:
     profile.tables["device_ops"] = ops.assign(sm_time_us=time, sm_filled_us=filled)
 
 
-def _shared_sm_time(start: np.ndarray, end: np.ndarray, weight: np.ndarray) -> tuple:
-    """Each kernel's share of the wall-clock time and of the filled SM time, where kernels
-    overlap: the integrals over its run of 1 / (kernels running) and of
-    weight * min(1, W) / W (W: the running kernels' weights summed), from prefix sums over
-    the instants a kernel starts or ends."""
+def _shared_sm_time(
+    start: np.ndarray, end: np.ndarray, weight: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each kernel's share of the wall-clock time and of the filled SM time where kernels
+    overlap: weight times the integrals over its run of 1 / W and of min(1, W) / W (W: the
+    running kernels' weights summed), from prefix sums over the instants a kernel starts or
+    ends."""
     times = np.concatenate([start, end])
     order = np.argsort(times, kind="stable")
     times = times[order]
-    running = np.cumsum(np.concatenate([np.ones(len(start)), -np.ones(len(end))])[order])
-    load = np.cumsum(np.concatenate([weight, -weight])[order])
+    load = np.cumsum(np.concatenate([weight, -weight])[order])[:-1]
     span = np.diff(times)
-    running, load = np.rint(running[:-1]), np.clip(load[:-1], 0.0, None)
-    busy = running > 0
-    per_kernel = np.where(busy, span / np.where(busy, running, 1), 0.0)
-    fill = np.where(load > 1e-12, np.minimum(load, 1.0) / np.where(load > 1e-12, load, 1), 0.0)
-    per_weight = np.where(busy, span * fill, 0.0)
-    at = (
-        np.concatenate([[0.0], np.cumsum(per_kernel)]),
-        np.concatenate([[0.0], np.cumsum(per_weight)]),
-    )
+    loaded = load > 1e-12  # rounding leaves a few ulps where no kernel runs
+    share = np.where(loaded, span / np.where(loaded, load, 1.0), 0.0)
+    per_time = np.concatenate([[0.0], np.cumsum(share)])
+    per_fill = np.concatenate([[0.0], np.cumsum(share * np.minimum(load, 1.0))])
     first, last = np.searchsorted(times, start), np.searchsorted(times, end)
-    return at[0][last] - at[0][first], weight * (at[1][last] - at[1][first])
+    return (
+        weight * (per_time[last] - per_time[first]),
+        weight * (per_fill[last] - per_fill[first]),
+    )
 
 
 def _task_steps(profile: Profile, ops: pd.DataFrame) -> pd.Series:
@@ -464,16 +460,12 @@ PROVIDERS = [
     ),
     MetricProvider(
         "sm_fill",
-        (
-            "device_ops.start_us",
-            "device_ops.duration_us",
-            "device_ops.category",
-            "device_ops.blocks_per_sm",
-        ),
+        ("device_ops.start_us", "device_ops.duration_us", "device_ops.blocks_per_sm"),
         ("device_ops.sm_time_us", "device_ops.sm_filled_us"),
         sm_fill,
         "device_ops.sm_time_us and sm_filled_us: the GPU's time each kernel accounts for, "
-        "shared among kernels on several streams, and how much of it filled the SMs",
+        "shared by blocks per SM among kernels on several streams, and how much of it filled "
+        "the SMs",
     ),
     MetricProvider(
         "idle_breakdown",

@@ -822,6 +822,26 @@ def test_symmetric_memory_collectives_are_communication(name, op):
     assert (match.group(1) or match.group(2)) == op
 
 
+@pytest.mark.parametrize(
+    "name",
+    [  # DeepSeek's profile-data train.json (H800, expert parallelism over 64 ranks)
+        "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*)",
+        "void dpsk::ep::internode::notify_dispatch<false, 8>(int const*, int*, int)",
+        "void dpsk::ep::internode::cached_notify<false>(int, int, int*)",
+        # DeepEP's public kernels
+        "void deep_ep::intranode::dispatch<8, 768, 6144>(int4*, float*, int*)",
+        "void deep_ep::internode_ll::combine<false, 7168>(void*, int*)",
+    ],
+)
+def test_expert_parallel_all_to_all_kernels_are_communication(name):
+    """DeepEP's dispatch and combine send each token to its experts' ranks and back: an
+    all-to-all that keeps SMs of its own, counted as compute before."""
+    assert device_op_facts(name, KERNEL)[1] == "communication"
+    assert NCCL_OP.search(name).group(3)  # an all-to-all (walk.EventWalk._comm)
+    layout = "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*)"
+    assert device_op_facts(layout, KERNEL)[1] == "compute"  # counts tokens per expert, locally
+
+
 def test_generic_nccl_kernels_name_no_collective():
     """NCCL >= 2.19 and RCCL run every collective in `ncclDevKernel_Generic`: its name says
     nothing about which, so no collective is read from it (it was "Generic")."""

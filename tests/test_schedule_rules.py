@@ -340,33 +340,56 @@ def test_idle_breakdown_takes_the_startup_calls_out_of_the_host_wait_on_alexnet(
 # -- GPU-001: SM efficiency and occupancy ----------------------------------------------------
 
 
+def _shared_sm_time(kernels: list[dict]) -> tuple[list[float], list[float]]:
+    """Each kernel's share, by blocks per SM, of every stretch of time it runs with others,
+    and of the part of it the SMs were filled, min(1, their blocks per SM summed): a plain
+    sweep over the trace's kernels with the set of those running."""
+    weight = [min(max(e["args"]["blocks per SM"], 0), 1) for e in kernels]
+    edges = sorted(
+        [(e["ts"], 1, i) for i, e in enumerate(kernels)]
+        + [(e["ts"] + e["dur"], 0, i) for i, e in enumerate(kernels)]
+    )
+    time, filled = [0.0] * len(kernels), [0.0] * len(kernels)
+    running: set[int] = set()
+    for (at, starts, i), (until, _, _) in zip(edges, edges[1:] + edges[-1:]):
+        (running.add if starts else running.discard)(i)
+        load = sum(weight[k] for k in running)
+        for k in running if load > 0 else ():
+            time[k] += (until - at) * weight[k] / load
+            filled[k] += (until - at) * weight[k] / load * min(load, 1)
+    return time, filled
+
+
 def test_sm_efficiency_and_occupancy_follow_the_tensorboard_plugin_weights():
+    """The real multi-stream NCCL trace: its compute kernels overlap NCCL's, which hold SMs
+    too; each instant is shared by blocks per SM (kernels alone: their duration)."""
     profile = read(NCCL)
     result = evaluate(profile, "GPU-001", min_sm_efficiency=1.0, min_lost_ratio=0)
     (finding,) = result.findings
     kernels = [
-        e
-        for e in device_events(NCCL)
-        if e["cat"] == "kernel"
-        and "blocks per SM" in e["args"]
-        and not e["name"].startswith("ncclKernel")
+        e for e in device_events(NCCL) if e["cat"] == "kernel" and "blocks per SM" in e["args"]
     ]
-    total = sum(e["dur"] for e in kernels)
-    filled = sum(e["dur"] * min(max(e["args"]["blocks per SM"], 0), 1) for e in kernels)
-    occupancy = sum(e["dur"] * e["args"]["est. achieved occupancy %"] / 100 for e in kernels)
+    time, filled = _shared_sm_time(kernels)
+    compute = [i for i, e in enumerate(kernels) if not e["name"].startswith("ncclKernel")]
+    total = sum(time[i] for i in compute)
+    full = sum(filled[i] for i in compute)
+    assert sum(time) < sum(e["dur"] for e in kernels)  # the trace's kernels do overlap
+    occupancy = sum(
+        kernels[i]["dur"] * kernels[i]["args"]["est. achieved occupancy %"] / 100 for i in compute
+    ) / sum(kernels[i]["dur"] for i in compute)
     assert finding.values["kernel_us"] == pytest.approx(total)
-    assert finding.values["sm_efficiency"] == pytest.approx(filled / total)
-    assert finding.values["occupancy_ratio"] == pytest.approx(occupancy / total)
-    assert finding.impact_us == pytest.approx(total - filled)
+    assert finding.values["sm_efficiency"] == pytest.approx(full / total)
+    assert finding.values["occupancy_ratio"] == pytest.approx(occupancy)
+    assert finding.impact_us == pytest.approx(total - full)
     # with the default thresholds the trace's kernels fill the GPU well enough
     assert evaluate(read(NCCL), "GPU-001").findings == []
 
 
 def test_kernels_on_several_streams_share_the_gpus_time_and_fill():
-    """Two kernels overlapping on two streams: A (0-100 µs, 0.5 blocks per SM) and B (50-150
-    µs, 0.8). Alone A fills half the SMs, together they fill all (min(1, 1.3)), then B 80%:
-    115 µs of 150 filled, never more than the 150 µs the GPU had (summed per kernel: 140 of
-    200)."""
+    """Kernels overlapping on three streams: A (0-100 µs, 0.5 blocks per SM), B (50-150 µs,
+    0.8) and a communication kernel N (0-150 µs, 0.1). The SMs are filled to min(1, the
+    weights summed): 0.6, then 1, then 0.9 of each 50 µs, 125 µs of the 150 the GPU had
+    (summed per kernel: 160 of 350), each instant shared by blocks per SM."""
     ops = pd.DataFrame(
         {
             "name": ["a", "b", "nccl"],
@@ -381,17 +404,18 @@ def test_kernels_on_several_streams_share_the_gpus_time_and_fill():
     profile = Profile(ProfileMeta("kineto", "t", device_kind="GPU"), {"device_ops": ops})
     session().derive(profile, ["device_ops.sm_filled_us"])
     out = profile.tables["device_ops"]
-    assert out["sm_time_us"].tolist()[:2] == pytest.approx([75.0, 75.0])
-    assert out["sm_filled_us"].tolist()[:2] == pytest.approx([25 + 25 / 1.3, 40 + 40 / 1.3])
-    assert out["sm_filled_us"].iloc[:2].sum() == pytest.approx(115.0)
-    assert out["sm_time_us"].isna().iloc[2]  # communication: not a compute kernel
+    assert out["sm_time_us"].sum() == pytest.approx(150.0)
+    assert out["sm_filled_us"].sum() == pytest.approx(0.6 * 50 + 50 + 0.9 * 50)
+    a_time = 0.5 / 0.6 * 50 + 0.5 / 1.4 * 50  # alone with N, then beside B and N
+    assert out["sm_time_us"].iloc[0] == pytest.approx(a_time)
+    assert out["sm_filled_us"].iloc[0] == pytest.approx(0.5 * 50 + 0.5 / 1.4 * 50)
     # apart, each accounts for its own duration, filled to min(1, blocks per SM)
     profile.tables = {"device_ops": ops.assign(start_us=[0.0, 200.0, 400.0])}
     profile.providers_run.clear()
     session().derive(profile, ["device_ops.sm_filled_us"])
     apart = profile.tables["device_ops"]
-    assert apart["sm_time_us"].tolist()[:2] == [100.0, 100.0]
-    assert apart["sm_filled_us"].tolist()[:2] == [50.0, 80.0]
+    assert apart["sm_time_us"].tolist() == [100.0, 100.0, 150.0]
+    assert apart["sm_filled_us"].tolist() == [50.0, 80.0, 15.0]
 
 
 # -- GPU-002: Tensor Cores -----------------------------------------------------------------

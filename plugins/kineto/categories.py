@@ -50,10 +50,19 @@ _SYNC = re.compile(
 # (`multimem_all_reduce_kernel`, `one_shot_all_reduce_kernel`, ...) that vLLM and SGLang run
 # for tensor-parallel all-reduce instead of NCCL: without them that time counts as compute.
 _SYMM_MEM = r"(?:multimem|one_shot|two_shot)_(all_reduce|all_gather|reduce_scatter)"
-_NCCL = re.compile(r"^nccl|ncclKernel|ncclDevKernel|rccl|" + _SYMM_MEM, re.IGNORECASE)
-NCCL_OP = re.compile(r"nccl(?:Dev)?Kernel_(?!Generic\b)([A-Za-z]+)|" + _SYMM_MEM)
-"""The collective in a communication kernel's name: group 1 (NCCL) or group 2 (SymmetricMemory).
-NCCL >= 2.19's `ncclDevKernel_Generic` runs any collective, so its name names none."""
+# ... and DeepEP's expert-parallel all-to-all of MoE models (deep_ep::intranode::dispatch,
+# deep_ep::internode_ll::combine, notify_dispatch...; dpsk::ep:: in DeepSeek's own traces),
+# which sends each token to its experts' ranks and back
+_EXPERT_ALL_TO_ALL = r"(?:deep_ep|dpsk::ep)::(?:intra|inter)node(?:_ll)?::"
+_NCCL = re.compile(
+    r"^nccl|ncclKernel|ncclDevKernel|rccl|" + _SYMM_MEM + "|" + _EXPERT_ALL_TO_ALL, re.IGNORECASE
+)
+NCCL_OP = re.compile(
+    r"nccl(?:Dev)?Kernel_(?!Generic\b)([A-Za-z]+)|" + _SYMM_MEM + "|(" + _EXPERT_ALL_TO_ALL + ")"
+)
+"""The collective in a communication kernel's name: group 1 (NCCL), group 2 (SymmetricMemory),
+group 3 (DeepEP: an all-to-all). NCCL >= 2.19's `ncclDevKernel_Generic` runs any collective,
+so its name names none."""
 _MEMCPY_KIND = re.compile(r"Memcpy\s+([A-Za-z]to[A-Za-z])\b")
 _COPY_ENDS = re.compile(r"\(\s*(\w+)\s*->\s*(\w+)\s*\)")
 

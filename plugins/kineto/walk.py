@@ -493,7 +493,8 @@ class EventWalk:
         op = collective(args.collective)
         if op is None:
             match = NCCL_OP.search(name)
-            op = collective(match.group(1) or match.group(2)) if match else None
+            if match:
+                op = "alltoall" if match.group(3) else collective(match.group(1) or match.group(2))
         group_name = args.group_name
         group_desc = args.group_desc
         group = None
