@@ -1627,7 +1627,7 @@ class ReaderWarning:
         return self.problem_zh if lang == "zh" and self.problem_zh else self.problem
 
     def line_in(self, lang: str) -> str:
-        """ "file:line: problem (column 'x')", the problem in `lang`: the line the CLI prints."""
+        """The line the CLI prints, file:line: problem (column 'x'), the problem in `lang`."""
         where = self.file
         if self.line is not None:
             where += f":{self.line}"
