@@ -266,6 +266,7 @@ KINETO = [
     "kineto_2026_h100_cuda_sync_before",
     "kineto_2026_h100_cuda_sync_after",
     "kineto_2023_a100_simple_add_syncs",
+    "kineto_2023_event_sync",
 ]
 CASES = [
     *(Case(name, _one_file) for name in KINETO),
@@ -452,3 +453,23 @@ def test_msprof_control_tasks_are_not_device_work() -> None:
     end = max(float(r["task_stop(us)"]) for r in kernels)
     assert analysis.evaluation.total_us == pytest.approx(end - start, abs=0.1)  # float64 at 1.8e15
     assert end - start < 15_000
+
+
+def test_kineto_sync_records_follow_their_calls() -> None:
+    """CUPTI records an Event Sync for a cudaEventQuery too, which returns at once: the host
+    syncs are the blocking calls (stream, event and device synchronise), 48 µs, and not the
+    query's record (HOST-002 counted four syncs where there are three)."""
+    folder = "kineto_2023_event_sync"
+    (path,) = (REAL / folder).iterdir()
+    events = _load_json(path)["traceEvents"]
+    calls = [
+        e for e in events if e.get("cat") == "cuda_runtime" and e["name"].endswith("Synchronize")
+    ]
+    query = [e for e in events if e.get("name") == "cudaEventQuery"]
+    records = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_sync"}
+    assert len(calls) == 3 and query[0]["args"]["correlation"] in records
+    (analysis,) = analysed(folder).analyses
+    host = analysis.profile.tables["host_ops"]
+    syncs = host[host["kind"] == "sync"]
+    assert sorted(syncs["name"]) == sorted(e["name"] for e in calls)
+    assert syncs["duration_us"].sum() == pytest.approx(sum(e["dur"] for e in calls))

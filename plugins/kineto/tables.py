@@ -84,7 +84,7 @@ def frames(
             shape_codes[(kind != "aten").to_numpy(dtype=bool)] = -1  # aten operators only
             texts = pd.array([*map(shape_text, walk.shapes), None], dtype="string")
             host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end
-        tables["host_ops"] = host.drop(index=_repeated_syncs(walk, codes)).reset_index(drop=True)
+        tables["host_ops"] = host.drop(index=_records_of_calls(walk)).reset_index(drop=True)
     if walk.comm:
         name, op, group, start, duration, nbytes = zip_strict(*walk.comm)
         duration = np.asarray(duration, dtype=np.float64)
@@ -155,20 +155,17 @@ def _launches(
     )
 
 
-def _repeated_syncs(walk: EventWalk, codes: np.ndarray) -> np.ndarray:
-    """The host rows of CUPTI synchronisation records (Stream/Event/Context Sync) whose
-    runtime call is in the trace as a host sync: PyTorch 2.2+ traces record both for one
-    cudaStreamSynchronize, the call on the host thread and the record on the device's
-    timeline, so keeping both would count each synchronisation twice. A record alone (its
-    call not recorded) stays the host sync it stands for. `codes`: the host rows' codes."""
+def _records_of_calls(walk: EventWalk) -> np.ndarray:
+    """The host rows of CUPTI synchronisation records (Stream/Event/Context Sync, Stream Wait
+    Event) whose runtime call is in the trace: PyTorch 2.2+ traces hold both, the call on the
+    host thread and the record on the device's timeline, and the call says what the host did:
+    a cudaStreamSynchronize is one host sync (counted twice with its record), a cudaEventQuery
+    returns at once though CUPTI records an Event Sync for it. A record alone (its call not
+    recorded) stays what it stands for."""
     if not walk.y_corr or not walk.r_corr:
         return np.zeros(0, dtype=np.int64)
-    syncs = np.array([kind == "sync" for _, kind in walk.host_names])[codes]
-    calls = as_numpy(walk.r_row, np.int64)
-    call_ids = as_numpy(walk.r_corr, np.int64)[syncs[calls]]
     records = as_numpy(walk.y_row, np.int64)
-    repeated = records[np.isin(as_numpy(walk.y_corr, np.int64), call_ids)]
-    return repeated[syncs[repeated]]
+    return records[np.isin(as_numpy(walk.y_corr, np.int64), as_numpy(walk.r_corr, np.int64))]
 
 
 def _kernel_args(walk: EventWalk) -> dict[str, Any]:
