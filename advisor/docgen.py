@@ -94,12 +94,15 @@ def _impact_line(rule: Rule) -> str:
 
 
 def _scope_label(applies: Applies) -> str:
-    """`(PyTorch on GPU) ` for a suggestion shown only to such profiles; empty for all."""
-    if not (applies.frameworks or applies.devices):
+    """`(PyTorch on GPU, eager) ` for a suggestion shown only to such profiles; empty for
+    all."""
+    if not (applies.frameworks or applies.devices or applies.execution):
         return ""
     who = "/".join(applies.frameworks)
     where = "/".join(applies.devices)
-    return f"({who}{' on ' if who and where else ''}{where}) "
+    how = "/".join(applies.execution)
+    stack = f"{who}{' on ' if who and where else ''}{where}"
+    return f"({stack}{', ' if stack and how else ''}{how}) "
 
 
 def rules_markdown() -> str:

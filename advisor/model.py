@@ -255,7 +255,9 @@ TABLES: dict[str, TableSpec] = {
                     "float64",
                     US,
                     "time from the end of the launching call to the task's start, 0 when it "
-                    "started before the call returned (derived; HTA's launch delay)",
+                    "started before the call returned (derived; HTA's launch delay); missing for "
+                    "all but the first task of a call that launched several (a CUDA graph "
+                    "replay): the call counts as one launch",
                 ),
                 _c(
                     "est_occupancy",
@@ -715,6 +717,15 @@ TABLES: dict[str, TableSpec] = {
                     US,
                     "the part of between_us that is data loading: the profiler's data wait "
                     "(steps.data_aug_bound_us), else host data-loader calls",
+                ),
+                _c(
+                    "compute_savable_us",
+                    "float64",
+                    US,
+                    "the part of compute_us faster device work could save: in a step whose "
+                    "host waited for the device (synchronising, or launching into a full "
+                    "queue), at most that wait, since the host's own work in the step stays; "
+                    "all of compute_us in a step without such a wait",
                 ),
             ),
         ),

@@ -22,6 +22,13 @@ timeline measures more of a kind than the remainder holds (a profiler's step fig
 task timeline can disagree), the measured kind is cut to what is left, data first, then
 host, so the five parts always add up to the step.
 
+``compute_savable_us`` is the part of the compute time that faster device work could save.
+The host runs its own part of the step alongside the device: where it synchronised in the
+step, the step cannot get shorter than the host's work outside its waits for the device, so
+a faster device saves at most those waits (a float32 step on an H200 of 4.40 ms, whose host
+waited 1.6 ms of it, took 2.98 ms with TF32, not the 2.50 ms that halving its GEMMs would
+give; tests/fixtures/kineto_gpu_own).
+
 The same split, instant by instant rather than summed, is the `timeline_lanes` table the
 report's timeline draws: over a few consecutive steps around the slowest (and the gaps between
 them) each moment is in one lane, compute (any non-communication task runs), communication
@@ -59,6 +66,10 @@ busy_us keeps the lane's exact time), so the table stays small however many task
 _TIMES = ("start_us", "end_us", "busy_us")
 HOST_KINDS = ("sync", "compile", "compile_execute", "launch")
 """host_ops kinds during which device idle time is the host's."""
+BLOCKED_LAUNCH_US = 50.0
+"""A launch call longer than this waited for room in the device's full launch queue (our
+choice; a launch takes a few µs, and this is SCHED-002's runtime cutoff, HTA's): time the
+host waited for the device, as a synchronisation does."""
 
 
 def _empty() -> intervals.Intervals:
@@ -75,6 +86,34 @@ def _host_set(profile: Profile, kinds: tuple[str, ...]) -> intervals.Intervals:
     start = host["start_us"].to_numpy("float64", na_value=np.nan)[rows]
     duration = host["duration_us"].to_numpy("float64", na_value=0.0)[rows]
     return intervals.merge(start, start + duration)
+
+
+def _host_waits(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]:
+    """(merged spans of the host's synchronising calls, of those calls and the launch calls
+    that waited for room in the launch queue): the times the host waited for the device."""
+    host = profile.tables.get("host_ops")
+    if host is None or host.empty or "start_us" not in host:
+        return _empty(), _empty()
+    kind = host["kind"].to_numpy(object, na_value="")
+    start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    duration = host["duration_us"].to_numpy("float64", na_value=0.0)
+    sync = kind == "sync"
+    waited = sync | ((kind == "launch") & (duration > BLOCKED_LAUNCH_US))
+    return (
+        intervals.merge(start[sync], start[sync] + duration[sync]),
+        intervals.merge(start[waited], start[waited] + duration[waited]),
+    )
+
+
+def _savable(
+    compute: float, lo: float, hi: float, syncs: intervals.Intervals, waits: intervals.Intervals
+) -> float:
+    """The part of a step's compute time faster device work could save: where the host
+    synchronised in the step, at most the time it waited for the device (the rest of the
+    step is the host's own work, which a faster device leaves as it is); else all of it."""
+    if intervals.total(intervals.clip(syncs, lo, hi)) <= 0:
+        return compute
+    return min(compute, intervals.total(intervals.clip(waits, lo, hi)))
 
 
 def _device(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]:
@@ -133,6 +172,7 @@ def step_bounds(profile: Profile) -> None:
     busy, late = _device(profile)
     data_set = _host_set(profile, ("dataloader",))
     host_set = intervals.union(_host_set(profile, HOST_KINDS), late)
+    syncs, waits = _host_waits(profile)
     rows = []
     for lo, hi, computing, exposed in zip_strict(
         steps["start_us"].to_numpy("float64"),
@@ -142,7 +182,7 @@ def step_bounds(profile: Profile) -> None:
     ):
         duration = max(hi - lo, 0.0)
         if np.isnan(computing) or np.isnan(exposed) or np.isnan(duration):
-            rows.append((duration, *(np.nan,) * 5))
+            rows.append((duration, *(np.nan,) * 6))
             continue
         compute = min(computing, duration)
         comm = min(exposed, duration - compute)
@@ -151,10 +191,11 @@ def step_bounds(profile: Profile) -> None:
         data = min(intervals.total(intervals.intersect(idle, data_set)), rest)
         not_data = intervals.subtract(idle, data_set)
         host = min(intervals.total(intervals.intersect(not_data, host_set)), rest - data)
-        rows.append((duration, compute, comm, host, data, rest - data - host))
+        savable = _savable(compute, lo, hi, syncs, waits)
+        rows.append((duration, compute, comm, host, data, rest - data - host, savable))
     # a step's figures as one row of an array: a DataFrame of a few steps costs more
-    figures = np.array(rows, dtype="float64").reshape(len(rows), 1 + len(BOUNDS))
-    duration, parts = figures[:, 0], figures[:, 1:]
+    figures = np.array(rows, dtype="float64").reshape(len(rows), 2 + len(BOUNDS))
+    duration, parts, savable = figures[:, 0], figures[:, 1:-1], figures[:, -1]
     known = ~np.isnan(parts).any(axis=1)
     top = np.where(np.isnan(parts), -1.0, parts).argmax(axis=1)
     bound = pd.array(np.asarray(BOUNDS, dtype=object)[top], dtype="string")
@@ -173,6 +214,7 @@ def step_bounds(profile: Profile) -> None:
             "bound_share": share,
             "between_us": between,
             "between_data_us": data_between,
+            "compute_savable_us": savable,
         }
     )
     profile.tables["step_bounds"] = conform("step_bounds", table)
@@ -303,6 +345,7 @@ PROVIDERS = [
                 "bound_share",
                 "between_us",
                 "between_data_us",
+                "compute_savable_us",
             )
         ),
         step_bounds,

@@ -74,12 +74,22 @@ _NOT_TENSOR_CORE = re.compile(r"ffma|sgemm|dgemm|gcgemm|gemv|simt", re.I)
 
 def launch_delays(profile: Profile) -> None:
     """device_ops.launch_delay_us: task start minus the end of its launching call, at least
-    0 (HTA's launch delay); missing where the launching call is unknown."""
+    0 (HTA's launch delay); missing where the launching call is unknown, and for all but the
+    first task of a call that launched several (a CUDA graph's replay, one cudaGraphLaunch for
+    all its kernels): that call is one launch, and its later kernels wait for the earlier
+    ones, not in the launch queue."""
     ops = profile.tables["device_ops"]
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)
     launch = ops["launch_us"].to_numpy("float64", na_value=np.nan)
     launch_dur = ops["launch_dur_us"].to_numpy("float64", na_value=np.nan)
-    delay = np.clip(start - (launch + launch_dur), 0.0, None)
+    with np.errstate(invalid="ignore"):
+        delay = np.clip(start - (launch + launch_dur), 0.0, None)
+    rows = np.flatnonzero(~np.isnan(launch))
+    order = rows[np.lexsort((start[rows], launch_dur[rows], launch[rows]))]
+    same_call = (launch[order][1:] == launch[order][:-1]) & (
+        launch_dur[order][1:] == launch_dur[order][:-1]
+    )
+    delay[order[1:][same_call]] = np.nan
     profile.tables["device_ops"] = ops.assign(launch_delay_us=delay)
 
 

@@ -333,6 +333,7 @@ def evaluate_rule(
     context = {
         "device_kind": meta.device_kind,  # before params and lets: a rule's own names win
         "framework": meta.framework,
+        "execution": meta.extra.get("execution"),
         **{k: to_plain(v) for k, v in params.items()},
         **measured,
         "impact_us": impact,
@@ -349,7 +350,9 @@ def evaluate_rule(
         # AOE tunes Ascend operators only: a GPU kernel name in its file would be an error
         tune_ops = [str(v) for v in pd.Series(shown_rows[rule.tune_ops]).dropna().unique()]
     text = rule.text(lang)
-    suggestions = rule.suggestions_for(lang, meta.framework, meta.device_kind)
+    suggestions = rule.suggestions_for(
+        lang, meta.framework, meta.device_kind, meta.extra.get("execution")
+    )
     from advisor.engine import templates  # Jinja is loaded once a rule fires, not before
 
     return Finding(

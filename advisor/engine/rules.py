@@ -53,11 +53,12 @@ TEMPLATE_NAMES = frozenset(
         "measured_us",
         "device_kind",
         "framework",
+        "execution",
     }
 )
 """Variables every message template gets besides the rule's params and lets (`device_kind`
 and `framework`: a message can name the hardware the profile ran on, a CPU-only run's idle
-time is no device's)."""
+time is no device's; `execution`: how a PyTorch trace's steps ran, EXECUTION or none)."""
 
 
 @dataclass(frozen=True)
@@ -107,25 +108,37 @@ class _CheckedTranslations(Mapping[str, RuleText]):
 
 FRAMEWORKS = ("PyTorch", "MindSpore", "TensorFlow", "MegEngine")
 DEVICES = ("NPU", "GPU", "CPU")
+EXECUTION = ("eager", "compiled", "graphs")
+"""How a PyTorch trace's steps ran: operator by operator, torch.compile's code, replayed CUDA
+graphs (plugins/kineto/metadata.py execution_mode)."""
 
 
 @dataclass(frozen=True)
 class Applies:
-    """The frameworks and devices a suggestion is for; empty means every one.
+    """The frameworks, devices and ways of running a suggestion is for; empty means every one.
 
     A GPU user must not be told to run an Ascend tool, nor a PyTorch user to use a MindSpore
-    setting, so a suggestion naming one stack's API says which stack it is for.
+    setting, so a suggestion naming one stack's API says which stack it is for; nor should a
+    run that is compiled already be told to compile.
     """
 
     frameworks: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
+    execution: tuple[str, ...] = ()
+    """EXECUTION modes (the profile's meta.extra["execution"]); a profile that does not say
+    how it ran counts as eager, the way a step runs unless it is compiled or captured."""
 
-    def fits(self, framework: str, device: str) -> bool:
+    def fits(self, framework: str, device: str, execution: str | None = None) -> bool:
         """True unless the profile's framework or device is known and not listed (a CANN export
-        does not say which framework ran on it, so framework advice is kept there)."""
+        does not say which framework ran on it, so framework advice is kept there), or its
+        execution (eager where unknown: advice for compiled runs says the run is compiled)
+        is not listed."""
+        ran = execution if execution in EXECUTION else "eager"
         return (
-            not self.frameworks or framework not in FRAMEWORKS or framework in self.frameworks
-        ) and (not self.devices or device not in DEVICES or device in self.devices)
+            (not self.frameworks or framework not in FRAMEWORKS or framework in self.frameworks)
+            and (not self.devices or device not in DEVICES or device in self.devices)
+            and (not self.execution or ran in self.execution)
+        )
 
     def specificity(self, framework: str, device: str) -> int:
         """How many of the profile's known traits this suggestion was written for."""
@@ -219,11 +232,15 @@ class Rule:
         """Where each suggestion applies (everywhere for a rule built without scopes)."""
         return self.applies or (Applies(),) * len(self.suggestions)
 
-    def suggestions_for(self, lang: str, framework: str, device: str) -> list[tuple[str, str]]:
+    def suggestions_for(
+        self, lang: str, framework: str, device: str, execution: str | None = None
+    ) -> list[tuple[str, str]]:
         """The suggestion templates that fit a profile, the most specific first (stable), each
         with the label of the stacks it is for where the profile does not say (`Applies.label`)."""
         texts = self.text(lang).suggestions
-        fitting = [(i, a) for i, a in enumerate(self.scopes()) if a.fits(framework, device)]
+        fitting = [
+            (i, a) for i, a in enumerate(self.scopes()) if a.fits(framework, device, execution)
+        ]
         fitting.sort(key=lambda ia: -ia[1].specificity(framework, device))
         return [(texts[i], a.label(framework, device)) for i, a in fitting]
 
@@ -540,7 +557,11 @@ def build_rule(
     applies = tuple(
         Applies()
         if isinstance(s, str)
-        else Applies(tuple(s.get("frameworks", ())), tuple(s.get("devices", ())))
+        else Applies(
+            tuple(s.get("frameworks", ())),
+            tuple(s.get("devices", ())),
+            tuple(s.get("execution", ())),
+        )
         for s in raw["suggestions"]
     )
     texts = [

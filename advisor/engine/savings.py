@@ -34,6 +34,9 @@ BOUNDS = ("compute", "communication", "host", "data", "idle")
 """The step_bounds categories (see plugins/critical_path.py)."""
 UNATTRIBUTED = "unattributed"
 """Profile time no step breakdown covers: a finding of any kind may be saving it."""
+HIDDEN_COMPUTE = "hidden_compute"
+"""Device compute the host's own work in the same step hides (step_bounds.compute_savable_us
+leaves it out): no finding of one kind can save it, since the host's work would remain."""
 RECORDED = ("compute", "communication", "host", "data")
 """The categories of recorded work: device tasks, collectives, host calls, data loading."""
 MIN_RECORDED_SHARE = 0.01
@@ -178,6 +181,10 @@ def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | No
         bounds = _steady_bounds(bounds, warm)
     known = bounds[bounds["bound"].notna()]
     by_bound = {b: _column_sum(known, f"{b}_us") for b in BOUNDS}
+    if "compute_savable_us" in known:
+        savable = _column_sum(known, "compute_savable_us")
+        by_bound[HIDDEN_COMPUTE] = max(by_bound["compute"] - savable, 0.0)
+        by_bound["compute"] = min(savable, by_bound["compute"])
     between = _column_sum(bounds, "between_us")
     between_data = _column_sum(bounds, "between_data_us")
     by_bound["data"] += between_data
@@ -271,7 +278,7 @@ def bounded_by(finding: Finding, path: CriticalPath, saved: float) -> list[str]:
 
 def _take(left: dict[str, float], bounds: tuple[str, ...] | None, amount: float) -> None:
     """Use up `amount` of the categories' remaining time, in their order, then unattributed."""
-    order = [*(bounds if bounds is not None else BOUNDS), UNATTRIBUTED]
+    order = [*(bounds if bounds is not None else (*BOUNDS, HIDDEN_COMPUTE)), UNATTRIBUTED]
     for name in order:
         used = min(left.get(name, 0.0), amount)
         left[name] = left.get(name, 0.0) - used

@@ -16,7 +16,9 @@ read one table whatever the format, so every reader writes its facts under the s
   `profiler.with_stack`, `profiler.profiler_level`, `profiler.aic_metrics`, ...);
 - `host.<fact>`: the host (`host.cpu_count`, `host.os`, `host.name`);
 - `framework.<fact>`: how the framework ran (`framework.mode`: `graph` where the profile shows
-  graph mode, as a MindSpore step trace does).
+  graph mode, as a MindSpore step trace does; `framework.execution`: `eager`, `compiled`
+  (torch.compile's code ran) or `graphs` (CUDA graphs were replayed), where a PyTorch trace
+  shows it).
 
 Values are text, as written (numbers as the file writes them, booleans as true/false).
 """

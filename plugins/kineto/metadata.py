@@ -3,6 +3,8 @@ settings) and the properties of the device the trace is for."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from advisor.formats.metadata import MetadataRows
@@ -30,10 +32,32 @@ _DEVICE = {
 }
 
 
+_COMPILED = re.compile(
+    r"^(?:Torch-Compiled Region|CompiledFunction(?:Backward)?$|## Call CompiledFxGraph)"
+)
+"""Host records of code torch.compile made: Dynamo's region, AOTAutograd's autograd function
+and Inductor's graph call."""
+_GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip|cu)GraphLaunch")
+"""The runtime (or driver) call that replays a captured CUDA/HIP graph."""
+
+
+def execution_mode(host_names: Iterable[str]) -> str:
+    """How the traced steps ran: "graphs" where they replay CUDA graphs (by hand or
+    torch.compile's reduce-overhead mode), "compiled" where they run torch.compile's code,
+    else "eager": advice to compile or capture the step is for eager runs only."""
+    compiled = False
+    for name in host_names:
+        if _GRAPH_LAUNCH.match(name):
+            return "graphs"
+        compiled = compiled or bool(_COMPILED.match(name))
+    return "compiled" if compiled else "eager"
+
+
 def header_metadata(
-    doc: dict[str, Any], device: dict[str, Any] | None, source: str
+    doc: dict[str, Any], device: dict[str, Any] | None, source: str, execution: str | None
 ) -> pd.DataFrame | None:
     rows = MetadataRows()
+    rows.add("framework.execution", execution, source)
     rows.add("profiler.schema_version", doc.get("schemaVersion"), source)
     for key in _SETTINGS:
         rows.add(f"profiler.{key}", doc.get(key), source)

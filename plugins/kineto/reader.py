@@ -20,7 +20,7 @@ from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
 from .hints import GPU_WITHOUT_COPIES
-from .metadata import header_metadata
+from .metadata import execution_mode, header_metadata
 from .parts import merge_walks, walk_events
 from .sniff import BLANK, file_size, read_head
 from .tables import frames
@@ -210,7 +210,9 @@ class TraceReader:
                     f"trace 中没有 ProfilerStep：以设备的时间跨度（{span}，从第一个 kernel 到"
                     "最后一个）代替一个迭代，因此空闲时间和逐迭代的数值都针对这段时间",
                 )
-        metadata = header_metadata(doc, chosen, self.path.name)
+        if walk.host_names:
+            meta.extra["execution"] = execution_mode(name for name, _ in walk.host_names)
+        metadata = header_metadata(doc, chosen, self.path.name, meta.extra.get("execution"))
         if metadata is not None:
             tables["metadata"] = metadata
         self.profile.tables = {name: conform(name, frame) for name, frame in tables.items()}
