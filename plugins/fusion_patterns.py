@@ -49,6 +49,11 @@ _EXAMPLE_CHARS = 1000
 _FIRST_SYMBOL = 0x100  # the catalogue's names as characters from here on (no regex syntax)
 _OTHER = " "  # a name no sequence holds
 _COPY_SUFFIX = re.compile(r"_\d+$")
+_FUSED_ALREADY = re.compile(r"CompiledFunction|Torch-Compiled Region|CompiledFxGraph")
+"""Operators that run code torch.compile made: Inductor fused their kernels already."""
+_MULTI_PASS = re.compile(r"\bcub::|\bthrust::|radix_?sort|DeviceScan|DeviceSegmented", re.I)
+"""Kernels of a library's multi-pass algorithm (CUB's and Thrust's sorts and scans, which
+an embedding's backward runs): passes by design, not a chain one fused kernel replaces."""
 _ORIGINAL_SEPARATOR = re.compile(r"[;,]")
 NOT_APPLICABLE = "n/a"  # availability of rows no CANN version concerns (never missing, so
 _NO_VERSION = {"availability": NOT_APPLICABLE}  # rules may read the column on any profile)
@@ -374,7 +379,8 @@ def kernel_sequence_rows(
 ) -> tuple[list[dict[str, Any]], int]:
     """HTA's frequent kernel sequences with the top-level operators as roots: the kernels
     one call launched, grouped by (operator, kernel names), for calls launching at least
-    MIN_KERNELS kernels outside affinity matches and optimizer steps."""
+    MIN_KERNELS kernels outside affinity matches and optimizer steps, and neither running
+    torch.compile's code (_FUSED_ALREADY) nor a library's multi-pass algorithm (_MULTI_PASS)."""
     if links is None:
         links = _launched(top, device)
     if links.empty:
@@ -420,6 +426,8 @@ def kernel_sequence_rows(
     out = []
     for key, members in groups.items():
         names = [texts[c] for c in key[1:]]
+        if _FUSED_ALREADY.search(key[0]) or any(_MULTI_PASS.search(n) for n in names):
+            continue
         brief = [short.get(n) or short.setdefault(n, _short(n)) for n in names]
         occurrences = [
             {

@@ -100,7 +100,10 @@ _FLASH = re.compile(
     # FlashAttention's own CUDA kernels: flash_fwd_kernel / flash_bwd_* (FA2, also as
     # pytorch_flash::), flash::compute_attn_ws (FA3); without these their cutlass template
     # arguments made them matrix multiplications
-    r"flash_fwd|flash_bwd|flash::|compute_attn",
+    r"flash_fwd|flash_bwd|flash::|compute_attn|"
+    # cuDNN's attention (PyTorch's cuDNN SDPA backend): cudnn_generated_fort_native_sdpa_
+    # sm90_flash_fprop_wgmma_* / _bprop_*, which "fprop" made convolutions
+    r"_sdpa_",
     re.I,
 )
 _CONV = re.compile(r"conv|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)", re.I)  # + MIOpen's igemm
