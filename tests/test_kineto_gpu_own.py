@@ -249,3 +249,22 @@ def test_a_real_model_is_read_as_the_trace_says() -> None:
     assert memory is not None and memory.values["top_name"] == "aten::nll_loss_backward"
     logits_grad = 8 * 512 * 50257 * 4
     assert memory.values["top_bytes"] == -(-logits_grad // 2**21) * 2**21
+
+
+def test_loader_advice_follows_the_loader_as_configured() -> None:
+    """With no workers and pageable batches the run is told to use workers and pinned memory;
+    with 2 workers, pin_memory=True and non_blocking copies (the copies are CUPTI's Pinned ->
+    Device) it is told neither, but that its workers fall behind: the loader's calls grow from
+    34 to 2,261 µs as the prefetched batches run out."""
+    copies = [
+        e["name"]
+        for e in events("loader_workers")
+        if e.get("cat") == "gpu_memcpy" and "HtoD" in e["name"]
+    ]
+    assert copies and set(copies) == {"Memcpy HtoD (Pinned -> Device)"}
+    plain = _suggestions(analysed("dataloader_bound"), "HOST-001")
+    assert "Use pin_memory=True" in plain and "Load in worker processes" in plain
+    tuned = _suggestions(analysed("loader_workers"), "HOST-001")
+    assert "Use pin_memory=True" not in tuned and "Load in worker processes" not in tuned
+    assert f"already reach the device from pinned memory ({len(copies)} host-to-device" in tuned
+    assert "already loads in worker processes" in tuned
