@@ -58,12 +58,15 @@ _TB_TENSOR_CORE = (
 # (16832), Hopper warpgroup MMA (wgmma / gmma) and cuBLASLt's nvjet kernels, Blackwell's
 # tcgen05/UMMA, GEMMs in FP8 (e4m3, e5m2) or MX-FP4 (e2m1), formats only Tensor Cores compute
 # in (DeepSeek's fp8 grouped GEMMs, TensorRT-LLM's bmm_MxE4m3_MxE2m1..., Triton's
-# matmul_ogs_..._mxfp4), and AMD matrix cores (rocBLAS/Tensile `_MI16x16x1_` tiles, MFMA,
-# MIOpen's xdlops convolutions igemm_*_gtcx*).
+# matmul_ogs_..._mxfp4), AMD matrix cores (rocBLAS/Tensile `_MI16x16x1_` tiles, MFMA,
+# MIOpen's xdlops convolutions igemm_*_gtcx*), and cuDNN's Hopper convolutions in 16-bit
+# types (sm90_xmma_{fprop,dgrad,wgrad}_..._bf16bf16_..., of our H200 ResNet run: GPU-002 told
+# that bf16 run to train in bf16).
 _TENSOR_CORE = re.compile(
     _TB_TENSOR_CORE
     + r"|tensorop|wmma|tf32|16832|gmma|nvjet|tcgen05|umma|fp8|e4m3|e5m2|e2m1|mxfp4"
-    + r"|mfma|_MI\d+x\d+x\d+|xdlops|gtcx",
+    + r"|mfma|_MI\d+x\d+x\d+|xdlops|gtcx"
+    + r"|xmma\w*?_(?:bf16|f16|fp16|e4m3|e5m2|i8|int8)",
     re.I,
 )
 # Sources whose device_ops names are the kernels' own (cuBLAS, cuDNN, CUTLASS symbols).

@@ -456,6 +456,28 @@ def test_kernels_on_several_streams_share_the_gpus_time_and_fill():
             "1x4x1x64_tb1x8x2x1_1x4x1x64",
             True,
         ),
+        # cuDNN's Hopper convolutions of a bf16 ResNet-18 (our H200 run, channels_last)
+        (
+            "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_"
+            "tilesize64x64x64_warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn",
+            True,
+        ),
+        (
+            "sm90_xmma_dgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_"
+            "tilesize256x64x64_warpgroupsize1x1x1_g1_strided_execute_kernel__5x_cudnn",
+            True,
+        ),
+        (
+            "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x64x64_"
+            "warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn",
+            True,
+        ),
+        # the float32 GEMM of our H200 run: an xmma kernel on the CUDA cores (FFMA)
+        (
+            "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+            "aligna4_alignc4_execute_kernel__5x_cublas",
+            False,
+        ),
         ("ampere_sgemm_32x32_sliced1x4_tn", False),
         ("ampere_gcgemm_64x64_nt", False),
         ("volta_sgemm_128x32_nt", False),
