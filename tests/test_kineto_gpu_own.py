@@ -268,3 +268,26 @@ def test_loader_advice_follows_the_loader_as_configured() -> None:
     assert "Use pin_memory=True" not in tuned and "Load in worker processes" not in tuned
     assert f"already reach the device from pinned memory ({len(copies)} host-to-device" in tuned
     assert "already loads in worker processes" in tuned
+
+
+def test_allocator_calls_of_a_short_profile_are_judged_by_their_share() -> None:
+    """torch.cuda.empty_cache() after every step: the next step asks the driver again, 78
+    cudaMalloc/cudaFree calls in the 4 steps, 31% of their time but 7.3 ms in all, under
+    MEM-003's absolute limit of 10 ms (which alone let it pass)."""
+    calls = [
+        e
+        for e in events("empty_cache")
+        if e.get("cat") == "cuda_runtime"
+        and e["name"] in ("cudaMalloc", "cudaFree")
+        and in_steps("empty_cache", e)
+    ]
+    steps = steps_of("empty_cache")
+    spent = sum(e["dur"] for e in calls)
+    share = spent / sum(hi - lo for lo, hi in steps)
+    assert len(calls) == 78 and spent < 10_000 and share > 0.3
+    fired = finding(analysed("empty_cache"), "MEM-003")
+    assert fired is not None
+    assert fired.values["alloc_calls"] == 78
+    assert fired.impact_us == pytest.approx(spent, rel=1e-6)
+    assert fired.impact_ratio == pytest.approx(share, rel=1e-3)
+    assert "Remove torch.cuda.empty_cache()" in " ".join(fired.suggestions)
