@@ -54,6 +54,13 @@ _FUSED_ALREADY = re.compile(r"CompiledFunction|Torch-Compiled Region|CompiledFxG
 _MULTI_PASS = re.compile(r"\bcub::|\bthrust::|radix_?sort|DeviceScan|DeviceSegmented", re.I)
 """Kernels of a library's multi-pass algorithm (CUB's and Thrust's sorts and scans, which
 an embedding's backward runs): passes by design, not a chain one fused kernel replaces."""
+_WHOLE_OPERATION = re.compile(
+    r"gemm|matmul|nvjet|cutlass|xmma|cublas|sdpa|flash|fmha|conv|fprop|dgrad|wgrad", re.I
+)
+"""Kernels that are each a library's whole matrix multiplication, convolution or attention: a
+sequence holding two of them (a transformer layer's forward, recomputed in the backward
+under activation checkpointing) is no chain one fused kernel replaces; one of them with the
+element-wise kernels around it is (an epilogue)."""
 _ORIGINAL_SEPARATOR = re.compile(r"[;,]")
 NOT_APPLICABLE = "n/a"  # availability of rows no CANN version concerns (never missing, so
 _NO_VERSION = {"availability": NOT_APPLICABLE}  # rules may read the column on any profile)
@@ -380,7 +387,8 @@ def kernel_sequence_rows(
     """HTA's frequent kernel sequences with the top-level operators as roots: the kernels
     one call launched, grouped by (operator, kernel names), for calls launching at least
     MIN_KERNELS kernels outside affinity matches and optimizer steps, and neither running
-    torch.compile's code (_FUSED_ALREADY) nor a library's multi-pass algorithm (_MULTI_PASS)."""
+    torch.compile's code (_FUSED_ALREADY), a library's multi-pass algorithm (_MULTI_PASS) nor
+    more than one library operation (_WHOLE_OPERATION)."""
     if links is None:
         links = _launched(top, device)
     if links.empty:
@@ -426,7 +434,11 @@ def kernel_sequence_rows(
     out = []
     for key, members in groups.items():
         names = [texts[c] for c in key[1:]]
-        if _FUSED_ALREADY.search(key[0]) or any(_MULTI_PASS.search(n) for n in names):
+        if (
+            _FUSED_ALREADY.search(key[0])
+            or any(_MULTI_PASS.search(n) for n in names)
+            or sum(bool(_WHOLE_OPERATION.search(n)) for n in names) > 1
+        ):
             continue
         brief = [short.get(n) or short.setdefault(n, _short(n)) for n in names]
         occurrences = [

@@ -244,6 +244,11 @@ def test_a_real_model_is_read_as_the_trace_says() -> None:
     fusion = finding(analysis, "FUSE-003")
     assert fusion is not None
     assert not any("Embedding" in row[0] for row in fusion.evidence["rows"])
+    # nor a call running two GEMMs (AddmmBackward0: the input's and the weight's gradients)
+    library = ("nvjet", "gemm", "sdpa")
+    for row in fusion.evidence["rows"]:
+        kernels = row[0].split(": ")[-1].split(" | ")
+        assert sum(any(word in k for word in library) for k in kernels) <= 1, row[0]
 
     memory = finding(analysis, "MEM-005")
     assert memory is not None and memory.values["top_name"] == "aten::nll_loss_backward"
