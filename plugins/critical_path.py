@@ -76,8 +76,11 @@ def _empty() -> intervals.Intervals:
     return np.empty(0), np.empty(0)
 
 
-def _host_set(profile: Profile, kinds: tuple[str, ...]) -> intervals.Intervals:
-    """The merged spans of the host calls of `kinds` (empty without timed host calls)."""
+def _host_set(
+    profile: Profile, kinds: tuple[str, ...], longer_than_us: float = 0.0
+) -> intervals.Intervals:
+    """The merged spans of the host calls of `kinds` (those longer than `longer_than_us`,
+    where given; empty without timed host calls)."""
     host = profile.tables.get("host_ops")
     if host is None or host.empty or "start_us" not in host:
         return _empty()
@@ -85,24 +88,9 @@ def _host_set(profile: Profile, kinds: tuple[str, ...]) -> intervals.Intervals:
     rows = host["kind"].isin(kinds).fillna(False).to_numpy(bool)
     start = host["start_us"].to_numpy("float64", na_value=np.nan)[rows]
     duration = host["duration_us"].to_numpy("float64", na_value=0.0)[rows]
+    if longer_than_us > 0:
+        start, duration = start[duration > longer_than_us], duration[duration > longer_than_us]
     return intervals.merge(start, start + duration)
-
-
-def _host_waits(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]:
-    """(merged spans of the host's synchronising calls, of those calls and the launch calls
-    that waited for room in the launch queue): the times the host waited for the device."""
-    host = profile.tables.get("host_ops")
-    if host is None or host.empty or "start_us" not in host:
-        return _empty(), _empty()
-    kind = host["kind"].to_numpy(object, na_value="")
-    start = host["start_us"].to_numpy("float64", na_value=np.nan)
-    duration = host["duration_us"].to_numpy("float64", na_value=0.0)
-    sync = kind == "sync"
-    waited = sync | ((kind == "launch") & (duration > BLOCKED_LAUNCH_US))
-    return (
-        intervals.merge(start[sync], start[sync] + duration[sync]),
-        intervals.merge(start[waited], start[waited] + duration[waited]),
-    )
 
 
 def _savable(
@@ -172,7 +160,10 @@ def step_bounds(profile: Profile) -> None:
     busy, late = _device(profile)
     data_set = _host_set(profile, ("dataloader",))
     host_set = intervals.union(_host_set(profile, HOST_KINDS), late)
-    syncs, waits = _host_waits(profile)
+    # the times the host waited for the device: its synchronising calls, and its launch
+    # calls that waited for room in the launch queue
+    syncs = _host_set(profile, ("sync",))
+    waits = intervals.union(syncs, _host_set(profile, ("launch",), BLOCKED_LAUNCH_US))
     rows = []
     for lo, hi, computing, exposed in zip_strict(
         steps["start_us"].to_numpy("float64"),
