@@ -802,8 +802,9 @@ TABLES: dict[str, TableSpec] = {
                     "float64",
                     US,
                     "time of the op's SDMA copy tasks (Memcpy, Reduce_Inline) of more than 512 "
-                    "bytes between chips, from the HCCL task timeline: the tasks the byte "
-                    "alignment check judges",
+                    "bytes between chips, from the HCCL task timeline (a database's "
+                    "COMMUNICATION_TASK_INFO): the tasks the byte alignment check judges; "
+                    "absent at profiler level 0, which records no such task",
                 ),
                 _c(
                     "unaligned_us",

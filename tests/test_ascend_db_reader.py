@@ -3,7 +3,9 @@
 Fixtures (tests/fixtures/ascend_db/, where README.md says where every table comes from):
 `rank0_ascend_pt` and `PROF_..._SMALLCASE` are the database twins of two text fixtures of this
 repository, written by make_db.py with the standard library only; `level1_twin_ascend_pt` is
-the twin of genuine text files published with MindStudio Insight (`msinsight/`). Expected
+the twin of genuine text files published with MindStudio Insight (`msinsight/`);
+`PROF_000001_20230818142704322_...` and `hccl_twin_ascend_pt` those of the genuine HCCL
+timeline of `real/cann_timeline`, as msprof and torch_npu write it. Expected
 numbers are computed from the text sources, never by the code under test.
 """
 
@@ -38,6 +40,11 @@ SMALLCASE_TEXT = FIXTURE_DIR / "msprof" / SMALLCASE
 SMALLCASE_DB = DB_FIXTURES / SMALLCASE
 LEVEL1_TEXT = DB_FIXTURES / "msinsight" / "text_level1_rank0_ascend_pt"
 LEVEL1_DB = DB_FIXTURES / "level1_twin_ascend_pt"
+HCCL_PROF = "PROF_000001_20230818142704322_COJGGGCANRMICFBC"
+HCCL_TEXT = FIXTURE_DIR / "real" / "cann_timeline" / HCCL_PROF
+HCCL_MSPROF_DB = DB_FIXTURES / HCCL_PROF
+HCCL_PT_DB = DB_FIXTURES / "hccl_twin_ascend_pt"
+ALIGNMENT = ("copy_task_us", "unaligned_us", "unaligned_tasks")
 SORT_KEYS = ("start_us", "time_us", "step", "name", "duration_us")
 
 
@@ -257,6 +264,86 @@ def test_msprof_database_gives_the_findings_of_the_same_text_tables(tmp_path: Pa
             path.unlink()
     assert findings(SMALLCASE_DB) == findings(text)
     assert any(rule == "OP-005" for rule, _ in findings(SMALLCASE_DB))
+
+
+def hccl_copies_in_the_raw_timeline() -> tuple[int, float, float]:
+    """(unaligned copy tasks, their µs, all copy µs) counted on the genuine HCCL timeline's
+    task args directly: SDMA Memcpy / Reduce_Inline over 512 bytes, not ON_CHIP."""
+    events = json.loads((HCCL_TEXT / "device_0" / "timeline" / "hccl_0_2_1.json").read_text())
+    copies = [
+        e
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("args", {}).get("task type") in ("Memcpy", "Reduce_Inline")
+        and e["args"]["transport type"] == "SDMA"
+        and e["args"]["link type"] != "ON_CHIP"
+        and e["args"]["size(Byte)"] > 512
+    ]
+    unaligned = [e for e in copies if e["args"]["size(Byte)"] % 512]
+    return len(unaligned), sum(e["dur"] for e in unaligned), sum(e["dur"] for e in copies)
+
+
+@pytest.mark.parametrize("folder", [HCCL_MSPROF_DB, HCCL_PT_DB], ids=["msprof", "torch_npu"])
+def test_hccl_tasks_of_a_database_give_the_byte_alignment_of_its_timeline(folder: Path) -> None:
+    """COMMUNICATION_TASK_INFO (with TASK's times and the HCCL enums) gives each collective
+    the transport and SDMA copy figures the text export's HCCL timeline gives: COMM-003 fires
+    on a database export with the timeline's figures (it was not applicable there before)."""
+    count, unaligned_us, copy_us = hccl_copies_in_the_raw_timeline()
+    assert count == 14  # the genuine timeline does hold unaligned copies
+    (text,) = advisor.analyze(HCCL_TEXT).analyses
+    (db,) = advisor.analyze(folder).analyses
+    columns = ["name", "op", "transport", "duration_us", *ALIGNMENT]
+    assert_same_table(
+        text.profile.tables["comm_ops"][columns], db.profile.tables["comm_ops"][columns], "comm"
+    )
+    (finding,) = [f for f in db.findings if f.rule.id == "COMM-003"]
+    assert finding.values["task_count"] == count
+    assert finding.values["unaligned_total_us"] == pytest.approx(unaligned_us)
+    assert finding.values["copy_us"] == pytest.approx(copy_us)
+    (same,) = [f for f in text.findings if f.rule.id == "COMM-003"]
+    assert finding.message == same.message
+
+
+def test_level0_hccl_tasks_give_no_alignment_not_an_alignment_of_zero(tmp_path: Path) -> None:
+    """At level 0 the task rows carry N/A for transport and link and no size (the database
+    reference): the figures are unknown, so COMM-003 is not applicable and says what to
+    collect, instead of passing on zeros."""
+    folder = shutil.copytree(HCCL_PT_DB, tmp_path / "hccl_twin_ascend_pt")
+    with sqlite3.connect(folder / OUT / "ascend_pytorch_profiler_0.db") as con:
+        con.execute(
+            "UPDATE COMMUNICATION_TASK_INFO SET transportType = 65534, linkType = 65534, size = 0"
+        )
+    (analysis,) = advisor.analyze(folder).analyses
+    comm = analysis.profile.tables["comm_ops"]
+    assert len(comm) == 1 and not set(ALIGNMENT) & set(written(comm))
+    assert analysis.evaluation.outcomes["COMM-003"] == "not_applicable"
+
+
+def test_analysis_database_ops_take_the_alignment_of_their_hccl_tasks(tmp_path: Path) -> None:
+    """With analysis.db's CommAnalyzerTime (communication.json's twin) beside the profiler
+    database, the ops come from it, and take the byte alignment of the HCCL tasks of the op of
+    the same name, as the text export's ops take the trace's."""
+    folder = shutil.copytree(HCCL_PT_DB, tmp_path / "hccl_twin_ascend_pt")
+    with sqlite3.connect(folder / OUT / "analysis.db") as con:
+        con.execute(
+            "CREATE TABLE CommAnalyzerTime (hccl_op_name TEXT, group_name TEXT, "
+            "start_timestamp NUMERIC, elapse_time NUMERIC, transit_time NUMERIC, "
+            "wait_time NUMERIC, synchronization_time NUMERIC, idle_time NUMERIC, step TEXT, "
+            "type TEXT)"
+        )
+        # the op's own start (µs) and length (ms), its time split made up: only its name
+        # and place matter here
+        con.execute(
+            "INSERT INTO CommAnalyzerTime VALUES ('Default/AllReduce-op534_0', 'group', "
+            "56635868946.3, 41.5343, 30.0, 10.0, 1.0, 0.5, 'step', 'collective')"
+        )
+    comm = read_pt(folder).tables["comm_ops"]
+    ops = comm[comm["kind"] == "op"]
+    assert len(ops) == 1 and ops["wait_us"].tolist() == [10_000.0]  # analysis.db's row
+    count, unaligned_us, copy_us = hccl_copies_in_the_raw_timeline()
+    assert ops["unaligned_tasks"].tolist() == [count]
+    assert ops["unaligned_us"].tolist() == pytest.approx([unaligned_us])
+    assert ops["copy_task_us"].tolist() == pytest.approx([copy_us])
 
 
 def test_a_database_named_on_its_own_reads_like_its_folder(tmp_path: Path) -> None:

@@ -201,3 +201,19 @@ def test_byte_alignment_from_the_hccl_tasks_of_trace_view(tmp_path: Path, with_j
     assert op["unaligned_us"] == pytest.approx(10.0)
     assert op["unaligned_tasks"] == 1
     assert (op["sdma_bytes"] == pytest.approx(3024)) if with_json else pd.isna(op.get("sdma_bytes"))
+
+
+def test_level0_trace_without_hccl_tasks_leaves_the_alignment_unknown(tmp_path: Path) -> None:
+    """At level 0 torch_npu's trace holds the collectives and none of their plane tasks
+    (MindStudio Insight's published level0 rank): the byte alignment is unknown, so COMM-003
+    is not applicable (it passed on zeros before), and says to collect at level 1."""
+    out = tmp_path / "w_1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    events = [e for e in _hccl_trace() if e.get("tid") != 2]
+    (out / "trace_view.json").write_text(json.dumps(events))
+    (analysis,) = advisor.analyze(out.parent, select=["COMM-003"]).analyses
+    (op,) = analysis.profile.tables["comm_ops"].to_dict("records")
+    assert op["name"] == "hcom_allReduce__1_0_1" and "unaligned_tasks" not in op
+    assert analysis.evaluation.outcomes == {"COMM-003": "not_applicable"}
+    why = analysis.evaluation.inapplicable["COMM-003"]
+    assert why.reason == "missing" and any("Level1" in hint for hint in why.collect)

@@ -59,7 +59,9 @@ def comm_from_columns(
         for thread in ops["thread"].tolist()
     ]
     alignment = (
-        _alignment(tasks, start, duration) if set(_TASK_DETAILS) <= set(tasks.columns) else {}
+        _alignment(tasks, start, duration)
+        if set(_TASK_DETAILS) <= set(tasks.columns) and recorded(tasks["transport"]).any()
+        else {}  # level 0 records no task of a collective: its alignment is unknown, not 0
     )
     return pd.DataFrame(
         {
@@ -69,7 +71,7 @@ def comm_from_columns(
             "start_us": start,
             "duration_us": duration,
             "transport": [
-                _commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(), hi.tolist())
+                commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(), hi.tolist())
             ],
             **alignment,
         }
@@ -80,6 +82,8 @@ ALIGN_BYTES = 512
 """msprof-analyze's byte-alignment check: SDMA copies of more than 512 bytes whose size is not a
 multiple of 512 bytes move data less efficiently."""
 _COPY_TASKS = ("Memcpy", "Reduce_Inline")
+NOT_RECORDED = frozenset({"N/A", "INVALID_TYPE", "RESERVED"})
+"""HCCL enum names that say the profiler did not record the value (level 0 writes them)."""
 _TASK_DETAILS = ("duration_us", "task_type", "link_type")
 
 
@@ -92,14 +96,9 @@ def _alignment(
     begin = np.array([trace_number(v) for v in tasks["start_us"].tolist()], dtype="float64")
     length = np.array([trace_number(v) for v in tasks["duration_us"].tolist()], dtype="float64")
     size = np.array([trace_number(v) for v in tasks["bytes"].tolist()], dtype="float64")
-    copy = (
-        (tasks["transport"].astype(str).str.upper() == "SDMA").to_numpy()
-        & tasks["task_type"].isin(_COPY_TASKS).to_numpy()
-        & (tasks["link_type"].astype(str).str.upper() != "ON_CHIP").to_numpy()
-        & (size > ALIGN_BYTES)
-        & np.isfinite(begin)
-    )
-    unaligned = copy & (np.fmod(size, ALIGN_BYTES) != 0)
+    copy, unaligned = copy_tasks(tasks["transport"], tasks["task_type"], tasks["link_type"], size)
+    copy &= np.isfinite(begin)
+    unaligned &= copy
     order = np.argsort(np.where(np.isfinite(begin), begin, np.inf), kind="stable")
     begin, length = begin[order], np.nan_to_num(length[order])
     copy, unaligned = copy[order], unaligned[order]
@@ -117,7 +116,28 @@ def _alignment(
     }
 
 
-def _commonest(values: list[str]) -> str | None:
+def recorded(values: pd.Series) -> pd.Series:
+    """Whether each HCCL enum value (a transport, a link) was recorded: present and not one
+    of the NOT_RECORDED names."""
+    return values.notna() & ~values.astype(str).str.upper().isin(NOT_RECORDED)
+
+
+def copy_tasks(
+    transport: pd.Series, task_type: pd.Series, link_type: pd.Series, size: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(copy, unaligned) masks of HCCL tasks: SDMA copies (Memcpy, Reduce_Inline) of more
+    than 512 bytes between chips (not ON_CHIP), and those of them whose size is not a
+    multiple of 512 bytes. The one criterion of the trace's tasks and the database's."""
+    copy = (
+        (transport.astype(str).str.upper() == "SDMA").to_numpy()
+        & task_type.isin(_COPY_TASKS).to_numpy()
+        & (link_type.astype(str).str.upper() != "ON_CHIP").to_numpy()
+        & (size > ALIGN_BYTES)
+    )
+    return copy, copy & (np.fmod(size, ALIGN_BYTES) != 0)
+
+
+def commonest(values: list[str]) -> str | None:
     """The most frequent value, the smallest of ties (as pandas' mode); None if none."""
     if not values:
         return None

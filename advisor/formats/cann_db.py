@@ -6,10 +6,10 @@ Both hold CANN's tables, and every name in them is an id into `STRING_IDS(id, va
 level is an id into `ENUM_API_TYPE(id, name)`; times are integer ns since the epoch (Ascend/msprof
 `docs/en/user_guide/profile_data_file_references_db.md`). What both readers take from them is
 here: a database opened without ever writing beside it, the compute tasks with their PMU
-counters, the communication ops, and the CANN API calls. Tables and columns differ between CANN
-and profiler versions (`blockDim` became `blockNum`, `opState` and `waitNs` came later), so each
-query asks for the columns the file has: a missing table is no table, a missing column no
-column, never an error.
+counters and the CANN API calls (the communication ops: advisor.formats.cann_db_comm).
+Tables and columns differ between CANN and profiler versions (`blockDim` became `blockNum`,
+`opState` and `waitNs` came later), so each query asks for the columns the file has: a
+missing table is no table, a missing column no column, never an error.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def thread_ids(global_tid: pd.Series) -> np.ndarray:
     return (integers(global_tid) % (1 << 32)).to_numpy("float64", na_value=np.nan)
 
 
-def _string_columns(db: CannDb, frame: pd.DataFrame, names: Iterable[str]) -> None:
+def string_columns(db: CannDb, frame: pd.DataFrame, names: Iterable[str]) -> None:
     """Name ids as their strings; `N/A` and the other missing-value tokens the text exports
     write (Level0 profiles have every op type `N/A`) as missing, as the CSV readers read them."""
     for name in names:
@@ -299,7 +299,7 @@ def compute_tasks(db: CannDb, clock: Clock | None) -> pd.DataFrame | None:
     rows = db.frame(sql, what="the compute tasks (TASK, COMPUTE_TASK_INFO)")
     if rows is None or rows.empty:
         return None
-    _string_columns(
+    string_columns(
         db,
         rows,
         (
@@ -374,54 +374,6 @@ def _pmu(db: CannDb, task_ids: pd.Series) -> pd.DataFrame | None:
         if source in table:
             table[column] = table.pop(source) / NS_PER_US
     return table
-
-
-def communication_ops(db: CannDb, clock: Clock | None) -> pd.DataFrame | None:
-    """The collectives of COMMUNICATION_OP: name, op_type, group, start_us, duration_us, the
-    connection_id of the call that launched it and its device (the op's own deviceId, else
-    that of the tasks sharing its connectionId). None when the file has none."""
-    if not db.has("COMMUNICATION_OP", "opName", "startNs", "endNs"):
-        return None
-    columns = db.columns("COMMUNICATION_OP")
-    table = db.table("COMMUNICATION_OP")
-    device = "NULL"
-    join = ""
-    if "deviceId" in columns:
-        device = "o.deviceId"
-    elif "connectionId" in columns and db.has("TASK", "connectionId", "deviceId"):
-        device = "d.deviceId"
-        join = (
-            f"LEFT JOIN (SELECT connectionId, MIN(deviceId) AS deviceId FROM {db.table('TASK')} "
-            "GROUP BY connectionId) d ON d.connectionId = o.connectionId"
-        )
-    optional = {
-        name: f"o.{name}" if name in columns else "NULL"
-        for name in ("opType", "groupName", "connectionId")
-    }
-    rows = db.frame(
-        f"SELECT o.opName AS name, {optional['opType']} AS op_type, "
-        f"{optional['groupName']} AS grp, {optional['connectionId']} AS connection_id, "
-        "o.startNs AS start_ns, "
-        f"o.endNs - o.startNs AS duration_ns, {device} AS device FROM {table} o {join} "
-        "ORDER BY o.startNs",
-        what="COMMUNICATION_OP",
-    )
-    if rows is None or rows.empty:
-        return None
-    _string_columns(db, rows, ("name", "op_type", "grp"))
-    return pd.DataFrame(
-        {
-            "name": rows["name"],
-            "op_type": rows["op_type"],
-            "group": rows["grp"],
-            "core_type": "COMMUNICATION",
-            "category": "communication",
-            "start_us": ns_times(clock, rows["start_ns"]),
-            "duration_us": pd.to_numeric(rows["duration_ns"], errors="coerce") / NS_PER_US,
-            "device": pd.to_numeric(rows["device"], errors="coerce"),
-            "connection_id": pd.to_numeric(rows["connection_id"], errors="coerce"),
-        }
-    )
 
 
 def _api_levels(db: CannDb) -> dict[int, str]:

@@ -16,11 +16,14 @@ Their tables give what the text files give:
   CommAnalyzerBandwidth / CommAnalyzerMatrix: communication.json and
   communication_matrix.json, in the same units, so the JSON readers read them;
   COMMUNICATION_OP stands in for communication.json when analysis.db has no communication
-  (as the trace's HCCL process does for the text files);
+  (as the trace's HCCL process does for the text files); COMMUNICATION_TASK_INFO, the HCCL
+  tasks of each collective, gives what the trace's HCCL tasks give: the byte alignment of its
+  SDMA copies (level 1 and above);
 - RANK_DEVICE_MAP and META_DATA: the rank, device and environment.
 
 Column facts: torch_npu's `TableColumnsManager` and the Ascend/msprof database reference (see
-tests/fixtures/ascend_db/README.md). Every read goes through advisor.formats.cann_db.
+tests/fixtures/ascend_db/README.md). Every read goes through advisor.formats.cann_db and
+cann_db_comm.
 """
 
 from __future__ import annotations
@@ -39,12 +42,12 @@ from advisor.formats.cann_db import (
     CannDb,
     aicore_freq_samples,
     cann_api_calls,
-    communication_ops,
     compute_tasks,
     integers,
     ns_times,
     thread_ids,
 )
+from advisor.formats.cann_db_comm import TASK_FIGURES, communication_ops
 from advisor.formats.cann_tasks import collective, with_wait
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand
@@ -52,7 +55,12 @@ from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 from advisor.model import ProfileMeta
 
-from .communication import SDMA_PARTS, parse_communication, parse_communication_matrix
+from .communication import (
+    SDMA_PARTS,
+    parse_communication,
+    parse_communication_matrix,
+    with_trace_alignment,
+)
 from .kinds import cann_kind, framework_kind
 from .layout import PROFILER_DB
 from .memory import one_component
@@ -165,6 +173,9 @@ def read_databases(
             if out.steps is not None
             else steps_from_table(step_table, None)
         )
+    if comm is not None and out.comm_ops is not None:
+        # the byte alignment only the HCCL tasks give, by op name as for the text files
+        comm = with_trace_alignment(comm, out.comm_ops)
     parts = [p for p in (comm, links) if p is not None]
     if comm is None and out.comm_ops is not None:
         parts.insert(0, out.comm_ops)
@@ -198,6 +209,7 @@ def _read_main(db: CannDb, clock: Clock, meta: ProfileMeta, out: DbTables) -> No
                 "group": comm["group"],
                 "start_us": comm["start_us"],
                 "duration_us": comm["duration_us"],
+                **{c: comm[c] for c in TASK_FIGURES if c in comm},
             }
         )
     parts = [p for p in (tasks, _comm_rows(comm)) if p is not None]

@@ -1,13 +1,15 @@
 """`msprof --type=db`'s `PROF_XXX/msprof_{timestamp}.db`, read as the summary CSVs would be.
 
 The database holds what op_summary and api_statistic list: the compute tasks (TASK,
-COMPUTE_TASK_INFO, TASK_PMU_INFO) and collectives (COMMUNICATION_OP) of every device, the AI
+COMPUTE_TASK_INFO, TASK_PMU_INFO) and collectives (COMMUNICATION_OP) of every device, the
+latter also as comm_ops, as the HCCL timeline gives them (with their tasks' transport and
+byte alignment where COMMUNICATION_TASK_INFO has them), the AI
 Core frequency samples of the timelines' counter (AICORE_FREQ), and the CANN API calls of the
 host (CANN_API, summed per API as api_statistic sums them). It holds no
 iterations, operator statistics or data queues: step_trace, op_statistic, aicpu_mi and dp are
 read from mindstudio_profiler_output/ when the export wrote them too; without them a
 database-only export has no steps, and op_stats is derived from the tasks as op_statistic is.
-Reading goes through advisor.formats.cann_db.
+Reading goes through advisor.formats.cann_db and cann_db_comm.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from advisor.formats.cann_db import (
     CannDb,
     aicore_freq_samples,
     cann_api_totals,
-    communication_ops,
     compute_tasks,
 )
+from advisor.formats.cann_db_comm import communication_ops
+from advisor.formats.cann_tasks import collective
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 
@@ -39,6 +42,7 @@ class Database:
     """What one msprof database gives, by device id."""
 
     device_ops: dict[str, pd.DataFrame] = field(default_factory=dict)
+    comm_ops: dict[str, pd.DataFrame] = field(default_factory=dict)
     aicore_freq: dict[str, pd.DataFrame] = field(default_factory=dict)
     host_api: pd.DataFrame | None = None  # the host's CANN API totals (every device's)
 
@@ -49,11 +53,14 @@ def read_database(path: Path, rel: str, warn: WarnFn) -> Database:
     out = Database()
     try:
         with CannDb(path, rel, warn) as db:
-            found = (compute_tasks(db, None), communication_ops(db, None))
+            comm = communication_ops(db, None)
+            found = (compute_tasks(db, None), comm)
             out.host_api = cann_api_totals(db)
             parts = [p for p in found if p is not None]
             if parts:
                 out.device_ops = _by_device(pd.concat(parts, ignore_index=True), rel, warn)
+            if comm is not None:
+                out.comm_ops = _comm_by_device(comm)
             for device, ops in out.device_ops.items():
                 freq = freq_until_tasks_end(aicore_freq_samples(db, None, int(device)), ops)
                 if freq is not None:
@@ -62,6 +69,18 @@ def read_database(path: Path, rel: str, warn: WarnFn) -> Database:
         warn(rel, exc.problem, unread=True)
         return Database()
     return out
+
+
+def _comm_by_device(comm: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The collectives as comm_ops rows by device id, as the HCCL timeline gives them (ops
+    without a device are left out: _by_device has warned of them)."""
+    rows = comm.drop(columns=["op_type", "core_type", "category", "connection_id"]).assign(
+        op=comm["name"].map(collective, na_action="ignore")
+    )
+    return {
+        f"{device:.0f}": ops.drop(columns="device").reset_index(drop=True)
+        for device, ops in rows[rows["device"].notna()].groupby("device", sort=True)
+    }
 
 
 def _by_device(ops: pd.DataFrame, rel: str, warn: WarnFn) -> dict[str, pd.DataFrame]:

@@ -181,6 +181,9 @@ class ExportReader:
             dev = self._device(device_id)
             dev.profile.meta.extra["source"] = "db"
             dev.add("device_ops", ops, [rel])
+            comm = database.comm_ops.get(device_id)
+            if comm is not None and "comm_ops" not in dev.parts:
+                dev.add("comm_ops", comm, [rel])
             freq = database.aicore_freq.get(device_id)
             if freq is not None and "aicore_freq" not in dev.parts:
                 dev.add("aicore_freq", freq, [rel])
