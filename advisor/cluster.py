@@ -179,8 +179,16 @@ def _add_stages(ranks: pd.DataFrame, stages: list[int | None]) -> pd.DataFrame:
 def _count_stages(ranks: pd.DataFrame) -> pd.DataFrame:
     """`pipeline_stages` on every row: how many pipeline stages the ranks form (1 without a
     pipeline), so that rules comparing all ranks can leave the stages' differences to the
-    stage rules."""
-    ranks["pipeline_stages"] = ranks["stage_label"].nunique() if "stage_label" in ranks else 1
+    stage rules; and, with stages, the mean and the shortest step time of each rank's stage
+    (`stage_duration_us`, `stage_fastest_us`), so that a slow rank is told against its own
+    stage: the last stages' steps hold the bubble, their waits for the first ones."""
+    if "stage_label" not in ranks:
+        ranks["pipeline_stages"] = 1
+        return ranks
+    ranks["pipeline_stages"] = ranks["stage_label"].nunique()
+    per_stage = ranks.groupby("stage_label")["duration_us"]
+    ranks["stage_duration_us"] = per_stage.transform("mean")
+    ranks["stage_fastest_us"] = per_stage.transform("min")
     return ranks
 
 

@@ -1158,6 +1158,20 @@ TABLES: dict[str, TableSpec] = {
                     "ranks); the rank's own where stages are not recorded",
                 ),
                 _c(
+                    "stage_duration_us",
+                    "float64",
+                    US,
+                    "mean step time of the rank's stage (the mean of its ranks' duration_us), "
+                    "where stage_label is known",
+                ),
+                _c(
+                    "stage_fastest_us",
+                    "float64",
+                    US,
+                    "shortest step time among the ranks of the rank's stage, where stage_label "
+                    "is known: a slow rank is told against its own stage",
+                ),
+                _c(
                     "duration_z",
                     "float64",
                     "",

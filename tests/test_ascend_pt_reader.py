@@ -98,10 +98,10 @@ def kernel_rows(path: Path) -> list[dict[str, str]]:
 # Plugin surface and detection
 
 
-def test_hook_returns_a_reader() -> None:
-    (reader,) = ascend_pt.advisor_readers()
-    assert isinstance(reader, Reader)
-    assert reader.name == "ascend_pt"
+def test_hook_returns_the_rank_folder_and_cluster_output_readers() -> None:
+    readers = ascend_pt.advisor_readers()
+    assert all(isinstance(reader, Reader) for reader in readers)
+    assert [reader.name for reader in readers] == ["ascend_pt", "msprof_analyze_cluster"]
 
 
 def test_detects_rank_folders_by_name_only(tmp_path: Path) -> None:

@@ -37,6 +37,10 @@ With `export_type=db` the profiler writes `ascend_pytorch_profiler_{rank}.db` /
 the folder has the database it is read in place of the text files (it reads faster), and
 `meta.extra["source"]` is `db`.
 
+msprof-analyze's cluster output (`cluster_analysis_output/`: cluster_step_trace_time.csv and
+the cluster communication files) is read as one profile per rank by ClusterOutputReader
+(`cluster_output`), unless the rank folders it was made from lie beside it.
+
 Not read: operator_details.csv, npu_module_mem.csv and the binary records
 of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in the trace).
 
@@ -172,6 +176,31 @@ class AscendPtReader:
         return [TraceFold(trace, DECODER.decode, read_columns)]
 
 
+class ClusterOutputReader:
+    """Reads msprof-analyze's `cluster_analysis_output/` where the rank folders it summarises
+    are not beside it (advisor reads those instead when they are)."""
+
+    name = "msprof_analyze_cluster"
+    formats = ("msprof-analyze cluster output (cluster_analysis_output/)",)
+
+    def detect(self, path: Path) -> bool:
+        """A folder holding cluster_step_trace_time.csv (cluster_analysis_output/, or renamed)
+        and no rank folder, nor one beside it."""
+        from .cluster_output import STEP_TRACE, rank_folders_in
+
+        path = Path(path)
+        return (
+            (path / STEP_TRACE).is_file()
+            and not rank_folders_in(path)
+            and not rank_folders_in(path.parent)
+        )
+
+    def read(self, path: Path) -> list[Profile]:
+        from .cluster_output import read_cluster_output
+
+        return read_cluster_output(Path(path))
+
+
 @hookimpl
-def advisor_readers() -> list[AscendPtReader]:
-    return [AscendPtReader()]
+def advisor_readers() -> list[AscendPtReader | ClusterOutputReader]:
+    return [AscendPtReader(), ClusterOutputReader()]

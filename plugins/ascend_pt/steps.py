@@ -82,7 +82,7 @@ def step_of(times: np.ndarray, steps: pd.DataFrame) -> pd.array:
     return values
 
 
-_STEP_TRACE_COLUMNS = {
+STEP_TRACE_COLUMNS = {
     "Computing": "computing_us",
     "Communication": "communication_us",
     "Communication(Not Overlapped)": "comm_not_overlapped_us",
@@ -100,7 +100,7 @@ def read_step_trace_time(path: Path, rel: str, warn: WarnFn) -> pd.DataFrame | N
     frame = pd.DataFrame(
         {"step": csv.number("Step") if csv.has("Step") else pd.Series(np.nan, index=csv.index)}
     )
-    for written, column in _STEP_TRACE_COLUMNS.items():
+    for written, column in STEP_TRACE_COLUMNS.items():
         if csv.has(written):
             frame[column] = csv.number(written)
     if csv.has("Type"):  # cluster_step_trace_time.csv layout: keep the rank rows

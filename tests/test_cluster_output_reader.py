@@ -1,0 +1,174 @@
+"""msprof-analyze's cluster output (cluster_analysis_output/) read as one profile per rank.
+
+Fixture: the genuine output of a 16-rank run with two pipeline stages, published with
+MindStudio Insight (tests/fixtures/real/PROVENANCE.md). Expected figures are read from the
+raw files with the csv and json modules, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURE_DIR
+
+import advisor
+from advisor.api import AnalysisResult, ProfileAnalysis
+from advisor.errors import UnreadableInput
+from advisor.model import contract_problems
+from advisor_plugins.ascend_pt import AscendPtReader, ClusterOutputReader
+
+OUTPUT = FIXTURE_DIR / "real" / "msinsight_cluster" / "cluster_analysis_output"
+
+
+def csv_rows() -> list[dict[str, str]]:
+    with open(OUTPUT / "cluster_step_trace_time.csv", newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def rank_rows() -> dict[int, dict[str, float]]:
+    return {
+        int(row["Index"]): {k: float(v) for k, v in row.items() if k not in ("Type", "Index")}
+        for row in csv_rows()
+        if row["Type"] == "rank"
+    }
+
+
+def step_time(row: dict[str, float]) -> float:
+    """msprof-analyze's step time: what the step's computing, uncovered communication and
+    free time add up to (its Stage plus Bubble)."""
+    return row["Computing"] + row["Communication(Not Overlapped)"] + row["Free"]
+
+
+@pytest.fixture(scope="module")
+def result() -> AnalysisResult:
+    return advisor.analyze(OUTPUT)
+
+
+def by_rank(result: AnalysisResult) -> dict[int, ProfileAnalysis]:
+    return {a.profile.meta.rank: a for a in result.analyses if a.profile.meta.rank is not None}
+
+
+def test_every_rank_row_is_a_profile_with_its_step_breakdown() -> None:
+    profiles = ClusterOutputReader().read(OUTPUT)
+    expected = rank_rows()
+    assert [p.meta.rank for p in profiles] == sorted(expected) == list(range(16))
+    for profile in profiles:
+        assert contract_problems(profile) == [] and profile.warnings == []
+        row = expected[profile.meta.rank]
+        (step,) = profile.tables["steps"].to_dict("records")
+        assert step["step"] == row["Step"]
+        assert step["duration_us"] == pytest.approx(step_time(row))
+        assert step["duration_us"] == pytest.approx(row["Stage"] + row["Bubble"])
+        assert step["computing_us"] == pytest.approx(row["Computing"])
+        assert step["comm_not_overlapped_us"] == pytest.approx(row["Communication(Not Overlapped)"])
+        assert step["bubble_us"] == pytest.approx(row["Bubble"])
+        assert profile.meta.world_size == 16 and profile.meta.device_kind == "NPU"
+
+
+def test_the_stage_rows_give_each_rank_its_pipeline_stage() -> None:
+    stages = [
+        sorted(int(r) for r in row["Index"].strip("()").split(","))
+        for row in csv_rows()
+        if row["Type"] == "stage"
+    ]
+    assert stages == [list(range(8)), list(range(8, 16))]
+    for profile in ClusterOutputReader().read(OUTPUT):
+        meta = profile.tables["metadata"]
+        recorded = dict(zip(meta["key"], meta["value"]))
+        assert recorded["distributed.pp_stage"] == str(profile.meta.rank // 8)
+
+
+def test_each_rank_has_its_collectives_and_the_links_it_sends_on() -> None:
+    data = json.loads((OUTPUT / "cluster_communication.json").read_text(encoding="utf-8"))
+    matrix = json.loads((OUTPUT / "cluster_communication_matrix.json").read_text(encoding="utf-8"))
+    ops: dict[int, list[str]] = {}
+    for per_step in data.values():
+        for entries in per_step.values():
+            for key, ranks in entries.items():
+                if not key.startswith("Total Op Info"):
+                    for rank in ranks:
+                        ops.setdefault(int(rank), []).append(key.partition("@")[0])
+    links: dict[int, set[str]] = {}
+    for per_step in matrix.values():
+        for entries in per_step.values():
+            for pairs in entries.values():
+                for pair in pairs:
+                    src, _, dst = pair.partition("-")
+                    if src != dst:  # a rank's copy to itself is no link
+                        links.setdefault(int(src), set()).add(f"{src}->{dst}")
+    profiles = {p.meta.rank: p for p in ClusterOutputReader().read(OUTPUT)}
+    assert ops and links
+    for rank, profile in profiles.items():
+        comm = profile.tables.get("comm_ops")
+        names = [] if comm is None else comm.loc[comm["kind"] == "op", "name"].tolist()
+        assert sorted(names) == sorted(ops.get(rank, [])), rank
+        sent = set() if comm is None else set(comm.loc[comm["kind"] == "link", "name"])
+        assert sent - {f"{rank}->{rank}"} == links.get(rank, set()), rank
+
+
+def test_a_slow_rank_is_told_against_its_own_pipeline_stage(result) -> None:
+    """Stage 1's steps hold the bubble (its wait for stage 0): across stages rank 11 (394 ms)
+    looked 109 ms slower than rank 6 (285 ms). Within stage 0, rank 7 is the slowest."""
+    rows = rank_rows()
+    stage0 = {r: step_time(rows[r]) for r in range(8)}
+    slow, fast = max(stage0, key=stage0.get), min(stage0, key=stage0.get)
+    assert (slow, fast) == (7, 6)
+    (cluster,) = [a for a in result.analyses if a.profile.meta.source_format == "cluster"]
+    (finding,) = [f for f in cluster.findings if f.rule.id == "CLUSTER-001"]
+    assert finding.values["slow_rank"] == slow
+    assert finding.values["slowest_us"] == pytest.approx(stage0[slow])
+    assert finding.values["fastest_us"] == pytest.approx(stage0[fast])
+    assert finding.values["rank_count"] == 8
+    assert "of its pipeline stage" in finding.message
+
+
+def test_the_bubble_is_the_pipeline_rules_not_uncovered_communication(result) -> None:
+    """Rank 8's 216.7 ms of uncovered communication hold its 178.3 ms bubble: COMM-001 counts
+    the profiler's "Communication(Not Overlapped and Exclude Receive)", PAR-003 the bubble,
+    so the two no longer promise the same time twice."""
+    row = rank_rows()[8]
+    findings = {f.rule.id: f for f in by_rank(result)[8].findings}
+    excluded = row["Communication(Not Overlapped and Exclude Receive)"]
+    assert findings["COMM-001"].impact_us == pytest.approx(excluded)
+    assert findings["COMM-001"].values["bubble_us"] == pytest.approx(row["Bubble"])
+    assert findings["PAR-003"].values["total_bubble_us"] == pytest.approx(row["Bubble"])
+    assert "receive waits" in findings["COMM-001"].message
+
+
+def test_not_claimed_beside_the_rank_folders_it_summarises(tmp_path: Path) -> None:
+    """msprof-analyze writes cluster_analysis_output/ into the folder of the rank folders:
+    those are read, and the summary of them is not read again as more ranks."""
+    shutil.copytree(OUTPUT, tmp_path / "cluster_analysis_output")
+    (tmp_path / "rank0_123_ascend_pt" / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    reader = ClusterOutputReader()
+    assert not reader.detect(tmp_path / "cluster_analysis_output")
+    assert AscendPtReader().detect(tmp_path / "rank0_123_ascend_pt")
+    renamed = shutil.copytree(OUTPUT, tmp_path.parent / f"{tmp_path.name}_summary")
+    assert reader.detect(renamed)  # known by its CSV, whatever the folder's name
+
+
+def test_no_rank_row_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    folder = shutil.copytree(OUTPUT, tmp_path / "cluster_analysis_output")
+    lines = (folder / "cluster_step_trace_time.csv").read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if ",rank," not in line]
+    (folder / "cluster_step_trace_time.csv").write_text("\n".join(kept) + "\n", encoding="utf-8")
+    with pytest.raises(UnreadableInput) as caught:
+        ClusterOutputReader().read(folder)
+    assert Path(caught.value.path).name == "cluster_step_trace_time.csv"
+    assert "rank" in caught.value.problem and "\n" not in caught.value.problem
+
+
+def test_a_broken_communication_file_is_a_warning_on_every_rank(tmp_path: Path) -> None:
+    folder = shutil.copytree(OUTPUT, tmp_path / "cluster_analysis_output")
+    (folder / "cluster_communication.json").write_text('{"(0, 1)": {', encoding="utf-8")
+    profiles = ClusterOutputReader().read(folder)
+    assert len(profiles) == 16
+    for profile in profiles:
+        (warning,) = profile.warnings
+        assert Path(warning.file).name == "cluster_communication.json" and warning.unread
+        assert profile.has("steps", "duration_us")
+        assert "cluster_communication.json" not in profile.meta.files_read
