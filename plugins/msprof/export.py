@@ -97,25 +97,7 @@ class ExportReader:
 
     def _finish(self) -> list[Profile]:
         if not any(dev.parts for dev in self.devices.values()):
-            if self.raw_only and not self.exports_found:
-                raise UnreadableInput(self.root, f"only undecoded raw data found; {EXPORT_HINT}")
-            problems = "; ".join(f"{n.file}: {n.problem}" for n in self._all_notes()[:3])
-            looked = (
-                f"msprof_*.db, {MERGED_DIR}/*.csv, device_*/summary/*.csv and "
-                "device_*/timeline/*.json"
-            )
-            unread = self._unread_csvs()
-            raise UnreadableInput(
-                self.root,
-                f"no readable msprof export ({problems})"
-                if problems
-                else f"no msprof export advisor reads: {', '.join(unread[:3])}"
-                f"{' ...' if len(unread) > 3 else ''} hold{'s' if len(unread) == 1 else ''} "
-                f"no table it reads (it reads {', '.join(sorted(CSV_TABLES))}); collect "
-                "with msprof --task-time=on and export with --export=on"
-                if unread
-                else f"no msprof export found (looked for {looked})",
-            )
+            raise UnreadableInput(self.root, self._nothing_read())
         for device_id in self.raw_only:
             self._device(device_id).profile.warn(
                 f"device_{device_id}/data",
@@ -136,6 +118,28 @@ class ExportReader:
                 )
             profiles.append(build_profile(dev))
         return profiles
+
+    def _nothing_read(self) -> str:
+        """Why no device gave a table: only raw data, the problems of the files found, export
+        CSVs of kinds advisor does not read, or no export at all."""
+        if self.raw_only and not self.exports_found:
+            return f"only undecoded raw data found; {EXPORT_HINT}"
+        problems = "; ".join(f"{n.file}: {n.problem}" for n in self._all_notes()[:3])
+        if problems:
+            return f"no readable msprof export ({problems})"
+        unread = self._unread_csvs()
+        if unread:
+            more = " ..." if len(unread) > 3 else ""
+            verb = "holds" if len(unread) == 1 else "hold"
+            return (
+                f"no msprof export advisor reads: {', '.join(unread[:3])}{more} {verb} no table "
+                f"it reads (it reads {', '.join(sorted(CSV_TABLES))}); collect with msprof "
+                "--task-time=on and export with --export=on"
+            )
+        looked = (
+            f"msprof_*.db, {MERGED_DIR}/*.csv, device_*/summary/*.csv and device_*/timeline/*.json"
+        )
+        return f"no msprof export found (looked for {looked})"
 
     def _all_notes(self) -> list[_Note]:
         notes = list(self.shared)
