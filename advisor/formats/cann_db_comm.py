@@ -95,20 +95,18 @@ def task_figures(db: CannDb) -> pd.DataFrame | None:
     """Per opId, from its COMMUNICATION_TASK_INFO rows and their TASK times: `transport`, the
     commonest among the tasks that moved data, and the SDMA copies' `copy_task_us`,
     `unaligned_us` and `unaligned_tasks`. None without the tables, or when no task has a
-    recorded transport (level 0)."""
+    recorded transport (level 0), or without TASK to time them."""
     needed = ("opId", "globalTaskId", "taskType", "transportType", "linkType", "size")
-    if not db.has("COMMUNICATION_TASK_INFO", *needed):
+    if not (
+        db.has("COMMUNICATION_TASK_INFO", *needed)
+        and db.has("TASK", "globalTaskId", "startNs", "endNs")
+    ):
         return None
-    timed = db.has("TASK", "globalTaskId", "startNs", "endNs")
     rows = db.frame(
         "SELECT c.opId AS op_id, c.taskType AS task_type, c.transportType AS transport, "
-        "c.linkType AS link_type, c.size AS bytes, "
-        + (
-            f"t.endNs - t.startNs AS duration_ns FROM {db.table('COMMUNICATION_TASK_INFO')} c "
-            f"LEFT JOIN {db.table('TASK')} t ON t.globalTaskId = c.globalTaskId"
-            if timed
-            else f"NULL AS duration_ns FROM {db.table('COMMUNICATION_TASK_INFO')} c"
-        ),
+        "c.linkType AS link_type, c.size AS bytes, t.endNs - t.startNs AS duration_ns "
+        f"FROM {db.table('COMMUNICATION_TASK_INFO')} c "
+        f"LEFT JOIN {db.table('TASK')} t ON t.globalTaskId = c.globalTaskId",
         what="COMMUNICATION_TASK_INFO",
     )
     if rows is None or rows.empty:
