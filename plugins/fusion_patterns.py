@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor import intervals
 from advisor.formats.metadata import rows_recording
+from advisor.formats.torch_records import TORCH_COMPILED
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform_records
@@ -49,8 +50,6 @@ _EXAMPLE_CHARS = 1000
 _FIRST_SYMBOL = 0x100  # the catalogue's names as characters from here on (no regex syntax)
 _OTHER = " "  # a name no sequence holds
 _COPY_SUFFIX = re.compile(r"_\d+$")
-_FUSED_ALREADY = re.compile(r"CompiledFunction|Torch-Compiled Region|CompiledFxGraph")
-"""Operators that run code torch.compile made: Inductor fused their kernels already."""
 _MULTI_PASS = re.compile(r"\bcub::|\bthrust::|radix_?sort|DeviceScan|DeviceSegmented", re.I)
 """Kernels of a library's multi-pass algorithm (CUB's and Thrust's sorts and scans, which
 an embedding's backward runs): passes by design, not a chain one fused kernel replaces."""
@@ -387,7 +386,7 @@ def kernel_sequence_rows(
     """HTA's frequent kernel sequences with the top-level operators as roots: the kernels
     one call launched, grouped by (operator, kernel names), for calls launching at least
     MIN_KERNELS kernels outside affinity matches and optimizer steps, and neither running
-    torch.compile's code (_FUSED_ALREADY), a library's multi-pass algorithm (_MULTI_PASS) nor
+    torch.compile's code (TORCH_COMPILED), a library's multi-pass algorithm (_MULTI_PASS) nor
     more than one library operation (_WHOLE_OPERATION)."""
     if links is None:
         links = _launched(top, device)
@@ -435,7 +434,7 @@ def kernel_sequence_rows(
     for key, members in groups.items():
         names = [texts[c] for c in key[1:]]
         if (
-            _FUSED_ALREADY.search(key[0])
+            TORCH_COMPILED.match(key[0])  # Inductor fused its kernels already
             or any(_MULTI_PASS.search(n) for n in names)
             or sum(bool(_WHOLE_OPERATION.search(n)) for n in names) > 1
         ):

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from advisor.formats.metadata import MetadataRows
+from advisor.formats.torch_records import TORCH_COMPILED
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -32,11 +33,6 @@ _DEVICE = {
 }
 
 
-_COMPILED = re.compile(
-    r"^(?:Torch-Compiled Region|CompiledFunction(?:Backward)?$|## Call CompiledFxGraph)"
-)
-"""Host records of code torch.compile made: Dynamo's region, AOTAutograd's autograd function
-and Inductor's graph call."""
 _GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip|cu)GraphLaunch")
 """The runtime (or driver) call that replays a captured CUDA/HIP graph."""
 
@@ -49,7 +45,7 @@ def execution_mode(host_names: Iterable[str]) -> str:
     for name in host_names:
         if _GRAPH_LAUNCH.match(name):
             return "graphs"
-        compiled = compiled or bool(_COMPILED.match(name))
+        compiled = compiled or bool(TORCH_COMPILED.match(name))
     return "compiled" if compiled else "eager"
 
 
