@@ -172,3 +172,20 @@ def test_a_broken_communication_file_is_a_warning_on_every_rank(tmp_path: Path) 
         assert Path(warning.file).name == "cluster_communication.json" and warning.unread
         assert profile.has("steps", "duration_us")
         assert "cluster_communication.json" not in profile.meta.files_read
+
+
+def test_the_pp_index_column_gives_the_stage_where_written(tmp_path: Path) -> None:
+    """msprof-analyze adds `DP Index`, `PP Index`, `TP Index` where it knows the parallel
+    layout: `PP Index` then gives the stage, stage rows or not."""
+    folder = shutil.copytree(OUTPUT, tmp_path / "cluster_analysis_output")
+    rows = [row for row in csv_rows() if row["Type"] == "rank"]  # no stage rows left
+    with open(folder / "cluster_step_trace_time.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, [*rows[0], "DP Index", "PP Index", "TP Index"])
+        writer.writeheader()
+        for row in rows:
+            rank = int(row["Index"])
+            writer.writerow({**row, "DP Index": rank % 8, "PP Index": 1 - rank // 8, "TP Index": 0})
+    for profile in ClusterOutputReader().read(folder):
+        meta = profile.tables["metadata"]
+        recorded = dict(zip(meta["key"], meta["value"]))
+        assert recorded["distributed.pp_stage"] == str(1 - profile.meta.rank // 8)
