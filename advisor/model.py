@@ -1175,7 +1175,8 @@ TABLES: dict[str, TableSpec] = {
                     "duration_z",
                     "float64",
                     "",
-                    "robust z-score of duration_us across the ranks: 0.6745 (x - median) / MAD "
+                    "robust z-score of duration_us across the ranks (those of the rank's "
+                    "pipeline stage where pp_stage is recorded): 0.6745 (x - median) / MAD "
                     "(Iglewicz-Hoaglin; with MAD 0, (x - median) / (1.2533 mean absolute "
                     "deviation); "
                     "0 when all ranks are equal)",
@@ -1201,7 +1202,8 @@ TABLES: dict[str, TableSpec] = {
                     "straggler_delta_us",
                     "float64",
                     US,
-                    "that column's value minus its median across the ranks",
+                    "that column's value minus its median across the ranks (of its stage, as "
+                    "duration_z)",
                 ),
             ),
             scope=CLUSTER,

@@ -126,6 +126,21 @@ def test_a_slow_rank_is_told_against_its_own_pipeline_stage(result) -> None:
     assert "of its pipeline stage" in finding.message
 
 
+def test_outliers_are_scored_within_the_stage_and_must_matter(result) -> None:
+    """Within stage 1 rank 11's step is 13.5 ms (3.5%) above the stage's median; rank 8's
+    computing time, 0.06% of its step above the median of a stage whose ranks agree within
+    microseconds, scores z 5.3 but is noise."""
+    rows = rank_rows()
+    stage1 = sorted(step_time(rows[r]) for r in range(8, 16))
+    median = (stage1[3] + stage1[4]) / 2
+    (cluster,) = [a for a in result.analyses if a.profile.meta.source_format == "cluster"]
+    ranks = cluster.profile.tables["ranks"].set_index("rank")
+    assert ranks.loc[8, "straggler_z"] > 3.5  # an outlier by its score alone
+    (finding,) = [f for f in cluster.findings if f.rule.id == "CLUSTER-003"]
+    assert finding.values["stragglers"] == 1 and finding.values["straggler"] == 11
+    assert finding.values["delta_us"] == pytest.approx(step_time(rows[11]) - median)
+
+
 def test_the_bubble_is_the_pipeline_rules_not_uncovered_communication(result) -> None:
     """Rank 8's 216.7 ms of uncovered communication hold its 178.3 ms bubble: COMM-001 counts
     the profiler's "Communication(Not Overlapped and Exclude Receive)", PAR-003 the bubble,

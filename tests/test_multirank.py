@@ -292,6 +292,39 @@ def test_cluster_names_the_straggler_metric(tmp_path):
     assert ranks["duration_z"].tolist() == [0.0] * 5 and ranks["free_z"].tolist() == [0.0] * 5
 
 
+def test_stragglers_are_scored_within_their_pipeline_stage():
+    """Stage 1 computes 20% more on all its 8 ranks (the loss head, say) and rank 3 40% more
+    than the rest of stage 0. Scored across the 16 ranks the two stages split the median and
+    the MAD, and rank 3 (z 1.31) was lost among them (every stage-0 rank scored about -1.4);
+    within the stages it is the one rank that stands out."""
+    from advisor.cluster import build_cluster
+    from advisor.formats.metadata import MetadataRows
+
+    def rank(number: int) -> Profile:
+        computing = 1000.0 * (1.2 if number >= 8 else 1.0) * (1.4 if number == 3 else 1.0)
+        computing += number  # no two ranks alike
+        steps = pd.DataFrame(
+            {
+                "step": [1],
+                "start_us": [0.0],
+                "end_us": [3000.0],
+                "duration_us": [3000.0],
+                "computing_us": [computing],
+            }
+        )
+        rows = MetadataRows()
+        rows.add("distributed.pp_stage", number // 8, "test")
+        tables = {"steps": conform("steps", steps), "metadata": rows.frame()}
+        return Profile(ProfileMeta("t", f"/r{number}", rank=number), tables)
+
+    ranks = build_cluster([rank(r) for r in range(16)]).tables["ranks"].set_index("rank")
+    assert ranks["pp_stage"].tolist() == [0] * 8 + [1] * 8
+    outliers = ranks.index[ranks["straggler_z"].abs() > 3.5].tolist()
+    assert outliers == [3]
+    assert ranks.loc[3, "straggler_delta_us"] == pytest.approx(1403 - 1004.5)  # stage 0's median
+    assert ranks.loc[8:, "computing_z"].abs().max() < 1.5
+
+
 def test_cluster_links_name_the_slow_link(tmp_path):
     """tests/fixtures/cluster_links: four ranks of a ring, link 2->3 at 5 GB/s, others 20."""
     folder = tmp_path / "cluster_links"
