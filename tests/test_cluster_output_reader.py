@@ -204,3 +204,11 @@ def test_the_pp_index_column_gives_the_stage_where_written(tmp_path: Path) -> No
         meta = profile.tables["metadata"]
         recorded = dict(zip(meta["key"], meta["value"]))
         assert recorded["distributed.pp_stage"] == str(1 - profile.meta.rank // 8)
+
+
+def test_rules_lacking_operators_say_the_rank_folders_hold_them(result) -> None:
+    """The summary keeps no operator, host call or memory: a rule needing them is shown as
+    missing data, with where it is, not hidden as data the format never records."""
+    why = by_rank(result)[0].evaluation.inapplicable["OP-001"]
+    assert why.reason == "missing"
+    assert any("rank folders msprof-analyze summarised" in hint for hint in why.collect)

@@ -176,12 +176,27 @@ class AscendPtReader:
         return [TraceFold(trace, DECODER.decode, read_columns)]
 
 
+_RANK_FOLDERS = (
+    "analyse the rank folders msprof-analyze summarised (*_ascend_pt, *_ascend_ms): the "
+    "cluster output keeps only their step breakdown and communication"
+)
+_RANK_FOLDERS_ZH = (
+    "分析 msprof-analyze 汇总的各 rank 目录（*_ascend_pt、*_ascend_ms）："
+    "集群分析结果只保留了迭代耗时拆解和通信数据"
+)
+
+
 class ClusterOutputReader:
     """Reads msprof-analyze's `cluster_analysis_output/` where the rank folders it summarises
     are not beside it (advisor reads those instead when they are)."""
 
     name = "msprof_analyze_cluster"
     formats = ("msprof-analyze cluster output (cluster_analysis_output/)",)
+    collect = dict.fromkeys(
+        ("device_ops", "host_ops", "memory", "op_allocations", "op_stats"), _RANK_FOLDERS
+    )
+    """The rank folders hold what the summary left out: a rule lacking it says where it is."""
+    collect_zh = {_RANK_FOLDERS: _RANK_FOLDERS_ZH}
 
     def detect(self, path: Path) -> bool:
         """A folder holding cluster_step_trace_time.csv (cluster_analysis_output/, or renamed)
