@@ -437,6 +437,10 @@ def test_kineto_sync_records_of_recorded_calls_are_not_counted_again() -> None:
     blocking = sum(e["dur"] for e in in_span)
     assert f"synchronised with the device {len(in_span)} times" in finding.message
     assert f"blocking for {blocking} µs" in finding.message
+    # the evidence lists the calls counted, not the two after the last kernel
+    assert finding.evidence["total_rows"] == len(in_span)
+    shown = dict(zip(finding.evidence["columns"], zip(*finding.evidence["rows"])))
+    assert set(shown["duration_us"]) <= {e["dur"] for e in in_span}
 
 
 def test_msprof_control_tasks_are_not_device_work() -> None:
