@@ -124,6 +124,8 @@ def test_a_slow_rank_is_told_against_its_own_pipeline_stage(result) -> None:
     assert finding.values["fastest_us"] == pytest.approx(stage0[fast])
     assert finding.values["rank_count"] == 8
     assert "of its pipeline stage" in finding.message
+    evidence = [dict(zip(finding.evidence["columns"], row)) for row in finding.evidence["rows"]]
+    assert sorted(row["rank"] for row in evidence) == list(stage0)  # its stage, not rank 11's
 
 
 def test_outliers_are_scored_within_the_stage_and_must_matter(result) -> None:
