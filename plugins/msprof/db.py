@@ -77,10 +77,7 @@ def _comm_by_device(comm: pd.DataFrame) -> dict[str, pd.DataFrame]:
     rows = comm.drop(columns=["op_type", "core_type", "category", "connection_id"]).assign(
         op=comm["name"].map(collective, na_action="ignore")
     )
-    return {
-        f"{device:.0f}": ops.drop(columns="device").reset_index(drop=True)
-        for device, ops in rows[rows["device"].notna()].groupby("device", sort=True)
-    }
+    return _split_by_device(rows[rows["device"].notna()])
 
 
 def _by_device(ops: pd.DataFrame, rel: str, warn: WarnFn) -> dict[str, pd.DataFrame]:
@@ -90,7 +87,12 @@ def _by_device(ops: pd.DataFrame, rel: str, warn: WarnFn) -> dict[str, pd.DataFr
     missing = ops["device"].isna()
     if missing.any():
         warn(rel, f"{int(missing.sum())} tasks without a device ignored")
+    return _split_by_device(ops[~missing])
+
+
+def _split_by_device(rows: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Rows that all have a device, by device id ("0", "1" ...), without the column."""
     return {
-        f"{device:.0f}": rows.drop(columns="device").reset_index(drop=True)
-        for device, rows in ops[~missing].groupby("device", sort=True)
+        f"{device:.0f}": group.drop(columns="device").reset_index(drop=True)
+        for device, group in rows.groupby("device", sort=True)
     }
