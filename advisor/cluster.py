@@ -338,6 +338,25 @@ def mixed_runs(
     return MixedRuns(world_sizes=tuple(sorted(sizes))) if len(sizes) > 1 else None
 
 
+def _folder(path: str) -> str:
+    """The folder a profile's `files_read` are named in: its path, or the folder of its file."""
+    return path if os.path.isdir(path) else os.path.dirname(path)
+
+
+def _files_of(members: Sequence[RankSummary], common: str) -> list[str]:
+    """The ranks' files, each once, named from the folder of their common path: each rank's
+    own names (`ASCEND_PROFILER_OUTPUT/trace_view.json`) would not say whose they are, and
+    ranks read from one file or folder (msprof-analyze's cluster output) list it once."""
+    base = _folder(common)
+    return list(
+        dict.fromkeys(
+            os.path.relpath(os.path.join(_folder(s.meta.path), f), base)
+            for s in members
+            for f in s.meta.files_read
+        )
+    )
+
+
 def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
     """build_cluster from the ranks' summaries (the first of each rank counts: see
     mixed_runs for summaries that hold a rank twice), or None with fewer than two ranks."""
@@ -355,13 +374,14 @@ def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
     if links is not None:
         tables["links"] = links
     first = members[0].meta
+    common = os.path.commonpath([s.meta.path for s in members])
     meta = ProfileMeta(
         source_format="cluster",
-        path=os.path.commonpath([s.meta.path for s in members]),
+        path=common,
         framework=first.framework,
         device_kind=first.device_kind,
         world_size=len(by_rank),
-        files_read=[f for s in members for f in s.meta.files_read],
+        files_read=_files_of(members, common),
         extra={"ranks": sorted(by_rank)},
     )
     return Profile(meta, tables)

@@ -325,6 +325,28 @@ def test_stragglers_are_scored_within_their_pipeline_stage():
     assert ranks.loc[8:, "computing_z"].abs().max() < 1.5
 
 
+def test_the_cluster_names_each_rank_folders_files_once(tmp_path):
+    """Rank folders name their files alike (ASCEND_PROFILER_OUTPUT/...): the cluster's list
+    says whose each is; ranks read from one folder list its files once."""
+    from advisor.cluster import build_cluster
+
+    def rank(number: int, folder: Path) -> Profile:
+        folder.mkdir(exist_ok=True)
+        steps = pd.DataFrame(
+            {"step": [1], "start_us": [0.0], "end_us": [1.0], "duration_us": [1.0]}
+        )
+        meta = ProfileMeta("t", str(folder), rank=number)
+        meta.files_read = ["ASCEND_PROFILER_OUTPUT/step_trace_time.csv"]
+        return Profile(meta, {"steps": conform("steps", steps)})
+
+    apart = build_cluster([rank(r, tmp_path / f"rank{r}_ascend_pt") for r in range(2)])
+    assert apart.meta.files_read == [
+        f"rank{r}_ascend_pt/ASCEND_PROFILER_OUTPUT/step_trace_time.csv" for r in range(2)
+    ]
+    together = build_cluster([rank(r, tmp_path / "cluster_analysis_output") for r in range(2)])
+    assert together.meta.files_read == ["ASCEND_PROFILER_OUTPUT/step_trace_time.csv"]
+
+
 def test_cluster_links_name_the_slow_link(tmp_path):
     """tests/fixtures/cluster_links: four ranks of a ring, link 2->3 at 5 GB/s, others 20."""
     folder = tmp_path / "cluster_links"
