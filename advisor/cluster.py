@@ -170,17 +170,22 @@ def pipeline_stage(rank: int, profile: Profile) -> int | None:
 
 
 def _add_stages(ranks: pd.DataFrame, stages: list[int | None]) -> pd.DataFrame:
-    """`pp_stage`, `stage_label` and `stage_computing_us` (the mean computing of the rank's
-    stage) where the stages are known; where they are not but the steps record a pipeline
-    bubble, each rank stands for itself (labelled so)."""
+    """`pp_stage`, `stage_label`, `stage_computing_us` and `stage_least_computing_us` (the
+    mean and the least computing of the rank's stage) where the stages are known; where they
+    are not but the steps record a pipeline bubble, each rank stands for itself (labelled so).
+    The ranks of one stage compute the same layers, so their computing is compared within it
+    (CLUSTER-004) and the stages' means against each other (CLUSTER-006)."""
     if "computing_us" not in ranks or ranks["computing_us"].isna().all():
         return ranks
     if sum(s is not None for s in stages) == len(ranks) and len(set(stages)) > 1:
         ranks["pp_stage"] = stages
-        ranks["stage_computing_us"] = ranks.groupby("pp_stage")["computing_us"].transform("mean")
+        per_stage = ranks.groupby("pp_stage")["computing_us"]
+        ranks["stage_computing_us"] = per_stage.transform("mean")
+        ranks["stage_least_computing_us"] = per_stage.transform("min")
         ranks["stage_label"] = [f"stage {s}" for s in stages]
     elif "bubble_us" in ranks and (ranks["bubble_us"] > 0).any():
         ranks["stage_computing_us"] = ranks["computing_us"]
+        ranks["stage_least_computing_us"] = ranks["computing_us"]
         ranks["stage_label"] = [f"rank {r} (stage not recorded)" for r in ranks["rank"]]
     return ranks
 

@@ -1158,6 +1158,14 @@ TABLES: dict[str, TableSpec] = {
                     "ranks); the rank's own where stages are not recorded",
                 ),
                 _c(
+                    "stage_least_computing_us",
+                    "float64",
+                    US,
+                    "least device compute time per step among the ranks of the rank's stage: "
+                    "the ranks of one stage compute the same layers, so uneven work is told "
+                    "within it; the rank's own where stages are not recorded",
+                ),
+                _c(
                     "stage_duration_us",
                     "float64",
                     US,

@@ -325,6 +325,48 @@ def test_stragglers_are_scored_within_their_pipeline_stage():
     assert ranks.loc[8:, "computing_z"].abs().max() < 1.5
 
 
+def test_uneven_computing_is_told_within_a_pipeline_stage():
+    """Stage 1 computes 20% more on all its ranks (CLUSTER-006's finding, not uneven work) and
+    rank 3 10% more than the rest of stage 0: CLUSTER-004 names rank 3 against its stage's
+    mean and least, where it was silent under every pipeline before."""
+    from advisor.cluster import build_cluster
+    from advisor.engine.evaluate import evaluate
+    from advisor.engine.functions import BUILTIN_FUNCTIONS
+    from advisor.engine.rules import load_rule_file
+    from advisor.formats.metadata import MetadataRows
+
+    def rank(number: int) -> Profile:
+        computing = 1000.0 * (1.2 if number >= 4 else 1.0) * (1.1 if number == 3 else 1.0)
+        steps = pd.DataFrame(
+            {
+                "step": [1, 2],
+                "start_us": [0.0, 3000.0],
+                "end_us": [3000.0, 6000.0],
+                "duration_us": [3000.0, 3000.0],
+                "computing_us": [computing, computing],
+            }
+        )
+        rows = MetadataRows()
+        rows.add("distributed.pp_stage", number // 4, "test")
+        tables = {"steps": conform("steps", steps), "metadata": rows.frame()}
+        return Profile(ProfileMeta("t", f"/r{number}", rank=number), tables)
+
+    cluster = build_cluster([rank(r) for r in range(8)])
+    ranks = cluster.tables["ranks"].set_index("rank")
+    assert ranks.loc[0, "stage_least_computing_us"] == pytest.approx(1000.0)
+    assert ranks.loc[7, "stage_least_computing_us"] == pytest.approx(1200.0)
+    rules, errors = load_rule_file(ROOT / "rules" / "cluster.yaml", BUILTIN_FUNCTIONS)
+    assert not errors
+    uneven = [r for r in rules if r.id == "CLUSTER-004"]
+    (finding,) = evaluate(cluster, uneven, functions=BUILTIN_FUNCTIONS).findings
+    assert finding.values["busy_rank"] == 3 and finding.values["idle_rank"] == 0
+    assert finding.values["mean_us"] == pytest.approx(1025.0)  # stage 0's mean
+    assert finding.impact_us == pytest.approx((1100.0 - 1025.0) * 2)
+    rank_column = finding.evidence["columns"].index("rank")
+    assert sorted(row[rank_column] for row in finding.evidence["rows"]) == [0, 1, 2, 3]
+    assert "the least of the 4 ranks of its pipeline stage" in finding.message
+
+
 def test_the_cluster_names_each_rank_folders_files_once(tmp_path):
     """Rank folders name their files alike (ASCEND_PROFILER_OUTPUT/...): the cluster's list
     says whose each is; ranks read from one folder list its files once."""
