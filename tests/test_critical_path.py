@@ -356,6 +356,52 @@ def test_a_profile_recording_almost_nothing_gets_no_step_time_if_fixed():
     assert sampled.evaluation.fix_first is not None
 
 
+def test_a_profile_without_steps_recording_almost_nothing_gets_no_step_time_if_fixed():
+    """vLLM Ascend's task_time export: three kernels (38.5 µs) in a 14.5 ms span, no steps.
+    OP-003's wait is true, but "if fixed: 14.5 ms -> 0.04 ms" would be fiction, as above."""
+    folder = REAL / "msprof_2026_vllm_ascend_task_time"
+    (analysis,) = advisor.analyze(folder).analyses
+    ops = analysis.tables["device_ops"]
+    span = (ops["start_us"] + ops["duration_us"]).max() - ops["start_us"].min()
+    path = analysis.evaluation.critical_path
+    assert path.by_bound == {savings.UNATTRIBUTED: pytest.approx(span)}
+    assert path.recorded_us == pytest.approx(4.32 + 8.36 + 25.8)  # the task_time(us) column
+    assert path.recorded_share() == pytest.approx(38.48 / span)
+    fired = {f.rule.id: f for f in analysis.findings}
+    assert "OP-003" in fired and fired["OP-003"].step_time_if_fixed_us is None
+    assert analysis.evaluation.fix_first is None
+    (warning,) = [w for w in analysis.profile.warnings if "recorded work" in w.problem]
+    assert "fills 0.3% of the profiled time" in warning.problem
+    # a device timeline without steps that records its time keeps its estimates
+    profile = _profile(
+        device_ops=[
+            {
+                "name": "a",
+                "core_type": "GPU",
+                "category": "compute",
+                "start_us": 0.0,
+                "duration_us": 300.0,
+            },
+            {
+                "name": "b",
+                "core_type": "GPU",
+                "category": "compute",
+                "start_us": 200.0,
+                "duration_us": 100.0,
+            },
+            {
+                "name": "c",
+                "core_type": "GPU",
+                "category": "compute",
+                "start_us": 400.0,
+                "duration_us": 600.0,
+            },
+        ]
+    )
+    path = savings.critical_path(profile, 1000.0)
+    assert path is not None and path.recorded_share() == pytest.approx(0.9)
+
+
 def test_a_finding_measured_over_the_steps_with_a_breakdown_stands_for_all_of_them():
     """Device data for 2 of 8 steps of 1000 µs: an idle finding measured over those two
     (500 µs, a quarter of their time) saves a quarter of every step, as its message says;

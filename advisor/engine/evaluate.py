@@ -472,11 +472,13 @@ def evaluate(
         )
     elif recorded is not None and recorded < savings.MIN_RECORDED_SHARE:
         share = units.fmt_pct(recorded)
+        timed = path is not None and path.recorded_us is None  # else no step breakdown
+        of, of_zh = ("the steps", "迭代时间") if timed else ("the profiled time", "采集时长")
         profile.warn_whole(
             f"recorded work (device tasks, collectives, host calls, data loading) fills "
-            f"{share} of the steps: what the rest of their time went to is not in the "
+            f"{share} of {of}: what the rest of the time went to is not in the "
             "profile, so no step time if fixed is given",
-            zh=f"记录到的工作（设备任务、集合通信、Host 调用、数据加载）只占迭代时间的 {share}："
+            zh=f"记录到的工作（设备任务、集合通信、Host 调用、数据加载）只占{of_zh}的 {share}："
             "其余时间花在何处不在性能数据中，因此不给出修复后的迭代时间",
         )
     else:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from advisor import steady
+from advisor import intervals, steady
 from advisor.lazy import lazy_module
 from advisor.model import Profile
 
@@ -91,6 +91,10 @@ class CriticalPath:
     some steps (a device timeline of the first 15 of 322): a finding measured over exactly
     those steps is taken to stand for all of them, so its saving is scaled up by the ratio,
     as the share of step time its message gives."""
+    recorded_us: float | None = None
+    """Without steps nor a breakdown (all of it UNATTRIBUTED): the time the device tasks, or
+    the host calls where they cover more, fill, each timeline's overlaps counted once; None
+    otherwise."""
 
     @property
     def step_us(self) -> float:
@@ -102,7 +106,9 @@ class CriticalPath:
         without a breakdown."""
         broken_down = self.total_us - self.by_bound.get(UNATTRIBUTED, 0.0)
         if broken_down <= 0:
-            return None
+            if self.recorded_us is None:
+                return None
+            return min(self.recorded_us / self.total_us, 1.0)
         return sum(self.by_bound.get(b, 0.0) for b in RECORDED) / broken_down
 
 
@@ -176,7 +182,7 @@ def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | No
         return CriticalPath(steps, total_us, _slowest_rank_budget(ranks, steps, total_us))
     bounds = profile.tables.get("step_bounds")
     if bounds is None or bounds.empty or "bound" not in bounds:
-        return CriticalPath(steps, total_us, {UNATTRIBUTED: total_us})
+        return CriticalPath(steps, total_us, {UNATTRIBUTED: total_us}, None, _recorded_us(profile))
     if warm:
         bounds = _steady_bounds(bounds, warm)
     known = bounds[bounds["bound"].notna()]
@@ -193,6 +199,25 @@ def critical_path(profile: Profile, total_us: float | None) -> CriticalPath | No
     covered = (_column_sum(known, "duration_us"), _column_sum(bounds, "duration_us"))
     partly = len(known) < len(bounds) and 0 < covered[0] < covered[1]
     return CriticalPath(steps, total_us, by_bound, covered if partly else None)
+
+
+def _recorded_us(profile: Profile) -> float | None:
+    """For a profile without steps, whose time is its timeline's span: the time the device
+    tasks fill, or the host calls where they fill more (each timeline merged on its own: the
+    two may run on different clocks); None without either timeline, or with steps (a step
+    trace's own figures, such as MindSpore's data-aug bound, say where the time went). A
+    trace cut to three kernels 14 ms apart says nothing of what the rest went to."""
+    steps = profile.tables.get("steps")
+    if steps is not None and not steps.empty:
+        return None
+    filled = [
+        intervals.total(
+            intervals.merge(table["start_us"], table["start_us"] + table["duration_us"])
+        )
+        for table in (profile.tables.get("device_ops"), profile.tables.get("host_ops"))
+        if table is not None and not table.empty and {"start_us", "duration_us"} <= set(table)
+    ]
+    return max(filled) if filled else None
 
 
 RANK_BOUNDS = (
