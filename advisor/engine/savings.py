@@ -210,13 +210,13 @@ def _recorded_us(profile: Profile) -> float | None:
     steps = profile.tables.get("steps")
     if steps is not None and not steps.empty:
         return None
-    filled = [
-        intervals.total(
-            intervals.merge(table["start_us"], table["start_us"] + table["duration_us"])
-        )
-        for table in (profile.tables.get("device_ops"), profile.tables.get("host_ops"))
-        if table is not None and not table.empty and {"start_us", "duration_us"} <= set(table)
-    ]
+    filled = []
+    for table in (profile.tables.get("device_ops"), profile.tables.get("host_ops")):
+        if table is None or table.empty or not {"start_us", "duration_us"} <= set(table):
+            continue
+        start = table["start_us"].to_numpy("float64", na_value=math.nan)
+        end = start + table["duration_us"].to_numpy("float64", na_value=math.nan)
+        filled.append(intervals.total(intervals.merge(start, end)))
     return max(filled) if filled else None
 
 
