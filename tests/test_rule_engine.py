@@ -148,6 +148,36 @@ def test_templates_name_the_profiles_device_and_framework_and_a_let_of_that_name
     assert finding.message.startswith("device on mine: Mean step")
 
 
+def test_expressions_read_the_profiles_device_and_framework_and_a_let_of_that_name_wins(
+    tmp_path,
+):
+    """A rule that holds for one kind of run says so in `when` (STEP-007: CPU-only runs)."""
+    text = GOOD_RULE.replace(
+        "when: mean_us > max_us",
+        "when: mean_us > max_us and device_kind == 'CPU' and framework != 'MindSpore'",
+    )
+    rules, errors = load_one(write_rule(tmp_path, text))
+    assert errors == []
+    profile = steps_profile([50, 400, 300])
+    for device, framework, fires in (
+        ("CPU", "PyTorch", True),
+        ("GPU", "PyTorch", False),
+        ("CPU", "MindSpore", False),
+        ("unknown", "unknown", False),
+    ):
+        profile.meta.device_kind, profile.meta.framework = device, framework
+        result = evaluate(profile, rules, functions=BUILTIN_FUNCTIONS)
+        assert (result.outcomes["TEAM-001"] == "fired") is fires, (device, framework)
+    own = text.replace(
+        "  mean_us: mean(steps.duration_us)",
+        "  mean_us: mean(steps.duration_us)\n  device_kind: \"'CPU'\"",
+    )
+    rules, errors = load_one(write_rule(tmp_path, own, "own.yaml"))
+    assert errors == []
+    profile.meta.device_kind, profile.meta.framework = "GPU", "PyTorch"
+    assert evaluate(profile, rules, functions=BUILTIN_FUNCTIONS).outcomes["TEAM-001"] == "fired"
+
+
 def test_rule_does_not_fire_below_threshold(tmp_path):
     rules, _ = load_one(write_rule(tmp_path, GOOD_RULE))
     result = evaluate(steps_profile([50, 60]), rules, functions=BUILTIN_FUNCTIONS)

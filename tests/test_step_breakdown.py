@@ -340,3 +340,30 @@ def test_a_cpu_ddp_run_shows_its_exposed_all_reduce_true_to_the_trace():
     assert share > 0.7
     assert f"{share:.1%}" in finding.message
     assert "gloo on CPU" in " ".join(finding.suggestions)
+
+
+def test_a_cpu_rank_sleeping_before_backward_leads_with_its_idle_training_thread():
+    """Rank 2 of the own 4-rank gloo run sleeps 20 ms per step before backward() (kineto_own
+    README). Its report led with the communication it spends least in of the four ranks;
+    STEP-007 now names the gaps no recorded work fills, and each step's gap holds the sleep:
+    the time on the training thread from aten::cross_entropy_loss's end to the next operator."""
+    path = FIXTURE_DIR / "kineto_own" / "ddp4_rank2.pt.trace.json.gz"
+    (analysis,) = advisor.analyze(path).analyses
+    bounds = analysis.tables["step_bounds"].set_index("step")
+    with gzip.open(path) as raw:
+        events = [e for e in json.load(raw)["traceEvents"] if e.get("ph") == "X"]
+    for step in (e for e in events if e["name"].startswith("ProfilerStep#")):
+        lo, hi = step["ts"], step["ts"] + step["dur"]
+        thread = [e for e in events if e["tid"] == step["tid"] and e.get("cat") == "cpu_op"]
+        ops = sorted((e for e in thread if lo <= e["ts"] < hi), key=lambda e: e["ts"])
+        loss = next(e for e in ops if e["name"] == "aten::cross_entropy_loss")
+        after = next(e for e in ops if e["ts"] >= loss["ts"] + loss["dur"])
+        sleep = after["ts"] - (loss["ts"] + loss["dur"])
+        number = int(step["name"].split("#")[1])
+        assert 20_000 <= sleep <= bounds.loc[number, "idle_us"]
+    (finding,) = [f for f in analysis.findings if f.rule.id == "STEP-007"]
+    assert finding is analysis.findings[0]  # ranked above COMM-001
+    assert finding.impact_us == pytest.approx(bounds["idle_us"].sum())
+    assert finding.values["ratio"] == pytest.approx(
+        bounds["idle_us"].sum() / bounds["duration_us"].sum()
+    )

@@ -313,7 +313,13 @@ def evaluate_rule(
     """Evaluate one applicable rule; raise ExprError on a runtime problem. `memo`: the
     values of table-only sub-expressions shared by the rules of this profile (Scope.memo);
     `step_spans`: the profile's windows.step_spans, computed on the first call."""
-    values: dict[str, Any] = {"total_us": math.nan if total_us is None else total_us, **params}
+    meta = profile.meta
+    values: dict[str, Any] = {
+        "total_us": math.nan if total_us is None else total_us,
+        "device_kind": meta.device_kind,  # PROFILE_NAMES; a rule's own names win
+        "framework": meta.framework,
+        **params,
+    }
     tables = with_optional(profile.tables, rule.optional)
     for name, expr in rule.let.items():
         values[name] = _eval(expr, Scope(tables, values, functions, memo))
@@ -329,7 +335,6 @@ def evaluate_rule(
     if rule.evidence is not None:
         evidence, shown_rows, selected = _evidence(rule.evidence, profile, values, functions, memo)
     measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
-    meta = profile.meta
     context = {
         "device_kind": meta.device_kind,  # before params and lets: a rule's own names win
         "framework": meta.framework,
