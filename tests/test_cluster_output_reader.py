@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import FIXTURE_DIR
 
@@ -214,3 +215,104 @@ def test_rules_lacking_operators_say_the_rank_folders_hold_them(result) -> None:
     why = by_rank(result)[0].evaluation.inapplicable["OP-001"]
     assert why.reason == "missing"
     assert any("rank folders msprof-analyze summarised" in hint for hint in why.collect)
+
+
+# -- the database export (msprof-analyze 26's default) ---------------------------------------
+
+LEVEL2 = FIXTURE_DIR / "real" / "msinsight_level2_cluster"
+DATABASE = LEVEL2 / "db" / "cluster_analysis_output"
+TEXT = LEVEL2 / "text" / "cluster_analysis_output"
+
+
+def test_the_database_export_is_read_as_the_text_export_of_the_same_run() -> None:
+    """msprof-analyze's two exports of one 4-rank run: every rank's steps and metadata are
+    equal, its collectives and links the same rows (the text rounds bandwidths to 4 decimals),
+    and the findings and their messages identical."""
+    assert ClusterOutputReader().detect(DATABASE) and ClusterOutputReader().detect(TEXT)
+    from_db, from_text = (ClusterOutputReader().read(p) for p in (DATABASE, TEXT))
+    assert [p.meta.rank for p in from_db] == [p.meta.rank for p in from_text] == [0, 1, 2, 3]
+    for db, text in zip(from_db, from_text):
+        assert contract_problems(db) == [] and db.warnings == []
+        assert db.meta.files_read == ["cluster_analysis.db"]
+        assert sorted(db.tables) == sorted(text.tables) == ["comm_ops", "metadata", "steps"]
+        pd.testing.assert_frame_equal(db.tables["steps"], text.tables["steps"], rtol=1e-6)
+        facts = [t.tables["metadata"][["key", "value"]].values.tolist() for t in (db, text)]
+        assert facts[0] == facts[1]
+        rows = [_comparable(t.tables["comm_ops"]) for t in (db, text)]
+        pd.testing.assert_frame_equal(rows[0], rows[1], check_dtype=False, rtol=1e-6, atol=1.5e-4)
+        totals = [t.meta.extra["comm_bandwidth"] for t in (db, text)]
+        assert totals[0].keys() == totals[1].keys()
+        for transport, figures in totals[0].items():
+            assert figures == pytest.approx(totals[1][transport], nan_ok=True)
+    findings = [
+        [(a.profile.meta.rank, f.rule.id, f.message) for a in r.analyses for f in a.findings]
+        for r in (advisor.analyze(DATABASE), advisor.analyze(TEXT))
+    ]
+    assert findings[0] == findings[1] and findings[0]
+
+
+def _comparable(comm: pd.DataFrame) -> pd.DataFrame:
+    """comm_ops rows in one order, bandwidths at the text export's 4 decimals."""
+    rows = comm.assign(bandwidth_gbps=comm["bandwidth_gbps"].round(4))
+    order = sorted(rows.columns)
+    return rows[order].sort_values(order).reset_index(drop=True)
+
+
+def test_the_database_gives_the_figures_of_its_tables() -> None:
+    """Each rank's step from ClusterStepTraceTime, a collective's time and the pipeline
+    stage (pp_index), read with sqlite3 here."""
+    import sqlite3
+
+    with sqlite3.connect(DATABASE / "cluster_analysis.db") as con:
+        steps = {
+            int(r[0]): r[1:]
+            for r in con.execute(
+                "SELECT `index`, computing, communication_not_overlapped, free, pp_index "
+                "FROM ClusterStepTraceTime WHERE type = 'rank'"
+            )
+        }
+        op = con.execute(
+            "SELECT rank_id, hccl_op_name, elapsed_time, wait_time FROM ClusterCommunicationTime "
+            "WHERE hccl_op_name != 'Total Op Info' ORDER BY elapsed_time DESC LIMIT 1"
+        ).fetchone()
+    profiles = {p.meta.rank: p for p in ClusterOutputReader().read(DATABASE)}
+    assert sorted(profiles) == sorted(steps)
+    for rank, (computing, exposed, free, stage) in steps.items():
+        step = profiles[rank].tables["steps"].iloc[0]
+        assert step["duration_us"] == pytest.approx(computing + exposed + free)
+        assert step["computing_us"] == pytest.approx(computing)
+        meta = profiles[rank].tables["metadata"].set_index("key")["value"]
+        assert meta["distributed.pp_stage"] == str(int(stage))
+    comm = profiles[op[0]].tables["comm_ops"]
+    (row,) = comm[(comm["kind"] == "op") & (comm["name"] == op[1])].itertuples()
+    assert row.duration_us == pytest.approx(op[2] * 1e3)
+    assert row.wait_us == pytest.approx(op[3] * 1e3)
+
+
+def test_a_database_without_the_step_table_is_one_clear_error(tmp_path) -> None:
+    import sqlite3
+
+    folder = tmp_path / "cluster_analysis_output"
+    folder.mkdir()
+    with sqlite3.connect(folder / "cluster_analysis.db") as con:
+        con.execute("CREATE TABLE ClusterBaseInfo (key TEXT, value TEXT)")
+    assert ClusterOutputReader().detect(folder)
+    with pytest.raises(UnreadableInput, match="no ClusterStepTraceTime table"):
+        ClusterOutputReader().read(folder)
+    (folder / "cluster_analysis.db").write_bytes(b"not a database at all" * 100)
+    with pytest.raises(UnreadableInput, match="cluster_analysis.db"):
+        ClusterOutputReader().read(folder)
+
+
+def test_the_database_named_alone_is_read_as_its_folder() -> None:
+    path = DATABASE / "cluster_analysis.db"
+    assert ClusterOutputReader().detect(path)
+    result = advisor.analyze(path)
+    assert sorted(
+        a.profile.meta.rank for a in result.analyses if a.profile.meta.rank is not None
+    ) == [
+        0,
+        1,
+        2,
+        3,
+    ]

@@ -199,21 +199,22 @@ class ClusterOutputReader:
     collect_zh = {_RANK_FOLDERS: _RANK_FOLDERS_ZH}
 
     def detect(self, path: Path) -> bool:
-        """A folder holding cluster_step_trace_time.csv (cluster_analysis_output/, or renamed)
-        and no rank folder, nor one beside it."""
-        from .cluster_output import STEP_TRACE, rank_folders_in
+        """A folder holding cluster_step_trace_time.csv or cluster_analysis.db
+        (cluster_analysis_output/, or renamed), or one of those files named alone, with no
+        rank folder in the folder nor beside it."""
+        from .cluster_output import DATABASE, STEP_TRACE, output_folder, rank_folders_in
 
-        path = Path(path)
+        folder = output_folder(Path(path))
         return (
-            (path / STEP_TRACE).is_file()
-            and not rank_folders_in(path)
-            and not rank_folders_in(path.parent)
+            ((folder / STEP_TRACE).is_file() or (folder / DATABASE).is_file())
+            and not rank_folders_in(folder)
+            and not rank_folders_in(folder.parent)
         )
 
     def read(self, path: Path) -> list[Profile]:
-        from .cluster_output import read_cluster_output
+        from .cluster_output import output_folder, read_cluster_output
 
-        return read_cluster_output(Path(path))
+        return read_cluster_output(output_folder(Path(path)))
 
 
 @hookimpl

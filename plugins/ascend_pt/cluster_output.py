@@ -9,7 +9,13 @@
 - `cluster_communication.json`: `{group: {step: {op@group: {rank: block}}}}`, each block one
   rank's communication.json entry (`Communication Time Info`, `Communication Bandwidth
   Info`), `Total Op Info` included;
-- `cluster_communication_matrix.json`: `{group: {step: {op@group: {"src-dst": link}}}}`.
+- `cluster_communication_matrix.json`: `{group: {step: {op@group: {"src-dst": link}}}}`;
+- or, with `--export_type db` (msprof-analyze 26's default), `cluster_analysis.db` with the
+  same figures in tables: `ClusterStepTraceTime` (lowercase columns: `computing`,
+  `communication_not_overlapped`, `pp_index` ...), `ClusterCommunicationTime` and
+  `ClusterCommunicationBandwidth` (one row per rank, op and transport, one per package size),
+  `ClusterCommunicationMatrix` (one row per link; `src_rank`, `dst_rank`). They are read
+  back into the text files' shapes, so both exports of a run give the same profiles.
 
 Each rank becomes the profile its folder would give from step_trace_time.csv and
 communication*.json alone: `steps` (step time = Computing + Communication(Not Overlapped) +
@@ -17,7 +23,7 @@ Free, which is Stage + Bubble), `comm_ops` (ops and the links it sends on) and `
 (rank, world size, pipeline stage), so the per-rank rules and the cross-rank cluster are
 those of the rank folders. Where those folders lie beside the output, they are read instead
 (they hold everything the output summarises), and the output is not claimed. The folder is
-known by its CSV, whatever its name.
+known by its CSV or its database, whatever its name; the CSV wins where both are there.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
 from advisor.formats.cann_csv import SummaryCsv, open_csv
+from advisor.formats.cann_db import CannDb
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.files import load_json
 from advisor.formats.metadata import MetadataRows
@@ -48,9 +55,16 @@ READER = "msprof_analyze_cluster"
 STEP_TRACE = "cluster_step_trace_time.csv"
 COMMUNICATION = "cluster_communication.json"
 MATRIX = "cluster_communication_matrix.json"
+DATABASE = "cluster_analysis.db"
 FRAMEWORK = "CANN"
 """The output does not say which framework ran (PyTorch or MindSpore): CANN, as msprof's."""
 _RANKS = re.compile(r"\d+")
+
+
+def output_folder(path: Path) -> Path:
+    """The cluster output a path names: the folder, or the folder of its CSV or database
+    named alone."""
+    return path.parent if path.name in (STEP_TRACE, DATABASE) and path.is_file() else path
 
 
 def rank_folders_in(folder: Path) -> bool:
@@ -67,21 +81,54 @@ def rank_folders_in(folder: Path) -> bool:
 
 
 def read_cluster_output(folder: Path) -> list[Profile]:
-    """One profile per rank of cluster_step_trace_time.csv; the problems of the shared files
-    are told on every rank. Raises UnreadableInput when the CSV gives no rank."""
+    """One profile per rank of cluster_step_trace_time.csv (else of cluster_analysis.db's
+    ClusterStepTraceTime); the problems of the shared files are told on every rank. Raises
+    UnreadableInput when the file gives no rank."""
+    if not (folder / STEP_TRACE).is_file() and (folder / DATABASE).is_file():
+        return _read_database(folder)
     problems = HeldWarnings()
     csv = open_csv(folder / STEP_TRACE, STEP_TRACE, problems, ("Type", "Index", "Computing"))
     if csv is None:
         problem = problems.held[0][1] if problems.held else "unreadable"
         raise UnreadableInput(folder / STEP_TRACE, problem)
-    steps = _rank_steps(csv)
-    if not steps:
-        raise UnreadableInput(folder / STEP_TRACE, "no `rank` row (Type column)")
-    stages = _stages(csv)
     files = [STEP_TRACE]
-    clock = Clock()
     comm = _per_rank(folder / COMMUNICATION, problems, files)
     links = _per_rank(folder / MATRIX, problems, files, by_source=True)
+    return _profiles(folder, STEP_TRACE, _csv_rows(csv), comm, links, files, problems)
+
+
+def _read_database(folder: Path) -> list[Profile]:
+    """The profiles of cluster_analysis.db, its tables read into the text files' shapes."""
+    problems = HeldWarnings()
+    path = folder / DATABASE
+    with CannDb(path, DATABASE, problems) as db:
+        if not db.has("ClusterStepTraceTime", "type", "index", "computing"):
+            raise UnreadableInput(path, "no ClusterStepTraceTime table (msprof-analyze cluster)")
+        table = db.frame(
+            f'SELECT * FROM "{db.table("ClusterStepTraceTime")}"', what="ClusterStepTraceTime"
+        )
+        if table is None:
+            raise UnreadableInput(path, problems.held[0][1])
+        comm = _database_communication(db)
+        links = _database_matrix(db)
+    return _profiles(folder, DATABASE, _database_rows(table), comm, links, [DATABASE], problems)
+
+
+def _profiles(
+    folder: Path,
+    source: str,
+    rows: pd.DataFrame,
+    comm: dict[int, dict[str, Any]],
+    links: dict[int, dict[str, Any]],
+    files: list[str],
+    problems: HeldWarnings,
+) -> list[Profile]:
+    """One profile per rank of `rows` (step_rows' shape), with its collectives and links."""
+    steps = _rank_steps(rows)
+    if not steps:
+        raise UnreadableInput(folder / source, "no `rank` row (Type column)")
+    stages = _stages(rows)
+    clock = Clock()
     profiles = []
     for rank in sorted(steps):
         meta = ProfileMeta(
@@ -107,7 +154,7 @@ def read_cluster_output(folder: Path) -> list[Profile]:
         parts = [p for p in parts if p is not None]
         if parts:
             profile.tables["comm_ops"] = conform("comm_ops", pd.concat(parts, ignore_index=True))
-        metadata = _metadata(rank, len(steps), stages.get(rank))
+        metadata = _metadata(rank, len(steps), stages.get(rank), source)
         if metadata is not None:
             profile.tables["metadata"] = metadata
         profiles.append(profile)
@@ -123,32 +170,71 @@ def _warn_on(profile: Profile) -> Any:
     return warn
 
 
-def _rank_steps(csv: SummaryCsv) -> dict[int, pd.DataFrame]:
-    """Each rank's rows, with the breakdown columns the file has (step_trace_time.csv's)."""
-    kind = csv.text("Type")
-    index = pd.to_numeric(csv.text("Index"), errors="coerce")
+def _csv_rows(csv: SummaryCsv) -> pd.DataFrame:
+    """cluster_step_trace_time.csv as step rows: `step`, `type` (lowercase), `index` (text),
+    `pp_index` where written, and the breakdown columns it has (step_trace_time.csv's)."""
     rows = pd.DataFrame(
-        {"step": csv.number("Step") if csv.has("Step") else 1.0, "rank": index}
+        {
+            "step": csv.number("Step") if csv.has("Step") else 1.0,
+            "type": csv.text("Type").fillna("").str.lower(),
+            "index": csv.text("Index").fillna(""),
+        }
+        | ({"pp_index": csv.number("PP Index")} if csv.has("PP Index") else {})
         | {
             column: csv.number(written)
             for written, column in STEP_TRACE_COLUMNS.items()
             if csv.has(written)
         }
     )
-    rows = rows[(kind.fillna("").str.lower() == "rank").to_numpy() & index.notna().to_numpy()]
+    return rows
+
+
+_DATABASE_COLUMNS = {
+    "computing": "computing_us",
+    "communication": "communication_us",
+    "communication_not_overlapped": "comm_not_overlapped_us",
+    "free": "free_us",
+    "bubble": "bubble_us",
+    "preparing": "preparing_us",
+}
+"""ClusterStepTraceTime's columns of STEP_TRACE_COLUMNS' figures."""
+
+
+def _database_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """ClusterStepTraceTime as step rows (as _csv_rows)."""
+
+    def number(column: str) -> pd.Series:
+        return pd.to_numeric(table[column], errors="coerce").astype("float64")
+
+    rows = {
+        "step": number("step") if "step" in table else 1.0,
+        "type": table["type"].astype("string").fillna("").str.lower(),
+        "index": table["index"].astype("string").fillna(""),
+    }
+    if "pp_index" in table:
+        rows["pp_index"] = number("pp_index")
+    rows |= {ours: number(theirs) for theirs, ours in _DATABASE_COLUMNS.items() if theirs in table}
+    return pd.DataFrame(rows)
+
+
+def _rank_steps(rows: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """Each rank's rows, with the breakdown columns the file has (step_trace_time.csv's)."""
+    rank = pd.to_numeric(rows["index"], errors="coerce")
+    kept = (rows["type"] == "rank").to_numpy(dtype=bool) & rank.notna().to_numpy()
+    figures = [c for c in rows if c not in ("type", "index", "pp_index")]
+    ranked = rows[figures].assign(rank=rank)[kept]
     return {
-        int(rank): group.drop(columns="rank").sort_values("step").reset_index(drop=True)
-        for rank, group in rows.groupby("rank", sort=True)
+        int(r): group.drop(columns="rank").sort_values("step").reset_index(drop=True)
+        for r, group in ranked.groupby("rank", sort=True)
     }
 
 
-def _stages(csv: SummaryCsv) -> dict[int, int]:
+def _stages(rows: pd.DataFrame) -> dict[int, int]:
     """Each rank's pipeline stage: `PP Index` where written, else the `stage` rows' rank
     tuples, numbered in the order of their first rank; none with fewer than two stages."""
-    kind = csv.text("Type").fillna("").str.lower()
-    index = csv.text("Index").fillna("")
-    if csv.has("PP Index"):
-        pp = csv.number("PP Index")
+    kind, index = rows["type"], rows["index"]
+    if "pp_index" in rows:
+        pp = rows["pp_index"]
         ranks = pd.to_numeric(index, errors="coerce")
         found = {
             int(r): int(s)
@@ -202,11 +288,134 @@ def _per_rank(
     return out
 
 
-def _metadata(rank: int, world_size: int, stage: int | None) -> pd.DataFrame | None:
+def _database_communication(db: CannDb) -> dict[int, dict[str, Any]]:
+    """ClusterCommunicationTime and ClusterCommunicationBandwidth as each rank's
+    communication.json (`{step: {group: {op@group: block}}}`); {} without the tables."""
+    if not db.has("ClusterCommunicationTime", "step", "rank_id", "hccl_op_name", "group_name"):
+        return {}
+    times = db.frame(
+        f'SELECT * FROM "{db.table("ClusterCommunicationTime")}"', what="ClusterCommunicationTime"
+    )
+    bandwidth = None
+    if db.has("ClusterCommunicationBandwidth", "band_type", "transit_size", "package_size"):
+        bandwidth = db.frame(
+            f'SELECT * FROM "{db.table("ClusterCommunicationBandwidth")}"',
+            what="ClusterCommunicationBandwidth",
+        )
+    out: dict[int, dict[str, Any]] = {}
+    for row in (times if times is not None else pd.DataFrame()).to_dict("records"):
+        _op_block(out, row)["Communication Time Info"] = {
+            written: row.get(column) for column, written in _TIME_INFO.items()
+        }
+    for row in (bandwidth if bandwidth is not None else pd.DataFrame()).to_dict("records"):
+        transports = _op_block(out, row).setdefault("Communication Bandwidth Info", {})
+        info = transports.setdefault(
+            str(row.get("band_type")),
+            {written: row.get(column) for column, written in _BANDWIDTH_INFO.items()}
+            | {"Size Distribution": {}},
+        )
+        if (row.get("count") or 0) > 0:
+            info["Size Distribution"][str(row.get("package_size"))] = [
+                row.get("count"),
+                row.get("total_duration"),
+            ]
+    for block in _blocks_of(out):  # the text export lists every transport, zeros where idle
+        transports = block.setdefault("Communication Bandwidth Info", {})
+        for idle in _TRANSPORTS:
+            transports.setdefault(idle, _NO_TRANSFER | {"Size Distribution": {}})
+    return out
+
+
+def _blocks_of(out: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every op block of every rank, step and group."""
+    return [
+        block
+        for steps in out.values()
+        for groups in steps.values()
+        for ops in groups.values()
+        for block in ops.values()
+    ]
+
+
+_TIME_INFO = {
+    "start_timestamp": "Start Timestamp(us)",
+    "elapsed_time": "Elapse Time(ms)",
+    "transit_time": "Transit Time(ms)",
+    "wait_time": "Wait Time(ms)",
+    "synchronization_time": "Synchronization Time(ms)",
+    "idle_time": "Idle Time(ms)",
+    "wait_time_ratio": "Wait Time Ratio",
+    "synchronization_time_ratio": "Synchronization Time Ratio",
+}
+"""ClusterCommunicationTime's columns of communication.json's Communication Time Info."""
+_BANDWIDTH_INFO = {
+    "transit_size": "Transit Size(MB)",
+    "transit_time": "Transit Time(ms)",
+    "bandwidth": "Bandwidth(GB/s)",
+    "large_packet_ratio": "Large Packet Ratio",
+}
+"""ClusterCommunicationBandwidth's columns of a transport's Communication Bandwidth Info."""
+
+
+_TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
+"""The transports cluster_communication.json lists for every op; the database keeps the rows
+of those that moved data."""
+_NO_TRANSFER = dict.fromkeys(
+    ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Large Packet Ratio"), 0
+)
+
+
+def _op_block(out: dict[int, dict[str, Any]], row: dict[str, Any]) -> dict[str, Any]:
+    """The rank's block of the row's op in `out`, made where new (a rank that is no number
+    gets a block kept nowhere)."""
+    rank, step, group = _integer(row.get("rank_id")), str(row.get("step")), row.get("group_name")
+    if rank is None:
+        return {}
+    ops = out.setdefault(rank, {}).setdefault(step, {}).setdefault(str(group), {})
+    return ops.setdefault(f"{row.get('hccl_op_name')}@{group}", {})
+
+
+def _database_matrix(db: CannDb) -> dict[int, dict[str, Any]]:
+    """ClusterCommunicationMatrix as each source rank's communication_matrix.json (`{step:
+    {group: {op@group: {"src-dst": link}}}}`); {} without the table."""
+    if not db.has("ClusterCommunicationMatrix", "step", "hccl_op_name", "src_rank", "dst_rank"):
+        return {}
+    table = db.frame(
+        f'SELECT * FROM "{db.table("ClusterCommunicationMatrix")}"',
+        what="ClusterCommunicationMatrix",
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for row in (table if table is not None else pd.DataFrame()).to_dict("records"):
+        src, dst = _integer(row.get("src_rank")), _integer(row.get("dst_rank"))
+        if src is None or dst is None:
+            continue
+        group = row.get("group_name")
+        ops = out.setdefault(src, {}).setdefault(str(row.get("step")), {})
+        op = ops.setdefault(str(group), {}).setdefault(f"{row.get('hccl_op_name')}@{group}", {})
+        op[f"{src}-{dst}"] = {
+            "Transport Type": row.get("transport_type"),
+            "Transit Time(ms)": row.get("transit_time"),
+            "Transit Size(MB)": row.get("transit_size"),
+            "Op Name": row.get("op_name"),
+            "Bandwidth(GB/s)": row.get("bandwidth"),
+        }
+    return out
+
+
+def _integer(value: Any) -> int | None:
+    """A rank written as a number (0, 2.0, "3"); None otherwise."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number.is_integer() else None
+
+
+def _metadata(rank: int, world_size: int, stage: int | None, source: str) -> pd.DataFrame | None:
     """The rank's `metadata`: its rank, the run's size, its pipeline stage where known."""
     rows = MetadataRows()
-    rows.add("distributed.rank", rank, STEP_TRACE)
-    rows.add("distributed.world_size", world_size, STEP_TRACE)
+    rows.add("distributed.rank", rank, source)
+    rows.add("distributed.world_size", world_size, source)
     if stage is not None:
-        rows.add("distributed.pp_stage", stage, STEP_TRACE)
+        rows.add("distributed.pp_stage", stage, source)
     return rows.frame()
