@@ -40,11 +40,11 @@ MAX_VALUES = 100_000  # values in one YAML document, an alias counted each time 
 MAX_NESTING = 20  # levels of nested mappings and lists
 MAX_LETS = 200
 BUILTIN_NAMES = frozenset({"total_us"})
+"""Names every expression can read: `total_us` is the profiled time impact shares refer to."""
 PROFILE_NAMES = frozenset({"device_kind", "framework"})
 """The profile's device and framework (ProfileMeta), readable in every expression: advice that
 holds for one kind of run only (a CPU-only run's idle training thread) says so in `when`. A
 param or let of the same name takes their place, as in templates."""
-"""Names every expression can read: `total_us` is the profiled time impact shares refer to."""
 LANGUAGES = ("en", "zh")
 """Languages reports can be written in; English is the default and every rule has it."""
 TEMPLATE_NAMES = frozenset(

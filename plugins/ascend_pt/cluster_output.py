@@ -107,8 +107,8 @@ def _read_database(folder: Path) -> list[Profile]:
         table = db.frame(
             f'SELECT * FROM "{db.table("ClusterStepTraceTime")}"', what="ClusterStepTraceTime"
         )
-        if table is None:
-            raise UnreadableInput(path, problems.held[0][1])
+        if table is None:  # db.frame told why
+            raise UnreadableInput(path, problems.held[-1][1] if problems.held else "unreadable")
         comm = _database_communication(db)
         links = _database_matrix(db)
     return _profiles(folder, DATABASE, _database_rows(table), comm, links, [DATABASE], problems)
@@ -123,7 +123,8 @@ def _profiles(
     files: list[str],
     problems: HeldWarnings,
 ) -> list[Profile]:
-    """One profile per rank of `rows` (step_rows' shape), with its collectives and links."""
+    """One profile per rank of `rows` (as _csv_rows gives them), with its collectives and
+    links."""
     steps = _rank_steps(rows)
     if not steps:
         raise UnreadableInput(folder / source, "no `rank` row (Type column)")
@@ -173,7 +174,7 @@ def _warn_on(profile: Profile) -> Any:
 def _csv_rows(csv: SummaryCsv) -> pd.DataFrame:
     """cluster_step_trace_time.csv as step rows: `step`, `type` (lowercase), `index` (text),
     `pp_index` where written, and the breakdown columns it has (step_trace_time.csv's)."""
-    rows = pd.DataFrame(
+    return pd.DataFrame(
         {
             "step": csv.number("Step") if csv.has("Step") else 1.0,
             "type": csv.text("Type").fillna("").str.lower(),
@@ -186,7 +187,6 @@ def _csv_rows(csv: SummaryCsv) -> pd.DataFrame:
             if csv.has(written)
         }
     )
-    return rows
 
 
 _DATABASE_COLUMNS = {
