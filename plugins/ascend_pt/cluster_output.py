@@ -43,6 +43,7 @@ from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 
 from .communication import parse_communication, parse_communication_matrix
+from .db import BANDWIDTH_DB_COLUMNS, MATRIX_DB_COLUMNS, STEP_TRACE_DB_COLUMNS
 from .layout import FOLDER_SUFFIXES
 from .steps import STEP_TRACE_COLUMNS, steps_from_table
 
@@ -189,17 +190,6 @@ def _csv_rows(csv: SummaryCsv) -> pd.DataFrame:
     )
 
 
-_DATABASE_COLUMNS = {
-    "computing": "computing_us",
-    "communication": "communication_us",
-    "communication_not_overlapped": "comm_not_overlapped_us",
-    "free": "free_us",
-    "bubble": "bubble_us",
-    "preparing": "preparing_us",
-}
-"""ClusterStepTraceTime's columns of STEP_TRACE_COLUMNS' figures."""
-
-
 def _database_rows(table: pd.DataFrame) -> pd.DataFrame:
     """ClusterStepTraceTime as step rows (as _csv_rows)."""
 
@@ -213,7 +203,9 @@ def _database_rows(table: pd.DataFrame) -> pd.DataFrame:
     }
     if "pp_index" in table:
         rows["pp_index"] = number("pp_index")
-    rows |= {ours: number(theirs) for theirs, ours in _DATABASE_COLUMNS.items() if theirs in table}
+    rows |= {
+        ours: number(theirs) for theirs, ours in STEP_TRACE_DB_COLUMNS.items() if theirs in table
+    }
     return pd.DataFrame(rows)
 
 
@@ -297,7 +289,7 @@ def _database_communication(db: CannDb) -> dict[int, dict[str, Any]]:
         f'SELECT * FROM "{db.table("ClusterCommunicationTime")}"', what="ClusterCommunicationTime"
     )
     bandwidth = None
-    if db.has("ClusterCommunicationBandwidth", "band_type", "transit_size", "package_size"):
+    if db.has("ClusterCommunicationBandwidth", "band_type", *BANDWIDTH_DB_COLUMNS):
         bandwidth = db.frame(
             f'SELECT * FROM "{db.table("ClusterCommunicationBandwidth")}"',
             what="ClusterCommunicationBandwidth",
@@ -309,20 +301,15 @@ def _database_communication(db: CannDb) -> dict[int, dict[str, Any]]:
         }
     for row in (bandwidth if bandwidth is not None else pd.DataFrame()).to_dict("records"):
         transports = _op_block(out, row).setdefault("Communication Bandwidth Info", {})
-        info = transports.setdefault(
+        # a row per package size, each with the transport's totals: the first one gives them
+        transports.setdefault(
             str(row.get("band_type")),
-            {written: row.get(column) for column, written in _BANDWIDTH_INFO.items()}
-            | {"Size Distribution": {}},
+            {written: row.get(column) for column, written in BANDWIDTH_DB_COLUMNS.items()},
         )
-        if (row.get("count") or 0) > 0:
-            info["Size Distribution"][str(row.get("package_size"))] = [
-                row.get("count"),
-                row.get("total_duration"),
-            ]
     for block in _blocks_of(out):  # the text export lists every transport, zeros where idle
         transports = block.setdefault("Communication Bandwidth Info", {})
         for idle in _TRANSPORTS:
-            transports.setdefault(idle, _NO_TRANSFER | {"Size Distribution": {}})
+            transports.setdefault(idle, dict.fromkeys(BANDWIDTH_DB_COLUMNS.values(), 0))
     return out
 
 
@@ -342,27 +329,12 @@ _TIME_INFO = {
     "elapsed_time": "Elapse Time(ms)",
     "transit_time": "Transit Time(ms)",
     "wait_time": "Wait Time(ms)",
-    "synchronization_time": "Synchronization Time(ms)",
-    "idle_time": "Idle Time(ms)",
-    "wait_time_ratio": "Wait Time Ratio",
-    "synchronization_time_ratio": "Synchronization Time Ratio",
 }
-"""ClusterCommunicationTime's columns of communication.json's Communication Time Info."""
-_BANDWIDTH_INFO = {
-    "transit_size": "Transit Size(MB)",
-    "transit_time": "Transit Time(ms)",
-    "bandwidth": "Bandwidth(GB/s)",
-    "large_packet_ratio": "Large Packet Ratio",
-}
-"""ClusterCommunicationBandwidth's columns of a transport's Communication Bandwidth Info."""
-
-
+"""ClusterCommunicationTime's columns of communication.json's Communication Time Info (the
+rank's analysis.db spells the second `elapse_time`)."""
 _TRANSPORTS = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 """The transports cluster_communication.json lists for every op; the database keeps the rows
 of those that moved data."""
-_NO_TRANSFER = dict.fromkeys(
-    ("Transit Size(MB)", "Transit Time(ms)", "Bandwidth(GB/s)", "Large Packet Ratio"), 0
-)
 
 
 def _op_block(out: dict[int, dict[str, Any]], row: dict[str, Any]) -> dict[str, Any]:
@@ -393,11 +365,7 @@ def _database_matrix(db: CannDb) -> dict[int, dict[str, Any]]:
         ops = out.setdefault(src, {}).setdefault(str(row.get("step")), {})
         op = ops.setdefault(str(group), {}).setdefault(f"{row.get('hccl_op_name')}@{group}", {})
         op[f"{src}-{dst}"] = {
-            "Transport Type": row.get("transport_type"),
-            "Transit Time(ms)": row.get("transit_time"),
-            "Transit Size(MB)": row.get("transit_size"),
-            "Op Name": row.get("op_name"),
-            "Bandwidth(GB/s)": row.get("bandwidth"),
+            written: row.get(column) for column, written in MATRIX_DB_COLUMNS.items()
         }
     return out
 

@@ -80,7 +80,7 @@ ANALYSIS_DBS = ("analysis.db", "communication_analyzer.db")
 _API_CATEGORIES = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "mstx"}
 """ENUM_API_TYPE names of PYTORCH_API rows and the trace category of the same events, which
 decides their host_ops.kind."""
-_STEP_TRACE = {
+STEP_TRACE_DB_COLUMNS = {
     "computing": "computing_us",
     "communication": "communication_us",
     "communication_not_overlapped": "comm_not_overlapped_us",
@@ -88,6 +88,8 @@ _STEP_TRACE = {
     "bubble": "bubble_us",
     "preparing": "preparing_us",
 }
+"""StepTraceTime's columns (analysis.db; ClusterStepTraceTime's too) of step_trace_time.csv's
+figures."""
 _DIMS = re.compile(r"^[\d,;\s\[\]-]*$")
 _TIME_INFO = {
     "start_timestamp": "Start Timestamp(us)",
@@ -95,18 +97,22 @@ _TIME_INFO = {
     "transit_time": "Transit Time(ms)",
     "wait_time": "Wait Time(ms)",
 }
-_BANDWIDTH_INFO = {
+BANDWIDTH_DB_COLUMNS = {
     "transit_size": "Transit Size(MB)",
     "transit_time": "Transit Time(ms)",
     "bandwidth": "Bandwidth(GB/s)",
 }
-_MATRIX_INFO = {
+"""The bandwidth tables' columns (analysis.db's CommAnalyzerBandwidth, cluster_analysis.db's
+ClusterCommunicationBandwidth) of communication.json's per-transport figures."""
+MATRIX_DB_COLUMNS = {
     "transport_type": "Transport Type",
     "transit_size": "Transit Size(MB)",
     "transit_time": "Transit Time(ms)",
     "bandwidth": "Bandwidth(GB/s)",
     "op_name": "Op Name",
 }
+"""The matrix tables' columns (CommAnalyzerMatrix, ClusterCommunicationMatrix) of
+communication_matrix.json's per-link figures."""
 
 
 def profiler_databases(output: Path, rank: int | None) -> tuple[Path | None, Path | None]:
@@ -289,7 +295,7 @@ def _step_number(value: Any) -> float:
 
 def _step_trace(db: CannDb) -> pd.DataFrame | None:
     """analysis.db's StepTraceTime as read_step_trace_time reads step_trace_time.csv."""
-    present = [c for c in _STEP_TRACE if c in db.columns("StepTraceTime")]
+    present = [c for c in STEP_TRACE_DB_COLUMNS if c in db.columns("StepTraceTime")]
     if not present or not db.has("StepTraceTime", "step"):
         return None
     rows = db.frame(
@@ -300,7 +306,7 @@ def _step_trace(db: CannDb) -> pd.DataFrame | None:
         return None
     table = pd.DataFrame({"step": rows["step"].map(_step_number).astype(float)})
     for column in present:
-        table[_STEP_TRACE[column]] = pd.to_numeric(rows[column], errors="coerce")
+        table[STEP_TRACE_DB_COLUMNS[column]] = pd.to_numeric(rows[column], errors="coerce")
     return table
 
 
@@ -480,7 +486,7 @@ def _communication(
         for row in bandwidth or []:
             per_transport = _block(data, row).setdefault("Communication Bandwidth Info", {})
             per_transport.setdefault(
-                str(row["transport_type"]), {v: row.get(k) for k, v in _BANDWIDTH_INFO.items()}
+                str(row["transport_type"]), {v: row.get(k) for k, v in BANDWIDTH_DB_COLUMNS.items()}
             )
         _add_unused_transports(data)
         _add_totals(data)
@@ -491,7 +497,7 @@ def _communication(
         data = {}
         for row in matrix:
             link = f"{row['src_rank']}-{row['dst_rank']}"
-            _block(data, row)[link] = {v: row.get(k) for k, v in _MATRIX_INFO.items()}
+            _block(data, row)[link] = {v: row.get(k) for k, v in MATRIX_DB_COLUMNS.items()}
         links = parse_communication_matrix(data)
     return comm, links, totals
 
