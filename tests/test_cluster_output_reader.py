@@ -316,3 +316,22 @@ def test_the_database_named_alone_is_read_as_its_folder() -> None:
         2,
         3,
     ]
+
+
+def test_a_text_export_over_database_ranks_reads_its_recipe_csvs() -> None:
+    """msprof-analyze 26 with --export_type text over ranks profiled into databases: the
+    database holds the steps, each recipe its table as a CSV in its folder (same columns)."""
+    folder = LEVEL2 / "recipes" / "cluster_analysis_output"
+    profiles = ClusterOutputReader().read(folder)
+    assert profiles[0].meta.files_read == [
+        "cluster_analysis.db",
+        "CommunicationTimeSum/cluster_communication_time.csv",
+        "CommunicationTimeSum/cluster_communication_bandwidth.csv",
+        "CommMatrixSum/cluster_communication_matrix.csv",
+    ]
+    assert all(contract_problems(p) == [] and p.warnings == [] for p in profiles)
+    findings = [
+        [(a.profile.meta.rank, f.rule.id, f.message) for a in r.analyses for f in a.findings]
+        for r in (advisor.analyze(folder), advisor.analyze(TEXT))
+    ]
+    assert findings[0] == findings[1] and findings[0]

@@ -14,8 +14,11 @@
   same figures in tables: `ClusterStepTraceTime` (lowercase columns: `computing`,
   `communication_not_overlapped`, `pp_index` ...), `ClusterCommunicationTime` and
   `ClusterCommunicationBandwidth` (one row per rank, op and transport, one per package size),
-  `ClusterCommunicationMatrix` (one row per link; `src_rank`, `dst_rank`). They are read
-  back into the text files' shapes, so both exports of a run give the same profiles.
+  `ClusterCommunicationMatrix` (one row per link; `src_rank`, `dst_rank`); with
+  `--export_type text` over ranks profiled into databases, the database holds the steps only
+  and the three tables are CSVs in the recipes' folders (`CommunicationTimeSum/`,
+  `CommMatrixSum/`). They are read back into the text files' shapes, so every export of a run
+  gives the same profiles.
 
 Each rank becomes the profile its folder would give from step_trace_time.csv and
 communication*.json alone: `steps` (step time = Computing + Communication(Not Overlapped) +
@@ -110,9 +113,46 @@ def _read_database(folder: Path) -> list[Profile]:
         )
         if table is None:  # db.frame told why
             raise UnreadableInput(path, problems.held[-1][1] if problems.held else "unreadable")
-        comm = _database_communication(db)
-        links = _database_matrix(db)
-    return _profiles(folder, DATABASE, _database_rows(table), comm, links, [DATABASE], problems)
+        files = [DATABASE]
+        tables = {name: _table(db, folder, name, problems, files) for name in _RECIPE_FILES}
+    comm = _database_communication(
+        tables["ClusterCommunicationTime"], tables["ClusterCommunicationBandwidth"]
+    )
+    links = _database_matrix(tables["ClusterCommunicationMatrix"])
+    return _profiles(folder, DATABASE, _database_rows(table), comm, links, files, problems)
+
+
+_RECIPE_FILES = {
+    "ClusterCommunicationTime": "CommunicationTimeSum/cluster_communication_time.csv",
+    "ClusterCommunicationBandwidth": "CommunicationTimeSum/cluster_communication_bandwidth.csv",
+    "ClusterCommunicationMatrix": "CommMatrixSum/cluster_communication_matrix.csv",
+}
+"""Where msprof-analyze 26 writes a table that is not in cluster_analysis.db: with
+`--export_type text` over ranks profiled into databases, the database holds the steps only and
+each recipe writes its table, same columns, to a CSV in its own folder."""
+_TEXT_COLUMNS = ("step", "hccl_op_name", "group_name", "band_type", "transport_type", "op_name")
+"""Those CSVs' columns of names (group names are 64-bit hashes: never read as numbers)."""
+
+
+def _table(
+    db: CannDb, folder: Path, name: str, warn: HeldWarnings, files: list[str]
+) -> pd.DataFrame | None:
+    """A communication table of the database, else of its recipe's CSV; None without it."""
+    if db.table(name) is not None:
+        return db.frame(f'SELECT * FROM "{db.table(name)}"', what=name)
+    rel = _RECIPE_FILES[name]
+    if not (folder / rel).is_file():
+        return None
+    csv = open_csv(folder / rel, rel, warn, ("step", "hccl_op_name", "group_name"))
+    if csv is None:
+        return None
+    files.append(rel)
+    return pd.DataFrame(
+        {
+            column: csv.text(column) if column in _TEXT_COLUMNS else csv.number(column)
+            for column in csv.df.columns
+        }
+    )
 
 
 def _profiles(
@@ -280,22 +320,17 @@ def _per_rank(
     return out
 
 
-def _database_communication(db: CannDb) -> dict[int, dict[str, Any]]:
+def _database_communication(
+    times: pd.DataFrame | None, bandwidth: pd.DataFrame | None
+) -> dict[int, dict[str, Any]]:
     """ClusterCommunicationTime and ClusterCommunicationBandwidth as each rank's
-    communication.json (`{step: {group: {op@group: block}}}`); {} without the tables."""
-    if not db.has("ClusterCommunicationTime", "step", "rank_id", "hccl_op_name", "group_name"):
+    communication.json (`{step: {group: {op@group: block}}}`); {} without the times."""
+    if times is None or not {"rank_id", *_TIME_INFO} <= set(times):
         return {}
-    times = db.frame(
-        f'SELECT * FROM "{db.table("ClusterCommunicationTime")}"', what="ClusterCommunicationTime"
-    )
-    bandwidth = None
-    if db.has("ClusterCommunicationBandwidth", "band_type", *BANDWIDTH_DB_COLUMNS):
-        bandwidth = db.frame(
-            f'SELECT * FROM "{db.table("ClusterCommunicationBandwidth")}"',
-            what="ClusterCommunicationBandwidth",
-        )
+    if bandwidth is not None and not {"band_type", *BANDWIDTH_DB_COLUMNS} <= set(bandwidth):
+        bandwidth = None
     out: dict[int, dict[str, Any]] = {}
-    for row in (times if times is not None else pd.DataFrame()).to_dict("records"):
+    for row in times.to_dict("records"):
         _op_block(out, row)["Communication Time Info"] = {
             written: row.get(column) for column, written in _TIME_INFO.items()
         }
@@ -347,17 +382,13 @@ def _op_block(out: dict[int, dict[str, Any]], row: dict[str, Any]) -> dict[str, 
     return ops.setdefault(f"{row.get('hccl_op_name')}@{group}", {})
 
 
-def _database_matrix(db: CannDb) -> dict[int, dict[str, Any]]:
+def _database_matrix(table: pd.DataFrame | None) -> dict[int, dict[str, Any]]:
     """ClusterCommunicationMatrix as each source rank's communication_matrix.json (`{step:
     {group: {op@group: {"src-dst": link}}}}`); {} without the table."""
-    if not db.has("ClusterCommunicationMatrix", "step", "hccl_op_name", "src_rank", "dst_rank"):
+    if table is None or not {"src_rank", "dst_rank", *MATRIX_DB_COLUMNS} <= set(table):
         return {}
-    table = db.frame(
-        f'SELECT * FROM "{db.table("ClusterCommunicationMatrix")}"',
-        what="ClusterCommunicationMatrix",
-    )
     out: dict[int, dict[str, Any]] = {}
-    for row in (table if table is not None else pd.DataFrame()).to_dict("records"):
+    for row in table.to_dict("records"):
         src, dst = _integer(row.get("src_rank")), _integer(row.get("dst_rank"))
         if src is None or dst is None:
             continue
