@@ -47,6 +47,7 @@ ONLY_WHEN_FIRING = (
     "impact_us",
     "severity",
     "message_contains",
+    "message_excludes",
     "evidence_rows",
     "suggestions_contain",
     "suggestions_exclude",
@@ -332,6 +333,9 @@ class CaseRunner:
         for text in _texts(expect.get("message_contains", [])):
             if text not in finding.message:
                 differences.append(f"message: no {text!r} in {finding.message[:300]!r}")
+        for text in _texts(expect.get("message_excludes", [])):
+            if text in finding.message:
+                differences.append(f"message: {text!r} in {finding.message[:300]!r}")
         shown = "\n".join(finding.suggestions)
         for text in _texts(expect.get("suggestions_contain", [])):
             if text not in shown:

@@ -108,6 +108,18 @@ def test_failing_case_reports_the_differing_value(tmp_path):
     assert "0 passed, 2 failed, 0 invalid" in result.output
 
 
+def test_message_excludes_fails_a_case_whose_message_has_the_text(tmp_path):
+    """A clause meant for other data (COMM-001's point-to-point note) can be checked absent."""
+    shown = steps_case("names the wait", 2000, fires=True, message_excludes="Between iterations")
+    absent = steps_case("no such clause", 2000, fires=True, message_excludes="point-to-point")
+    path = write(tmp_path / "step.case.yaml", {"rule": "STEP-001", "cases": [shown, absent]})
+    result = invoke(path)
+    assert result.exit_code == 1
+    assert "FAIL STEP-001 names the wait" in result.output
+    assert "message: 'Between iterations' in " in result.output
+    assert "PASS STEP-001 no such clause" in result.output
+
+
 def test_invalid_case_file_is_one_line_and_exit_2(tmp_path):
     path = write(
         tmp_path / "bad.case.yaml",
