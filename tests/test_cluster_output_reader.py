@@ -335,3 +335,22 @@ def test_a_text_export_over_database_ranks_reads_its_recipe_csvs() -> None:
         for r in (advisor.analyze(folder), advisor.analyze(TEXT))
     ]
     assert findings[0] == findings[1] and findings[0]
+
+
+def test_the_tables_under_their_earlier_names_give_the_same_profiles(tmp_path: Path) -> None:
+    """Without data simplification msprof-analyze names the communication tables
+    ClusterCommAnalyzerTime, ...Bandwidth and ...Matrix, each with a rank_set column more."""
+    import sqlite3
+
+    folder = tmp_path / "cluster_analysis_output"
+    shutil.copytree(DATABASE, folder)
+    with sqlite3.connect(folder / "cluster_analysis.db") as con:
+        for table in ("Time", "Bandwidth", "Matrix"):
+            con.execute(
+                f"ALTER TABLE ClusterCommunication{table} RENAME TO ClusterCommAnalyzer{table}"
+            )
+            con.execute(f"ALTER TABLE ClusterCommAnalyzer{table} ADD COLUMN rank_set TEXT")
+    earlier, now = (ClusterOutputReader().read(p) for p in (folder, DATABASE))
+    for old, new in zip(earlier, now):
+        pd.testing.assert_frame_equal(old.tables["comm_ops"], new.tables["comm_ops"])
+    assert len(earlier[0].tables["comm_ops"]) > 0

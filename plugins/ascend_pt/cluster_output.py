@@ -14,7 +14,8 @@
   same figures in tables: `ClusterStepTraceTime` (lowercase columns: `computing`,
   `communication_not_overlapped`, `pp_index` ...), `ClusterCommunicationTime` and
   `ClusterCommunicationBandwidth` (one row per rank, op and transport, one per package size),
-  `ClusterCommunicationMatrix` (one row per link; `src_rank`, `dst_rank`); with
+  `ClusterCommunicationMatrix` (one row per link; `src_rank`, `dst_rank`), named
+  `ClusterCommAnalyzerTime`, `...Bandwidth`, `...Matrix` without data simplification; with
   `--export_type text` over ranks profiled into databases, the database holds the steps only
   and the three tables are CSVs in the recipes' folders (`CommunicationTimeSum/`,
   `CommMatrixSum/`). They are read back into the text files' shapes, so every export of a run
@@ -127,6 +128,13 @@ _RECIPE_FILES = {
     "ClusterCommunicationBandwidth": "CommunicationTimeSum/cluster_communication_bandwidth.csv",
     "ClusterCommunicationMatrix": "CommMatrixSum/cluster_communication_matrix.csv",
 }
+_EARLIER_NAMES = {
+    "ClusterCommunicationTime": "ClusterCommAnalyzerTime",
+    "ClusterCommunicationBandwidth": "ClusterCommAnalyzerBandwidth",
+    "ClusterCommunicationMatrix": "ClusterCommAnalyzerMatrix",
+}
+"""The same tables as msprof-analyze writes them without its data simplification (its
+earlier versions' names, a `rank_set` column more)."""
 """Where msprof-analyze 26 writes a table that is not in cluster_analysis.db: with
 `--export_type text` over ranks profiled into databases, the database holds the steps only and
 each recipe writes its table, same columns, to a CSV in its own folder."""
@@ -137,9 +145,11 @@ _TEXT_COLUMNS = ("step", "hccl_op_name", "group_name", "band_type", "transport_t
 def _table(
     db: CannDb, folder: Path, name: str, warn: HeldWarnings, files: list[str]
 ) -> pd.DataFrame | None:
-    """A communication table of the database, else of its recipe's CSV; None without it."""
-    if db.table(name) is not None:
-        return db.frame(f'SELECT * FROM "{db.table(name)}"', what=name)
+    """A communication table of the database (by either name), else of its recipe's CSV;
+    None without it."""
+    for spelled in (db.table(name), db.table(_EARLIER_NAMES[name])):
+        if spelled is not None:
+            return db.frame(f'SELECT * FROM "{spelled}"', what=spelled)
     rel = _RECIPE_FILES[name]
     if not (folder / rel).is_file():
         return None
