@@ -128,6 +128,9 @@ _RECIPE_FILES = {
     "ClusterCommunicationBandwidth": "CommunicationTimeSum/cluster_communication_bandwidth.csv",
     "ClusterCommunicationMatrix": "CommMatrixSum/cluster_communication_matrix.csv",
 }
+"""Where msprof-analyze 26 writes a table that is not in cluster_analysis.db: with
+`--export_type text` over ranks profiled into databases, the database holds the steps only and
+each recipe writes its table, same columns, to a CSV in its own folder."""
 _EARLIER_NAMES = {
     "ClusterCommunicationTime": "ClusterCommAnalyzerTime",
     "ClusterCommunicationBandwidth": "ClusterCommAnalyzerBandwidth",
@@ -135,9 +138,6 @@ _EARLIER_NAMES = {
 }
 """The same tables as msprof-analyze writes them without its data simplification (its
 earlier versions' names, a `rank_set` column more)."""
-"""Where msprof-analyze 26 writes a table that is not in cluster_analysis.db: with
-`--export_type text` over ranks profiled into databases, the database holds the steps only and
-each recipe writes its table, same columns, to a CSV in its own folder."""
 _TEXT_COLUMNS = ("step", "hccl_op_name", "group_name", "band_type", "transport_type", "op_name")
 """Those CSVs' columns of names (group names are 64-bit hashes: never read as numbers)."""
 
