@@ -217,3 +217,40 @@ def test_level0_trace_without_hccl_tasks_leaves_the_alignment_unknown(tmp_path: 
     assert analysis.evaluation.outcomes == {"COMM-003": "not_applicable"}
     why = analysis.evaluation.inapplicable["COMM-003"]
     assert why.reason == "missing" and any("Level1" in hint for hint in why.collect)
+
+
+LEVEL1_RUN = REAL / "msinsight_pytorch_level1"
+
+
+def _time_info(rank: int) -> list[dict]:
+    """The collectives' `Communication Time Info` of one rank's communication.json."""
+    path = LEVEL1_RUN / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    data = json.loads(path.read_text())
+    return [
+        block["Communication Time Info"]
+        for step in data.values()
+        for name, block in step["collective"].items()
+        if name != "Total Op Info"
+    ]
+
+
+def test_collectives_waiting_for_unprofiled_peers_are_measured_from_the_raw_file() -> None:
+    """MindStudio Insight's 2-rank level1 run: 96% of each rank's all-reduce time moves no
+    data (the ranks wait for a peer of their 8-rank group that was not profiled). COMM-007
+    counts elapsed minus transit time; the profiler's own Wait Time holds little of it on
+    rank 1, and COMM-001 says that its uncovered communication is this waiting."""
+    result = advisor.analyze(LEVEL1_RUN, select=["COMM-001", "COMM-007"])
+    ranks = {a.profile.meta.rank: a for a in result.analyses if a.profile.meta.rank is not None}
+    assert sorted(ranks) == [0, 1]
+    for rank, analysis in ranks.items():
+        info = _time_info(rank)
+        elapsed_us = sum(t["Elapse Time(ms)"] for t in info) * 1e3
+        transit_us = sum(t["Transit Time(ms)"] for t in info) * 1e3
+        findings = {f.rule.id: f for f in analysis.findings}
+        waits = findings["COMM-007"]
+        assert waits.impact_us == pytest.approx(elapsed_us - transit_us, rel=1e-9)
+        assert waits.values["wait_share"] > 0.95
+        assert "COMM-007" in findings["COMM-001"].message
+    profiler_wait_us = sum(t["Wait Time(ms)"] for t in _time_info(1)) * 1e3
+    assert profiler_wait_us < 200  # its Wait Time Ratio: 0.047
+    assert "counts only 191 µs" in {f.rule.id: f for f in ranks[1].findings}["COMM-007"].message

@@ -220,6 +220,29 @@ def cann_timeline_expected(device: Path) -> Expected:
 
 
 # ---------------------------------------------------------------------------------------------
+# torch_npu text exports (rank folders, ASCEND_PROFILER_OUTPUT/)
+
+
+def ascend_pt_expected(rank: Path) -> Expected:
+    """Steps: step_trace_time.csv, each step the sum of its Computing, Communication(Not
+    Overlapped) and Free columns (the device time the step covers). Operators:
+    kernel_details.csv's Duration(us) by Name, collectives included."""
+    output = rank / "ASCEND_PROFILER_OUTPUT"
+    steps = {
+        int(row["Step"]): sum(
+            float(row[k]) for k in ("Computing", "Communication(Not Overlapped)", "Free")
+        )
+        for row in _csv_rows(output / "step_trace_time.csv")
+    }
+    kernels = _csv_rows(output / "kernel_details.csv")
+    return Expected(steps, None, _sum_by([(r["Name"], float(r["Duration(us)"])) for r in kernels]))
+
+
+def _ascend_pt_ranks(folder: Path) -> list[Expected]:
+    return [ascend_pt_expected(rank) for rank in sorted(folder.glob("rank*_ascend_pt"))]
+
+
+# ---------------------------------------------------------------------------------------------
 # The cases
 
 
@@ -279,6 +302,7 @@ CASES = [
     Case("mindspore_ut_rank10_40steps", _mindspore),
     Case("mindspore_lenet_aicore_detail", _aicore_detail),
     Case("cann_timeline_device1", _cann_timeline),
+    Case("msinsight_pytorch_level1", _ascend_pt_ranks),
     # the real fixtures the other tests use (kineto/, cann_timeline/, mindspore_legacy/)
     *(Case(f"kineto/{path.name}", _the_file) for path in sorted((REAL / "kineto").iterdir())),
     Case("cann_timeline", _cann_timeline),
