@@ -126,7 +126,13 @@ TABLES: dict[str, TableSpec] = {
             "device task or kernel",
             (
                 _c("name", "string", "", "task/kernel name (op name)", True),
-                _c("op_type", "string", "", "operator type (e.g. MatMulV2, Cast)"),
+                _c(
+                    "op_type",
+                    "string",
+                    "",
+                    "operator type (e.g. MatMulV2, Cast); from the task name where a torch_npu "
+                    "trace has no kernel_details.csv (Conv2D1 -> Conv2D)",
+                ),
                 _c(
                     "core_type",
                     "string",
