@@ -362,6 +362,18 @@ def _files_of(members: Sequence[RankSummary], common: str) -> list[str]:
     )
 
 
+def _job_ranks(members: Sequence[RankSummary], links: pd.DataFrame | None) -> int | None:
+    """How many ranks the job has as far as the profiles tell (ranks.job_ranks): the largest
+    world size a rank records, or the profiled ranks with those their communication matrices
+    link them to, whichever is more; None when neither is recorded. MindStudio Insight's
+    2-rank run links ranks 0 and 1 with eight ranks: two of eight were profiled."""
+    sizes = [s.meta.world_size for s in members if s.meta.world_size]
+    if links is not None:
+        named = pd.concat([links["src_rank"], links["dst_rank"]]).dropna().astype(int)
+        sizes.append(len(set(named) | {s.rank for s in members}))
+    return max(sizes, default=None)
+
+
 def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
     """build_cluster from the ranks' summaries (the first of each rank counts: see
     mixed_runs for summaries that hold a rank twice), or None with fewer than two ranks."""
@@ -374,8 +386,9 @@ def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
     left_out = set().union(*(s.warmup for s in members))
     ranks = pd.DataFrame([_rank_row(s, left_out) for s in members])
     ranks = _count_stages(_add_stages(ranks, [s.stage for s in members]))
-    tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}
     links = build_links(members)
+    ranks["job_ranks"] = _job_ranks(members, links)
+    tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}
     if links is not None:
         tables["links"] = links
     first = members[0].meta

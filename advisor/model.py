@@ -1149,6 +1149,15 @@ TABLES: dict[str, TableSpec] = {
                     "bubble but not the stages: each rank then stands for its stage",
                 ),
                 _c(
+                    "job_ranks",
+                    "Int64",
+                    "",
+                    "ranks of the job as far as the profiles tell: the largest world size a "
+                    "rank records, or the ranks the communication matrices name together with "
+                    "the profiled ones, whichever is more; more than the rows of this table "
+                    "when only some ranks were profiled; missing when nothing records it",
+                ),
+                _c(
                     "pipeline_stages",
                     "int64",
                     "",

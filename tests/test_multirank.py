@@ -233,6 +233,20 @@ def test_own_ddp_traces_name_the_delayed_rank(tmp_path):
     assert findings["CLUSTER-002"].values["late_rank"] == 1
 
 
+def test_a_cluster_of_some_ranks_says_how_many_the_job_has(tmp_path):
+    """Two of the four ranks of the own gloo DDP run: their traces record world_size 4, so the
+    cluster says that two ranks of the job are missing (CLUSTER-008); all four say nothing."""
+    for rank in (0, 2):
+        shutil.copy(ROOT / f"tests/fixtures/kineto_own/ddp4_rank{rank}.pt.trace.json.gz", tmp_path)
+    cluster = advisor.analyze(tmp_path, select=["CLUSTER-008"]).analyses[-1]
+    assert cluster.tables["ranks"]["job_ranks"].tolist() == [4, 4]
+    (finding,) = cluster.findings
+    assert finding.message.startswith("2 of the job's 4 ranks were profiled")
+    for rank in (1, 3):
+        shutil.copy(ROOT / f"tests/fixtures/kineto_own/ddp4_rank{rank}.pt.trace.json.gz", tmp_path)
+    assert advisor.analyze(tmp_path, select=["CLUSTER-008"]).analyses[-1].findings == []
+
+
 def test_cluster_communication_fallback_ignores_link_rows():
     from advisor.cluster import build_cluster
 

@@ -146,7 +146,8 @@ def profile_time_us(profile: Profile) -> float | None:
     profiled."""
     ranks = profile.tables.get("ranks")
     if ranks is not None and not ranks.empty:
-        return float(ranks["duration_us"].max() * ranks["steps"].max())
+        total = ranks["duration_us"].max() * ranks["steps"].max()
+        return float(total) if pd.notna(total) else None  # a hand-written table may lack steps
     steps = profile.tables.get("steps")
     if (
         steps is not None
