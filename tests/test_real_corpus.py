@@ -223,10 +223,22 @@ def cann_timeline_expected(device: Path) -> Expected:
 # torch_npu text exports (rank folders, ASCEND_PROFILER_OUTPUT/)
 
 
+_ANOTHER_RUN_US = 60e6
+"""Files whose times lie a minute or more outside kernel_details.csv's come from another run."""
+
+
+def _far_from(path: Path, column: str, lo: float, hi: float) -> bool:
+    """Whether a CSV's times (`column`) all lie a minute or more outside [lo, hi]."""
+    times = [float(r[column]) for r in _csv_rows(path) if r[column].strip()]
+    return bool(times) and (max(times) < lo - _ANOTHER_RUN_US or min(times) > hi + _ANOTHER_RUN_US)
+
+
 def ascend_pt_expected(rank: Path) -> Expected:
     """Steps: step_trace_time.csv, each step the sum of its Computing, Communication(Not
     Overlapped) and Free columns (the device time the step covers). Operators:
-    kernel_details.csv's Duration(us) by Name, collectives included."""
+    kernel_details.csv's Duration(us) by Name, collectives included. Warnings: rows of
+    kernel_details.csv with another number of cells than its header; memory files whose times
+    lie outside kernel_details.csv's (without a trace, the file the others must match)."""
     output = rank / "ASCEND_PROFILER_OUTPUT"
     steps = {
         int(row["Step"]): sum(
@@ -234,12 +246,30 @@ def ascend_pt_expected(rank: Path) -> Expected:
         )
         for row in _csv_rows(output / "step_trace_time.csv")
     }
+    with open(output / "kernel_details.csv", newline="", encoding="utf-8") as fh:
+        header, *cells = list(csv.reader(fh))
+    warnings = (
+        {"rows with more or fewer cells"} if {len(c) for c in cells} != {len(header)} else set()
+    )
     kernels = _csv_rows(output / "kernel_details.csv")
-    return Expected(steps, None, _sum_by([(r["Name"], float(r["Duration(us)"])) for r in kernels]))
+    starts = [float(r["Start Time(us)"]) for r in kernels]
+    for name, column in (
+        ("memory_record.csv", "Timestamp(us)"),
+        ("operator_memory.csv", "Allocation Time(us)"),
+    ):
+        if (output / name).exists() and _far_from(output / name, column, min(starts), max(starts)):
+            warnings.add("times are")
+    top = _sum_by([(r["Name"], float(r["Duration(us)"])) for r in kernels])
+    return Expected(steps, None, top, frozenset(warnings))
 
 
 def _ascend_pt_ranks(folder: Path) -> list[Expected]:
-    return [ascend_pt_expected(rank) for rank in sorted(folder.glob("rank*_ascend_pt"))]
+    """The rank folders (any folder holding ASCEND_PROFILER_OUTPUT), in rank order."""
+    return [
+        ascend_pt_expected(rank)
+        for rank in sorted(folder.iterdir())
+        if (rank / "ASCEND_PROFILER_OUTPUT").is_dir()
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +333,7 @@ CASES = [
     Case("mindspore_lenet_aicore_detail", _aicore_detail),
     Case("cann_timeline_device1", _cann_timeline),
     Case("msinsight_pytorch_level1", _ascend_pt_ranks),
+    Case("msinsight_pp16_ranks01", _ascend_pt_ranks),
     # the real fixtures the other tests use (kineto/, cann_timeline/, mindspore_legacy/)
     *(Case(f"kineto/{path.name}", _the_file) for path in sorted((REAL / "kineto").iterdir())),
     Case("cann_timeline", _cann_timeline),

@@ -36,7 +36,10 @@ class SummaryCsv:
     def __init__(self, path: Path, rel: str, warn: WarnFn) -> None:
         self.rel = rel
         self.warn = warn
-        self._text = read_csv_text(path, warn)
+        # the reader names its files relative to the profile: so do the CSV parser's warnings
+        self._text = read_csv_text(
+            path, lambda _path, problem, **where: warn(rel, problem, **where)
+        )
         self.rows = self._text.rows
         self.index = pd.RangeIndex(self.rows)
         self.written = dict(zip_strict(self._text.columns, self._text.names))  # `X#2` -> `X`

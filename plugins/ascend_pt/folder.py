@@ -106,7 +106,9 @@ class FolderReader:
         self.profile = Profile(meta)
         self.clock = Clock()
         self.tables: dict[str, pd.DataFrame] = {}
-        self.trace_span: tuple[float, float] | None = None
+        self.anchor: tuple[float, float, str] | None = None
+        """The span (on the clock) of the file the others must lie near, and its name: the
+        trace, else kernel_details.csv; a file far from it comes from another run."""
         self.metadata = MetadataRows()
 
     def warn(
@@ -285,7 +287,7 @@ class FolderReader:
         finally:
             progress.close()
         trace_index.record(self.profile.meta, path, spans, columns.batch_times)
-        self.trace_span = trace.span
+        self.anchor = None if trace.span is None else (*trace.span, TRACE_FILE)
         if trace.span is None:
             self.warn(
                 rel,
@@ -369,7 +371,11 @@ class FolderReader:
         device = kernels.attrs.get("device_id")
         if device is not None and self.profile.meta.device_id is None:
             self.profile.meta.device_id = device
-        return self._same_clock(kernels, "start_us", "kernel_details.csv")
+        kernels = self._same_clock(kernels, "start_us", "kernel_details.csv")
+        starts = kernels.get("start_us")
+        if self.anchor is None and starts is not None and starts.notna().any():
+            self.anchor = (float(starts.min()), float(starts.max()), "kernel_details.csv")
+        return kernels
 
     def _read_operator_memory(self) -> None:
         """The blocks each operator allocated; a file on another clock is left out whole (its
@@ -385,19 +391,19 @@ class FolderReader:
             self.tables["op_allocations"] = frame
 
     def _same_clock(self, frame: pd.DataFrame, column: str, name: str) -> pd.DataFrame:
-        """Drop a file's times when they cannot be on the trace's clock (another run)."""
-        if self.trace_span is None or column not in frame or frame[column].isna().all():
+        """Drop a file's times when they cannot be on the clock of the anchor file (another run)."""
+        if self.anchor is None or column not in frame or frame[column].isna().all():
             return frame
         lo, hi = frame[column].min(), frame[column].max()
-        first, last = self.trace_span
+        first, last, anchor = self.anchor
         if hi >= first - CLOCK_TOLERANCE_US and lo <= last + CLOCK_TOLERANCE_US:
             return frame
         gap = f"{max(first - hi, lo - last) / 1e6:,.0f}"
         self.warn(
             self.rel(self.output / name),
-            f"times are {gap} s away from trace_view.json's, so the files come "
+            f"times are {gap} s away from {anchor}'s, so the files come "
             f"from different runs or clocks; its {column} values are left out",
-            zh=f"时间与 trace_view.json 相差 {gap} 秒，两个文件来自不同的运行或时钟；"
+            zh=f"时间与 {anchor} 相差 {gap} 秒，两个文件来自不同的运行或时钟；"
             f"其 {column} 值不予采用",
         )
         return frame.assign(**{column: np.nan})

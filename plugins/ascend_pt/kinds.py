@@ -51,7 +51,7 @@ def op_type_from_task(name: str) -> str | None:
     index (`Conv2D1`, `GatherV282` -> `GatherV2`: one version digit, then the index), a
     format conversion `trans_Cast_7` -> `Cast`, an atomic clean `ReduceSum7_MemSet` ->
     `MemSet`; None for anything else (hcom_*, MEMCPY_ASYNC). On the genuine kernel_details.csv
-    files of tests/fixtures it agrees with their Type for 227 of the 264 names it types; the
+    files of tests/fixtures it agrees with their Type for 243 of the 280 names it types; the
     others get the framework's name of the CANN variant that ran (`ReduceSum` for
     `ReduceSumD`, `LayerNorm` for `LayerNormV3`; test_ascend_pt_reader.py)."""
     if name.startswith("aclnn"):
