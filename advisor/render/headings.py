@@ -93,6 +93,7 @@ HEADINGS_ZH = {
     "input_shapes": "输入 shape",
     "intervals": "区间数",
     "io": "IO",
+    "job_ranks": "作业 rank 数",
     "kernel": "kernel",
     "kernel_wait": "等待 kernel",
     "kind": "类型",
