@@ -39,6 +39,7 @@ from advisor.render.json_report import validate_report
 from advisor_plugins import ascend_pt
 from advisor_plugins.ascend_pt import kinds
 from advisor_plugins.ascend_pt.communication import MB, parse_communication
+from advisor_plugins.ascend_pt.memory import read_memory_record
 from advisor_plugins.ascend_pt.steps import fill_breakdown
 
 SHARED = FIXTURE_DIR / "real" / "ascend_pt"
@@ -518,16 +519,37 @@ def test_without_a_trace_files_of_another_run_are_told_against_kernel_details() 
     written 134 days after its kernel_details.csv (January 2024 against September 2023) and
     its memory_record.csv holds times rounded to 1.69512E+15. Both were once kept (the
     allocations then fell outside every step, and a far-off-events warning named only the
-    folder); now each is named and its times are left out, as beside a trace."""
+    folder); now each is named with its problem and its times are left out."""
     rank = FIXTURE_DIR / "real" / "msinsight_pp16_ranks01" / "test_rank_1"
     profile = read_one(rank)
     told = dict(problems(profile))
     assert told["operator_memory.csv"].startswith(
         "times are 11,589,050 s away from kernel_details.csv's"
     )
-    assert told["memory_record.csv"].startswith("times are 4,621 s away from kernel_details.csv's")
+    assert told["memory_record.csv"] == (
+        "30 times are rounded in scientific notation (e.g. 1.69512E+15, as a spreadsheet saves "
+        "them) and left out"
+    )
     assert "op_allocations" not in profile.tables
     assert profile.tables["memory"]["time_us"].isna().all()
+
+
+def test_times_in_scientific_notation_are_left_out_only_when_rounded(tmp_path: Path) -> None:
+    """`1.69512E+15` (a spreadsheet's epoch µs) is worth 1e10 µs: left out, with one warning;
+    `1.695115378710248E+15` keeps every microsecond and is a time like any other."""
+    path = tmp_path / "memory_record.csv"
+    path.write_text(
+        "Component,Timestamp(us),Total Reserved(MB)\n"
+        "PTA,1.69512E+15,1\nPTA,1.695115378710248E+15,2\nPTA,1695115378710249.5,3\n",
+        encoding="utf-8",
+    )
+    told: list[str] = []
+    memory = read_memory_record(path, path.name, Clock(), lambda f, p, **_: told.append(p))
+    assert memory["time_us"].isna().tolist() == [True, False, False]
+    assert told == [
+        "1 time is rounded in scientific notation (e.g. 1.69512E+15, as a spreadsheet saves "
+        "them) and left out"
+    ]
 
 
 def test_empty_output_folder_is_unreadable(tmp_path: Path) -> None:

@@ -227,10 +227,17 @@ _ANOTHER_RUN_US = 60e6
 """Files whose times lie a minute or more outside kernel_details.csv's come from another run."""
 
 
-def _far_from(path: Path, column: str, lo: float, hi: float) -> bool:
-    """Whether a CSV's times (`column`) all lie a minute or more outside [lo, hi]."""
-    times = [float(r[column]) for r in _csv_rows(path) if r[column].strip()]
-    return bool(times) and (max(times) < lo - _ANOTHER_RUN_US or min(times) > hi + _ANOTHER_RUN_US)
+def _time_problem(path: Path, column: str, lo: float, hi: float) -> str | None:
+    """What the raw file says of a CSV's times (`column`): rounded by a spreadsheet
+    (`1.69512E+15`: its cells in scientific notation), or all a minute or more outside
+    [lo, hi] (another run); None when neither."""
+    cells = [r[column].strip() for r in _csv_rows(path) if r[column].strip()]
+    rounded = [c for c in cells if re.fullmatch(r"\d\.\d{1,9}E\+\d+", c)]
+    if rounded:
+        return f"{len(rounded)} times are rounded"
+    times = [float(c) for c in cells]
+    far = times and (max(times) < lo - _ANOTHER_RUN_US or min(times) > hi + _ANOTHER_RUN_US)
+    return "times are" if far else None
 
 
 def ascend_pt_expected(rank: Path) -> Expected:
@@ -238,7 +245,8 @@ def ascend_pt_expected(rank: Path) -> Expected:
     Overlapped) and Free columns (the device time the step covers). Operators:
     kernel_details.csv's Duration(us) by Name, collectives included. Warnings: rows of
     kernel_details.csv with another number of cells than its header; memory files whose times
-    lie outside kernel_details.csv's (without a trace, the file the others must match)."""
+    a spreadsheet rounded, or that lie outside kernel_details.csv's (without a trace, the file
+    the others must match)."""
     output = rank / "ASCEND_PROFILER_OUTPUT"
     steps = {
         int(row["Step"]): sum(
@@ -253,12 +261,14 @@ def ascend_pt_expected(rank: Path) -> Expected:
     )
     kernels = _csv_rows(output / "kernel_details.csv")
     starts = [float(r["Start Time(us)"]) for r in kernels]
+    span = (min(starts), max(starts))
     for name, column in (
         ("memory_record.csv", "Timestamp(us)"),
         ("operator_memory.csv", "Allocation Time(us)"),
     ):
-        if (output / name).exists() and _far_from(output / name, column, min(starts), max(starts)):
-            warnings.add("times are")
+        told = (output / name).exists() and _time_problem(output / name, column, *span)
+        if told:
+            warnings.add(told)
     top = _sum_by([(r["Name"], float(r["Duration(us)"])) for r in kernels])
     return Expected(steps, None, top, frozenset(warnings))
 

@@ -8,6 +8,7 @@ rows, is one warning and no table.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     import pandas as pd
 else:
     pd = lazy_module("pandas")
+
+COARSEST_TIME_US = 1000.0
+"""A time written with less precision than this (a spreadsheet's `1.69512E+15`) is no time."""
+_SCIENTIFIC = re.compile(r"[+-]?\d+(?:\.(\d*))?[eE]([+-]?\d+)")
 
 DEVICE_COLUMN = "_device"
 """The `Device_id` of each row of a merged summary (dropped by `conform`)."""
@@ -92,6 +97,27 @@ class SummaryCsv:
         return to_numbers(
             self.cells(column), file=self.rel, column=self.written[column], warn=self.warn
         )
+
+    def rounded_times(self, column: str) -> pd.Series:
+        """Which cells of a time column (µs) are written in scientific notation too short to
+        place them (their last digit worth more than COARSEST_TIME_US: `1.69512E+15` is worth
+        1e10 µs, as a spreadsheet saves an epoch time), with one warning naming them; such
+        times would put their rows hours away from the rest of the profile."""
+        cells = self.cells(column)
+        coarse = [
+            bool(m) and 10.0 ** (int(m.group(2)) - len(m.group(1) or "")) > COARSEST_TIME_US
+            for m in map(_SCIENTIFIC.fullmatch, cells)
+        ]
+        rounded = pd.Series(coarse, index=self.index, dtype=bool)
+        if rounded.any():
+            example, count = cells[rounded].iloc[0], int(rounded.sum())
+            self.warn(
+                self.rel,
+                f"{count:,} {'time is' if count == 1 else 'times are'} rounded in scientific "
+                f"notation (e.g. {example}, as a spreadsheet saves them) and left out",
+                column=self.written[column],
+            )
+        return rounded
 
 
 @cache

@@ -28,7 +28,7 @@ def read_memory_record(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd.D
     )
     if csv is None:
         return None
-    valid = csv.number("Timestamp(us)").notna().to_numpy()
+    valid = (csv.number("Timestamp(us)").notna() & ~csv.rounded_times("Timestamp(us)")).to_numpy()
     frame = pd.DataFrame({"time_us": np.where(valid, clock.us(csv.cells("Timestamp(us)")), np.nan)})
     for written, column in (
         ("Total Allocated(MB)", "allocated_bytes"),

@@ -39,7 +39,7 @@ def read_operator_memory(path: Path, rel: str, clock: Clock, warn: WarnFn) -> pd
     size, start = csv.number("Size(KB)"), csv.number("Allocation Time(us)")
     if size is None or start is None:  # open_csv checked both are there
         return None
-    start_valid = start.notna().to_numpy()
+    start_valid = (start.notna() & ~csv.rounded_times("Allocation Time(us)")).to_numpy()
     frame = pd.DataFrame(
         {
             "name": csv.text("Name"),
