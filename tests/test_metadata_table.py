@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +18,7 @@ from advisor.cluster import build_cluster, pipeline_stage
 from advisor.formats.metadata import MetadataRows
 from advisor.model import Profile, ProfileMeta, contract_problems
 from advisor_plugins.ascend_pt import AscendPtReader
+from advisor_plugins.ascend_pt.meta import apply_metadata
 from advisor_plugins.environment import catalogue, env_advice, slow
 from advisor_plugins.kineto import KinetoReader
 from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
@@ -370,3 +373,68 @@ def test_msprof_sample_json_settings_and_driver_version(tmp_path: Path) -> None:
     (profile,) = MsprofReader().read(export)
     assert "profiler.ai_core_metrics" not in facts(profile)
     assert [w for w in profile.warnings if w.file.endswith("sample.json")]
+
+
+def _world_group_metadata(rank: int, size: int) -> dict:
+    """profiler_metadata.json of a plain data-parallel run on a newer torch_npu: no Megatron
+    arguments, every communication group in parallel_group_info (the layout of MindStudio
+    Insight's genuine server/src/test/test_data/metadata/profiler_metadata.json, whose
+    Megatron run also writes distributed_args)."""
+    return {
+        "ENV_VARIABLES": {"HCCL_ALGO": ""},
+        "parallel_group_info": {
+            "10.0.0.1%eth0_55000_0_1738895486152654": {
+                "group_name": "default_group",
+                "group_rank": rank,
+                "global_ranks": list(range(size)),
+            },
+            "10.0.0.1%eth0_55000_0_1738895521183247": {
+                "group_name": "dp",
+                "group_rank": rank,
+                "global_ranks": [0, 1],
+            },
+        },
+    }
+
+
+def test_world_size_from_the_world_group_tells_a_cluster_of_some_ranks(tmp_path: Path) -> None:
+    """Two ranks of eight, at profiler level 0 (no communication matrix to name the others):
+    the world group of parallel_group_info gives the job's size, and CLUSTER-008 says that
+    six ranks are missing; a group of two ranks only is not the world."""
+    for rank in (0, 1):
+        source = REAL / "msinsight_pytorch_level1" / f"rank{rank}_ascend_pt"
+        target = tmp_path / source.name
+        (target / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+        for name in ("step_trace_time.csv", "kernel_details.csv"):
+            data = (source / "ASCEND_PROFILER_OUTPUT" / name).read_bytes()
+            (target / "ASCEND_PROFILER_OUTPUT" / name).write_bytes(data)
+        (target / f"profiler_info_{rank}.json").write_bytes(
+            (source / f"profiler_info_{rank}.json").read_bytes()
+        )
+        metadata = json.dumps(_world_group_metadata(rank, 8))
+        (target / "profiler_metadata.json").write_text(metadata, encoding="utf-8")
+    result = advisor.analyze(tmp_path, select=["CLUSTER-008"])
+    ranks = [a.profile for a in result.analyses if a.profile.meta.source_format != "cluster"]
+    assert [p.meta.world_size for p in ranks] == [8, 8]
+    metadata = ranks[0].tables["metadata"]
+    assert metadata.loc[metadata["key"] == "distributed.world_size", "value"].tolist() == ["8"]
+    (finding,) = result.analyses[-1].findings
+    assert finding.message.startswith("2 ranks were profiled of a job of at least 8")
+    only_dp = _world_group_metadata(0, 8)
+    only_dp["parallel_group_info"].pop("10.0.0.1%eth0_55000_0_1738895486152654")
+    meta = ProfileMeta(source_format="ascend-pt", path="x")
+    apply_metadata(meta, only_dp)
+    assert meta.world_size is None
+
+
+def test_world_size_from_the_database_meta_data(tmp_path: Path) -> None:
+    """torch_npu's database keeps profiler_metadata.json's entries in META_DATA as JSON text:
+    its parallel_group_info gives the world size as the file does."""
+    rank = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(FIXTURE_DIR / "ascend_db" / "rank0_ascend_pt", rank)
+    database = rank / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    with sqlite3.connect(database) as db:
+        value = json.dumps(_world_group_metadata(0, 16)["parallel_group_info"])
+        db.execute("INSERT INTO META_DATA VALUES ('parallel_group_info', ?)", (value,))
+    (analysis,) = advisor.analyze(rank).analyses
+    assert analysis.profile.meta.world_size == 16

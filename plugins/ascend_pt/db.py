@@ -64,7 +64,7 @@ from .communication import (
 from .kinds import cann_kind, framework_kind
 from .layout import PROFILER_DB
 from .memory import one_component
-from .meta import non_negative_int, versions
+from .meta import apply_metadata, non_negative_int, versions
 from .operator_memory import op_memory_table
 from .steps import fill_breakdown, steps_from_table
 from .trace_view import STEP_NAME
@@ -267,6 +267,21 @@ def _read_meta(db: CannDb, meta: ProfileMeta) -> None:
         others = {k: v for k, v in data.items() if not k.startswith("SCHEMA_VERSION")}
         for name, version in versions(others).items():
             meta.versions.setdefault(name, version)
+        apply_metadata(meta, _json_values(data, ("distributed_args", "parallel_group_info")))
+
+
+def _json_values(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The META_DATA values of `names` that hold a JSON object, parsed (torch_npu stores
+    profiler_metadata.json's entries as JSON text there)."""
+    parsed = {}
+    for name in names:
+        try:
+            value = json.loads(data[name]) if isinstance(data.get(name), str) else None
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            parsed[name] = value
+    return parsed
 
 
 def _steps(db: CannDb, clock: Clock) -> pd.DataFrame | None:

@@ -121,6 +121,7 @@ def apply_metadata(meta: ProfileMeta, data: dict[str, Any]) -> None:
     distributed = data.get("distributed_args")
     distributed = distributed if isinstance(distributed, dict) else {}
     world = non_negative_int(distributed.get("world_size", data.get("world_size")))
+    world = world or world_group_size(data)
     if world:
         meta.world_size = world
     rank = non_negative_int(distributed.get("rank", data.get("rank_id")))
@@ -156,7 +157,29 @@ def _metadata_rows(rows: MetadataRows, data: dict[str, Any], source: str) -> Non
         for key, value in distributed.items():
             rows.add(f"distributed.{key}", value, source)
     rows.add("distributed.world_size", data.get("world_size"), source)
+    rows.add("distributed.world_size", world_group_size(data), source)  # where nothing else says
     rows.add("distributed.rank", data.get("rank_id"), source)
+
+
+_WORLD_GROUPS = ("default_group", "hccl_world_group")
+"""The names torch_npu and MindSpore give the group of every rank in parallel_group_info."""
+
+
+def world_group_size(data: dict[str, Any]) -> int | None:
+    """The number of ranks of the world group in `parallel_group_info` (newer torch_npu and
+    MindSpore write every communication group with its `global_ranks`, Megatron's arguments or
+    not), None without it."""
+    groups = data.get("parallel_group_info")
+    if not isinstance(groups, dict):
+        return None
+    sizes = [
+        len(group["global_ranks"])
+        for group in groups.values()
+        if isinstance(group, dict)
+        and group.get("group_name") in _WORLD_GROUPS
+        and isinstance(group.get("global_ranks"), list)
+    ]
+    return max(sizes, default=None) or None
 
 
 def _device_info_rows(
