@@ -254,20 +254,17 @@ def _read_meta(db: CannDb, meta: ProfileMeta) -> None:
             str(n): v
             for n, v in db.rows("SELECT name, value FROM META_DATA", what="META_DATA") or []
         }
-        env = data.pop("ENV_VARIABLES", None)
-        if isinstance(env, str) and "env" not in meta.extra:
-            try:
-                parsed = json.loads(env)
-            except ValueError:
-                parsed = None
-            if isinstance(parsed, dict):
-                meta.extra["env"] = {str(k): "" if v is None else str(v) for k, v in parsed.items()}
+        parsed = _json_values(data, ("ENV_VARIABLES", "distributed_args", "parallel_group_info"))
+        env = parsed.pop("ENV_VARIABLES", None)
+        data.pop("ENV_VARIABLES", None)
+        if env is not None and "env" not in meta.extra:
+            meta.extra["env"] = {str(k): "" if v is None else str(v) for k, v in env.items()}
         if "SCHEMA_VERSION" in data:
             meta.versions.setdefault("db_schema", str(data["SCHEMA_VERSION"]))
         others = {k: v for k, v in data.items() if not k.startswith("SCHEMA_VERSION")}
         for name, version in versions(others).items():
             meta.versions.setdefault(name, version)
-        apply_metadata(meta, _json_values(data, ("distributed_args", "parallel_group_info")))
+        apply_metadata(meta, parsed)  # world size and rank, as profiler_metadata.json gives them
 
 
 def _json_values(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
