@@ -1066,6 +1066,92 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "allocator_state",
+            "device of a PyTorch / torch_npu memory snapshot (_dump_snapshot() pickle): the "
+            "caching allocator when the snapshot was taken, and the peaks of its recorded "
+            "history (walked back from those totals)",
+            (
+                _c("device", "string", "", "device index", True),
+                _c("segments", "int64", "", "segments the allocator holds", True),
+                _c("expandable_segments", "int64", "", "of them, expandable segments", True),
+                _c("reserved_bytes", "float64", "bytes", "reserved (the segments' size)", True),
+                _c("allocated_bytes", "float64", "bytes", "allocated to tensors", True),
+                _c("active_bytes", "float64", "bytes", "allocated or awaiting a free"),
+                _c("requested_bytes", "float64", "bytes", "what the tensors asked for"),
+                _c(
+                    "largest_free_block_bytes",
+                    "float64",
+                    "bytes",
+                    "the largest cached block no tensor holds",
+                ),
+                _c("history_entries", "int64", "", "entries of the recorded history", True),
+                _c(
+                    "history_from_start",
+                    "bool",
+                    "",
+                    "the history begins with nothing allocated or reserved (it holds the "
+                    "allocator's whole life, not the last entries of a full ring buffer)",
+                ),
+                _c("ooms", "int64", "", "out-of-memory errors in the history"),
+                _c(
+                    "peak_allocated_bytes",
+                    "float64",
+                    "bytes",
+                    "highest allocated memory in the history or at the snapshot",
+                    True,
+                ),
+                _c(
+                    "peak_reserved_bytes",
+                    "float64",
+                    "bytes",
+                    "highest reserved memory in the history or at the snapshot",
+                    True,
+                ),
+                _c(
+                    "reserved_at_allocated_peak_bytes",
+                    "float64",
+                    "bytes",
+                    "reserved memory when allocated memory peaked",
+                ),
+            ),
+        ),
+        TableSpec(
+            "allocation_sites",
+            "place in user code (by device) whose allocations a memory snapshot's history "
+            "records: the innermost frame outside installed packages",
+            (
+                _c("site", "string", "", "'function (file:line)'", True),
+                _c("device", "string", "", "device index"),
+                _c("allocations", "int64", "", "blocks it allocated in the history", True),
+                _c("frees", "int64", "", "of them, freed in the history", True),
+                _c(
+                    "held_blocks",
+                    "int64",
+                    "",
+                    "blocks it allocated in the history and still held at the snapshot",
+                    True,
+                ),
+                _c("held_bytes", "float64", "bytes", "their size", True),
+                _c("held_share", "float64", "", "held_bytes / the device's allocated bytes"),
+                _c(
+                    "held_points",
+                    "int64",
+                    "",
+                    "separate points of the history at which the held blocks were made (a "
+                    "free by the allocator between two of them separates them)",
+                    True,
+                ),
+                _c(
+                    "held_span",
+                    "float64",
+                    "",
+                    "share of the history between the first and the last held block",
+                    True,
+                ),
+                _c("largest_held_bytes", "float64", "bytes", "the largest held block"),
+            ),
+        ),
+        TableSpec(
             "aicore_freq",
             "AI Core frequency sample ('AI Core Freq' counter of the Ascend timeline, the "
             "AICORE_FREQ table of the profiler and msprof databases): the frequency from this "

@@ -1,0 +1,327 @@
+"""Reader for PyTorch allocator snapshots: `torch.cuda.memory._dump_snapshot()` and torch_npu's
+`torch_npu.npu.memory._dump_snapshot()` pickles (what memory_viz and MindStudio Insight open).
+
+A snapshot is a dict of plain values: `segments` (the allocator's segments when it was taken,
+each with `device`, `total_size` (reserved), `allocated_size`, `active_size`,
+`requested_size`, `is_expandable` and its `blocks`) and `device_traces` (one list per device
+of the allocator's recorded history, oldest first: `alloc`, `free_requested`,
+`free_completed`, `segment_alloc` / `segment_free`, `segment_map` / `segment_unmap` for
+expandable segments, each with `addr`, `size` and the Python `frames` that made it, innermost
+first). The history is a ring buffer (`max_entries`), so it may start mid-run; walking it
+backwards from the segments' totals gives the allocated and reserved memory at every entry,
+and its peaks, without knowing where it began.
+
+The pickle is loaded by an unpickler that refuses every Python object (find_class raises):
+a snapshot holds only dicts, lists, tuples, text and numbers, and a file naming a class or a
+function is refused rather than run.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import UnreadableInput
+from advisor.hookspecs import hookimpl
+from advisor.model import Profile, ProfileMeta, conform_records
+
+SUFFIXES = (".pickle", ".pkl")
+HEAD_BYTES = 64
+PROTOCOLS = (b"\x02", b"\x03", b"\x04", b"\x05")
+NO_STACK = "(no Python stack recorded)"
+_LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python", "\\lib\\python", "<frozen")
+_ALLOCATOR_COLUMNS = (
+    "device",
+    "segments",
+    "expandable_segments",
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "requested_bytes",
+    "largest_free_block_bytes",
+    "history_entries",
+    "history_from_start",
+    "ooms",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "reserved_at_allocated_peak_bytes",
+)
+_SITE_COLUMNS = (
+    "site",
+    "device",
+    "allocations",
+    "frees",
+    "held_blocks",
+    "held_bytes",
+    "held_share",
+    "held_points",
+    "held_span",
+    "largest_held_bytes",
+)
+
+
+class _NamesObject(pickle.UnpicklingError):
+    """The pickle names a class or a function: not a snapshot, and never to be run."""
+
+
+class _DataOnly(pickle.Unpickler):
+    """Loads dicts, lists, tuples, text and numbers; any class or function is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise _NamesObject(f"it names the Python object {module}.{name}")
+
+
+class MemorySnapshotReader:
+    """Reads one allocator snapshot pickle into `allocator_state` and `allocation_sites`."""
+
+    name = "memory_snapshot"
+    formats = ("PyTorch / torch_npu memory snapshot (_dump_snapshot() *.pickle, *.pkl)",)
+
+    def detect(self, path: Path) -> bool:
+        """A .pickle / .pkl file with a pickle protocol 2-5 header whose first key is
+        `segments` (torch pickles the snapshot dict in that order): other pickles lying in a
+        profile's folder (a dataset, a checkpoint) are left alone."""
+        path = Path(path)
+        if not path.name.lower().endswith(SUFFIXES) or not path.is_file():
+            return False
+        with path.open("rb") as handle:
+            head = handle.read(HEAD_BYTES)
+        return head[:1] == b"\x80" and head[1:2] in PROTOCOLS and b"segments" in head
+
+    def read(self, path: Path) -> list[Profile]:
+        path = Path(path)
+        snapshot = _load(path)
+        segments, traces = _parts(path, snapshot)
+        meta = ProfileMeta(
+            "memory-snapshot",
+            str(path),
+            framework="PyTorch",
+            device_kind=_device_kind(segments, traces),
+            files_read=[str(path)],
+        )
+        profile = Profile(meta)
+        devices = sorted({_device(s) for s in segments} | {d for d, t in enumerate(traces) if t})
+        states, sites = [], []
+        for device in devices:
+            own = [s for s in segments if _device(s) == device]
+            history = traces[device] if device < len(traces) else []
+            replay = _Replay.of(own, history)
+            states.append(_allocator_row(device, own, history, replay))
+            sites.extend(replay.site_rows(device))
+        profile.tables["allocator_state"] = conform_records(
+            "allocator_state", states, _ALLOCATOR_COLUMNS
+        )
+        if sites:
+            profile.tables["allocation_sites"] = conform_records(
+                "allocation_sites", sites, _SITE_COLUMNS
+            )
+        if len(devices) == 1:
+            meta.device_id = str(devices[0])
+        return [profile]
+
+
+@hookimpl
+def advisor_readers() -> list[MemorySnapshotReader]:
+    return [MemorySnapshotReader()]
+
+
+def _load(path: Path) -> Any:
+    try:
+        with path.open("rb") as handle:
+            return _DataOnly(handle).load()
+    except _NamesObject as exc:
+        raise UnreadableInput(path, f"not a memory snapshot: {exc}") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
+        raise UnreadableInput(path, f"a damaged pickle ({type(exc).__name__}: {exc})") from None
+
+
+def _parts(path: Path, snapshot: Any) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """The snapshot's segments and per-device histories, their entries checked for shape."""
+    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("segments"), list):
+        raise UnreadableInput(
+            path, "a pickle without the 'segments' list of a PyTorch memory snapshot"
+        )
+    segments = [s for s in snapshot["segments"] if isinstance(s, dict)]
+    traces_in = snapshot.get("device_traces")
+    traces = [
+        [e for e in t if isinstance(e, dict)] if isinstance(t, list) else []
+        for t in (traces_in if isinstance(traces_in, list) else [])
+    ]
+    return segments, traces
+
+
+def _device(segment: Mapping[str, Any]) -> int:
+    device = segment.get("device")
+    return device if isinstance(device, int) else 0
+
+
+def _size(item: Mapping[str, Any], key: str = "size") -> int:
+    value = item.get(key)
+    return value if isinstance(value, int) else 0
+
+
+def _device_kind(segments: Iterable[Mapping[str, Any]], traces: Sequence[list[Any]]) -> str:
+    """NPU when a recorded stack passes through torch_npu, GPU when it passes through
+    torch.cuda; else unknown (a snapshot does not name its device type)."""
+    found = "unknown"
+    for entries in (*traces, [{"frames": s.get("frames")} for s in segments]):
+        for entry in entries:
+            for frame in entry.get("frames") or ():
+                filename = str(frame.get("filename", "")) if isinstance(frame, dict) else ""
+                if "torch_npu" in filename:
+                    return "NPU"
+                if "torch/cuda/" in filename.replace("\\", "/"):
+                    found = "GPU"
+    return found
+
+
+def site_of(frames: Any) -> str:
+    """Where user code made an allocation: the innermost frame outside installed packages and
+    the standard library, as 'function (file:line)'; the innermost frame when all are."""
+    usable = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
+    if not usable:
+        return NO_STACK
+    for frame in usable:
+        filename = str(frame.get("filename", ""))
+        if filename.endswith(".py") and not any(p in filename for p in _LIBRARY_PARTS):
+            return _frame_text(frame)
+    return _frame_text(usable[0])
+
+
+def _frame_text(frame: Mapping[str, Any]) -> str:
+    filename = str(frame.get("filename", "")).replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{frame.get('name', '?')} ({filename}:{frame.get('line', '?')})"
+
+
+@dataclass
+class _Replay:
+    """The history replayed: per site its allocations, frees and the blocks still held at the
+    snapshot; the allocated and reserved memory walked back from the snapshot's totals."""
+
+    entries: int
+    allocated_end: int
+    reserved_end: int
+    allocated_start: int = 0
+    reserved_start: int = 0
+    peak_allocated: int = 0
+    peak_reserved: int = 0
+    reserved_at_allocated_peak: int = 0
+    allocations: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    frees: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    held: dict[str, list[tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(list))
+    """site -> (entry index, size, frees before it) of each block still held at the end."""
+
+    @classmethod
+    def of(cls, segments: Sequence[Mapping[str, Any]], history: Sequence[Any]) -> _Replay:
+        replay = cls(
+            len(history),
+            sum(_size(s, "allocated_size") for s in segments),
+            sum(_size(s, "total_size") for s in segments),
+        )
+        replay._forward(history)
+        replay._backward(history)
+        return replay
+
+    def _forward(self, history: Sequence[Mapping[str, Any]]) -> None:
+        live: dict[Any, tuple[str, int, int, int]] = {}
+        freed = 0
+        for index, entry in enumerate(history):
+            action, address = entry.get("action"), entry.get("addr")
+            if action == "alloc":
+                site = site_of(entry.get("frames"))
+                self.allocations[site] += 1
+                live[address] = (site, index, _size(entry), freed)
+            elif action == "free_completed":
+                freed += 1
+                block = live.pop(address, None)
+                if block is not None:
+                    self.frees[block[0]] += 1
+        for site, index, size, frees_before in live.values():
+            self.held[site].append((index, size, frees_before))
+
+    def _backward(self, history: Sequence[Mapping[str, Any]]) -> None:
+        """Allocated and reserved memory before each entry, from the snapshot's totals back:
+        their peaks, and where the history began (0 and 0: it holds the allocator's life)."""
+        allocated, reserved = self.allocated_end, self.reserved_end
+        self.peak_allocated, self.peak_reserved = allocated, reserved
+        self.reserved_at_allocated_peak = reserved
+        for entry in reversed(history):
+            action, size = entry.get("action"), _size(entry)
+            if action == "alloc":
+                allocated -= size
+            elif action == "free_completed":
+                allocated += size
+            elif action in ("segment_alloc", "segment_map"):
+                reserved -= size
+            elif action in ("segment_free", "segment_unmap"):
+                reserved += size
+            if allocated > self.peak_allocated:
+                self.peak_allocated, self.reserved_at_allocated_peak = allocated, reserved
+            self.peak_reserved = max(self.peak_reserved, reserved)
+        self.allocated_start, self.reserved_start = allocated, reserved
+
+    def site_rows(self, device: int) -> list[dict[str, Any]]:
+        rows = []
+        for site in sorted(set(self.allocations) | set(self.held)):
+            held = sorted(self.held.get(site, ()))
+            held_bytes = sum(size for _, size, _ in held)
+            rows.append(
+                {
+                    "site": site,
+                    "device": str(device),
+                    "allocations": self.allocations.get(site, 0),
+                    "frees": self.frees.get(site, 0),
+                    "held_blocks": len(held),
+                    "held_bytes": float(held_bytes),
+                    "held_share": held_bytes / self.allocated_end if self.allocated_end else None,
+                    "held_points": _points(held),
+                    "held_span": (
+                        (held[-1][0] - held[0][0]) / self.entries if held and self.entries else 0.0
+                    ),
+                    "largest_held_bytes": float(max((s for _, s, _ in held), default=0)),
+                }
+            )
+        return rows
+
+
+def _points(held: Sequence[tuple[int, int, int]]) -> int:
+    """Separate points of the history at which a site's held blocks were made: two blocks
+    are one point unless the allocator freed a block between them (the program moved on, as
+    a step that ends frees its activations). Parameters moved to the device, or an
+    optimizer's state made on its first step, are one point; a block kept every step, one
+    point per step."""
+    return sum(1 for k, block in enumerate(held) if k == 0 or block[2] > held[k - 1][2])
+
+
+def _allocator_row(
+    device: int,
+    segments: Sequence[Mapping[str, Any]],
+    history: Sequence[Any],
+    replay: _Replay,
+) -> dict[str, Any]:
+    free_blocks = [
+        _size(b)
+        for s in segments
+        for b in (s.get("blocks") or ())
+        if isinstance(b, dict) and b.get("state") == "inactive"
+    ]
+    return {
+        "device": str(device),
+        "segments": len(segments),
+        "expandable_segments": sum(1 for s in segments if s.get("is_expandable") is True),
+        "reserved_bytes": float(replay.reserved_end),
+        "allocated_bytes": float(replay.allocated_end),
+        "active_bytes": float(sum(_size(s, "active_size") for s in segments)),
+        "requested_bytes": float(sum(_size(s, "requested_size") for s in segments)),
+        "largest_free_block_bytes": float(max(free_blocks, default=0)),
+        "history_entries": len(history),
+        "history_from_start": replay.allocated_start == 0 and replay.reserved_start == 0,
+        "ooms": sum(1 for e in history if e.get("action") == "oom"),
+        "peak_allocated_bytes": float(replay.peak_allocated),
+        "peak_reserved_bytes": float(replay.peak_reserved),
+        "reserved_at_allocated_peak_bytes": float(replay.reserved_at_allocated_peak),
+    }

@@ -1,0 +1,174 @@
+"""PyTorch / torch_npu memory snapshots (_dump_snapshot() pickles): read without running any
+Python object they name, their history replayed into allocator_state and allocation_sites,
+and MEM-006 / MEM-007 on them. The fixtures are genuine torch_npu snapshots of a leak demo
+(tests/fixtures/real/PROVENANCE.md), kept gzipped and inflated here."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import FIXTURE_DIR
+
+import advisor
+from advisor.cli import main
+from advisor.errors import UnreadableInput
+from advisor.model import contract_problems
+from advisor_plugins.memory_snapshot import NO_STACK, MemorySnapshotReader, site_of
+
+SNAPSHOTS = FIXTURE_DIR / "real" / "memory_snapshot"
+READER = MemorySnapshotReader()
+MIB = 1 << 20
+LEAK_BLOCK = 41943040  # the 40 MiB tensor memory_leaks_demo.py makes and keeps each step
+
+
+def inflated(tmp_path: Path, name: str) -> Path:
+    """The fixture `name`.pkl.gz written out as the .pkl file a user has."""
+    out = tmp_path / f"{name}.pkl"
+    out.write_bytes(gzip.decompress((SNAPSHOTS / f"{name}.pkl.gz").read_bytes()))
+    return out
+
+
+def read_one(path: Path):
+    (profile,) = READER.read(path)
+    assert contract_problems(profile) == []
+    return profile
+
+
+def site_row(profile, site: str, device: str = "0") -> dict:
+    sites = profile.tables["allocation_sites"]
+    rows = sites[(sites["site"] == site) & (sites["device"] == device)]
+    assert len(rows) == 1, sites[["site", "device"]]
+    return rows.iloc[0].to_dict()
+
+
+def test_detect_takes_pickles_by_name_and_header(tmp_path: Path):
+    snapshot = inflated(tmp_path, "snapshot_expandable")
+    assert READER.detect(snapshot)
+    renamed = tmp_path / "snap.pickle"
+    renamed.write_bytes(snapshot.read_bytes())
+    assert READER.detect(renamed)
+    text = tmp_path / "notes.pkl"
+    text.write_text("not a pickle")
+    assert not READER.detect(text)
+    dataset = tmp_path / "dataset.pkl"  # a pickle, not a snapshot: left to other readers
+    dataset.write_bytes(pickle.dumps({"images": [1, 2], "labels": [0, 1]}))
+    assert not READER.detect(dataset)
+    assert not READER.detect(SNAPSHOTS / "snapshot_expandable.pkl.gz")  # inflate it first
+
+
+def test_the_leak_demo_names_the_line_that_keeps_a_block_each_step(tmp_path: Path):
+    """memory_leaks_demo.py line 12 makes a 40 MiB tensor in each of three steps and keeps
+    it: three held blocks at three points. The optimizer's state (Adam's _init_group on the
+    first step, 322 blocks under line 18) is held too, but was made at one point."""
+    profile = read_one(inflated(tmp_path, "snapshot_expandable"))
+    assert profile.meta.device_kind == "unknown"  # no torch_npu or torch.cuda frame in it
+    (state,) = profile.tables["allocator_state"].to_dict("records")
+    assert state["segments"] == 2 and state["expandable_segments"] == 2
+    assert state["reserved_bytes"] == 643825664  # the two segments' total_size
+    assert state["allocated_bytes"] == 408698880
+    assert state["history_entries"] == 8092
+    assert not state["history_from_start"]  # the history begins with 90 MiB allocated
+    assert state["peak_reserved_bytes"] == state["reserved_bytes"]
+    assert state["allocated_bytes"] < state["peak_allocated_bytes"] <= state["peak_reserved_bytes"]
+
+    leak = site_row(profile, "train_one_step (memory_leaks_demo.py:12)")
+    assert (leak["allocations"], leak["frees"], leak["held_blocks"]) == (3, 0, 3)
+    assert leak["held_bytes"] == 3 * LEAK_BLOCK
+    assert leak["held_points"] == 3
+    assert leak["held_span"] > 0.5
+    assert leak["held_share"] == pytest.approx(3 * LEAK_BLOCK / 408698880)
+
+    optimizer_state = site_row(profile, "train_one_step (memory_leaks_demo.py:18)")
+    assert optimizer_state["held_blocks"] == 322
+    assert optimizer_state["held_points"] == 1
+    assert optimizer_state["held_span"] < 0.05
+
+
+def test_a_history_from_the_start_walks_back_to_nothing(tmp_path: Path):
+    """Device 1 of the two-device snapshot recorded its allocator from the first segment:
+    walked back from the snapshot's totals, the history starts at zero, which checks the
+    replay against the segments."""
+    profile = read_one(inflated(tmp_path, "snapshot_with_multi_devices"))
+    assert profile.meta.device_kind == "NPU"  # torch_npu's frames
+    states = {row["device"]: row for row in profile.tables["allocator_state"].to_dict("records")}
+    assert set(states) == {"0", "1"}
+    one = states["1"]
+    assert one["history_from_start"]
+    assert one["segments"] == 52 and one["expandable_segments"] == 0
+    assert one["allocated_bytes"] == 0 and one["reserved_bytes"] == 526 * MIB
+    assert one["peak_reserved_bytes"] == 526 * MIB
+    assert 0 < one["peak_allocated_bytes"] < one["peak_reserved_bytes"]
+    assert states["0"]["expandable_segments"] == states["0"]["segments"] == 3
+    sites = profile.tables["allocation_sites"]
+    assert (sites[sites["device"] == "1"]["held_blocks"] == 0).all()  # all freed on device 1
+
+
+def test_run_reports_the_leak_and_not_the_optimizer_state(tmp_path: Path):
+    snapshot = inflated(tmp_path, "snapshot_with_multi_devices")
+    before = snapshot.read_bytes()
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", str(snapshot), "-o", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert snapshot.read_bytes() == before
+    (report,) = out.glob("prof_rule_*.json")
+    findings = {f.rule.id: f for f in advisor.analyze(snapshot).findings}
+    assert "MEM-007" not in findings  # 526 MiB reserved against 450 at once: under the limits
+    leak = findings["MEM-006"]
+    assert leak.rule.id in report.read_text()
+    assert "train_one_step (memory_leaks_demo.py:11) allocated 3 blocks" in leak.message
+    assert "120 MiB" in leak.message and "3 separate points" in leak.message
+    assert "torch_npu.npu.memory._dump_snapshot()" in " ".join(leak.suggestions)
+    assert "torch.cuda" not in " ".join(leak.suggestions)
+
+
+class _Payload:
+    """Unpickling this would create the folder `target`."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __reduce__(self):
+        return (os.mkdir, (self.target,))
+
+
+def test_a_pickle_naming_a_function_is_refused_without_running_it(tmp_path: Path):
+    target = tmp_path / "ran"
+    hostile = tmp_path / "snapshot.pickle"
+    hostile.write_bytes(pickle.dumps({"segments": [], "device_traces": [_Payload(str(target))]}))
+    assert READER.detect(hostile)
+    with pytest.raises(UnreadableInput, match=r"names the Python object (posix|nt|os)\.mkdir"):
+        READER.read(hostile)
+    assert not target.exists()
+    result = CliRunner().invoke(main, ["run", str(hostile), "-o", str(tmp_path / "out")])
+    assert result.exit_code != 0
+    assert "snapshot.pickle" in result.output and "Traceback" not in result.output
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (pickle.dumps([1, 2, 3]), "without the 'segments' list"),
+        (pickle.dumps({"segments": []})[:-4], "damaged pickle"),
+    ],
+)
+def test_other_pickles_get_one_line(tmp_path: Path, content: bytes, problem: str):
+    path = tmp_path / "other.pkl"
+    path.write_bytes(content)
+    with pytest.raises(UnreadableInput, match=problem):
+        READER.read(path)
+
+
+def test_the_site_is_the_innermost_frame_of_user_code():
+    library = {"name": "_conv_forward", "filename": "/env/lib/python3.11/site-packages/x.py"}
+    user = {"name": "train_one_step", "filename": "/home/me/train.py", "line": 12}
+    outer = {"name": "main", "filename": "/home/me/train.py", "line": 40}
+    assert site_of([library, user, outer]) == "train_one_step (train.py:12)"
+    assert site_of([library]) == "_conv_forward (x.py:?)"  # all in packages: the innermost
+    assert site_of([]) == NO_STACK
+    assert site_of(None) == NO_STACK
