@@ -227,10 +227,10 @@ class _Replay:
         return replay
 
     def _forward(self, history: Sequence[Mapping[str, Any]]) -> None:
-        live: dict[Any, tuple[str, int, int, int]] = {}
+        live: dict[int, tuple[str, int, int, int]] = {}
         freed = 0
         for index, entry in enumerate(history):
-            action, address = entry.get("action"), entry.get("addr")
+            action, address = entry.get("action"), _size(entry, "addr")
             if action == "alloc":
                 site = site_of(entry.get("frames"))
                 self.allocations[site] += 1

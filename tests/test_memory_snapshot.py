@@ -164,6 +164,29 @@ def test_other_pickles_get_one_line(tmp_path: Path, content: bytes, problem: str
         READER.read(path)
 
 
+def test_entries_of_the_wrong_shape_are_left_out(tmp_path: Path):
+    """A damaged or hand-made snapshot: entries that are not dicts, an address that is a
+    list, sizes that are text. What can be read is, without a traceback."""
+    path = tmp_path / "odd.pkl"
+    history = [
+        "not an entry",
+        {"action": "alloc", "addr": [1], "size": "big", "frames": "none"},
+        {
+            "action": "alloc",
+            "addr": 16,
+            "size": 1024,
+            "frames": [{"name": "f", "filename": "a.py", "line": 3}],
+        },
+        {"action": "free_completed", "addr": [1], "size": 1},
+    ]
+    segment = {"device": 0, "total_size": 2048, "allocated_size": 1024, "blocks": ["x"]}
+    path.write_bytes(pickle.dumps({"segments": [segment, 7], "device_traces": [history, None]}))
+    profile = read_one(path)
+    (state,) = profile.tables["allocator_state"].to_dict("records")
+    assert (state["segments"], state["reserved_bytes"], state["allocated_bytes"]) == (1, 2048, 1024)
+    assert site_row(profile, "f (a.py:3)")["held_bytes"] == 1024
+
+
 def test_the_site_is_the_innermost_frame_of_user_code():
     library = {"name": "_conv_forward", "filename": "/env/lib/python3.11/site-packages/x.py"}
     user = {"name": "train_one_step", "filename": "/home/me/train.py", "line": 12}
