@@ -1094,6 +1094,20 @@ TABLES: dict[str, TableSpec] = {
                 ),
                 _c("ooms", "int64", "", "out-of-memory errors in the history"),
                 _c(
+                    "oom_request_bytes",
+                    "float64",
+                    "bytes",
+                    "the last out-of-memory error's request that could not be met",
+                ),
+                _c(
+                    "oom_device_free_bytes",
+                    "float64",
+                    "bytes",
+                    "memory the device still reported free at that error",
+                ),
+                _c("oom_allocated_bytes", "float64", "bytes", "allocated memory at that error"),
+                _c("oom_reserved_bytes", "float64", "bytes", "reserved memory at that error"),
+                _c(
                     "peak_allocated_bytes",
                     "float64",
                     "bytes",
@@ -1149,6 +1163,13 @@ TABLES: dict[str, TableSpec] = {
                     True,
                 ),
                 _c("largest_held_bytes", "float64", "bytes", "the largest held block"),
+                _c(
+                    "held_at_oom_bytes",
+                    "float64",
+                    "bytes",
+                    "size of the history's blocks it held at the last out-of-memory error "
+                    "(missing without one)",
+                ),
             ),
         ),
         TableSpec(

@@ -46,6 +46,10 @@ _ALLOCATOR_COLUMNS = (
     "history_entries",
     "history_from_start",
     "ooms",
+    "oom_request_bytes",
+    "oom_device_free_bytes",
+    "oom_allocated_bytes",
+    "oom_reserved_bytes",
     "peak_allocated_bytes",
     "peak_reserved_bytes",
     "reserved_at_allocated_peak_bytes",
@@ -61,6 +65,7 @@ _SITE_COLUMNS = (
     "held_points",
     "held_span",
     "largest_held_bytes",
+    "held_at_oom_bytes",
 )
 
 
@@ -80,6 +85,16 @@ class MemorySnapshotReader:
 
     name = "memory_snapshot"
     formats = ("PyTorch / torch_npu memory snapshot (_dump_snapshot() *.pickle, *.pkl)",)
+    collect = {
+        "allocation_sites": "record the allocator's history before taking the snapshot: "
+        "torch.cuda.memory._record_memory_history() (torch_npu.npu.memory."
+        "_record_memory_history() on Ascend)"
+    }
+    collect_zh = {
+        collect["allocation_sites"]: "在取快照之前记录分配器历史："
+        "torch.cuda.memory._record_memory_history()（昇腾上用 torch_npu.npu.memory."
+        "_record_memory_history()）"
+    }
 
     def detect(self, path: Path) -> bool:
         """A .pickle / .pkl file with a pickle protocol 2-5 header whose first key is
@@ -105,7 +120,8 @@ class MemorySnapshotReader:
         )
         profile = Profile(meta)
         devices = sorted({_device(s) for s in segments} | {d for d, t in enumerate(traces) if t})
-        states, sites = [], []
+        states: list[dict[str, Any]] = []
+        sites: list[dict[str, Any]] = []
         for device in devices:
             own = [s for s in segments if _device(s) == device]
             history = traces[device] if device < len(traces) else []
@@ -115,7 +131,7 @@ class MemorySnapshotReader:
         profile.tables["allocator_state"] = conform_records(
             "allocator_state", states, _ALLOCATOR_COLUMNS
         )
-        if sites:
+        if any(traces):  # a history was recorded, even one of no allocation
             profile.tables["allocation_sites"] = conform_records(
                 "allocation_sites", sites, _SITE_COLUMNS
             )
@@ -162,6 +178,10 @@ def _device(segment: Mapping[str, Any]) -> int:
 def _size(item: Mapping[str, Any], key: str = "size") -> int:
     value = item.get(key)
     return value if isinstance(value, int) else 0
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _device_kind(segments: Iterable[Mapping[str, Any]], traces: Sequence[list[Any]]) -> str:
@@ -214,6 +234,11 @@ class _Replay:
     frees: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     held: dict[str, list[tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(list))
     """site -> (entry index, size, frees before it) of each block still held at the end."""
+    ooms: int = 0
+    oom: dict[str, Any] = field(default_factory=dict)
+    """The last out-of-memory entry's figures: request, device_free, allocated, reserved."""
+    held_at_oom: dict[str, int] | None = None
+    """site -> bytes of the history's blocks it held at the last out-of-memory entry."""
 
     @classmethod
     def of(cls, segments: Sequence[Mapping[str, Any]], history: Sequence[Any]) -> _Replay:
@@ -240,6 +265,12 @@ class _Replay:
                 block = live.pop(address, None)
                 if block is not None:
                     self.frees[block[0]] += 1
+            elif action == "oom":
+                self.ooms += 1
+                self.oom = {"request": _size(entry), "device_free": entry.get("device_free")}
+                self.held_at_oom = defaultdict(int)
+                for site, _, size, _ in live.values():
+                    self.held_at_oom[site] += size
         for site, index, size, frees_before in live.values():
             self.held[site].append((index, size, frees_before))
 
@@ -259,6 +290,8 @@ class _Replay:
                 reserved -= size
             elif action in ("segment_free", "segment_unmap"):
                 reserved += size
+            elif action == "oom" and "allocated" not in self.oom:  # the last one: met first
+                self.oom.update(allocated=allocated, reserved=reserved)
             if allocated > self.peak_allocated:
                 self.peak_allocated, self.reserved_at_allocated_peak = allocated, reserved
             self.peak_reserved = max(self.peak_reserved, reserved)
@@ -283,6 +316,9 @@ class _Replay:
                         (held[-1][0] - held[0][0]) / self.entries if held and self.entries else 0.0
                     ),
                     "largest_held_bytes": float(max((s for _, s, _ in held), default=0)),
+                    "held_at_oom_bytes": (
+                        None if self.held_at_oom is None else float(self.held_at_oom.get(site, 0))
+                    ),
                 }
             )
         return rows
@@ -320,7 +356,11 @@ def _allocator_row(
         "largest_free_block_bytes": float(max(free_blocks, default=0)),
         "history_entries": len(history),
         "history_from_start": replay.allocated_start == 0 and replay.reserved_start == 0,
-        "ooms": sum(1 for e in history if e.get("action") == "oom"),
+        "ooms": replay.ooms,
+        "oom_request_bytes": replay.oom.get("request"),
+        "oom_device_free_bytes": _whole(replay.oom.get("device_free")),
+        "oom_allocated_bytes": replay.oom.get("allocated"),
+        "oom_reserved_bytes": replay.oom.get("reserved"),
         "peak_allocated_bytes": float(replay.peak_allocated),
         "peak_reserved_bytes": float(replay.peak_reserved),
         "reserved_at_allocated_peak_bytes": float(replay.reserved_at_allocated_peak),

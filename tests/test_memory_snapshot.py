@@ -10,6 +10,7 @@ import os
 import pickle
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURE_DIR
@@ -195,3 +196,89 @@ def test_the_site_is_the_innermost_frame_of_user_code():
     assert site_of([library]) == "_conv_forward (x.py:?)"  # all in packages: the innermost
     assert site_of([]) == NO_STACK
     assert site_of(None) == NO_STACK
+
+
+def _frames(line: int) -> list[dict]:
+    return [
+        {
+            "name": "_conv_forward",
+            "filename": "/env/lib/python3.11/site-packages/conv.py",
+            "line": 9,
+        },
+        {"name": "train_step", "filename": "/home/me/train.py", "line": line},
+    ]
+
+
+def _oom_snapshot(request: int) -> dict:
+    """A hand-made snapshot of one device with two fixed 1 GiB segments: train.py:10 and
+    train.py:30 hold 600 MiB each (a 300 MiB block of line 20 came and went), and then a
+    request of `request` bytes failed with 100 MiB free on the device. Each segment then has
+    424 MiB free, so a 512 MiB request fails with 848 MiB free in the cache."""
+    gib, mib = 1 << 30, MIB
+    history = [
+        {"action": "segment_alloc", "addr": 0, "size": gib, "frames": _frames(10)},
+        {"action": "alloc", "addr": 0, "size": 600 * mib, "frames": _frames(10)},
+        {"action": "alloc", "addr": 600 * mib, "size": 300 * mib, "frames": _frames(20)},
+        {"action": "free_requested", "addr": 600 * mib, "size": 300 * mib, "frames": []},
+        {"action": "free_completed", "addr": 600 * mib, "size": 300 * mib, "frames": []},
+        {"action": "segment_alloc", "addr": gib, "size": gib, "frames": _frames(30)},
+        {"action": "alloc", "addr": gib, "size": 600 * mib, "frames": _frames(30)},
+        {"action": "oom", "size": request, "device_free": 100 * mib, "frames": _frames(40)},
+    ]
+    segments = [
+        {
+            "device": 0,
+            "address": base,
+            "total_size": gib,
+            "allocated_size": 600 * mib,
+            "active_size": 600 * mib,
+            "requested_size": 600 * mib,
+            "is_expandable": False,
+            "segment_type": "large",
+            "blocks": [
+                {"address": base, "size": 600 * mib, "state": "active_allocated"},
+                {"address": base + 600 * mib, "size": 424 * mib, "state": "inactive"},
+            ],
+        }
+        for base in (0, gib)
+    ]
+    return {"segments": segments, "device_traces": [history]}
+
+
+@pytest.mark.parametrize(
+    ("request_mib", "kind"),
+    [(512, "fragmentation, not a full device"), (1024, "does not fit the device")],
+)
+def test_an_out_of_memory_error_is_told_with_its_kind(tmp_path: Path, request_mib: int, kind: str):
+    path = tmp_path / "oom_snapshot.pickle"
+    path.write_bytes(pickle.dumps(_oom_snapshot(request_mib * MIB)))
+    profile = read_one(path)
+    (state,) = profile.tables["allocator_state"].to_dict("records")
+    assert state["ooms"] == 1
+    assert state["oom_request_bytes"] == request_mib * MIB
+    assert state["oom_allocated_bytes"] == 1200 * MIB  # walked back from the segments
+    assert state["oom_reserved_bytes"] == 2048 * MIB
+    assert state["oom_device_free_bytes"] == 100 * MIB
+    assert state["history_from_start"]
+    assert site_row(profile, "train_step (train.py:10)")["held_at_oom_bytes"] == 600 * MIB
+    assert site_row(profile, "train_step (train.py:20)")["held_at_oom_bytes"] == 0
+
+    (finding,) = [f for f in advisor.analyze(path).findings if f.rule.id == "MEM-008"]
+    assert f"a request for {request_mib:,} MiB failed with 1,200 MiB allocated" in finding.message
+    assert "2,048 MiB reserved, 100 MiB still free on the device" in finding.message
+    assert "848 MiB free" in finding.message and kind in finding.message
+    assert "train_step (train.py:10) (600 MiB" in finding.message
+    assert finding.severity.value == "high"
+    advice = " ".join(finding.suggestions)  # what fits the kind of error, not both kinds
+    if request_mib == 512:
+        assert "expandable_segments:True" in advice and "micro-batch" not in advice
+    else:
+        assert "micro-batch" in advice and "expandable_segments" not in advice
+
+
+def test_no_out_of_memory_column_is_filled_without_one(tmp_path: Path):
+    profile = read_one(inflated(tmp_path, "snapshot_expandable"))
+    (state,) = profile.tables["allocator_state"].to_dict("records")
+    assert state["ooms"] == 0
+    assert pd.isna(state["oom_request_bytes"]) and pd.isna(state["oom_allocated_bytes"])
+    assert profile.tables["allocation_sites"]["held_at_oom_bytes"].isna().all()

@@ -124,6 +124,26 @@ def test_scoped_suggestions_are_labelled_where_the_profile_does_not_say_its_stac
     assert finding.suggestions == shown
 
 
+def test_a_suggestion_that_renders_to_nothing_is_left_out(tmp_path):
+    """Advice can follow the measured values: each suggestion is a template, and one whose
+    text is empty for this profile is not shown (nor an empty line in its place)."""
+    text = GOOD_RULE.replace(
+        'suggestions: ["Make steps shorter than {{ max_us }} µs."]',
+        """suggestions:
+  - "{% if mean_us > 1000 %}Split the step.{% endif %}"
+  - "{% if mean_us <= 1000 %}Trim the slowest step.{% endif %}"
+  - Keep steps even.""",
+    )
+    rules, errors = load_one(write_rule(tmp_path, text))
+    assert errors == []
+    for durations, first in (
+        ([50, 400, 300], "Trim the slowest step."),
+        ([5000], "Split the step."),
+    ):
+        (finding,) = evaluate(steps_profile(durations), rules, functions=BUILTIN_FUNCTIONS).findings
+        assert finding.suggestions == [first, "Keep steps even."]
+
+
 def test_templates_name_the_profiles_device_and_framework_and_a_let_of_that_name_wins(tmp_path):
     """A message may word itself for the hardware (a CPU-only run's idle time is no device's);
     a rule that defines its own `framework` keeps it."""

@@ -133,6 +133,20 @@ class Evaluation:
     reports it."""
 
 
+def _shown_suggestions(suggestions: list[tuple[str, str]], context: dict[str, Any]) -> list[str]:
+    """Each fitting suggestion rendered with its label; one whose template renders to
+    nothing (`{% if fragmented %}...{% endif %}` when it is not) is left out, so advice can
+    follow the measured values."""
+    from advisor.engine import templates
+
+    shown = []
+    for template, label in suggestions:
+        text = templates.render(template, context)
+        if text.strip():
+            shown.append(label + text)
+    return shown
+
+
 def _too_short(total_us: float | None) -> bool:
     """Whether the profile is too short to judge (MIN_JUDGED_US)."""
     return total_us is not None and total_us < MIN_JUDGED_US
@@ -367,7 +381,7 @@ def evaluate_rule(
         if _too_short(total_us)
         else rule.severity or severity_from_share(ratio),
         message=templates.render(text.message, context),
-        suggestions=[label + templates.render(s, context) for s, label in suggestions],
+        suggestions=_shown_suggestions(suggestions, context),
         values=measured,
         params={k: to_plain(v) for k, v in params.items()},
         impact_us=impact,
