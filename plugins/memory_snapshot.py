@@ -19,6 +19,7 @@ function is refused rather than run.
 from __future__ import annotations
 
 import pickle
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform_records
 
 SUFFIXES = (".pickle", ".pkl")
+_NPU_MARKS = ("torch_npu", "c10_npu::", "NPUCachingAllocator")
+_GPU_MARKS = ("torch/cuda/", "c10::cuda::", "CUDACachingAllocator")
+_AUTOGRAD_NODE = re.compile(r"torch::autograd::generated::(\w+)::apply")
+_ATEN_OP = re.compile(r"at::_ops::(\w+)::call\b")
 HEAD_BYTES = 64
 PROTOCOLS = (b"\x02", b"\x03", b"\x04", b"\x05")
 NO_STACK = "(no Python stack recorded)"
@@ -185,35 +190,54 @@ def _whole(value: Any) -> int | None:
 
 
 def _device_kind(segments: Iterable[Mapping[str, Any]], traces: Sequence[list[Any]]) -> str:
-    """NPU when a recorded stack passes through torch_npu, GPU when it passes through
-    torch.cuda; else unknown (a snapshot does not name its device type)."""
+    """NPU when a recorded stack passes through torch_npu or its C++ allocator, GPU when it
+    passes through torch.cuda or the CUDA caching allocator; else unknown (a snapshot does
+    not name its device type, and stacks may be Python only)."""
     found = "unknown"
     for entries in (*traces, [{"frames": s.get("frames")} for s in segments]):
         for entry in entries:
             for frame in entry.get("frames") or ():
-                filename = str(frame.get("filename", "")) if isinstance(frame, dict) else ""
-                if "torch_npu" in filename:
+                if not isinstance(frame, dict):
+                    continue
+                where = f"{frame.get('filename', '')} {frame.get('name', '')}".replace("\\", "/")
+                if any(mark in where for mark in _NPU_MARKS):
                     return "NPU"
-                if "torch/cuda/" in filename.replace("\\", "/"):
+                if any(mark in where for mark in _GPU_MARKS):
                     found = "GPU"
     return found
 
 
 def site_of(frames: Any) -> str:
-    """Where user code made an allocation: the innermost frame outside installed packages and
-    the standard library, as 'function (file:line)'; the innermost frame when all are."""
+    """Where an allocation was made, for a person to look at: the innermost Python frame
+    outside installed packages and the standard library ('function (file:line)'); without
+    one, the autograd node whose backward made it (the autograd engine's threads run no
+    Python), else the innermost Python frame, else the ATen operator, else the innermost
+    frame."""
     usable = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
     if not usable:
         return NO_STACK
-    for frame in usable:
-        filename = str(frame.get("filename", ""))
-        if filename.endswith(".py") and not any(p in filename for p in _LIBRARY_PARTS):
+    python = [f for f in usable if str(f.get("filename", "")).endswith(".py")]
+    for frame in python:
+        if not any(part in str(frame["filename"]) for part in _LIBRARY_PARTS):
             return _frame_text(frame)
+    names = [str(f.get("name", "")) for f in usable]
+    for name in names:
+        node = _AUTOGRAD_NODE.search(name)
+        if node:
+            return f"{node.group(1)} (autograd backward)"
+    if python:
+        return _frame_text(python[0])
+    for name in names:
+        op = _ATEN_OP.search(name)
+        if op:
+            return f"aten::{op.group(1)}"
     return _frame_text(usable[0])
 
 
 def _frame_text(frame: Mapping[str, Any]) -> str:
     filename = str(frame.get("filename", "")).replace("\\", "/").rsplit("/", 1)[-1]
+    if filename in ("", "??"):  # a C++ frame without its source
+        return str(frame.get("name", "?"))
     return f"{frame.get('name', '?')} ({filename}:{frame.get('line', '?')})"
 
 

@@ -198,6 +198,54 @@ def test_the_site_is_the_innermost_frame_of_user_code():
     assert site_of(None) == NO_STACK
 
 
+def test_a_stack_without_python_is_named_by_its_autograd_node_or_operator():
+    """Snapshots recorded with C++ stacks (stacks="all", as a genuine CUDA snapshot read for
+    docs/real-profile-review.md is): the autograd engine's threads run no Python, so the
+    backward's blocks are named by the node that made them."""
+    allocator = [
+        {"name": "torch::unwind::unwind()", "filename": "??", "line": 0},
+        {
+            "name": "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::malloc",
+            "filename": "",
+            "line": 0,
+        },
+    ]
+    backward = allocator + [
+        {"name": "at::_ops::neg::call(at::Tensor const&)", "filename": "??", "line": 0},
+        {
+            "name": "torch::autograd::generated::SubBackward0::apply(std::vector<at::Tensor>&&)",
+            "filename": "??",
+            "line": 0,
+        },
+        {"name": "torch::autograd::Engine::thread_main()", "filename": "??", "line": 0},
+    ]
+    assert site_of(backward) == "SubBackward0 (autograd backward)"
+    assert site_of(allocator + [backward[2]]) == "aten::neg"
+    assert site_of(allocator) == "torch::unwind::unwind()"
+    user = {"name": "train_step", "filename": "/home/me/train.py", "line": 7}
+    assert site_of([*backward, user]) == "train_step (train.py:7)"  # user code wins
+
+
+@pytest.mark.parametrize(
+    ("frame_name", "kind"),
+    [
+        ("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc", "GPU"),
+        ("c10_npu::NPUCachingAllocator::DeviceCachingAllocator::malloc", "NPU"),
+        ("at::native::empty", "unknown"),
+    ],
+)
+def test_the_allocator_in_a_cpp_stack_names_the_device(tmp_path: Path, frame_name: str, kind: str):
+    entry = {
+        "action": "alloc",
+        "addr": 0,
+        "size": 512,
+        "frames": [{"name": frame_name, "filename": "", "line": 0}],
+    }
+    path = tmp_path / "cpp.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [[entry]]}))
+    assert read_one(path).meta.device_kind == kind
+
+
 def _frames(line: int) -> list[dict]:
     return [
         {
