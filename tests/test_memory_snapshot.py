@@ -330,3 +330,17 @@ def test_no_out_of_memory_column_is_filled_without_one(tmp_path: Path):
     assert state["ooms"] == 0
     assert pd.isna(state["oom_request_bytes"]) and pd.isna(state["oom_allocated_bytes"])
     assert profile.tables["allocation_sites"]["held_at_oom_bytes"].isna().all()
+
+
+def test_comparing_two_snapshots_calls_neither_too_short(tmp_path: Path):
+    """Profiles without a timeline (snapshots, AOE results) got a compare step of 0 µs, and
+    with it the warning that the profile is too short to hold a training step."""
+    base, comp = (
+        inflated(tmp_path, "snapshot_expandable"),
+        inflated(tmp_path, "snapshot_with_multi_devices"),
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["compare", str(base), str(comp), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "too short" not in result.output
+    assert (out / "compare.json").is_file()

@@ -146,16 +146,21 @@ def _read_sides(
 
 def _steps_of(profile: Profile) -> pd.DataFrame:
     """The comparison's steps (the time base of compare findings); one step over its whole
-    span when it has none."""
+    span when it has none; none when it has no timeline either (AOE results, a memory
+    snapshot): a step of 0 µs would be called too short to judge."""
     steps = profile.tables.get("steps")
+    columns = ["step", "start_us", "end_us", "duration_us"]
     if steps is not None and not steps.empty:
-        return steps[["step", "start_us", "end_us", "duration_us"]]
+        return steps[columns]
     ends = [
         frame["start_us"] + frame["duration_us"]
         for name, frame in profile.tables.items()
         if name in ("device_ops", "host_ops") and "start_us" in frame
     ]
-    end = float(max((e.max() for e in ends if e.notna().any()), default=0.0))
+    timed = [e.max() for e in ends if e.notna().any()]
+    if not timed:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    end = float(max(timed))
     return pd.DataFrame({"step": [0], "start_us": [0.0], "end_us": [end], "duration_us": [end]})
 
 
