@@ -1164,6 +1164,13 @@ TABLES: dict[str, TableSpec] = {
                 ),
                 _c("largest_held_bytes", "float64", "bytes", "the largest held block"),
                 _c(
+                    "held_at_peak_bytes",
+                    "float64",
+                    "bytes",
+                    "size of the history's blocks it held when the device's allocated memory "
+                    "peaked (allocator_state.peak_allocated_bytes)",
+                ),
+                _c(
                     "held_at_oom_bytes",
                     "float64",
                     "bytes",

@@ -70,6 +70,7 @@ _SITE_COLUMNS = (
     "held_points",
     "held_span",
     "largest_held_bytes",
+    "held_at_peak_bytes",
     "held_at_oom_bytes",
 )
 
@@ -263,6 +264,10 @@ class _Replay:
     """The last out-of-memory entry's figures: request, device_free, allocated, reserved."""
     held_at_oom: dict[str, int] | None = None
     """site -> bytes of the history's blocks it held at the last out-of-memory entry."""
+    peak_before: int = 0
+    """The entry before which allocated memory peaked (len(history): at the snapshot)."""
+    held_at_peak: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """site -> bytes of the history's blocks it held when allocated memory peaked."""
 
     @classmethod
     def of(cls, segments: Sequence[Mapping[str, Any]], history: Sequence[Any]) -> _Replay:
@@ -271,14 +276,16 @@ class _Replay:
             sum(_size(s, "allocated_size") for s in segments),
             sum(_size(s, "total_size") for s in segments),
         )
+        replay._backward(history)  # first: the forward pass takes the holders at the peak
         replay._forward(history)
-        replay._backward(history)
         return replay
 
     def _forward(self, history: Sequence[Mapping[str, Any]]) -> None:
         live: dict[int, tuple[str, int, int, int]] = {}
         freed = 0
         for index, entry in enumerate(history):
+            if index == self.peak_before:
+                self.held_at_peak = _by_site(live.values())
             action, address = entry.get("action"), _size(entry, "addr")
             if action == "alloc":
                 site = site_of(entry.get("frames"))
@@ -291,10 +298,10 @@ class _Replay:
                     self.frees[block[0]] += 1
             elif action == "oom":
                 self.ooms += 1
-                self.oom = {"request": _size(entry), "device_free": entry.get("device_free")}
-                self.held_at_oom = defaultdict(int)
-                for site, _, size, _ in live.values():
-                    self.held_at_oom[site] += size
+                self.oom.update(request=_size(entry), device_free=entry.get("device_free"))
+                self.held_at_oom = _by_site(live.values())
+        if self.peak_before == len(history):
+            self.held_at_peak = _by_site(live.values())
         for site, index, size, frees_before in live.values():
             self.held[site].append((index, size, frees_before))
 
@@ -304,7 +311,9 @@ class _Replay:
         allocated, reserved = self.allocated_end, self.reserved_end
         self.peak_allocated, self.peak_reserved = allocated, reserved
         self.reserved_at_allocated_peak = reserved
-        for entry in reversed(history):
+        self.peak_before = len(history)
+        for index in range(len(history) - 1, -1, -1):
+            entry = history[index]
             action, size = entry.get("action"), _size(entry)
             if action == "alloc":
                 allocated -= size
@@ -318,6 +327,7 @@ class _Replay:
                 self.oom.update(allocated=allocated, reserved=reserved)
             if allocated > self.peak_allocated:
                 self.peak_allocated, self.reserved_at_allocated_peak = allocated, reserved
+                self.peak_before = index  # the state before this entry
             self.peak_reserved = max(self.peak_reserved, reserved)
         self.allocated_start, self.reserved_start = allocated, reserved
 
@@ -340,12 +350,21 @@ class _Replay:
                         (held[-1][0] - held[0][0]) / self.entries if held and self.entries else 0.0
                     ),
                     "largest_held_bytes": float(max((s for _, s, _ in held), default=0)),
+                    "held_at_peak_bytes": float(self.held_at_peak.get(site, 0)),
                     "held_at_oom_bytes": (
                         None if self.held_at_oom is None else float(self.held_at_oom.get(site, 0))
                     ),
                 }
             )
         return rows
+
+
+def _by_site(blocks: Iterable[tuple[str, int, int, int]]) -> dict[str, int]:
+    """Bytes per site of live blocks (site, entry index, size, frees before it)."""
+    sizes: dict[str, int] = defaultdict(int)
+    for site, _, size, _ in blocks:
+        sizes[site] += size
+    return sizes
 
 
 def _points(held: Sequence[tuple[int, int, int]]) -> int:

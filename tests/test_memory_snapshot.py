@@ -107,6 +107,12 @@ def test_a_history_from_the_start_walks_back_to_nothing(tmp_path: Path):
     assert states["0"]["expandable_segments"] == states["0"]["segments"] == 3
     sites = profile.tables["allocation_sites"]
     assert (sites[sites["device"] == "1"]["held_blocks"] == 0).all()  # all freed on device 1
+    # every block of device 1 is in its history: the places' blocks at the peak make it up
+    assert sites[sites["device"] == "1"]["held_at_peak_bytes"].sum() == one["peak_allocated_bytes"]
+    assert (
+        sites[sites["device"] == "0"]["held_at_peak_bytes"].sum()
+        < states["0"]["peak_allocated_bytes"]
+    )
 
 
 def test_run_reports_the_leak_and_not_the_optimizer_state(tmp_path: Path):

@@ -86,6 +86,7 @@ HEADINGS_ZH = {
     "group": "通信域",
     "held": "仍持有",
     "held_at_oom": "内存不足时持有",
+    "held_at_peak": "峰值时持有",
     "held_blocks": "仍持有的内存块",
     "held_points": "分配时刻数",
     "held_share": "仍持有占比",
