@@ -18,7 +18,6 @@ function is refused rather than run.
 
 from __future__ import annotations
 
-import pickle
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -75,15 +74,8 @@ _SITE_COLUMNS = (
 )
 
 
-class _NamesObject(pickle.UnpicklingError):
+class _NamesObject(Exception):
     """The pickle names a class or a function: not a snapshot, and never to be run."""
-
-
-class _DataOnly(pickle.Unpickler):
-    """Loads dicts, lists, tuples, text and numbers; any class or function is refused."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise _NamesObject(f"it names the Python object {module}.{name}")
 
 
 class MemorySnapshotReader:
@@ -152,9 +144,18 @@ def advisor_readers() -> list[MemorySnapshotReader]:
 
 
 def _load(path: Path) -> Any:
+    """The pickle's dicts, lists, tuples, text and numbers; any class or function it names is
+    refused (find_class raises), so nothing in the file runs. pickle is imported here, when a
+    snapshot is read: every command loads this plugin."""
+    import pickle
+
+    class DataOnly(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            raise _NamesObject(f"it names the Python object {module}.{name}")
+
     try:
         with path.open("rb") as handle:
-            return _DataOnly(handle).load()
+            return DataOnly(handle).load()
     except _NamesObject as exc:
         raise UnreadableInput(path, f"not a memory snapshot: {exc}") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:

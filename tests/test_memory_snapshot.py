@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -350,3 +352,10 @@ def test_comparing_two_snapshots_calls_neither_too_short(tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert "too short" not in result.output
     assert (out / "compare.json").is_file()
+
+
+def test_loading_the_plugin_imports_no_pickle():
+    """Every command loads every plugin (`rules list` too): pickle waits for a snapshot."""
+    probe = "import sys, advisor_plugins.memory_snapshot; print('pickle' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "False", proc.stderr
