@@ -1132,7 +1132,8 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             "allocation_sites",
             "place in user code (by device) whose allocations a memory snapshot's history "
-            "records: the innermost frame outside installed packages",
+            "records: the innermost frame outside installed packages; without a Python frame, "
+            "the autograd node or ATen operator that allocated",
             (
                 _c("site", "string", "", "'function (file:line)'", True),
                 _c("device", "string", "", "device index"),

@@ -6,10 +6,11 @@ each with `device`, `total_size` (reserved), `allocated_size`, `active_size`,
 `requested_size`, `is_expandable` and its `blocks`) and `device_traces` (one list per device
 of the allocator's recorded history, oldest first: `alloc`, `free_requested`,
 `free_completed`, `segment_alloc` / `segment_free`, `segment_map` / `segment_unmap` for
-expandable segments, each with `addr`, `size` and the Python `frames` that made it, innermost
-first). The history is a ring buffer (`max_entries`), so it may start mid-run; walking it
-backwards from the segments' totals gives the allocated and reserved memory at every entry,
-and its peaks, without knowing where it began.
+expandable segments, `oom` (with `device_free`), each with `addr`, `size` and the `frames`
+that made it, innermost first: Python, and C++ where recorded with stacks="all"). The
+history is a ring buffer (`max_entries`), so it may start mid-run; walking it backwards from
+the segments' totals gives the allocated and reserved memory at every entry, and its peaks,
+without knowing where it began.
 
 The pickle is loaded by an unpickler that refuses every Python object (find_class raises):
 a snapshot holds only dicts, lists, tuples, text and numbers, and a file naming a class or a
@@ -399,7 +400,9 @@ def _allocator_row(
         "requested_bytes": float(sum(_size(s, "requested_size") for s in segments)),
         "largest_free_block_bytes": float(max(free_blocks, default=0)),
         "history_entries": len(history),
-        "history_from_start": replay.allocated_start == 0 and replay.reserved_start == 0,
+        "history_from_start": bool(history)
+        and replay.allocated_start == 0
+        and replay.reserved_start == 0,
         "ooms": replay.ooms,
         "oom_request_bytes": replay.oom.get("request"),
         "oom_device_free_bytes": _whole(replay.oom.get("device_free")),
