@@ -131,6 +131,7 @@ def test_run_reports_the_leak_and_not_the_optimizer_state(tmp_path: Path):
     assert leak.rule.id in report.read_text()
     assert "train_one_step (memory_leaks_demo.py:11) allocated 3 blocks" in leak.message
     assert "120 MiB" in leak.message and "3 separate points" in leak.message
+    assert "about 40 MiB each time" in leak.message
     assert "torch_npu.npu.memory._dump_snapshot()" in " ".join(leak.suggestions)
     assert "torch.cuda" not in " ".join(leak.suggestions)
 
