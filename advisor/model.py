@@ -1092,21 +1092,6 @@ TABLES: dict[str, TableSpec] = {
                     "the history begins with nothing allocated or reserved (it holds the "
                     "allocator's whole life, not the last entries of a full ring buffer)",
                 ),
-                _c("ooms", "int64", "", "out-of-memory errors in the history"),
-                _c(
-                    "oom_request_bytes",
-                    "float64",
-                    "bytes",
-                    "the last out-of-memory error's request that could not be met",
-                ),
-                _c(
-                    "oom_device_free_bytes",
-                    "float64",
-                    "bytes",
-                    "memory the device still reported free at that error",
-                ),
-                _c("oom_allocated_bytes", "float64", "bytes", "allocated memory at that error"),
-                _c("oom_reserved_bytes", "float64", "bytes", "reserved memory at that error"),
                 _c(
                     "peak_allocated_bytes",
                     "float64",
@@ -1126,6 +1111,25 @@ TABLES: dict[str, TableSpec] = {
                     "float64",
                     "bytes",
                     "reserved memory when allocated memory peaked",
+                ),
+            ),
+        ),
+        TableSpec(
+            "oom_events",
+            "allocation the allocator could not make (out of memory): a memory snapshot's "
+            "`oom` history entries, a PyTorch trace's [OutOfMemory] events",
+            (
+                _c("order", "int64", "", "its place among the profile's errors, first 0", True),
+                _c("time_us", "float64", US, "when it happened, where recorded"),
+                _c("device", "string", "", "device of the allocator"),
+                _c("request_bytes", "float64", "bytes", "the allocation asked for", True),
+                _c("allocated_bytes", "float64", "bytes", "allocated memory then"),
+                _c("reserved_bytes", "float64", "bytes", "reserved memory then"),
+                _c(
+                    "device_free_bytes",
+                    "float64",
+                    "bytes",
+                    "memory the device still reported free then (memory snapshots)",
                 ),
             ),
         ),

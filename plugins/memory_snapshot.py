@@ -50,14 +50,18 @@ _ALLOCATOR_COLUMNS = (
     "largest_free_block_bytes",
     "history_entries",
     "history_from_start",
-    "ooms",
-    "oom_request_bytes",
-    "oom_device_free_bytes",
-    "oom_allocated_bytes",
-    "oom_reserved_bytes",
     "peak_allocated_bytes",
     "peak_reserved_bytes",
     "reserved_at_allocated_peak_bytes",
+)
+_OOM_COLUMNS = (
+    "order",
+    "time_us",
+    "device",
+    "request_bytes",
+    "allocated_bytes",
+    "reserved_bytes",
+    "device_free_bytes",
 )
 _SITE_COLUMNS = (
     "site",
@@ -121,15 +125,21 @@ class MemorySnapshotReader:
         devices = sorted({_device(s) for s in segments} | {d for d, t in enumerate(traces) if t})
         states: list[dict[str, Any]] = []
         sites: list[dict[str, Any]] = []
+        ooms: list[dict[str, Any]] = []
         for device in devices:
             own = [s for s in segments if _device(s) == device]
             history = traces[device] if device < len(traces) else []
             replay = _Replay.of(own, history)
             states.append(_allocator_row(device, own, history, replay))
             sites.extend(replay.site_rows(device))
+            ooms.extend(replay.oom_rows(device, history))
         profile.tables["allocator_state"] = conform_records(
             "allocator_state", states, _ALLOCATOR_COLUMNS
         )
+        if any(traces):  # the history records every out-of-memory error: none is none
+            profile.tables["oom_events"] = conform_records(
+                "oom_events", [{"order": k, **row} for k, row in enumerate(ooms)], _OOM_COLUMNS
+            )
         if any(traces):  # a history was recorded, even one of no allocation
             profile.tables["allocation_sites"] = conform_records(
                 "allocation_sites", sites, _SITE_COLUMNS
@@ -261,9 +271,8 @@ class _Replay:
     frees: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     held: dict[str, list[tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(list))
     """site -> (entry index, size, frees before it) of each block still held at the end."""
-    ooms: int = 0
-    oom: dict[str, Any] = field(default_factory=dict)
-    """The last out-of-memory entry's figures: request, device_free, allocated, reserved."""
+    ooms: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Entry index of each out-of-memory entry -> allocated and reserved memory then."""
     held_at_oom: dict[str, int] | None = None
     """site -> bytes of the history's blocks it held at the last out-of-memory entry."""
     peak_before: int = 0
@@ -299,9 +308,7 @@ class _Replay:
                 if block is not None:
                     self.frees[block[0]] += 1
             elif action == "oom":
-                self.ooms += 1
-                self.oom.update(request=_size(entry), device_free=entry.get("device_free"))
-                self.held_at_oom = _by_site(live.values())
+                self.held_at_oom = _by_site(live.values())  # the last one's stays
         if self.peak_before == len(history):
             self.held_at_peak = _by_site(live.values())
         for site, index, size, frees_before in live.values():
@@ -325,13 +332,31 @@ class _Replay:
                 reserved -= size
             elif action in ("segment_free", "segment_unmap"):
                 reserved += size
-            elif action == "oom" and "allocated" not in self.oom:  # the last one: met first
-                self.oom.update(allocated=allocated, reserved=reserved)
+            elif action == "oom":
+                self.ooms[index] = (allocated, reserved)
             if allocated > self.peak_allocated:
                 self.peak_allocated, self.reserved_at_allocated_peak = allocated, reserved
                 self.peak_before = index  # the state before this entry
             self.peak_reserved = max(self.peak_reserved, reserved)
         self.allocated_start, self.reserved_start = allocated, reserved
+
+    def oom_rows(self, device: int, history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """One row per out-of-memory entry, in the history's order."""
+        rows = []
+        for index, (allocated, reserved) in sorted(self.ooms.items()):
+            entry = history[index]
+            time_us = entry.get("time_us")
+            rows.append(
+                {
+                    "time_us": time_us if isinstance(time_us, (int, float)) else None,
+                    "device": str(device),
+                    "request_bytes": float(_size(entry)),
+                    "allocated_bytes": float(allocated),
+                    "reserved_bytes": float(reserved),
+                    "device_free_bytes": _whole(entry.get("device_free")),
+                }
+            )
+        return rows
 
     def site_rows(self, device: int) -> list[dict[str, Any]]:
         rows = []
@@ -403,11 +428,6 @@ def _allocator_row(
         "history_from_start": bool(history)
         and replay.allocated_start == 0
         and replay.reserved_start == 0,
-        "ooms": replay.ooms,
-        "oom_request_bytes": replay.oom.get("request"),
-        "oom_device_free_bytes": _whole(replay.oom.get("device_free")),
-        "oom_allocated_bytes": replay.oom.get("allocated"),
-        "oom_reserved_bytes": replay.oom.get("reserved"),
         "peak_allocated_bytes": float(replay.peak_allocated),
         "peak_reserved_bytes": float(replay.peak_reserved),
         "reserved_at_allocated_peak_bytes": float(replay.reserved_at_allocated_peak),

@@ -132,6 +132,7 @@ def test_fixtures_are_there():
         "dynamic_batch.pt.trace.json.gz",
         "fused_optimizer.pt.trace.json.gz",
         "healthy.pt.trace.json.gz",
+        "out_of_memory.pt.trace.json.gz",
         "with_stack.pt.trace.json.gz",
     ]
 
@@ -201,13 +202,13 @@ def test_trace_matches_raw_json(path):
         spec = TABLES[name]
         assert set(frame.columns) <= set(spec.column_names)
         for column in ("start_us", "time_us"):
-            if column in frame:
+            if column in frame and len(frame):  # oom_events is empty without an error
                 assert frame[column].min() >= 0
     earliest = min(
         frame[c].min()
         for frame in profile.tables.values()
         for c in ("start_us", "time_us")
-        if c in frame
+        if c in frame and len(frame)
     )
     assert earliest >= 0 and "time_origin_us" in meta.extra
 
@@ -1142,3 +1143,21 @@ def test_device_activity_advisor_does_not_read_is_named(tmp_path: Path) -> None:
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events[:2]}))
     assert not any("does not read" in w for w in warnings_of(read_one(plain)))
+
+
+def test_an_out_of_memory_event_becomes_an_oom_events_row():
+    """Our torch 2.13 CPU run (make_out_of_memory.py) asks for 1 PiB in its fourth step and
+    catches the error: the trace's one [OutOfMemory] instant, with its request and the memory
+    allocated then, is a row MEM-008 reads; the CPU allocator reserves nothing."""
+    profile = read_one(FIXTURE_DIR / "kineto_own" / "out_of_memory.pt.trace.json.gz")
+    (oom,) = profile.tables["oom_events"].to_dict("records")
+    assert oom["device"] == "cpu" and oom["order"] == 0
+    assert oom["request_bytes"] == 2**50
+    assert oom["allocated_bytes"] == 340008 and oom["reserved_bytes"] == 0
+    steps = profile.tables["steps"]
+    inside = steps[(steps["start_us"] <= oom["time_us"]) & (oom["time_us"] <= steps["end_us"])]
+    assert inside["step"].tolist() == [3]  # ProfilerStep#3, the fourth iteration
+    (finding,) = [f for f in advisor.analyze(profile.meta.path).findings if f.rule.id == "MEM-008"]
+    assert finding.message.startswith("An allocation of 1,024 TiB failed on device cpu")
+    assert "expandable_segments" not in " ".join(finding.suggestions)
+    assert "record the allocator's history" not in " ".join(finding.suggestions)  # no CPU history

@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURE_DIR
@@ -310,19 +309,22 @@ def test_an_out_of_memory_error_is_told_with_its_kind(tmp_path: Path, request_mi
     path = tmp_path / "oom_snapshot.pickle"
     path.write_bytes(pickle.dumps(_oom_snapshot(request_mib * MIB)))
     profile = read_one(path)
-    (state,) = profile.tables["allocator_state"].to_dict("records")
-    assert state["ooms"] == 1
-    assert state["oom_request_bytes"] == request_mib * MIB
-    assert state["oom_allocated_bytes"] == 1200 * MIB  # walked back from the segments
-    assert state["oom_reserved_bytes"] == 2048 * MIB
-    assert state["oom_device_free_bytes"] == 100 * MIB
-    assert state["history_from_start"]
+    (oom,) = profile.tables["oom_events"].to_dict("records")
+    assert oom["order"] == 0 and oom["device"] == "0"
+    assert oom["request_bytes"] == request_mib * MIB
+    assert oom["allocated_bytes"] == 1200 * MIB  # walked back from the segments
+    assert oom["reserved_bytes"] == 2048 * MIB
+    assert oom["device_free_bytes"] == 100 * MIB
+    assert profile.tables["allocator_state"]["history_from_start"].all()
     assert site_row(profile, "train_step (train.py:10)")["held_at_oom_bytes"] == 600 * MIB
     assert site_row(profile, "train_step (train.py:20)")["held_at_oom_bytes"] == 0
 
     (finding,) = [f for f in advisor.analyze(path).findings if f.rule.id == "MEM-008"]
-    assert f"a request for {request_mib:,} MiB failed with 1,200 MiB allocated" in finding.message
-    assert "2,048 MiB reserved, 100 MiB still free on the device" in finding.message
+    asked = "512 MiB" if request_mib == 512 else "1.00 GiB"
+    assert (
+        f"An allocation of {asked} failed on device 0, with 1.17 GiB allocated" in finding.message
+    )
+    assert "2.00 GiB reserved, 100 MiB still free on the device" in finding.message
     assert "848 MiB free" in finding.message and kind in finding.message
     assert "train_step (train.py:10) (600 MiB" in finding.message
     assert finding.severity.value == "high"
@@ -333,12 +335,15 @@ def test_an_out_of_memory_error_is_told_with_its_kind(tmp_path: Path, request_mi
         assert "micro-batch" in advice and "expandable_segments" not in advice
 
 
-def test_no_out_of_memory_column_is_filled_without_one(tmp_path: Path):
-    profile = read_one(inflated(tmp_path, "snapshot_expandable"))
-    (state,) = profile.tables["allocator_state"].to_dict("records")
-    assert state["ooms"] == 0
-    assert pd.isna(state["oom_request_bytes"]) and pd.isna(state["oom_allocated_bytes"])
+def test_a_history_without_an_out_of_memory_error_passes_mem_008(tmp_path: Path):
+    """The history records every out-of-memory error: an empty oom_events, so MEM-008 is
+    judged (passed), not skipped for missing data."""
+    path = inflated(tmp_path, "snapshot_expandable")
+    profile = read_one(path)
+    assert profile.tables["oom_events"].empty
     assert profile.tables["allocation_sites"]["held_at_oom_bytes"].isna().all()
+    (analysis,) = advisor.analyze(path).analyses
+    assert analysis.evaluation.outcomes["MEM-008"].value == "passed"
 
 
 def test_comparing_two_snapshots_calls_neither_too_short(tmp_path: Path):

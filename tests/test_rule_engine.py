@@ -144,6 +144,16 @@ def test_a_suggestion_that_renders_to_nothing_is_left_out(tmp_path):
         assert finding.suggestions == [first, "Keep steps even."]
 
 
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(512, "512 B"), (1610612736, "1.50 GiB"), (1125899906842624, "1,024 TiB"), ("x", "n/a")],
+)
+def test_the_bytes_filter_picks_the_unit_a_size_needs(value, shown):
+    from advisor.engine import templates
+
+    assert templates.render("{{ v|bytes }}", {"v": value}) == shown
+
+
 def test_templates_name_the_profiles_device_and_framework_and_a_let_of_that_name_wins(tmp_path):
     """A message may word itself for the hardware (a CPU-only run's idle time is no device's);
     a rule that defines its own `framework` keeps it."""

@@ -103,6 +103,11 @@ def _us(value: Any) -> str:
     return NOT_A_NUMBER if number is None else units.fmt_us(number)
 
 
+def _bytes(value: Any) -> str:
+    number = _number(value)
+    return NOT_A_NUMBER if number is None else units.fmt_bytes(number)
+
+
 MAX_ROUND_DIGITS = 20
 """`round(10, -10**16)` builds 10**(10**16): a message never needs more than this."""
 
@@ -169,7 +174,7 @@ def _env() -> ImmutableSandboxedEnvironment:
     env.filters = {name: env.filters[name] for name in SAFE_FILTERS}
     for name in ("string", "join"):  # both turn whole structures into text
         env.filters[name] = _checked_first(env.filters[name])
-    env.filters.update(pct=_pct, us=_us, num=_num, round=_round)
+    env.filters.update(pct=_pct, us=_us, bytes=_bytes, num=_num, round=_round)
     env.globals.clear()  # range, lipsum, cycler, joiner, namespace, dict
     return env
 

@@ -24,7 +24,8 @@ COLLECT = {
     # without device events may come from a job that has no GPU at all (CPU, gloo)
     **dict.fromkeys(("device_ops", "device_ops.start_us", "device_ops.host_memory"), GPU),
     **dict.fromkeys(
-        ("memory", "memory.reserved_bytes", "memory.capacity_bytes"), "profile_memory=True"
+        ("memory", "memory.reserved_bytes", "memory.capacity_bytes", "oom_events"),
+        "profile_memory=True",
     ),
     "host_ops.input_shapes": "record_shapes=True",
     "comm_ops": DISTRIBUTED,

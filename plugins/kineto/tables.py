@@ -119,6 +119,18 @@ def frames(
                 "thread": as_ids(walk.m_thread),
             }
         )
+    if walk.ooms or walk.m_code:  # memory was profiled: no row is no out-of-memory error
+        time, code, request, allocated, reserved = list(zip_strict(*walk.ooms)) or [()] * 5
+        tables["oom_events"] = pd.DataFrame(
+            {
+                "order": np.arange(len(walk.ooms), dtype=np.int64),
+                "time_us": np.asarray(time, dtype=np.float64) - origin,
+                "device": pd.array([walk.memory_devices[c][0] for c in code], dtype="string"),
+                "request_bytes": np.asarray(request, dtype=np.float64),
+                "allocated_bytes": np.asarray(allocated, dtype=np.float64),
+                "reserved_bytes": np.asarray(reserved, dtype=np.float64),
+            }
+        )
     return tables
 
 

@@ -141,6 +141,8 @@ class EventWalk:
         self.m_code = array("i")
         self.m_time, self.m_allocated, self.m_reserved = array("d"), array("d"), array("d")
         self.m_bytes, self.m_addr, self.m_thread = array("d"), array("q"), array("q")
+        # [OutOfMemory] instants (few): (ts, memory device code, request, allocated, reserved)
+        self.ooms: list[tuple[float, int, float, float, float]] = []
         self.threads: dict[int, str] = {}
         self.process_names: dict[Any, str] = {}
         self.process_labels: dict[Any, str] = {}
@@ -292,8 +294,11 @@ class EventWalk:
                     no_ts += 1
                 elif ev.name == "[memory]":
                     self._memory(ts, ev.args, ev.tid)
-                elif ts < other_min:
-                    other_min = ts
+                else:
+                    if ev.name == "[OutOfMemory]":
+                        self._oom(ts, ev.args)
+                    if ts < other_min:
+                        other_min = ts
             elif ph == "M":
                 names_lanes = True
                 self._metadata(ev)
@@ -359,7 +364,9 @@ class EventWalk:
             launch.append(self.launches[key])
         _append(self.k_code, np.array(launch, dtype=np.int64)[np.asarray(later.k_code)])
         self.comm += later.comm
-        _append(self.m_code, self._memory_codes(later)[np.asarray(later.m_code)])
+        memory_codes = self._memory_codes(later)
+        _append(self.m_code, memory_codes[np.asarray(later.m_code)])
+        self.ooms += [(ts, int(memory_codes[code]), *rest) for ts, code, *rest in later.ooms]
         self.threads.update(later.threads)
         self.process_names.update(later.process_names)
         self.process_labels.update(later.process_labels)
@@ -536,12 +543,7 @@ class EventWalk:
     def _memory(self, ts: float, args: WalkArgs | None, tid: Any) -> None:
         if args is None:
             args = _NO_ARGS
-        key = (args.device_type, args.device_id)
-        try:
-            code = self.memory_codes[key]
-        except (KeyError, TypeError):
-            code = self._memory_device(key)
-        self.m_code.append(code)
+        self.m_code.append(self._memory_code(args))
         self.m_time.append(ts)
         self.m_allocated.append(json_number_or_nan(args.allocated))
         self.m_reserved.append(json_number_or_nan(args.reserved))
@@ -549,6 +551,29 @@ class EventWalk:
         addr = args.addr
         self.m_addr.append(addr if addr.__class__ is int and 0 <= addr <= MAX_ID else NO_ID)
         self.m_thread.append(id_number(tid, self.tids))
+
+    def _oom(self, ts: float, args: WalkArgs | None) -> None:
+        """An allocation the allocator could not make: its request and the device's
+        allocated and reserved memory then."""
+        if args is None:
+            args = _NO_ARGS
+        self.ooms.append(
+            (
+                ts,
+                self._memory_code(args),
+                json_number_or_nan(args.alloc_bytes),
+                json_number_or_nan(args.allocated),
+                json_number_or_nan(args.reserved),
+            )
+        )
+
+    def _memory_code(self, args: WalkArgs) -> int:
+        """The code of the device a memory event names (Device Type, Device Id)."""
+        key = (args.device_type, args.device_id)
+        try:
+            return self.memory_codes[key]
+        except (KeyError, TypeError):
+            return self._memory_device(key)
 
     def _memory_device(self, key: tuple[Any, Any]) -> int:
         device_type, device_id = int_or_none(key[0]), int_or_none(key[1])
