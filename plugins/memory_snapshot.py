@@ -12,13 +12,16 @@ history is a ring buffer (`max_entries`), so it may start mid-run; walking it ba
 the segments' totals gives the allocated and reserved memory at every entry, and its peaks,
 without knowing where it began.
 
-The pickle is loaded by an unpickler that refuses every Python object (find_class raises):
+A snapshot may be gzipped (`*.pkl.gz`, inflated within `advisor.formats.files.Limits`). The
+pickle is loaded by an unpickler that refuses every Python object (find_class raises):
 a snapshot holds only dicts, lists, tuples, text and numbers, and a file naming a class or a
 function is refused rather than run.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import UnreadableInput
+from advisor.formats.files import read_bytes
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform_records
 
-SUFFIXES = (".pickle", ".pkl")
+SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pkl.gz")
 _NPU_MARKS = ("torch_npu", "c10_npu::", "NPUCachingAllocator")
 _GPU_MARKS = ("torch/cuda/", "c10::cuda::", "CUDACachingAllocator")
 _AUTOGRAD_NODE = re.compile(r"torch::autograd::generated::(\w+)::apply")
@@ -87,7 +91,9 @@ class MemorySnapshotReader:
     """Reads one allocator snapshot pickle into `allocator_state` and `allocation_sites`."""
 
     name = "memory_snapshot"
-    formats = ("PyTorch / torch_npu memory snapshot (_dump_snapshot() *.pickle, *.pkl)",)
+    formats = (
+        "PyTorch / torch_npu memory snapshot (_dump_snapshot() *.pickle, *.pkl; gzipped too)",
+    )
     collect = {
         "allocation_sites": "record the allocator's history before taking the snapshot: "
         "torch.cuda.memory._record_memory_history() (torch_npu.npu.memory."
@@ -106,8 +112,10 @@ class MemorySnapshotReader:
         path = Path(path)
         if not path.name.lower().endswith(SUFFIXES) or not path.is_file():
             return False
-        with path.open("rb") as handle:
-            head = handle.read(HEAD_BYTES)
+        try:
+            head = _head(path)
+        except (OSError, EOFError):  # a .gz that is not gzip data: another reader's, or none
+            return False
         return head[:1] == b"\x80" and head[1:2] in PROTOCOLS and b"segments" in head
 
     def read(self, path: Path) -> list[Profile]:
@@ -165,12 +173,21 @@ def _load(path: Path) -> Any:
             raise _NamesObject(f"it names the Python object {module}.{name}")
 
     try:
-        with path.open("rb") as handle:
-            return DataOnly(handle).load()
+        return DataOnly(io.BytesIO(read_bytes(path))).load()  # a .gz inflated within Limits
     except _NamesObject as exc:
         raise UnreadableInput(path, f"not a memory snapshot: {exc}") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
         raise UnreadableInput(path, f"a damaged pickle ({type(exc).__name__}: {exc})") from None
+
+
+def _head(path: Path) -> bytes:
+    """The content's first bytes: inflated when the file is named .gz (snapshots are often
+    shared gzipped)."""
+    if path.name.lower().endswith(".gz"):
+        with gzip.open(path, "rb") as packed:
+            return packed.read(HEAD_BYTES)
+    with path.open("rb") as handle:
+        return handle.read(HEAD_BYTES)
 
 
 def _parts(path: Path, snapshot: Any) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:

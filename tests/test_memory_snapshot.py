@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURE_DIR
@@ -60,7 +61,22 @@ def test_detect_takes_pickles_by_name_and_header(tmp_path: Path):
     dataset = tmp_path / "dataset.pkl"  # a pickle, not a snapshot: left to other readers
     dataset.write_bytes(pickle.dumps({"images": [1, 2], "labels": [0, 1]}))
     assert not READER.detect(dataset)
-    assert not READER.detect(SNAPSHOTS / "snapshot_expandable.pkl.gz")  # inflate it first
+    assert READER.detect(SNAPSHOTS / "snapshot_expandable.pkl.gz")  # as shared: gzipped
+    not_gzip = tmp_path / "notes.pkl.gz"
+    not_gzip.write_bytes(snapshot.read_bytes())  # named .gz, but not gzip data
+    assert not READER.detect(not_gzip)
+
+
+def test_a_gzipped_snapshot_reads_as_the_inflated_one(tmp_path: Path, monkeypatch):
+    packed = SNAPSHOTS / "snapshot_with_multi_devices.pkl.gz"
+    got = read_one(packed)
+    want = read_one(inflated(tmp_path, "snapshot_with_multi_devices"))
+    assert sorted(got.tables) == sorted(want.tables)
+    for name, frame in want.tables.items():
+        pd.testing.assert_frame_equal(got.tables[name], frame, obj=name)
+    monkeypatch.setenv("ADVISOR_MAX_INFLATED_BYTES", "1M")  # the file inflates to 1.3 MB
+    with pytest.raises(UnreadableInput, match="inflates to more than 1.00 MiB"):
+        READER.read(packed)
 
 
 def test_the_leak_demo_names_the_line_that_keeps_a_block_each_step(tmp_path: Path):
