@@ -6,6 +6,7 @@ import contextlib
 import math
 import re
 import tracemalloc
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -203,9 +204,13 @@ def test_aggregations_return_plain_python_numbers() -> None:
     ):
         value = ev(text)
         assert type(value) in (int, float), text
-    assert BUILTIN_FUNCTIONS["sum"](pd.Series([], dtype="float64")) == 0.0
-    assert math.isnan(BUILTIN_FUNCTIONS["mean"](pd.Series([], dtype="float64")))
-    assert math.isnan(BUILTIN_FUNCTIONS["median"](pd.Series([np.nan])))
+    with warnings.catch_warnings():  # pandas 2 warned "Mean of empty slice" on a terminal
+        warnings.simplefilter("error")
+        assert BUILTIN_FUNCTIONS["sum"](pd.Series([], dtype="float64")) == 0.0
+        for name in ("mean", "median", "std"):
+            for values in ([], [np.nan], [np.nan, np.nan]):
+                assert math.isnan(BUILTIN_FUNCTIONS[name](pd.Series(values, dtype="float64")))
+        assert math.isnan(BUILTIN_FUNCTIONS["quantile"](pd.Series([np.nan]), 0.5))
 
 
 def test_function_argument_errors_become_expr_errors() -> None:
@@ -392,6 +397,21 @@ def test_column_operators_give_what_pandas_gives(text: str, direct: Any) -> None
     pd.testing.assert_series_equal(got, expected, check_exact=True)
     if expected.dtype == "float64":
         assert np.signbit(got.to_numpy()).tolist() == np.signbit(expected.to_numpy()).tolist()
+
+
+def test_whole_numbers_where_a_float_column_is_chosen_give_floats() -> None:
+    """`where(cond, 1, a float column)`: pandas 2 turned such a result back into integers
+    when every value was round (with a FutureWarning), pandas 3 keeps floats; the engine
+    gives floats on both, and no warning."""
+    steps = pd.DataFrame({"step": [1, 2, 3], "free_us": [2.0, 4.0, 6.5]})
+    scope = Scope({"steps": steps}, {}, BUILTIN_FUNCTIONS)
+    for free in ([2.0, 4.0, 6.5], [2.0, 4.0, 6.0]):
+        steps["free_us"] = free
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = comp("where(steps.step > 1, 1, steps.free_us)").evaluate(scope)
+        assert got.dtype == np.float64
+        assert got.tolist() == [2.0, 1.0, 1.0]
 
 
 @pytest.mark.parametrize("dtype", ["string", "string[python]", "str", "object"])

@@ -327,6 +327,27 @@ def test_runtime_error_is_isolated_to_its_rule(tmp_path):
     assert "any()" in result.errors[0][1]
 
 
+def test_lets_only_the_message_reads_are_computed_once_the_rule_fires(tmp_path):
+    """`when` reads mean_us, which reads total: those two are computed first; `late`, which
+    only the message reads, waits for the rule to fire. Shown by a `late` that cannot be
+    computed (a quantile beyond 1): the rule passes where it does not fire, and the error is
+    its outcome where it does."""
+    text = GOOD_RULE.replace(
+        "  mean_us: mean(steps.duration_us)",
+        "  total: sum(steps.duration_us)\n"
+        "  late: quantile(steps.duration_us, 2)\n"
+        "  mean_us: total / rows(steps)",
+    )
+    (rule,), errors = load_one(write_rule(tmp_path, text))
+    assert not errors
+    assert rule.lets_for_when == ("total", "mean_us")
+    quiet = evaluate(steps_profile([50, 60]), [rule], functions=BUILTIN_FUNCTIONS)
+    assert quiet.outcomes == {"TEAM-001": "passed"}
+    loud = evaluate(steps_profile([50, 400]), [rule], functions=BUILTIN_FUNCTIONS)
+    assert loud.outcomes == {"TEAM-001": "error"}
+    assert "between 0 and 1" in loud.errors[0][1]
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

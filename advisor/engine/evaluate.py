@@ -291,28 +291,35 @@ _NULLABLE = {"bool": "boolean", "int64": "Int64"}
 
 
 def with_optional(
-    tables: Mapping[str, pd.DataFrame], optional: Sequence[str]
+    tables: Mapping[str, pd.DataFrame],
+    optional: Sequence[str],
+    filled: dict[str, pd.DataFrame] | None = None,
 ) -> Mapping[str, pd.DataFrame]:
     """`tables` with each absent optional "table.column" added as missing values of its
     contract dtype (nullable where the contract's is not; float64 for a plugin's table), to an
     empty table when the table itself is absent: a rule reads the data where a profile has it
-    and no data elsewhere."""
-    absent = [
-        (table, column)
-        for table, _, column in (need.partition(".") for need in optional)
-        if table not in tables or column not in tables[table]
-    ]
-    if not absent:
-        return tables
-    out = dict(tables)
-    for table, column in absent:
-        frame = out.get(table)
-        if frame is None:
-            frame = pd.DataFrame(index=pd.RangeIndex(0))
+    and no data elsewhere.
+
+    `filled`: the tables blank columns were added to for earlier rules over the same
+    `tables`, taken as they are and extended here: each blank column is made once a profile,
+    not once a rule (a column a rule does not read changes nothing for it)."""
+    filled = {} if filled is None else filled
+    added: dict[str, dict[str, str]] = {}  # table -> column -> dtype: one new frame a table
+    for table, _, column in (need.partition(".") for need in optional):
+        frame = filled.get(table, tables.get(table))
+        if frame is not None and column in frame:
+            continue
         spec = TABLES[table].column(column) if table in TABLES else None
         dtype = _NULLABLE.get(spec.dtype, spec.dtype) if spec is not None else "float64"
-        out[table] = frame.assign(**{column: pd.Series(index=frame.index, dtype=dtype)})
-    return out
+        added.setdefault(table, {})[column] = dtype
+    for table, columns in added.items():
+        frame = filled.get(table, tables.get(table))
+        index = pd.RangeIndex(0) if frame is None else frame.index
+        blank = {c: pd.Series(index=index, dtype=dtype) for c, dtype in columns.items()}
+        filled[table] = (
+            pd.DataFrame(blank, index=index) if frame is None else frame.assign(**blank)
+        )
+    return {**tables, **filled} if filled else tables
 
 
 def evaluate_rule(
@@ -324,10 +331,12 @@ def evaluate_rule(
     lang: str = "en",
     memo: dict[bytes, Any] | None = None,
     step_spans: Callable[[], dict[int, tuple[float, float]]] | None = None,
+    filled: dict[str, pd.DataFrame] | None = None,
 ) -> Finding | None:
     """Evaluate one applicable rule; raise ExprError on a runtime problem. `memo`: the
     values of table-only sub-expressions shared by the rules of this profile (Scope.memo);
-    `step_spans`: the profile's windows.step_spans, computed on the first call."""
+    `step_spans`: the profile's windows.step_spans, computed on the first call; `filled`:
+    the profile's tables given blank optional columns so far (with_optional)."""
     meta = profile.meta
     values: dict[str, Any] = {
         "total_us": math.nan if total_us is None else total_us,
@@ -335,15 +344,19 @@ def evaluate_rule(
         "framework": meta.framework,
         **params,
     }
-    tables = with_optional(profile.tables, rule.optional)
-    for name, expr in rule.let.items():
-        values[name] = _eval(expr, Scope(tables, values, functions, memo))
+    tables = with_optional(profile.tables, rule.optional, filled)
     scope = Scope(tables, values, functions, memo)
+    before_when = rule.lets_for_when
+    for name in before_when:
+        values[name] = _eval(rule.let[name], scope)
     fired = _eval(rule.when, scope)
     if not _is_scalar(fired):
         raise ExprError("'when' must give one true/false value; wrap columns in any() or all()")
     if fired is None or (isinstance(fired, float) and math.isnan(fired)) or not bool(fired):
         return None
+    for name, expr in rule.let.items():  # the lets only the message, evidence or impact read
+        if name not in before_when:
+            values[name] = _eval(expr, scope)
     impact, measured_us, uncapped = _impact(rule, scope, total_us)
     ratio = impact / measured_us if impact is not None and measured_us else None
     evidence, shown_rows, selected = (None, None, None)
@@ -438,6 +451,7 @@ def evaluate(
     total_us = profile_time_us(profile)
     result = Evaluation(lang=lang, total_us=total_us)
     memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
+    filled: dict[str, pd.DataFrame] = {}  # ... and so do the blank optional columns they lack
     step_spans = cache(partial(windows.step_spans, profile))
     available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
     hinted: dict[str, list[str] | None] = {}  # ... and lack the same ones: how each is collected
@@ -454,7 +468,7 @@ def evaluate(
                 None
                 if missing
                 else evaluate_rule(
-                    rule, profile, params, functions, total_us, lang, memo, step_spans
+                    rule, profile, params, functions, total_us, lang, memo, step_spans, filled
                 )
             )
         except MissingData as exc:

@@ -111,7 +111,10 @@ def median(x: Any) -> float:
 
     Example: max(steps.duration_us) > 2 * median(steps.duration_us)
     """
-    return _float(_numbers(x, "median").median())
+    values = _numbers(x, "median")
+    if not values.notna().any():  # pandas 2 warns "Mean of empty slice" on a terminal
+        return math.nan
+    return _float(values.median())
 
 
 def std(x: Any) -> float:
@@ -297,6 +300,10 @@ def where(cond: Any, a: Any, b: Any) -> Any:
     mask = as_mask(cond)
     chosen = a if isinstance(a, pd.Series) else pd.Series(a, index=mask.index)
     other = _float_values(b, chosen.index)
+    if isinstance(b, pd.Series) and other is not None and pd.api.types.is_integer_dtype(chosen):
+        # whole numbers where a float column's values are chosen: floats, as pandas 3 gives
+        # (pandas 2 turned round results back into integers, with a FutureWarning)
+        chosen = chosen.astype(np.float64)
     if chosen.dtype == np.float64 and other is not None and mask.index.equals(chosen.index):
         # what pandas' where gives for float columns, without its alignment and dtype checks
         values = np.where(mask.to_numpy(dtype=bool), chosen.to_numpy(), other)

@@ -226,6 +226,17 @@ class Rule:
             needed += [f"{self.evidence.table}.{n}" for n in self.evidence.filters_on]
         return tuple(dict.fromkeys(needed))
 
+    @cached_property
+    def lets_for_when(self) -> tuple[str, ...]:
+        """The lets `when` reads, itself or through other lets, in their order (a let reads
+        only the lets before it): the others are computed once the rule fires, which on most
+        profiles most rules do not."""
+        wanted = set(self.when.names)
+        for name in reversed(list(self.let)):
+            if name in wanted:
+                wanted |= self.let[name].names
+        return tuple(n for n in self.let if n in wanted)
+
     def text(self, lang: str = "en") -> RuleText:
         """The rule's texts in `lang`; English when the rule has no such translation."""
         return self.translations.get(lang) or RuleText(
