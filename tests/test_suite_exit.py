@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import EXIT_GRACE_ENV, ROOT
 
-HANGING_TEST = '''
+HANGING_TEST = """
 import os
 import threading
 
@@ -27,7 +27,7 @@ def read_forever(fd):
 def test_leaves_a_thread_behind():
     reader, writer = os.pipe()
     threading.Thread(target=read_forever, args=(reader,)).start()  # not a daemon
-'''
+"""
 
 
 def test_a_process_that_hangs_after_the_tests_shows_its_threads_and_fails(tmp_path: Path) -> None:
