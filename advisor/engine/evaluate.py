@@ -362,7 +362,7 @@ def evaluate_rule(
     evidence, shown_rows, selected = (None, None, None)
     if rule.evidence is not None:
         evidence, shown_rows, selected = _evidence(rule.evidence, profile, values, functions, memo)
-    measured = {k: to_plain(v) for k, v in values.items() if k in rule.let and _is_scalar(v)}
+    measured = {k: to_plain(values[k]) for k in rule.let if _is_scalar(values[k])}  # in order
     context = {
         "device_kind": meta.device_kind,  # before params and lets: a rule's own names win
         "framework": meta.framework,
