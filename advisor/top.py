@@ -14,11 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from advisor.compat import zip_strict
 from advisor.errors import AdvisorError
 from advisor.lazy import lazy_module
 from advisor.model import Profile
-from advisor.render.format import column_format
 
 if TYPE_CHECKING:
     import numpy as np
@@ -365,43 +363,3 @@ def output_columns(frame: pd.DataFrame) -> list[str]:
         for c in order
         if c in frame.columns and (frame[c].notna().any() or c in ("name", "op_type", "time_us"))
     ]
-
-
-HEADERS = {
-    "time_us": "time",
-    "total_us": "total",
-    "cumulative_us": "cumulative",
-    "start_us": "start",
-    "flops": "FLO",
-    "gflops": "GFLOPS",
-    "bytes": "memory",
-    "gbps": "GB/s",
-}
-"""Text-table headings of the columns whose names are not words; the unit follows them."""
-
-
-def format_table(frame: pd.DataFrame, max_width: int = 48) -> str:
-    """A plain-text table: numbers right-aligned as the reports show them (advisor.render.
-    format), each column's unit in its header, text cut to fit."""
-    cells: list[list[str]] = []
-    numeric: list[bool] = []
-    for col in frame.columns:
-        values = frame[col].astype(object).where(frame[col].notna(), None).tolist()
-        column = column_format(col, values)
-        numeric.append(pd.api.types.is_numeric_dtype(frame[col]))
-        header = HEADERS.get(col, col) + (f" ({column.unit})" if column.unit else "")
-        cells.append([header] + [_clip(column.show(v), max_width) for v in values])
-    widths = [max(len(c) for c in column) for column in cells]
-    lines = []
-    for i in range(len(frame) + 1):
-        parts = [
-            (column[i].rjust(w) if num else column[i].ljust(w))
-            for column, w, num in zip_strict(cells, widths, numeric)
-        ]
-        lines.append("  ".join(parts).rstrip())
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _clip(text: str, max_width: int) -> str:
-    return text if len(text) <= max_width else text[: max_width - 1] + "…"

@@ -19,7 +19,7 @@ from advisor.render.compare_html import render_compare_html
 from advisor.render.format import column_format, fmt_tick, fmt_value
 from advisor.render.html import DETAILED_RANKS, MAX_STEPS, _script, render_html
 from advisor.render.text import render_text
-from advisor.top import format_table
+from advisor.render.top_text import format_table
 from advisor.units import fmt_bytes, fmt_num, fmt_pct, fmt_us
 
 SCHEMA = json.loads(resources.files("advisor").joinpath("schemas/report.schema.json").read_text())

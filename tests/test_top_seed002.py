@@ -12,6 +12,7 @@ import csv
 import gzip
 import io
 import json
+import unicodedata
 from collections import defaultdict
 
 import pandas as pd
@@ -96,9 +97,44 @@ def test_text_summary_lines():
     assert lines[1] == "total device time 820 µs, total host time 110 µs"
     # copies: copy 80 + copy_back 50 = 130, mean 65; waits 40 + 20 = 60, mean 30
     assert lines[2] == (
-        "copy time (2 copy operator(s)): total 130 µs, mean 65.0 µs; "
+        "copy time (2 copy operators): total 130 µs, mean 65.0 µs; "
         "copy wait time: total 60.0 µs, mean 30.0 µs"
     )
+
+
+def test_text_output_in_chinese_keeps_the_columns_lined_up():
+    """--lang zh: the profile line, summary, headings and warnings in Chinese; a heading of
+    Chinese characters takes two terminal columns each, so the numbers below it still end
+    where it ends. JSON keeps its keys whatever the language."""
+    args = ["top", str(COPY), "-k", "2", "--copy-time", "--show-host", "--lang", "zh"]
+    result = separate_runner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("：2 行")
+    assert lines[1] == "设备总耗时 820 µs，Host 总耗时 110 µs"
+    assert lines[2] == (
+        "拷贝耗时（2 个拷贝算子）：总计 130 µs，平均 65.0 µs；"
+        "拷贝等待耗时：总计 60.0 µs，平均 30.0 µs"
+    )
+    head, first = lines[3], lines[5]
+    assert head.split()[:4] == ["名称", "算子类型", "核类型", "次数"]
+
+    def columns(text: str) -> int:  # terminal columns
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    def end_of(line: str, text: str) -> int:
+        return columns(line[: line.index(text) + len(text)])
+
+    def start_of(line: str, text: str) -> int:
+        return columns(line[: line.index(text)])
+
+    assert end_of(head, "耗时 (µs)") == end_of(first, " 400")  # conv's time, right-aligned
+    assert start_of(head, "输入 shape") == start_of(first, "[32,3,32,32]")  # text, left-aligned
+    assert "Host 侧（host_ops）：2 行" in lines
+    english = run(str(COPY), "-k", "2")
+    args = ["top", str(COPY), "-k", "2", "--format", "json", "--lang", "zh"]
+    chinese = json.loads(separate_runner().invoke(main, args).stdout)["profiles"][0]
+    assert chinese["rows"] == english["rows"] and chinese["summary"] == english["summary"]
 
 
 def test_top_end_key_kern_ranks_the_wait_before_the_kernel():
@@ -211,7 +247,7 @@ def test_show_host_in_text_and_csv():
     result = separate_runner().invoke(main, ["top", str(COPY), "--show-host", "-k", "2"])
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    at = lines.index("host (host_ops): 2 row(s)")
+    at = lines.index("host (host_ops): 2 rows")
     assert lines[at + 3].split()[:4] == ["conv", "ConvolutionForward", "1", "30.0"]
     result = separate_runner().invoke(
         main, ["top", str(COPY), "--show-host", "-k", "2", "--format", "csv"]

@@ -20,15 +20,22 @@ from advisor.cli.common import (
     error,
     guard,
 )
+from advisor.cli.reporting import lang_option
 from advisor.lazy import lazy_module
 from advisor.model import Profile
 from advisor.plugin_manager import PluginHost
 from advisor.reading import read_inputs
-from advisor.render.format import fmt_value, terminal_json
+from advisor.render.format import terminal_json
+from advisor.render.top_text import (
+    format_table,
+    host_line,
+    kern_note,
+    profile_line,
+    summary_lines,
+)
 from advisor.top import (
     MissingData,
     TopOptions,
-    format_table,
     operator_rows,
     rank_host_operators,
     rank_operators,
@@ -139,6 +146,7 @@ class Ranking:
     show_default=True,
     help="Output format.",
 )
+@lang_option
 @debug_option
 def top_command(
     paths: tuple[Path, ...],
@@ -155,6 +163,7 @@ def top_command(
     copy_time: bool,
     show_host: bool,
     fmt: str,
+    lang: str,
     debug: bool,
 ) -> None:
     """Rank the slowest operators of any profile advisor reads.
@@ -184,7 +193,10 @@ def top_command(
         input_dtype=input_dtype,
         end_key=end_key,
     )
-    guard(debug, lambda: top(paths, options, fmt, copy_time=copy_time, show_host=show_host))
+    guard(
+        debug,
+        lambda: top(paths, options, fmt, copy_time=copy_time, show_host=show_host, lang=lang),
+    )
 
 
 def top(
@@ -194,8 +206,10 @@ def top(
     *,
     copy_time: bool = False,
     show_host: bool = False,
+    lang: str = "en",
 ) -> int:
-    """The body of `advisor top`: rank every profile read, print them in `fmt`."""
+    """The body of `advisor top`: rank every profile read, print them in `fmt`; the text
+    format and the warnings in `lang`."""
     result = read_inputs(list(paths), PluginHost())
     profiles = result.profiles
     for input_error in result.input_errors:
@@ -206,7 +220,7 @@ def top(
     problems: list[str] = []
     for profile in profiles:
         for warning in profile.warnings:
-            error(f"warning: {warning}")
+            error(f"warning: {warning.line_in(lang)}")
         try:  # a bad option (TopError) is the same for every profile: it stops the command
             ranked.append(
                 Ranking(
@@ -224,13 +238,14 @@ def top(
         raise Failure(problems[0], EXIT_USAGE)
     for problem in problems:
         error(problem)
-    echo_ranked(ranked, fmt)
+    echo_ranked(ranked, fmt, lang)
     return EXIT_OK
 
 
-def echo_ranked(ranked: Sequence[Ranking], fmt: str) -> None:
+def echo_ranked(ranked: Sequence[Ranking], fmt: str, lang: str = "en") -> None:
     """The rankings as one JSON document, one CSV with a profile column (and a side column
-    with --show-host; the summary is left out of CSV), or a summary and table(s) each."""
+    with --show-host; the summary is left out of CSV), or a summary and table(s) each, in
+    `lang`."""
     if fmt == "json":
         click.echo(terminal_json({"profiles": [_as_json(r) for r in ranked]}, indent=2))
     elif fmt == "csv":
@@ -247,17 +262,18 @@ def echo_ranked(ranked: Sequence[Ranking], fmt: str) -> None:
         for r in ranked:
             p = r.profile
             echo(
-                f"{p.label} ({p.meta.source_format}, {r.table}, {p.meta.path}): "
-                f"{len(r.device)} row(s)"
+                profile_line(
+                    lang, p.label, p.meta.source_format, r.table, p.meta.path, len(r.device)
+                )
             )
-            for line in summary_lines(r.summary):
+            for line in summary_lines(r.summary, lang):
                 echo(line)
             if r.end_key == "kern":
-                echo("time: each operator's wait before its kernel started (kern - start)")
-            echo(format_table(r.device))
+                echo(kern_note(lang))
+            echo(format_table(r.device, lang=lang))
             if r.host is not None:
-                echo(f"host (host_ops): {len(r.host)} row(s)")
-                echo(format_table(r.host))
+                echo(host_line(lang, len(r.host)))
+                echo(format_table(r.host, lang=lang))
             echo("")
 
 
@@ -273,21 +289,3 @@ def _as_json(r: Ranking) -> dict[str, object]:
     if r.host is not None:
         out["host_rows"] = json.loads(r.host.to_json(orient="records"))
     return out
-
-
-def summary_lines(numbers: dict[str, float | None]) -> list[str]:
-    """profile_analyze's summary: total device and host time; copy time where asked for."""
-
-    def us(key: str) -> str:
-        value = numbers.get(key)
-        return "N/A" if value is None else fmt_value(key, value)
-
-    lines = [f"total device time {us('total_device_us')}, total host time {us('total_host_us')}"]
-    if "copy_us" in numbers:
-        count = int(numbers["copy_count"] or 0)
-        lines.append(
-            f"copy time ({count} copy operator(s)): total {us('copy_us')}, "
-            f"mean {us('copy_mean_us')}; copy wait time: total {us('copy_wait_us')}, "
-            f"mean {us('copy_wait_mean_us')}"
-        )
-    return lines

@@ -316,9 +316,7 @@ def with_optional(
         frame = filled.get(table, tables.get(table))
         index = pd.RangeIndex(0) if frame is None else frame.index
         blank = {c: pd.Series(index=index, dtype=dtype) for c, dtype in columns.items()}
-        filled[table] = (
-            pd.DataFrame(blank, index=index) if frame is None else frame.assign(**blank)
-        )
+        filled[table] = pd.DataFrame(blank, index=index) if frame is None else frame.assign(**blank)
     return {**tables, **filled} if filled else tables
 
 

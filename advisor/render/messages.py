@@ -406,6 +406,42 @@ CATALOG: dict[str, Text] = {
     "metric.operators": Text("Framework operators", "框架算子"),
     "metric.dataloader": Text("Data loading", "数据加载"),
     "metric.memory_peak": Text("Memory peak", "内存峰值"),
+    # --- advisor top (terminal) -----------------------------------------------------------
+    "top.profile": Text(
+        "{label} ({format}, {table}, {path}): {n} row{s}",
+        "{label}（{format}，{table}，{path}）：{n} 行",
+    ),
+    "top.totals": Text(
+        "total device time {device}, total host time {host}",
+        "设备总耗时 {device}，Host 总耗时 {host}",
+    ),
+    "top.copies": Text(
+        "copy time ({n} copy operator{s}): total {total}, mean {mean}; copy wait time: total "
+        "{wait}, mean {wait_mean}",
+        "拷贝耗时（{n} 个拷贝算子）：总计 {total}，平均 {mean}；"
+        "拷贝等待耗时：总计 {wait}，平均 {wait_mean}",
+    ),
+    "top.kern": Text(
+        "time: each operator's wait before its kernel started (kern - start)",
+        "耗时：各算子从开始到其 kernel 启动之间的等待（kern - start）",
+    ),
+    "top.host": Text("host (host_ops): {n} row{s}", "Host 侧（host_ops）：{n} 行"),
+    "top.column.name": Text("name", "名称"),
+    "top.column.op_type": Text("op_type", "算子类型"),
+    "top.column.core_type": Text("core_type", "核类型"),
+    "top.column.count": Text("count", "次数"),
+    "top.column.time": Text("time", "耗时"),
+    "top.column.total": Text("total", "总耗时"),
+    "top.column.share": Text("share", "占比"),
+    "top.column.cumulative": Text("cumulative", "累计"),
+    "top.column.flops": Text("FLO", "浮点运算数"),
+    "top.column.gflops": Text("GFLOPS", "GFLOPS"),
+    "top.column.bytes": Text("memory", "内存"),
+    "top.column.gbps": Text("GB/s", "GB/s"),
+    "top.column.start": Text("start", "开始"),
+    "top.column.input_shapes": Text("input_shapes", "输入 shape"),
+    "top.column.input_dtypes": Text("input_dtypes", "输入数据类型"),
+    "top.column.output_shapes": Text("output_shapes", "输出 shape"),
 }
 CATALOG.update(
     {  # evidence column headings: English as the name reads, Chinese from headings.py

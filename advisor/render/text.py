@@ -160,7 +160,7 @@ def written_line(
         listed = ", ".join(ordered)
     text = terminal_safe(message(lang, "wrote", files=listed, folder=folder), flatten=True)
     # A path is not broken inside: it is copied from the terminal.
-    if _cells(text) != len(text):
+    if display_width(text) != len(text):
         return "\n".join(_wrap_wide(text, width, INDENT, "")) or text
     return (
         "\n".join(
@@ -225,7 +225,7 @@ def _wide(c: str) -> bool:
     return unicodedata.east_asian_width(c) in "WF"
 
 
-def _cells(text: str) -> int:
+def display_width(text: str) -> int:
     """Terminal columns a text takes: CJK characters are two columns wide."""
     return sum(2 if _wide(c) else 1 for c in text)
 
@@ -233,7 +233,7 @@ def _cells(text: str) -> int:
 def _wrap(text: str, width: int, indent: str, first: str | None = None) -> list[str]:
     first = indent if first is None else first
     text = terminal_safe(text, flatten=True)
-    if _cells(text) == len(text):
+    if display_width(text) == len(text):
         return textwrap.wrap(
             text,
             width=width,
@@ -264,11 +264,11 @@ def _wrap_wide(text: str, width: int, indent: str, first: str) -> list[str]:
         else:
             tokens.append(c)
     lines: list[str] = []
-    prefix, parts, used = first, [], _cells(first)
+    prefix, parts, used = first, [], display_width(first)
     for token in tokens:
         if token == " " and not parts:
             continue
-        if used + _cells(token) > width and parts:
+        if used + display_width(token) > width and parts:
             carry: list[str] = []
             if token in CLOSING:  # no line starts with a closing mark: the word before moves
                 cut = len(parts) - 1
@@ -278,11 +278,11 @@ def _wrap_wide(text: str, width: int, indent: str, first: str) -> list[str]:
                     carry, parts = parts[cut:], parts[:cut]
             lines.append((prefix + "".join(parts)).rstrip())
             prefix, parts = indent, carry
-            used = _cells(indent) + sum(map(_cells, carry))
+            used = display_width(indent) + sum(map(display_width, carry))
             if token == " ":
                 continue
         parts.append(token)
-        used += _cells(token)
+        used += display_width(token)
     if parts:
         lines.append((prefix + "".join(parts)).rstrip())
     return lines
@@ -453,7 +453,7 @@ def _finding_lines(
         start = lead + sev if i == 0 else indent
         line = start + _style(part, color, bold=True)
         if i == 0 and beside:
-            line += " " * (room - _cells(part) + 2) + impact
+            line += " " * (room - display_width(part) + 2) + impact
         lines.append(line)
     if not beside:
         lines.append(indent + impact)
@@ -525,18 +525,18 @@ def _step_time(report: dict, cluster_times: dict[float, float]) -> float | None:
 
 
 def _pad(text: str, width: int, right: bool = False) -> str:
-    space = " " * max(width - _cells(text), 0)
+    space = " " * max(width - display_width(text), 0)
     return space + text if right else text + space
 
 
 def _clip(text: str, width: int) -> str:
     """`text` cut to `width` terminal columns, an ellipsis marking the cut."""
     text = " ".join(terminal_safe(text, flatten=True).split())
-    if _cells(text) <= width:
+    if display_width(text) <= width:
         return text
     out = ""
     for c in text:
-        if _cells(out + c) > width - 1:
+        if display_width(out + c) > width - 1:
             break
         out += c
     return out.rstrip() + "…"
@@ -570,7 +570,7 @@ def _rank_table(
         [_rank_label(r), fmt_us_as(t, unit), *map(fmt_num, _counts(r).values())]
         for r, t in zip_strict(members, times)
     ]
-    widths = [max(_cells(c) for c in column) for column in zip_strict(heads, *cells)]
+    widths = [max(display_width(c) for c in column) for column in zip_strict(heads, *cells)]
     used = len(INDENT) + sum(widths) + 2 * len(widths)
     top_width = max(width - used, 0)
     title = message(lang, "ranks_in_order", len(members), n=len(members))
