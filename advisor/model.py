@@ -1547,7 +1547,9 @@ TABLES: dict[str, TableSpec] = {
                     "has some), computing (union of compute tasks), comm_not_overlapped, wait "
                     "(communication waiting for peers), sdma (copies), free (neither computing nor "
                     "communicating), e2e (step time), operators (top-level framework operator "
-                    "time), dataloader (host time fetching batches), memory_peak",
+                    "time), dataloader (host time fetching batches), memory_peak (the largest "
+                    "reserved memory of a device, or allocated where none is reserved: from a "
+                    "trace's memory samples or a memory snapshot's history)",
                     True,
                 ),
                 _c("unit", "string", "", "µs, or bytes for memory_peak", True),
@@ -1667,6 +1669,34 @@ TABLES: dict[str, TableSpec] = {
                 ),
                 _c("diff_bytes", "float64", "bytes", "comp_bytes - base_bytes", True),
                 _c("ratio", "float64", "ratio", "comp_bytes / base_bytes"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
+            "compare_allocation_sites",
+            "place in the code of two memory snapshots by the memory its blocks held (advisor "
+            "compare; allocation_sites of each snapshot's device with the largest peak, the "
+            "one compare_overall's memory_peak is), the largest growth at the peak first",
+            (
+                _c("site", "string", "", "place in the code (allocation_sites.site)", True),
+                _c(
+                    "base_peak_bytes",
+                    "float64",
+                    "bytes",
+                    "held at the peak in the baseline, of the blocks its recorded history "
+                    "made (0: none)",
+                    True,
+                ),
+                _c(
+                    "comp_peak_bytes",
+                    "float64",
+                    "bytes",
+                    "held at the peak in the comparison",
+                    True,
+                ),
+                _c("diff_bytes", "float64", "bytes", "comp_peak_bytes - base_peak_bytes", True),
+                _c("base_held_bytes", "float64", "bytes", "still held at the baseline's snapshot"),
+                _c("comp_held_bytes", "float64", "bytes", "still held at the comparison's"),
             ),
             scope=COMPARE,
         ),

@@ -19,6 +19,7 @@ from conftest import FIXTURE_DIR
 
 import advisor
 from advisor.cli import main
+from advisor.compare import compare
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor_plugins.memory_snapshot import NO_STACK, MemorySnapshotReader, site_of
@@ -374,6 +375,34 @@ def test_comparing_two_snapshots_calls_neither_too_short(tmp_path: Path):
     assert result.exit_code == 0, result.output
     assert "too short" not in result.output
     assert (out / "compare.json").is_file()
+
+
+def test_two_snapshots_compare_their_peaks_and_the_places_holding_them(tmp_path: Path):
+    """compare_overall's memory_peak is each snapshot's largest peak (reserved), and
+    compare_allocation_sites the places of that device, as each reader's allocation_sites
+    gives them; the places the comparison's leak demo makes first (they grew most)."""
+    base_path, comp_path = (
+        inflated(tmp_path, "snapshot_expandable"),
+        inflated(tmp_path, "snapshot_with_multi_devices"),
+    )
+    result = compare(base_path, comp_path)
+    overall = result.table("compare_overall").set_index("metric")
+    sides = [read_one(p) for p in (base_path, comp_path)]
+    peaks = [p.tables["allocator_state"]["peak_reserved_bytes"].max() for p in sides]
+    assert overall.loc["memory_peak", ["base", "comparison"]].tolist() == peaks
+    comp_state = sides[1].tables["allocator_state"].set_index("device")
+    assert comp_state["peak_reserved_bytes"].idxmax() == "0"  # 614 MiB against device 1's 526
+    table = result.table("compare_allocation_sites").set_index("site")
+    theirs = sides[1].tables["allocation_sites"]
+    on_peak = theirs[theirs["device"] == "0"].set_index("site")["held_at_peak_bytes"]
+    compared = table["comp_peak_bytes"]
+    assert compared[on_peak.index].tolist() == pytest.approx(on_peak.fillna(0).tolist())
+    assert (compared.drop(on_peak.index) == 0).all()  # places only the baseline names
+    assert (table["diff_bytes"] == table["comp_peak_bytes"] - table["base_peak_bytes"]).all()
+    assert table["diff_bytes"].is_monotonic_decreasing
+    assert table.index[0] == "train_one_step (memory_leaks_demo.py:17)"
+    assert result.evaluation.outcomes["CMP-006"].value == "passed"  # the same 614 MiB peak
+    assert "memory_leaks_demo.py:17" in result._repr_html_()  # the compare page's table
 
 
 def test_loading_the_plugin_imports_no_pickle():

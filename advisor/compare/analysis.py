@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.compare.aggregates import allocations, collective_events, module_events, side_by_side
 from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
 from advisor.compare.calls import api_calls, compare_apis, compare_kernels, kernel_calls
+from advisor.compare.memory_sites import compare_sites, site_figures
 from advisor.compare.operators import (
     CompareOptions,
     canonical_names,
@@ -219,6 +220,9 @@ def compare_tables(
         tables["compare_memory"] = side_by_side(
             *memory, key="name", value="bytes", base_steps=steps[0], comp_steps=steps[1]
         ).rename(columns={"diff": "diff_bytes"})
+    sites = [site_figures(p) for p in (base, comp)]
+    if any(s is not None for s in sites):
+        tables["compare_allocation_sites"] = compare_sites(*sites)
     calls = [module_events(operator_tree(p, modules)) for p in (base, comp)]
     if all(not c.empty for c in calls):
         table = side_by_side(

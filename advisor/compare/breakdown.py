@@ -148,14 +148,26 @@ def breakdown(profile: Profile, operators_us: float) -> dict[str, tuple[float, f
     if host is not None and "kind" in host and host["kind"].eq("dataloader").any():
         loading = host.loc[host["kind"].eq("dataloader").fillna(False), "duration_us"]
         out["dataloader"] = (float(loading.sum()) / steps, len(loading) / steps)
-    memory = profile.tables.get("memory")
-    if memory is not None and not memory.empty:
-        # CPU allocators report no reserved memory (0): their peak is the allocated one
-        peaks = [memory[c].max() for c in ("reserved_bytes", "allocated_bytes") if c in memory]
-        peak = next((p for p in peaks if pd.notna(p) and p > 0), np.nan)
-        if pd.notna(peak):
-            out["memory_peak"] = (float(peak), np.nan)
+    peak = _memory_peak(profile)
+    if pd.notna(peak):
+        out["memory_peak"] = (peak, np.nan)
     return out
+
+
+def _memory_peak(profile: Profile) -> float:
+    """The largest reserved memory of any device, or allocated where the allocator reports no
+    reservation (CPU allocators report 0): from the memory samples of a trace, else from a
+    memory snapshot's history (allocator_state's peaks); NaN without either."""
+    for table, columns in (
+        ("memory", ("reserved_bytes", "allocated_bytes")),
+        ("allocator_state", ("peak_reserved_bytes", "peak_allocated_bytes")),
+    ):
+        frame = profile.tables.get(table)
+        if frame is None or frame.empty:
+            continue
+        peaks = [frame[c].max() for c in columns if c in frame]
+        return float(next((p for p in peaks if pd.notna(p) and p > 0), np.nan))
+    return np.nan
 
 
 def compare_breakdown(

@@ -20,6 +20,7 @@ SECTIONS = (
     ("compare_op_stats", "ops", "changed_operators", "diff_us"),
     ("compare_comm", "comm", "comm_per_collective", "diff_us"),
     ("compare_memory", "memory", "memory_per_operator", "diff_bytes"),
+    ("compare_allocation_sites", "sites", "memory_per_site", "diff_bytes"),
     ("compare_modules", "modules", "modules_per_step", "diff_us"),
     ("compare_apis", "apis", "apis_per_name", "diff_us"),
     ("compare_kernels", "kernels", "kernels_per_shape", "diff_us"),

@@ -36,6 +36,7 @@ SHEETS = {
     "compare_ops": "OperatorCompare",
     "compare_comm": "CommunicationCompare",
     "compare_memory": "MemoryCompare",
+    "compare_allocation_sites": "MemorySiteCompare",
     "compare_modules": "ModuleCompare",
     "compare_apis": "ApiCompare",
     "compare_kernels": "KernelCompare",

@@ -363,6 +363,10 @@ CATALOG: dict[str, Text] = {
     "memory_per_operator": Text(
         "Memory allocated per operator (per step)", "各算子申请的内存（每个迭代）"
     ),
+    "memory_per_site": Text(
+        "Memory held per place in the code (at each device's peak)",
+        "各代码位置占用的内存（各设备峰值时）",
+    ),
     "modules_per_step": Text("Modules (per step)", "各模块（每个迭代）"),
     "apis_per_name": Text(
         "Framework APIs that changed most (per step)", "变化最大的框架 API（每个迭代）"
