@@ -316,6 +316,24 @@ def test_inspect_lists_tables_and_rows():
     assert any(line.split()[:2] == ["device_ops", "36"] for line in result.output.splitlines())
 
 
+def test_inspect_in_chinese_keeps_the_contract_names():
+    """--lang zh: the words and the warnings in Chinese; table and column names, counts and
+    paths as in English (they are the contract's names, which rules and scripts use)."""
+    english = invoke("inspect", SMALL).output.splitlines()
+    chinese = invoke("inspect", SMALL, "--lang", "zh").output.splitlines()
+    assert len(chinese) == len(english)
+    assert chinese[0] == english[0].replace(": ", "：", 1).replace(" (", "（").replace(
+        ", ", "，"
+    ).replace(") at ", "），位于 ")
+    tables = [line.split() for line in english if line.split()[2:3] == ["rows"]]
+    assert tables and all(
+        line.split()[:2] + line.split()[3:] == t[:2] + t[3:] and line.split()[2] == "行"
+        for line, t in zip(chinese[1 : 1 + len(tables)], tables)
+    )
+    assert any(line.strip().startswith("已读取文件：") for line in chinese)
+    assert not any("warning:" in line or "files read" in line for line in chinese)
+
+
 @pytest.mark.parametrize(
     "command",
     [

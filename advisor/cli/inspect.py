@@ -7,16 +7,17 @@ from pathlib import Path
 import click
 
 from advisor.cli.common import EXIT_OK, EXIT_UNREADABLE, debug_option, echo, error, guard
+from advisor.cli.reporting import lang_option
 from advisor.plugin_manager import PluginHost
 from advisor.reading import read_inputs
-
-FILES_SHOWN = 8
+from advisor.render.inspect_text import profile_lines
 
 
 @click.command("inspect")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@lang_option
 @debug_option
-def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
+def inspect_command(paths: tuple[Path, ...], lang: str, debug: bool) -> None:
     """Show what was detected in PATHS and which tables and rows were read.
 
     \b
@@ -28,16 +29,8 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
         result = read_inputs(list(paths), PluginHost())
         profiles = result.profiles
         for profile in profiles:
-            meta = profile.meta
-            echo(
-                f"{profile.label}: {meta.source_format} ({meta.framework}, "
-                f"{meta.device_kind}) at {meta.path}"
-            )
-            for name, df in profile.tables.items():
-                echo(f"    {name:<13} {len(df):>9} rows  {', '.join(df.columns)}")
-            echo(_files_line(meta.files_read, meta.extra.get("source")))
-            for warning in profile.warnings:
-                echo(f"    warning: {warning}")
+            for line in profile_lines(profile, lang):
+                echo(line)
         for problem in result.plugin_problems:
             error(problem)
         for input_error in result.input_errors:
@@ -47,11 +40,3 @@ def inspect_command(paths: tuple[Path, ...], debug: bool) -> None:
         return EXIT_OK
 
     guard(debug, body)
-
-
-def _files_line(files: list[str], source: object) -> str:
-    """How many files were read, the first ones, and the source a reader chose when a
-    profile holds the same data twice (`db`: the profiler database, not the text files)."""
-    shown = ", ".join(files[:FILES_SHOWN]) + (", ..." if len(files) > FILES_SHOWN else "")
-    origin = f" (source: {source})" if source else ""
-    return f"    files read: {len(files)}{origin}" + (f": {shown}" if files else "")

@@ -410,6 +410,16 @@ CATALOG: dict[str, Text] = {
     "metric.operators": Text("Framework operators", "框架算子"),
     "metric.dataloader": Text("Data loading", "数据加载"),
     "metric.memory_peak": Text("Memory peak", "内存峰值"),
+    # --- advisor inspect (terminal) -------------------------------------------------------
+    "inspect.profile": Text(
+        "{label}: {format} ({framework}, {device}) at {path}",
+        "{label}：{format}（{framework}，{device}），位于 {path}",
+    ),
+    "inspect.rows": Text("{n} rows", "{n} 行"),
+    "inspect.files": Text("files read: {n}", "已读取文件：{n} 个"),
+    "inspect.source": Text(" (source: {source})", "（来源：{source}）"),
+    "inspect.file_list": Text(": {files}", "：{files}"),
+    "inspect.warning": Text("warning: {warning}", "警告：{warning}"),
     # --- advisor top (terminal) -----------------------------------------------------------
     "top.profile": Text(
         "{label} ({format}, {table}, {path}): {n} row{s}",
