@@ -364,8 +364,8 @@ CATALOG: dict[str, Text] = {
         "Memory allocated per operator (per step)", "各算子申请的内存（每个迭代）"
     ),
     "memory_per_site": Text(
-        "Memory held per place in the code (at each device's peak)",
-        "各代码位置占用的内存（各设备峰值时）",
+        "Memory held per place in the code at the peak (the device with the largest)",
+        "各代码位置在峰值时占用的内存（峰值最大的设备）",
     ),
     "modules_per_step": Text("Modules (per step)", "各模块（每个迭代）"),
     "apis_per_name": Text(
