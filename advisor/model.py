@@ -1115,6 +1115,26 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "memory_kinds",
+            "kind of tensor in a PyTorch profiler memory timeline export "
+            "(export_memory_timeline(); profile_memory, record_shapes and with_stack): what each "
+            "kind held at the peak, the first moment the kinds together held the most",
+            (
+                _c("device", "string", "", "device index ('' when the export does not say)"),
+                _c(
+                    "kind",
+                    "string",
+                    "",
+                    "parameter, optimizer_state, input, temporary, activation, gradient, "
+                    "autograd_detail or unknown (PyTorch's memory profiler's categories)",
+                    True,
+                ),
+                _c("at_peak_bytes", "float64", "bytes", "held at the peak", True),
+                _c("peak_share", "float64", "ratio", "at_peak_bytes / the peak (all kinds)", True),
+                _c("max_bytes", "float64", "bytes", "the kind's own highest", True),
+            ),
+        ),
+        TableSpec(
             "oom_events",
             "allocation the allocator could not make (out of memory): a memory snapshot's "
             "`oom` history entries, a PyTorch trace's [OutOfMemory] events",

@@ -18,6 +18,7 @@ HEADINGS_ZH = {
     "allocated_peak": "已分配峰值",
     "allocated_start": "开始时已分配",
     "allocations": "分配次数",
+    "at_peak": "峰值时占用",
     "avg": "平均",
     "avg_op": "单算子平均",
     "bandwidth": "带宽",
