@@ -176,7 +176,8 @@ def _load(path: Path) -> Any:
         return DataOnly(io.BytesIO(read_bytes(path))).load()  # a .gz inflated within Limits
     except _NamesObject as exc:
         raise UnreadableInput(path, f"not a memory snapshot: {exc}") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
+    except Exception as exc:  # a damaged stream fails in many ways: a wrong opcode's
+        # AttributeError, a length read as gigabytes' MemoryError, UnpicklingError, EOFError ...
         raise UnreadableInput(path, f"a damaged pickle ({type(exc).__name__}: {exc})") from None
 
 

@@ -181,6 +181,8 @@ def test_a_pickle_naming_a_function_is_refused_without_running_it(tmp_path: Path
     [
         (pickle.dumps([1, 2, 3]), "without the 'segments' list"),
         (pickle.dumps({"segments": []})[:-4], "damaged pickle"),
+        # a flipped opcode: APPEND to a dict (found by flipping bytes of the real snapshots)
+        (b"\x80\x04}K\x01a.", r"damaged pickle \(AttributeError"),
     ],
 )
 def test_other_pickles_get_one_line(tmp_path: Path, content: bytes, problem: str):

@@ -79,6 +79,8 @@ BASES = {
         Base("megengine_dynamic", (OWN / "megengine/dynamic",)),
         Base("megengine_static", (OWN / "megengine/static",)),
         Base("aoe", (OWN / "aoe/good",)),
+        Base("memory_timeline", (OWN / "memory_timeline_own/mlp_adam_cpu.raw.json.gz",)),
+        Base("memory_snapshot", (SHARED / "memory_snapshot/snapshot_expandable.pkl.gz",)),
     )
 }
 
@@ -574,6 +576,8 @@ TARGETS: tuple[tuple[str, str, bool], ...] = (
     ("megengine_dynamic", "dynamic/4242.chrome_timeline.json", False),
     ("megengine_static", "static/profiling.json", False),
     ("aoe", "good/aoe_result_opat_20260105103000123_pid4242.json", False),
+    ("memory_timeline", "mlp_adam_cpu.raw.json.gz", False),
+    ("memory_snapshot", "snapshot_expandable.pkl.gz", False),
 )
 
 
