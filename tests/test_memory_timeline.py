@@ -96,7 +96,7 @@ def test_mem_010_is_silent_on_the_small_run_and_names_the_optimizer_state_below_
     (loud,) = advisor.analyze(SIZES, params={"MEM-010": {"min_peak_bytes": 0}}).analyses
     (finding,) = [f for f in loud.findings if f.rule.id == "MEM-010"]
     assert finding.values["top_kind"] == "optimizer_state"
-    assert "the optimizer_state tensors hold the most, 12.1 MiB (37.0%" in finding.message
+    assert "holding the most is the optimizer state: 12.1 MiB (37.0%" in finding.message
     assert any("ZeRO stage 1" in s for s in finding.suggestions)
     assert not any("activation checkpointing" in s for s in finding.suggestions)
 
