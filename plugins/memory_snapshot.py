@@ -20,7 +20,6 @@ function is refused rather than run.
 
 from __future__ import annotations
 
-import gzip
 import io
 import re
 from collections import defaultdict
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import UnreadableInput
-from advisor.formats.files import read_bytes
+from advisor.formats.files import read_bytes, read_head
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform_records
 
@@ -112,10 +111,7 @@ class MemorySnapshotReader:
         path = Path(path)
         if not path.name.lower().endswith(SUFFIXES) or not path.is_file():
             return False
-        try:
-            head = _head(path)
-        except (OSError, EOFError):  # a .gz that is not gzip data: another reader's, or none
-            return False
+        head = read_head(path, HEAD_BYTES)  # b"" for a .gz that is not gzip data
         return head[:1] == b"\x80" and head[1:2] in PROTOCOLS and b"segments" in head
 
     def read(self, path: Path) -> list[Profile]:
@@ -179,16 +175,6 @@ def _load(path: Path) -> Any:
     except Exception as exc:  # a damaged stream fails in many ways: a wrong opcode's
         # AttributeError, a length read as gigabytes' MemoryError, UnpicklingError, EOFError ...
         raise UnreadableInput(path, f"a damaged pickle ({type(exc).__name__}: {exc})") from None
-
-
-def _head(path: Path) -> bytes:
-    """The content's first bytes: inflated when the file is named .gz (snapshots are often
-    shared gzipped)."""
-    if path.name.lower().endswith(".gz"):
-        with gzip.open(path, "rb") as packed:
-            return packed.read(HEAD_BYTES)
-    with path.open("rb") as handle:
-        return handle.read(HEAD_BYTES)
 
 
 def _parts(path: Path, snapshot: Any) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:

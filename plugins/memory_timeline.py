@@ -19,14 +19,13 @@ those), which know where in the code memory was allocated but not what it holds.
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from advisor.errors import UnreadableInput
-from advisor.formats.files import read_bytes
+from advisor.formats.files import read_bytes, read_head
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform_records
 
@@ -64,10 +63,7 @@ class MemoryTimelineReader:
         path = Path(path)
         if not path.name.lower().endswith(SUFFIXES) or not path.is_file():
             return False
-        try:
-            return _HEAD.match(_head(path)) is not None
-        except (OSError, EOFError):
-            return False
+        return _HEAD.match(read_head(path, HEAD_BYTES)) is not None
 
     def read(self, path: Path) -> list[Profile]:
         path = Path(path)
@@ -89,14 +85,6 @@ class MemoryTimelineReader:
 @hookimpl
 def advisor_readers() -> list[MemoryTimelineReader]:
     return [MemoryTimelineReader()]
-
-
-def _head(path: Path) -> bytes:
-    if path.name.lower().endswith(".gz"):
-        with gzip.open(path, "rb") as packed:
-            return packed.read(HEAD_BYTES)
-    with path.open("rb") as handle:
-        return handle.read(HEAD_BYTES)
 
 
 def _whole(value: Any) -> bool:

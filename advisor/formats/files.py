@@ -202,6 +202,26 @@ def _loads_or_none(data: bytes) -> Any | None:
         return None
 
 
+HEAD_RAW_BYTES = 64 * 1024
+"""Of a .gz file, read_head inflates this much at most: a head of up to as much content."""
+
+
+def read_head(path: Path, size: int) -> bytes:
+    """The first `size` bytes of a file's content, inflated when it is named .gz (what there
+    is of a cut one); b"" when it cannot be read. For readers' `detect`, which looks at a
+    file's start and must never fail."""
+    import zlib  # here: only a .gz file needs it
+
+    try:
+        with open(path, "rb") as raw:
+            if not path.name.lower().endswith(".gz"):
+                return raw.read(size)
+            data = raw.read(max(size, HEAD_RAW_BYTES))
+        return zlib.decompressobj(wbits=31).decompress(data, size)
+    except (OSError, zlib.error):
+        return b""
+
+
 def read_bytes(path: str | Path, progress: FileProgress | None = None) -> bytes:
     """The whole content of a file, gunzipped (within `Limits`) when it ends in .gz, reporting
     progress.

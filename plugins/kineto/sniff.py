@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
+
+from advisor.formats import files
 
 HEAD_BYTES = 64 * 1024
 
@@ -31,16 +32,8 @@ BLANK = b" \t\r\n\xef\xbb\xbf"  # whitespace and a UTF-8 byte order mark
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
-    """The first `size` bytes of the (decompressed) file; what there is of a cut gzip file;
-    nothing when it cannot be read."""
-    try:
-        with open(path, "rb") as raw:
-            data = raw.read(size)
-        if path.name.lower().endswith(".gz"):
-            data = zlib.decompressobj(wbits=31).decompress(data, size)
-        return data
-    except (OSError, zlib.error):
-        return b""
+    """The first `size` bytes of the (decompressed) file (advisor.formats.files.read_head)."""
+    return files.read_head(path, size)
 
 
 def file_size(path: Path) -> int:
