@@ -19,10 +19,11 @@ those), which know where in the code memory was allocated but not what it holds.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from advisor.errors import UnreadableInput
 from advisor.formats.files import read_bytes, read_head
@@ -68,8 +69,8 @@ class MemoryTimelineReader:
     def read(self, path: Path) -> list[Profile]:
         path = Path(path)
         try:
-            document = json.loads(read_bytes(path))
-        except (ValueError, RecursionError) as exc:
+            document = orjson.loads(read_bytes(path))
+        except orjson.JSONDecodeError as exc:
             raise UnreadableInput(path, f"not JSON: {exc}") from None
         times, sizes = _timeline(path, document)
         meta = ProfileMeta(
