@@ -13,6 +13,9 @@ autograd details (and unknown). The export is per device and does not say which.
 - raw: `[time_ns, action, bytes, kind]` per event (kind as above, from 0), `bytes` negative
   for a release; time -1 for tensors alive before the profile.
 
+Both are read a batch at a time (advisor.formats.number_lists): a long run's raw export holds
+millions of events, which decoded whole took some ten times the file's size in memory.
+
 PyTorch 2.13 deprecates the export in favour of allocator snapshots (memory_snapshot.py reads
 those), which know where in the code memory was allocated but not what it holds.
 """
@@ -21,14 +24,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
-
-import orjson
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
-from advisor.formats.files import read_bytes, read_head
+from advisor.formats.files import Limits, open_content, read_head, reading
+from advisor.formats.number_lists import CHUNK_BYTES, NotNumberLists, NumberLists
 from advisor.hookspecs import hookimpl
+from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform_records
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 KINDS = (
     "parameter",
@@ -46,6 +54,11 @@ HEAD_BYTES = 256
 _HEAD = re.compile(rb"^\s*\[\s*\[\s*-?\d+\s*,\s*-?\d+")
 """Both shapes open with a list of whole numbers: times, or a raw event."""
 _COLUMNS = ("device", "kind", "at_peak_bytes", "peak_share", "max_bytes")
+_SHAPES = "[times, sizes by kind], or [time, action, bytes, kind] events"
+_RAW_START = re.compile(rb"\]|\[\s*-?\d+\s*(?:,\s*-?\d+\s*){3}\]\s*(?:,\s*\[\s*-?\d|\])")
+"""The raw shape: no event, or a first list of four numbers followed by another such list or
+the end (the other shape's first list, its times, is followed by a list of lists)."""
+_RAW_HEAD_BYTES = 4096
 
 
 class MemoryTimelineReader:
@@ -68,18 +81,12 @@ class MemoryTimelineReader:
 
     def read(self, path: Path) -> list[Profile]:
         path = Path(path)
-        try:
-            document = orjson.loads(read_bytes(path))
-        except orjson.JSONDecodeError as exc:
-            raise UnreadableInput(path, f"not JSON: {exc}") from None
-        times, sizes = _timeline(path, document)
+        peak = read_peak(path)
         meta = ProfileMeta(
             "memory-timeline", str(path), framework="PyTorch", files_read=[str(path)]
         )
         profile = Profile(meta)
-        profile.tables["memory_kinds"] = conform_records(
-            "memory_kinds", _kind_rows(times, sizes), _COLUMNS
-        )
+        profile.tables["memory_kinds"] = conform_records("memory_kinds", peak.rows(), _COLUMNS)
         return [profile]
 
 
@@ -88,72 +95,116 @@ def advisor_readers() -> list[MemoryTimelineReader]:
     return [MemoryTimelineReader()]
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def read_peak(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Peak:
+    """The peak of either shape, read `chunk_bytes` at a time (memory follows a batch, not
+    the file); UnreadableInput when the file is neither shape."""
+    limits = Limits.from_env(path)
+    with reading(path), open_content(path, limits) as (content, _raw):
+        document = NumberLists(content, chunk_bytes, limits.event_bytes)
+        try:
+            return _fold(document)
+        except NotNumberLists as exc:
+            problem = f"not a memory timeline export ({_SHAPES}): {exc}"
+            raise UnreadableInput(path, problem) from None
 
 
-def _timeline(path: Path, document: Any) -> tuple[list[int], list[list[int]]]:
-    """(times, bytes of each kind after each time) of either shape; UnreadableInput when the
-    document is neither."""
-    width = len(KINDS) + 1
-    if (
-        isinstance(document, list)
-        and len(document) == 2
-        and all(isinstance(part, list) for part in document)
-        and len(document[0]) == len(document[1])
-        and all(_whole(t) for t in document[0])
-        and all(
-            isinstance(row, list) and len(row) == width and all(_whole(v) for v in row)
-            for row in document[1]
-        )
-    ):
-        return document[0], [row[1:] for row in document[1]]
-    if isinstance(document, list) and all(
-        isinstance(e, list) and len(e) == 4 and all(_whole(v) for v in e) for e in document
-    ):
-        return _replay(path, document)
-    raise UnreadableInput(
-        path,
-        "a JSON list that is not a memory timeline export ([times, sizes by kind], or "
-        "[time, action, bytes, kind] events)",
-    )
+def _fold(document: NumberLists) -> Peak:
+    """Either shape's moments into a Peak: the raw events replayed, or the rows of sizes as
+    they are (as many as the times before them)."""
+    peak = Peak()
+    document.open_list()
+    if _RAW_START.match(document.head(_RAW_HEAD_BYTES)):
+        replay = Replay(peak)
+        for events in document.rows(4):
+            replay.add(events)
+        replay.finish()
+    else:
+        document.open_list()
+        times = sum(len(batch) for batch in document.numbers())
+        document.comma()
+        document.open_list()
+        rows = 0
+        for sizes in document.rows(len(KINDS) + 1):
+            peak.add(sizes[:, 1:])
+            rows += len(sizes)
+        document.close_list()
+        if rows != times:
+            raise NotNumberLists(f"{times} times but {rows} rows of sizes")
+    document.end()
+    return peak
 
 
-def _replay(path: Path, events: list[list[int]]) -> tuple[list[int], list[list[int]]]:
-    """The raw events added up per kind, one row per distinct time (in µs, as the other shape
-    gives them; the tensors alive before the profile at its first time)."""
-    held = [0] * len(KINDS)
-    times: list[int] = []
-    sizes: list[list[int]] = []
-    first = min((t for t, *_ in events if t >= 0), default=0)
-    for t, _action, delta, kind in events:
-        if not 0 <= kind < len(KINDS):
-            raise UnreadableInput(path, f"an event of kind {kind}, not one of 0-{len(KINDS) - 1}")
-        held[kind] += delta
-        at = (first if t < 0 else t) // 1000
-        if times and times[-1] == at:
-            sizes[-1] = held.copy()
-        else:
-            times.append(at)
-            sizes.append(held.copy())
-    return times, sizes
+class Peak:
+    """The moment the kinds together held the most (the first such moment) and each kind's
+    own highest, over rows of bytes by kind given in time order."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.held: list[int] | None = None  # by kind, at the peak
+        self.highest: np.ndarray | None = None
+
+    def add(self, held: np.ndarray) -> None:
+        """Rows (moments) of bytes by kind."""
+        if not len(held):
+            return
+        totals = held.sum(axis=1)
+        at = int(totals.argmax())
+        if self.held is None or totals[at] > self.total:
+            self.total, self.held = int(totals[at]), held[at].tolist()
+        highest = held.max(axis=0)
+        self.highest = highest if self.highest is None else np.maximum(self.highest, highest)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per kind: its bytes at the peak, its share of the peak, its own highest."""
+        if self.held is None or self.highest is None:
+            return []
+        peak, highest = self.total, self.highest.tolist()
+        return [
+            {
+                "device": "",
+                "kind": kind,
+                "at_peak_bytes": float(self.held[k]),
+                "peak_share": self.held[k] / peak if peak > 0 else None,
+                "max_bytes": float(highest[k]),
+            }
+            for k, kind in enumerate(KINDS)
+        ]
 
 
-def _kind_rows(times: list[int], sizes: list[list[int]]) -> list[dict[str, Any]]:
-    """Per kind: its bytes at the peak (the first moment the kinds together held the most),
-    its share of that peak and its own highest."""
-    if not sizes:
-        return []
-    totals = [sum(row) for row in sizes]
-    peak_at = max(range(len(totals)), key=totals.__getitem__)
-    peak = totals[peak_at]
-    return [
-        {
-            "device": "",
-            "kind": kind,
-            "at_peak_bytes": float(sizes[peak_at][k]),
-            "peak_share": sizes[peak_at][k] / peak if peak > 0 else None,
-            "max_bytes": float(max(row[k] for row in sizes)),
-        }
-        for k, kind in enumerate(KINDS)
-    ]
+class Replay:
+    """Raw events added up per kind, batch by batch, into moments: the bytes held after the
+    last event of each time (in µs, as the other shape gives them). An event without a time
+    (-1: tensors alive before the profile) joins the time before it, or the first time when
+    it comes first."""
+
+    def __init__(self, peak: Peak) -> None:
+        self.peak = peak
+        self.held = np.zeros(len(KINDS), dtype=np.int64)  # after the events so far
+        self.at = -1  # their last time (µs); -1 while none had one
+        self.seen = False
+
+    def add(self, events: np.ndarray) -> None:
+        """A batch of [time_ns, action, bytes, kind] rows."""
+        times, delta, kind = events[:, 0], events[:, 2], events[:, 3]
+        wrong = (kind < 0) | (kind >= len(KINDS))
+        if wrong.any():
+            raise NotNumberLists(
+                f"an event of kind {kind[wrong][0]}, not one of 0-{len(KINDS) - 1}"
+            )
+        count = len(events)
+        deltas = np.zeros((count, len(KINDS)), dtype=np.int64)
+        deltas[np.arange(count), kind] = delta
+        held = self.held + np.cumsum(deltas, axis=0)
+        timed = np.where(times >= 0, np.arange(count), -1)
+        last_timed = np.maximum.accumulate(timed)
+        at = np.where(last_timed >= 0, times[np.maximum(last_timed, 0)] // 1000, self.at)
+        if self.seen and self.at != -1 and at[0] != self.at:
+            self.peak.add(self.held[np.newaxis])  # the batch before ended a moment
+        ends = np.flatnonzero((at[1:] != at[:-1]) & (at[:-1] != -1))
+        self.peak.add(held[ends])
+        self.held, self.at, self.seen = held[-1], int(at[-1]), True
+
+    def finish(self) -> None:
+        """The moment the last events end."""
+        if self.seen:
+            self.peak.add(self.held[np.newaxis])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import advisor
 from advisor.cli import main
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
-from advisor_plugins.memory_timeline import KINDS, MemoryTimelineReader
+from advisor_plugins.memory_timeline import KINDS, MemoryTimelineReader, read_peak
 
 OWN = FIXTURE_DIR / "memory_timeline_own"
 SIZES = OWN / "mlp_adam_cpu.json.gz"
@@ -71,12 +73,85 @@ def test_detect_takes_lists_of_numbers_and_leaves_traces_alone(tmp_path: Path):
         READER.read(listed)
 
 
+@pytest.mark.parametrize("chunk_bytes", [1, 7, 64, 997])
+@pytest.mark.parametrize("indent", [None, 1])
+@pytest.mark.parametrize("source", [SIZES, RAW], ids=["sizes", "raw"])
+def test_any_cut_of_the_file_gives_the_figures_of_the_whole(
+    tmp_path: Path, source: Path, indent: int | None, chunk_bytes: int
+):
+    """The file is read in batches: wherever the chunks end (inside a number, between a
+    row's `]` and the list's, in whitespace), the figures are those of the whole file."""
+    whole = read_peak(source).rows()
+    assert len(whole) == len(KINDS)
+    path = tmp_path / "timeline.json"
+    path.write_text(json.dumps(json.loads(gzip.decompress(source.read_bytes())), indent=indent))
+    assert read_peak(path, chunk_bytes=chunk_bytes).rows() == whole
+
+
+@pytest.mark.parametrize("chunk_bytes", [16, 4096])
+def test_raw_events_of_one_microsecond_are_one_moment(tmp_path: Path, chunk_bytes: int):
+    """Events at the same µs are one moment (a tensor made and freed within it never shows),
+    the tensors alive before the profile (time -1) join its first moment."""
+    events = [
+        [-1, 1, 100, 0],  # a parameter, alive before
+        [-1, 1, 50, 1],  # optimizer state, alive before
+        [1_000, 1, 30, 4],  # an activation made and freed within 1 µs
+        [1_500, 3, -30, 4],
+        [2_000, 1, 500, 3],  # a temporary made and freed within 2 µs
+        [2_900, 3, -500, 3],
+        [3_000, 1, 10, 5],  # a gradient
+    ]
+    path = tmp_path / "memory.raw.json"
+    path.write_text(json.dumps(events))
+    rows = {row["kind"]: row for row in read_peak(path, chunk_bytes=chunk_bytes).rows()}
+    assert {k: r["at_peak_bytes"] for k, r in rows.items() if r["at_peak_bytes"]} == {
+        "parameter": 100.0,
+        "optimizer_state": 50.0,
+        "gradient": 10.0,
+    }
+    assert rows["parameter"]["peak_share"] == 100 / 160
+    assert rows["activation"]["max_bytes"] == rows["temporary"]["max_bytes"] == 0.0
+
+
+def test_memory_follows_a_batch_not_the_file(tmp_path: Path):
+    """Ten times the events, the same peak of traced memory: well under the file's size (the
+    whole document decoded at once held some ten times it)."""
+    read_peak(RAW)  # numpy and msgspec imported, the decoders made
+
+    def traced_peak(count: int) -> tuple[int, int]:
+        rng, time, events = random.Random(count), 10**18, []
+        for i in range(count):
+            time += rng.randint(100, 3_000)
+            events.append([time, 1 + 2 * (i % 2), 4096 * (-1) ** i, (i // 2) % len(KINDS)])
+        path = tmp_path / f"memory_{count}.raw.json"
+        path.write_text(json.dumps(events))
+        tracemalloc.start()
+        try:
+            read_peak(path, chunk_bytes=64 * 1024)
+            return tracemalloc.get_traced_memory()[1], path.stat().st_size
+        finally:
+            tracemalloc.stop()
+
+    small, _ = traced_peak(30_000)
+    large, size = traced_peak(300_000)
+    assert large < 1.5 * small
+    assert large < size / 8
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        ("[[1, 2], [3", "not JSON"),
+        ("[[1, 2, 3, 4], [5, 6", "the file ends inside a row"),
         ("[[1, 2, 3, 9]]", "an event of kind 9"),
-        ("[[0, 1], [[0, 1, 2, 3, 4, 5, 6, 7, 8]]]", "not a memory timeline export"),
+        ("[[0, 1], [[0, 1, 2, 3, 4, 5, 6, 7, 8]]]", "2 times but 1 rows of sizes"),
+        ("[[1, 2, 3, 4], [5, 6, 7, 0.5]]", "rows of 4 whole numbers: Expected `int`, got `float`"),
+        ('[[1, 2, 3, 4], [5, 6, 7, "0"]]', "rows of 4 whole numbers: Expected `int`, got `str`"),
+        ("[[1, 2, 3, 4], [5, 6, 7]]", "rows of 4 whole numbers"),
+        ("[[1, 2, 3, 4]] [5]", "more after the end of the document"),
+        ("[[1, 2, 3, 4], [5, 6, 7, 0]", "',' expected, found the end of the file"),
+        ("[[1, 2], [3", "a list of rows holding something other than a row"),
+        ("[[1, 2, , 3], [[0, 1, 2, 3, 4, 5, 6, 7, 8]]]", "not a JSON list of whole numbers"),
+        ("[[1, 2], [3, 4]]", "a list of rows holding something other than a row"),
     ],
 )
 def test_a_broken_export_is_one_line_naming_the_file(tmp_path: Path, content: str, problem: str):

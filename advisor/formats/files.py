@@ -230,24 +230,27 @@ def read_bytes(path: str | Path, progress: FileProgress | None = None) -> bytes:
     past the limits.
     """
     path = Path(path)
-    limits = Limits.from_env(path)
+    with reading(path), open_content(path, Limits.from_env(path)) as (content, raw):
+        chunks = []
+        while chunk := content.read(CHUNK_BYTES):
+            chunks.append(chunk)
+            if progress is not None:
+                progress.read(raw.tell() - progress.done_bytes)
+        return b"".join(chunks)
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """What reading a file's content can raise (the disk, gzip, memory), as one
+    UnreadableInput naming the file."""
     try:
-        with open_content(path, limits) as (content, raw):
-            chunks = []
-            while chunk := content.read(CHUNK_BYTES):
-                chunks.append(chunk)
-                if progress is not None:
-                    progress.read(raw.tell() - progress.done_bytes)
+        yield
     except gzip.BadGzipFile:
         raise UnreadableInput(path, "not gzip data although the name ends in .gz") from None
     except EOFError:
         raise UnreadableInput(path, "truncated gzip data") from None
     except OSError as exc:
         raise UnreadableInput(path, f"cannot read file: {exc.strerror or exc}") from None
-    except MemoryError:
-        raise UnreadableInput(path, TOO_LARGE) from None
-    try:
-        return b"".join(chunks)
     except MemoryError:
         raise UnreadableInput(path, TOO_LARGE) from None
 
