@@ -1698,7 +1698,14 @@ TABLES: dict[str, TableSpec] = {
             "compare; allocation_sites of each snapshot's device with the largest peak, the "
             "one compare_overall's memory_peak is), the largest growth at the peak first",
             (
-                _c("site", "string", "", "place in the code (allocation_sites.site)", True),
+                _c(
+                    "site",
+                    "string",
+                    "",
+                    "place in the code (allocation_sites.site); code that moved between the "
+                    "two, `function (file:baseline line -> line)`",
+                    True,
+                ),
                 _c(
                     "base_peak_bytes",
                     "float64",

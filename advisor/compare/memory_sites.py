@@ -1,9 +1,18 @@
 """The places in the code that hold memory, in two memory snapshots side by side: where a
 change made the peak grow (compare_allocation_sites). Each side is its device with the
-largest peak, the one compare_overall's memory_peak reports."""
+largest peak, the one compare_overall's memory_peak reports.
+
+A place is a function, a file and a line. Between two runs the script is often edited, and a
+line added above a function moves every place in it: the same code would show as one place
+shrinking and another growing by the same bytes. So within each function and file, the two
+sides' lines are paired by the one shift that pairs more of them than no shift does (code
+moved as a block), and a pair is shown as one place, `function (file:base line -> line)`."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from advisor.lazy import lazy_module
@@ -16,6 +25,8 @@ else:
 
 _FIGURES = {"held_at_peak_bytes": "peak_bytes", "held_bytes": "held_bytes"}
 """allocation_sites column -> its name in the compare table (base_/comp_ before it)."""
+_PLACE = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
+"""A place memory_snapshot.site_of names from a Python frame: 'function (file:line)'."""
 
 
 def site_figures(profile: Profile) -> pd.DataFrame | None:
@@ -41,11 +52,14 @@ def site_figures(profile: Profile) -> pd.DataFrame | None:
 def compare_sites(base: pd.DataFrame | None, comp: pd.DataFrame | None) -> pd.DataFrame:
     """compare_allocation_sites: every place either snapshot names, the one that grew most at
     the peak first; a place one side lacks held nothing there (0)."""
+    frames = [
+        frame if frame is not None else pd.DataFrame(columns=list(_FIGURES.values()))
+        for frame in (base, comp)
+    ]
+    moved = moved_places(frames[0].index, frames[1].index)
     sides = [
-        (frame if frame is not None else pd.DataFrame(columns=list(_FIGURES.values()))).add_prefix(
-            prefix
-        )
-        for frame, prefix in ((base, "base_"), (comp, "comp_"))
+        frame.rename(index=names).add_prefix(prefix)
+        for frame, names, prefix in zip(frames, moved, ("base_", "comp_"))
     ]
     table = sides[0].join(sides[1], how="outer").fillna(0.0).astype("float64")
     table["diff_bytes"] = table["comp_peak_bytes"] - table["base_peak_bytes"]
@@ -61,3 +75,26 @@ def compare_sites(base: pd.DataFrame | None, comp: pd.DataFrame | None) -> pd.Da
             "comp_held_bytes",
         ]
     ].reset_index(drop=True)
+
+
+def moved_places(base: Iterable[str], comp: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(base place -> shown name, comparison place -> shown name) of the places taken to be the
+    same code moved: per function and file, the line shift that pairs the most lines of the two
+    sides, where it pairs more than no shift (the smallest such shift on a tie)."""
+    lines: dict[tuple[str, str], list[dict[int, str]]] = defaultdict(lambda: [{}, {}])
+    for side, places in enumerate((base, comp)):
+        for place in places:
+            match = _PLACE.match(str(place))
+            if match:
+                lines[match["function"], match["file"]][side][int(match["line"])] = place
+    names: tuple[dict[str, str], dict[str, str]] = ({}, {})
+    for (function, file), (base_lines, comp_lines) in lines.items():
+        shifts = Counter(c - b for b in base_lines for c in comp_lines)
+        best = min(shifts, key=lambda d: (-shifts[d], abs(d), d), default=0)
+        if shifts[best] <= shifts[0]:
+            continue
+        for line, place in base_lines.items():
+            if line + best in comp_lines:
+                shown = f"{function} ({file}:{line} -> {line + best})"
+                names[0][place], names[1][comp_lines[line + best]] = shown, shown
+    return names
