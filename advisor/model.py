@@ -1728,6 +1728,38 @@ TABLES: dict[str, TableSpec] = {
             scope=COMPARE,
         ),
         TableSpec(
+            "compare_memory_kinds",
+            "kind of tensor of two memory timeline exports by the memory it held (advisor "
+            "compare; memory_kinds of each), the largest growth at the peak first",
+            (
+                _c("kind", "string", "", "memory_kinds.kind", True),
+                _c(
+                    "base_at_peak_bytes",
+                    "float64",
+                    "bytes",
+                    "held at the baseline's peak (0: none)",
+                    True,
+                ),
+                _c(
+                    "comp_at_peak_bytes",
+                    "float64",
+                    "bytes",
+                    "held at the comparison's peak",
+                    True,
+                ),
+                _c(
+                    "diff_bytes",
+                    "float64",
+                    "bytes",
+                    "comp_at_peak_bytes - base_at_peak_bytes",
+                    True,
+                ),
+                _c("base_max_bytes", "float64", "bytes", "its own highest in the baseline"),
+                _c("comp_max_bytes", "float64", "bytes", "its own highest in the comparison"),
+            ),
+            scope=COMPARE,
+        ),
+        TableSpec(
             "compare_apis",
             "framework API name of two runs (advisor compare: ApiCompare; per step)",
             (

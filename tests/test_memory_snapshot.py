@@ -20,7 +20,7 @@ from conftest import FIXTURE_DIR
 import advisor
 from advisor.cli import main
 from advisor.compare import compare
-from advisor.compare.memory_sites import moved_places, site_figures
+from advisor.compare.peak_memory import moved_places, site_figures
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor_plugins.memory_snapshot import NO_STACK, MemorySnapshotReader, site_of

@@ -17,6 +17,7 @@ from conftest import FIXTURE_DIR, REAL
 
 import advisor
 from advisor.cli import main
+from advisor.compare import compare
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
 from advisor_plugins.memory_timeline import KINDS, MemoryTimelineReader, read_peak
@@ -176,9 +177,33 @@ def test_mem_010_is_silent_on_the_small_run_and_names_the_optimizer_state_below_
     assert not any("activation checkpointing" in s for s in finding.suggestions)
 
 
-def test_a_folder_of_both_exports_is_two_profiles(tmp_path: Path):
+def test_a_folder_of_exports_is_a_profile_each(tmp_path: Path):
+    """Both shapes of both runs (batch 256 and 1024)."""
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["run", str(OWN), "-o", str(out), "--format", "json"])
     assert result.exit_code == 0, result.output
     reports = [json.loads(p.read_text()) for p in sorted(out.glob("prof_rule_*.json"))]
-    assert sorted(r["profile"]["source_format"] for r in reports) == ["memory-timeline"] * 2
+    assert sorted(r["profile"]["source_format"] for r in reports) == ["memory-timeline"] * 4
+
+
+def test_two_exports_compare_their_peaks_and_the_kinds_holding_them():
+    """Batch 1024 against 256: the peak moves into the backward pass, where autograd's own
+    tensors (8 MiB) are held; compare_memory_kinds is each export's memory_kinds side by side,
+    and CMP-006 (the peak grew 10.7%, over its 10%) names that kind, in both languages."""
+    larger = OWN / "mlp_adam_cpu_batch1024.json.gz"
+    result = compare(SIZES, larger)
+    overall = result.table("compare_overall").set_index("metric")
+    assert overall.loc["memory_peak", ["base", "comparison"]].tolist() == [34_281_672, 37_949_632]
+    table = result.table("compare_memory_kinds").set_index("kind")
+    for path, side in ((SIZES, "base"), (larger, "comp")):
+        for kind, row in kinds_of(path).items():
+            assert table.loc[kind, f"{side}_at_peak_bytes"] == row["at_peak_bytes"]
+            assert table.loc[kind, f"{side}_max_bytes"] == row["max_bytes"]
+    assert (table["diff_bytes"] == table["comp_at_peak_bytes"] - table["base_at_peak_bytes"]).all()
+    assert table.index[0] == "autograd_detail" and table["diff_bytes"].iloc[0] == 8_388_608
+    (finding,) = [f for f in result.evaluation.findings if f.rule.id == "CMP-006"]
+    assert "the peak is autograd's own tensors (+8.00 MiB;" in finding.message
+    (chinese,) = [
+        f for f in compare(SIZES, larger, lang="zh").evaluation.findings if f.rule.id == "CMP-006"
+    ]
+    assert "峰值时占用增加最多的张量类型是 autograd 内部张量" in chinese.message

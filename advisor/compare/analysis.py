@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from advisor.compare.aggregates import allocations, collective_events, module_events, side_by_side
 from advisor.compare.breakdown import breakdown, compare_breakdown, step_count
 from advisor.compare.calls import api_calls, compare_apis, compare_kernels, kernel_calls
-from advisor.compare.memory_sites import compare_sites, site_figures
 from advisor.compare.operators import (
     CompareOptions,
     canonical_names,
@@ -23,6 +22,7 @@ from advisor.compare.operators import (
     compare_operators,
     operator_statistic,
 )
+from advisor.compare.peak_memory import compare_kinds, compare_sites, kind_figures, site_figures
 from advisor.compare.profiling import profiling_table
 from advisor.compare.sides import RankChoice, pick_rank, select_step
 from advisor.compare.tree import modules, operator_tree
@@ -223,6 +223,9 @@ def compare_tables(
     sites = [site_figures(p) for p in (base, comp)]
     if any(s is not None for s in sites):
         tables["compare_allocation_sites"] = compare_sites(*sites)
+    kinds = [kind_figures(p) for p in (base, comp)]
+    if any(k is not None for k in kinds):
+        tables["compare_memory_kinds"] = compare_kinds(*kinds)
     calls = [module_events(operator_tree(p, modules)) for p in (base, comp)]
     if all(not c.empty for c in calls):
         table = side_by_side(

@@ -157,7 +157,8 @@ def breakdown(profile: Profile, operators_us: float) -> dict[str, tuple[float, f
 def _memory_peak(profile: Profile) -> float:
     """The largest reserved memory of any device, or allocated where the allocator reports no
     reservation (CPU allocators report 0): from the memory samples of a trace, else from a
-    memory snapshot's history (allocator_state's peaks); NaN without either."""
+    memory snapshot's history (allocator_state's peaks), else what a memory timeline export's
+    kinds of tensor held together at its peak; NaN without any."""
     for table, columns in (
         ("memory", ("reserved_bytes", "allocated_bytes")),
         ("allocator_state", ("peak_reserved_bytes", "peak_allocated_bytes")),
@@ -167,6 +168,10 @@ def _memory_peak(profile: Profile) -> float:
             continue
         peaks = [frame[c].max() for c in columns if c in frame]
         return float(next((p for p in peaks if pd.notna(p) and p > 0), np.nan))
+    kinds = profile.tables.get("memory_kinds")
+    if kinds is not None and not kinds.empty:
+        peak = kinds["at_peak_bytes"].sum(min_count=1)
+        return float(peak) if pd.notna(peak) and peak > 0 else np.nan
     return np.nan
 
 

@@ -21,6 +21,7 @@ SECTIONS = (
     ("compare_comm", "comm", "comm_per_collective", "diff_us"),
     ("compare_memory", "memory", "memory_per_operator", "diff_bytes"),
     ("compare_allocation_sites", "sites", "memory_per_site", "diff_bytes"),
+    ("compare_memory_kinds", "kinds", "memory_per_kind", "diff_bytes"),
     ("compare_modules", "modules", "modules_per_step", "diff_us"),
     ("compare_apis", "apis", "apis_per_name", "diff_us"),
     ("compare_kernels", "kernels", "kernels_per_shape", "diff_us"),

@@ -37,6 +37,7 @@ SHEETS = {
     "compare_comm": "CommunicationCompare",
     "compare_memory": "MemoryCompare",
     "compare_allocation_sites": "MemorySiteCompare",
+    "compare_memory_kinds": "MemoryKindCompare",
     "compare_modules": "ModuleCompare",
     "compare_apis": "ApiCompare",
     "compare_kernels": "KernelCompare",

@@ -367,6 +367,10 @@ CATALOG: dict[str, Text] = {
         "Memory held per place in the code at the peak (the device with the largest)",
         "各代码位置在峰值时占用的内存（峰值最大的设备）",
     ),
+    "memory_per_kind": Text(
+        "Memory held per kind of tensor (at the peak)",
+        "各类张量占用的内存（峰值时）",
+    ),
     "modules_per_step": Text("Modules (per step)", "各模块（每个迭代）"),
     "apis_per_name": Text(
         "Framework APIs that changed most (per step)", "变化最大的框架 API（每个迭代）"

@@ -1,6 +1,7 @@
-"""The places in the code that hold memory, in two memory snapshots side by side: where a
-change made the peak grow (compare_allocation_sites). Each side is its device with the
-largest peak, the one compare_overall's memory_peak reports.
+"""What held memory at the peak in two runs side by side, so that a grown peak names its cause:
+the places in the code of two memory snapshots (compare_allocation_sites; each side is its
+device with the largest peak, the one compare_overall's memory_peak reports), and the kinds of
+tensor of two memory timeline exports (compare_memory_kinds).
 
 A place is a function, a file and a line. Between two runs the script is often edited, and a
 line added above a function moves every place in it: the same code would show as one place
@@ -25,6 +26,8 @@ else:
 
 _FIGURES = {"held_at_peak_bytes": "peak_bytes", "held_bytes": "held_bytes"}
 """allocation_sites column -> its name in the compare table (base_/comp_ before it)."""
+_KIND_FIGURES = ["at_peak_bytes", "max_bytes"]
+"""memory_kinds columns, as the compare table names them (base_/comp_ before them)."""
 _PLACE = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 """A place memory_snapshot.site_of names from a Python frame: 'function (file:line)'."""
 
@@ -52,28 +55,46 @@ def site_figures(profile: Profile) -> pd.DataFrame | None:
 def compare_sites(base: pd.DataFrame | None, comp: pd.DataFrame | None) -> pd.DataFrame:
     """compare_allocation_sites: every place either snapshot names, the one that grew most at
     the peak first; a place one side lacks held nothing there (0)."""
-    frames = [
-        frame if frame is not None else pd.DataFrame(columns=list(_FIGURES.values()))
-        for frame in (base, comp)
-    ]
+    frames = [_or_empty(frame, _FIGURES.values()) for frame in (base, comp)]
     moved = moved_places(frames[0].index, frames[1].index)
-    sides = [
-        frame.rename(index=names).add_prefix(prefix)
-        for frame, names, prefix in zip(frames, moved, ("base_", "comp_"))
-    ]
+    renamed = [frame.rename(index=names) for frame, names in zip(frames, moved)]
+    return _side_by_side(*renamed, key="site", grown="peak_bytes", figures=("held_bytes",))
+
+
+def kind_figures(profile: Profile) -> pd.DataFrame | None:
+    """Per kind of tensor of a memory timeline export, the bytes it held at the peak and its
+    own highest; None without memory_kinds."""
+    kinds = profile.tables.get("memory_kinds")
+    if kinds is None or kinds.empty:
+        return None
+    return kinds.groupby("kind", sort=False)[_KIND_FIGURES].sum(min_count=1)
+
+
+def compare_kinds(base: pd.DataFrame | None, comp: pd.DataFrame | None) -> pd.DataFrame:
+    """compare_memory_kinds: every kind either export has, the one that held the most more at
+    the peak first."""
+    frames = [_or_empty(frame, _KIND_FIGURES) for frame in (base, comp)]
+    return _side_by_side(*frames, key="kind", grown="at_peak_bytes", figures=("max_bytes",))
+
+
+def _or_empty(frame: pd.DataFrame | None, columns: Iterable[str]) -> pd.DataFrame:
+    return frame if frame is not None else pd.DataFrame(columns=list(columns))
+
+
+def _side_by_side(
+    base: pd.DataFrame, comp: pd.DataFrame, key: str, grown: str, figures: tuple[str, ...]
+) -> pd.DataFrame:
+    """Per `key` (the frames' index), `grown` of both sides and its growth (diff_bytes), then
+    the other figures of both; 0 where a side lacks the key; the largest growth first."""
+    sides = [frame.add_prefix(prefix) for frame, prefix in ((base, "base_"), (comp, "comp_"))]
     table = sides[0].join(sides[1], how="outer").fillna(0.0).astype("float64")
-    table["diff_bytes"] = table["comp_peak_bytes"] - table["base_peak_bytes"]
-    table = table.rename_axis("site").reset_index()
-    table["site"] = table["site"].astype("string")
-    return table.sort_values(["diff_bytes", "site"], ascending=[False, True], kind="stable")[
-        [
-            "site",
-            "base_peak_bytes",
-            "comp_peak_bytes",
-            "diff_bytes",
-            "base_held_bytes",
-            "comp_held_bytes",
-        ]
+    table["diff_bytes"] = table[f"comp_{grown}"] - table[f"base_{grown}"]
+    table = table.rename_axis(key).reset_index()
+    table[key] = table[key].astype("string")
+    columns = [key, f"base_{grown}", f"comp_{grown}", "diff_bytes"]
+    columns += [f"{side}_{figure}" for figure in figures for side in ("base", "comp")]
+    return table.sort_values(["diff_bytes", key], ascending=[False, True], kind="stable")[
+        columns
     ].reset_index(drop=True)
 
 
