@@ -45,6 +45,7 @@ RANK_COLUMNS = (
     "free_us",
 )
 TIMELINE_COLUMNS = ("lane", "step", "start_us", "end_us", "busy_us")
+MEMORY_KIND_COLUMNS = ("kind", "at_peak_bytes", "peak_share", "max_bytes")
 SHORT_KERNEL_US = 10.0
 """Compute kernels shorter than this are counted as small (launch overhead dominates them)."""
 
@@ -71,6 +72,8 @@ class ProfileMetrics:
     timeline: pd.DataFrame = field(default_factory=_empty_frame)
     """The timeline_lanes table (lane, step, start_us, end_us, busy_us): the device's lane
     instant by instant over a few steps around the slowest."""
+    memory_kinds: pd.DataFrame = field(default_factory=_empty_frame)
+    """A memory timeline export's kinds of tensor at the peak (MEMORY_KIND_COLUMNS)."""
 
     def __reduce_ex__(self, protocol: Any) -> str | tuple[Any, ...]:
         """Pickled, metrics without figures (every reduced rank's: without_tables) come back
@@ -82,11 +85,18 @@ class ProfileMetrics:
         return (empty_metrics, ())
 
     def _frames(self) -> tuple[pd.DataFrame, ...]:
-        return (self.steps, self.core_types, self.compute_classes, self.ranks, self.timeline)
+        return (
+            self.steps,
+            self.core_types,
+            self.compute_classes,
+            self.ranks,
+            self.timeline,
+            self.memory_kinds,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The metrics as the prof_rule report holds them (lists of plain rows)."""
-        return {
+        figures = {
             "steps": _records(self.steps),
             "core_types": _records(self.core_types),
             "compute_classes": _records(self.compute_classes),
@@ -94,6 +104,9 @@ class ProfileMetrics:
             "ranks": _records(self.ranks),
             "timeline": _records(self.timeline),
         }
+        if not self.memory_kinds.empty:  # only where there is one: other reports stay as they were
+            figures["memory_kinds"] = _records(self.memory_kinds)
+        return figures
 
 
 @cache
@@ -215,4 +228,5 @@ def profile_metrics(profile: Profile) -> ProfileMetrics:
         host=host_counts(profile),
         ranks=_columns(profile, "ranks", RANK_COLUMNS),
         timeline=_columns(profile, "timeline_lanes", TIMELINE_COLUMNS),
+        memory_kinds=_columns(profile, "memory_kinds", MEMORY_KIND_COLUMNS),
     )

@@ -8,6 +8,7 @@ import gzip
 import json
 import random
 import tracemalloc
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from advisor.cli import main
 from advisor.compare import compare
 from advisor.errors import UnreadableInput
 from advisor.model import contract_problems
+from advisor.render.messages import message
 from advisor_plugins.memory_timeline import KINDS, MemoryTimelineReader, read_peak
 
 OWN = FIXTURE_DIR / "memory_timeline_own"
@@ -207,3 +209,47 @@ def test_two_exports_compare_their_peaks_and_the_kinds_holding_them():
         f for f in compare(SIZES, larger, lang="zh").evaluation.findings if f.rule.id == "CMP-006"
     ]
     assert "峰值时占用增加最多的张量类型是 autograd 内部张量" in chinese.message
+
+
+@pytest.mark.parametrize(
+    ("lang", "heading", "first"),
+    [
+        ("en", "Memory at the peak by kind of tensor", "optimizer state"),
+        ("zh", "峰值时各类张量占用的内存", "优化器状态"),
+    ],
+)
+def test_the_report_shows_what_each_kind_held_at_the_peak(
+    tmp_path: Path, lang: str, heading: str, first: str
+):
+    """MEM-010 is silent on a 33 MiB peak, but the report still shows the kinds at the peak
+    (as the JSON report's metrics hold them), largest first, each with its share and its own
+    highest (a kind that never held memory is left out; here each did)."""
+    out = tmp_path / "out"
+    args = ["run", str(RAW), "-o", str(out), "--format", "json,html", "--lang", lang]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    (report_path,) = out.glob("prof_rule_*.json")
+    metrics = json.loads(report_path.read_text())["metrics"]
+    assert metrics["memory_kinds"] == [
+        {k: row[k] for k in ("kind", "at_peak_bytes", "peak_share", "max_bytes")}
+        for row in kinds_of(RAW).values()
+    ]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    chart = html[html.index(heading) :]
+    labels = [unescape(p.split("<", 1)[0]) for p in chart.split('text-anchor="end">')[1:]]
+    held = sorted(
+        (row for row in kinds_of(RAW).values() if row["max_bytes"] > 0),
+        key=lambda row: -row["at_peak_bytes"],
+    )
+    expected = [message(lang, f"memory_kind.{row['kind']}") for row in held]
+    assert labels[: len(expected)] == expected and expected[0] == first
+    assert len(held) == len(KINDS)  # each kind held memory at some time in this run
+    assert "12.1 MiB · 37.0%" in chart
+
+
+def test_reports_of_other_profiles_have_no_memory_kinds(tmp_path: Path):
+    out = tmp_path / "out"
+    trace = next(REAL.glob("kineto/*.json.gz"))
+    assert CliRunner().invoke(main, ["run", str(trace), "-o", str(out), "-q"]).exit_code == 0
+    for path in out.glob("prof_rule_*.json"):
+        assert "memory_kinds" not in json.loads(path.read_text())["metrics"]
+    assert "峰值时各类张量" not in (out / "report.html").read_text(encoding="utf-8")

@@ -48,7 +48,7 @@ from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.headings import readable
 from advisor.render.messages import CATALOG, Translate, translator
 from advisor.render.timeline import timeline_chart
-from advisor.units import MISSING, column_unit, fmt_num, fmt_pct, fmt_us, fmt_us_as
+from advisor.units import MISSING, column_unit, fmt_bytes, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
 MAX_STEPS = 200
 
@@ -338,6 +338,7 @@ def _profile_view(row: dict[str, Any], report: dict, tr: Translate) -> dict[str,
         "ranks": _rank_chart(report["metrics"].get("ranks", []), tr),
         "cores": _core_chart(report["metrics"]["core_types"], tr),
         "classes": _core_chart(report["metrics"].get("compute_classes", []), tr, "compute_class"),
+        "memory": _memory_chart(report["metrics"].get("memory_kinds", []), tr),
         "timeline": timeline_chart(
             report["metrics"].get("timeline", []),
             len(report["metrics"]["steps"]),
@@ -701,31 +702,77 @@ def _shorten(text: str, limit: int) -> str:
 
 def _core_chart(rows: list[dict], tr: Translate, key: str = "core_type") -> dict[str, Any]:
     """One horizontal bar per core type (or other `key`), longest first, with time and share."""
-    c = CORE_CHART
     rows = sorted(rows, key=lambda r: -_number(r["total_us"]))
-    longest = max((_number(r["total_us"]) for r in rows), default=0.0) or 1.0
+    return _bar_chart(
+        [
+            (
+                str(r[key]),
+                _number(r["total_us"]),
+                f"{fmt_us(r['total_us'])} · {fmt_pct(r['ratio'])} · "
+                + tr("tasks_count", n=fmt_num(r["count"])),
+            )
+            for r in rows
+        ],
+        tr("core_chart"),
+    )
+
+
+def _memory_chart(rows: list[dict], tr: Translate) -> dict[str, Any]:
+    """One bar per kind of tensor of a memory timeline export by what it held at the peak,
+    largest first, with its share of the peak and its own highest; kinds that never held
+    memory are left out."""
+    rows = sorted(
+        (r for r in rows if _number(r["max_bytes"]) > 0),
+        key=lambda r: -_number(r["at_peak_bytes"]),
+    )
+    chart = _bar_chart(
+        [
+            (
+                _kind_words(str(r["kind"]), tr),
+                _number(r["at_peak_bytes"]),
+                f"{fmt_bytes(r['at_peak_bytes'])} · {fmt_pct(r['peak_share'])} · "
+                + tr("memory_kind_highest", value=fmt_bytes(r["max_bytes"])),
+            )
+            for r in rows
+        ],
+        tr("memory_by_kind"),
+    )
+    chart["peak"] = fmt_bytes(sum(_number(r["at_peak_bytes"]) for r in rows))
+    return chart
+
+
+def _kind_words(kind: str, tr: Translate) -> str:
+    """A kind of tensor in words ('optimizer state'); a kind the catalog lacks as written."""
+    return tr(f"memory_kind.{kind}") if f"memory_kind.{kind}" in CATALOG else kind
+
+
+def _bar_chart(items: list[tuple[str, float, str]], label: str) -> dict[str, Any]:
+    """Horizontal bars of (name, value, the text beside the bar), in the order given, the
+    longest as wide as the chart allows."""
+    c = CORE_CHART
+    longest = max((value for _, value, _ in items), default=0.0) or 1.0
     bar_area = c["width"] - c["label"] - c["value"]
     bars = []
-    for i, r in enumerate(rows):
+    for i, (name, value, text) in enumerate(items):
         y = c["top"] + i * c["row"]
-        w = max(_number(r["total_us"]) / longest * bar_area, 1.0)
+        w = max(value / longest * bar_area, 1.0)
         bars.append(
             {
-                "name": r[key],
-                "short": _shorten(r[key], LABEL_CHARS),
+                "name": name,
+                "short": _shorten(name, LABEL_CHARS),
                 "y": y + 4,
                 "h": c["row"] - 8,
                 "w": round(w, 2),
                 "text_y": y + c["row"] / 2 + 4,
                 "value_x": round(c["label"] + w + 8, 2),
-                "value": f"{fmt_us(r['total_us'])} · {fmt_pct(r['ratio'])} · "
-                + tr("tasks_count", n=fmt_num(r["count"])),
+                "value": text,
             }
         )
     return {
         "bars": bars,
+        "label": label,
         "x": c["label"],
         "label_x": c["label"] - 10,
         "width": c["width"],
-        "height": c["top"] * 2 + len(rows) * c["row"],
+        "height": c["top"] * 2 + len(items) * c["row"],
     }
