@@ -253,3 +253,20 @@ def test_reports_of_other_profiles_have_no_memory_kinds(tmp_path: Path):
     for path in out.glob("prof_rule_*.json"):
         assert "memory_kinds" not in json.loads(path.read_text())["metrics"]
     assert "峰值时各类张量" not in (out / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("lang", "line"),
+    [
+        ("en", "Memory at the peak 32.7 MiB: optimizer state 37.0%, parameters 30.7%, gradients"),
+        ("zh", "峰值内存 32.7 MiB：优化器状态 37.0%，参数 30.7%，梯度 18.5%"),
+    ],
+)
+def test_the_terminal_says_what_held_the_peak(tmp_path: Path, lang: str, line: str):
+    """The kinds holding 1% of the peak or more, largest first (temporaries' 4 B are left to
+    report.html)."""
+    args = ["run", str(SIZES), "-o", str(tmp_path / "out"), "--lang", lang]
+    result = separate_runner().invoke(main, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.stderr
+    assert line in result.stdout
+    assert ("temporary" not in result.stdout) and ("临时张量" not in result.stdout)

@@ -46,7 +46,7 @@ from advisor.render.format import (
 )
 from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.headings import readable
-from advisor.render.messages import CATALOG, Translate, translator
+from advisor.render.messages import CATALOG, Translate, kind_words, translator
 from advisor.render.timeline import timeline_chart
 from advisor.units import MISSING, column_unit, fmt_bytes, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
@@ -728,7 +728,7 @@ def _memory_chart(rows: list[dict], tr: Translate) -> dict[str, Any]:
     chart = _bar_chart(
         [
             (
-                _kind_words(str(r["kind"]), tr),
+                kind_words(tr, str(r["kind"])),
                 _number(r["at_peak_bytes"]),
                 f"{fmt_bytes(r['at_peak_bytes'])} · {fmt_pct(r['peak_share'])} · "
                 + tr("memory_kind_highest", value=fmt_bytes(r["max_bytes"])),
@@ -739,11 +739,6 @@ def _memory_chart(rows: list[dict], tr: Translate) -> dict[str, Any]:
     )
     chart["peak"] = fmt_bytes(sum(_number(r["at_peak_bytes"]) for r in rows))
     return chart
-
-
-def _kind_words(kind: str, tr: Translate) -> str:
-    """A kind of tensor in words ('optimizer state'); a kind the catalog lacks as written."""
-    return tr(f"memory_kind.{kind}") if f"memory_kind.{kind}" in CATALOG else kind
 
 
 def _bar_chart(items: list[tuple[str, float, str]], label: str) -> dict[str, Any]:

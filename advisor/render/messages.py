@@ -219,6 +219,7 @@ CATALOG: dict[str, Text] = {
     "memory_by_kind": Text("Memory at the peak by kind of tensor", "峰值时各类张量占用的内存"),
     "memory_peak_total": Text("peak {total}", "峰值 {total}"),
     "memory_kind_highest": Text("highest {value}", "最高 {value}"),
+    "memory_peak_line": Text("Memory at the peak {total}: {kinds}", "峰值内存 {total}：{kinds}"),
     "memory_kind.parameter": Text("parameters", "参数"),
     "memory_kind.optimizer_state": Text("optimizer state", "优化器状态"),
     "memory_kind.input": Text("inputs", "输入"),
@@ -497,3 +498,9 @@ def message(lang: str, key: str, count: int = 1, **values: Any) -> str:
 def translator(lang: str) -> Translate:
     """`message` with its language fixed, as the renderers and templates call it (`tr`)."""
     return partial(message, lang)
+
+
+def kind_words(tr: Translate, kind: str) -> str:
+    """A memory timeline's kind of tensor in words ('optimizer state'); a kind the catalog
+    lacks as written."""
+    return tr(f"memory_kind.{kind}") if f"memory_kind.{kind}" in CATALOG else kind

@@ -41,8 +41,8 @@ from advisor.render.format import (
     steady_step_count,
     terminal_safe,
 )
-from advisor.render.messages import message
-from advisor.units import MISSING, column_unit, fmt_num, fmt_pct, fmt_us, fmt_us_as
+from advisor.render.messages import kind_words, message, translator
+from advisor.units import MISSING, column_unit, fmt_bytes, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
 SEVERITY_STYLE: dict[str, dict[str, Any]] = {
     Severity.HIGH.value: {"fg": "red", "bold": True},
@@ -288,6 +288,20 @@ def _wrap_wide(text: str, width: int, indent: str, first: str) -> list[str]:
     return lines
 
 
+def _memory_line(kinds: list[dict] | None, lang: str) -> str | None:
+    """A memory timeline export's peak and the kinds holding 1% of it or more, the largest
+    first (report.html charts them all)."""
+    if not kinds:
+        return None
+    tr = translator(lang)
+    total = sum(r["at_peak_bytes"] or 0 for r in kinds)
+    shown = sorted(
+        (r for r in kinds if (r["peak_share"] or 0) >= 0.01), key=lambda r: -r["at_peak_bytes"]
+    )
+    parts = [f"{kind_words(tr, r['kind'])} {fmt_pct(r['peak_share'])}" for r in shown]
+    return tr("memory_peak_line", total=fmt_bytes(total), kinds=tr("list_sep").join(parts))
+
+
 def _header(report: dict, width: int, color: bool) -> list[str]:
     profile = report["profile"]
     kind = profile["source_format"]
@@ -303,6 +317,9 @@ def _profile_lines(
 ) -> list[str]:
     lines = _header(report, width, color)
     lang = report_lang(report)
+    memory = _memory_line(report["metrics"].get("memory_kinds"), lang)
+    if memory:
+        lines.extend(_wrap(memory, width, INDENT))
     findings = findings_by_rank(report)
     if not findings:
         lines.append(INDENT + _style(message(lang, "no_problems"), color, fg="green"))
