@@ -33,6 +33,7 @@ import run as bench  # noqa: E402  (measure: the figures mean the same as run.py
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests/fixtures/memory_timeline_own/mlp_adam_cpu.raw.json.gz"
+DESTROY = 4  # the export's action of a release (1 alive before, 2 made, 3 a new version)
 HTA_CODE = (
     "import sys\n"
     "from hta.memory_analysis import MemoryAnalysis\n"
@@ -54,7 +55,7 @@ def build(work: Path, copies: int) -> Path:
     left: dict[int, int] = {}
     for _, _, size, kind in timed:
         left[kind] = left.get(kind, 0) + size
-    releases = [[last + 1, 3, -size, kind] for kind, size in sorted(left.items()) if size]
+    releases = [[last + 1, DESTROY, -size, kind] for kind, size in sorted(left.items()) if size]
     work.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     tiled = (

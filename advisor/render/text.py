@@ -296,7 +296,8 @@ def _memory_line(kinds: list[dict] | None, lang: str) -> str | None:
     tr = translator(lang)
     total = sum(r["at_peak_bytes"] or 0 for r in kinds)
     shown = sorted(
-        (r for r in kinds if (r["peak_share"] or 0) >= 0.01), key=lambda r: -r["at_peak_bytes"]
+        (r for r in kinds if (r["peak_share"] or 0) >= 0.01),
+        key=lambda r: -(r["at_peak_bytes"] or 0),
     )
     parts = [f"{kind_words(tr, r['kind'])} {fmt_pct(r['peak_share'])}" for r in shown]
     return tr("memory_peak_line", total=fmt_bytes(total), kinds=tr("list_sep").join(parts))
