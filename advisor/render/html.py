@@ -701,7 +701,8 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def _core_chart(rows: list[dict], tr: Translate, key: str = "core_type") -> dict[str, Any]:
-    """One horizontal bar per core type (or other `key`), longest first, with time and share."""
+    """One horizontal bar per core type (or compute class), longest first, with time and
+    share."""
     rows = sorted(rows, key=lambda r: -_number(r["total_us"]))
     return _bar_chart(
         [
@@ -713,7 +714,7 @@ def _core_chart(rows: list[dict], tr: Translate, key: str = "core_type") -> dict
             )
             for r in rows
         ],
-        tr("core_chart"),
+        tr("core_chart" if key == "core_type" else "class_chart"),
     )
 
 

@@ -216,6 +216,7 @@ CATALOG: dict[str, Text] = {
     "step_axis": Text("step", "迭代"),
     "time_by_core_type": Text("Time by core type", "各核类型耗时"),
     "core_chart": Text("Device time by core type", "各核类型的设备耗时"),
+    "class_chart": Text("Device time by compute class", "各计算类别的设备耗时"),
     "memory_by_kind": Text("Memory at the peak by kind of tensor", "峰值时各类张量占用的内存"),
     "memory_peak_total": Text("peak {total}", "峰值 {total}"),
     "memory_kind_highest": Text("highest {value}", "最高 {value}"),
