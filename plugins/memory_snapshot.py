@@ -168,8 +168,9 @@ def _load(path: Path) -> Any:
         def find_class(self, module: str, name: str) -> Any:
             raise _NamesObject(f"it names the Python object {module}.{name}")
 
+    content = read_bytes(path)  # a .gz inflated within Limits; its own errors name the file
     try:
-        return DataOnly(io.BytesIO(read_bytes(path))).load()  # a .gz inflated within Limits
+        return DataOnly(io.BytesIO(content)).load()
     except _NamesObject as exc:
         raise UnreadableInput(path, f"not a memory snapshot: {exc}") from None
     except Exception as exc:  # a damaged stream fails in many ways: a wrong opcode's

@@ -193,6 +193,15 @@ def test_other_pickles_get_one_line(tmp_path: Path, content: bytes, problem: str
         READER.read(path)
 
 
+def test_a_cut_gzipped_snapshot_is_told_as_cut_not_as_a_damaged_pickle(tmp_path: Path):
+    """The file's own problem, naming it once (the pickle was never reached)."""
+    path = tmp_path / "cut.pkl.gz"
+    path.write_bytes((SNAPSHOTS / "snapshot_expandable.pkl.gz").read_bytes()[:3000])
+    with pytest.raises(UnreadableInput) as raised:
+        READER.read(path)
+    assert raised.value.problem == "truncated gzip data"
+
+
 def test_entries_of_the_wrong_shape_are_left_out(tmp_path: Path):
     """A damaged or hand-made snapshot: entries that are not dicts, an address that is a
     list, sizes that are text. What can be read is, without a traceback."""
