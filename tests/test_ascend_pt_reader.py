@@ -1060,7 +1060,7 @@ def test_batches_and_late_metadata_give_the_same_tables(
         e for e in events if isinstance(e, dict) and e.get("ph") == "M"
     ]
     SmallBatches.seen.clear()
-    monkeypatch.setattr("advisor_plugins.ascend_pt.folder.EventStream", SmallBatches)
+    monkeypatch.setattr("advisor.formats.trace_columns.EventStream", SmallBatches)
     batched = read_one(
         rank_folder(tmp_path / "batched", trace_view__json=json.dumps(metadata_last))
     )
@@ -1306,7 +1306,7 @@ def test_input_shapes_of_cpu_ops(tmp_path: Path, monkeypatch) -> None:
     assert "[[2, 64], [], [3]]" in set(shaped["input_shapes"])
     assert host.loc[host["level"].notna(), "input_shapes"].isna().all()  # CANN calls
     # typed batches (raw JSON) and dict batches read alike
-    monkeypatch.setattr("advisor_plugins.ascend_pt.folder.EventStream", SmallBatches)
+    monkeypatch.setattr("advisor.formats.trace_columns.EventStream", SmallBatches)
     batched = read_one(rank_folder(tmp_path / "batched", trace_view__json=text))
     pd.testing.assert_frame_equal(batched.tables["host_ops"], host, check_exact=True)
 
@@ -1417,7 +1417,7 @@ def test_launch_flows_pair_ids_that_are_no_numbers_or_text() -> None:
     """No writer emits a list as a flow's id, pid or tid, but the structs take any JSON: such
     values are keyed by their text, so the flows still pair (and the task's pid and tid, as
     the columns encode them, are found)."""
-    from advisor_plugins.ascend_pt.trace_columns import read_columns
+    from advisor.formats.trace_columns import read_columns
 
     def flow(ph: str, ident: object, pid: object, tid: object, ts: str) -> dict:
         return {"ph": ph, "name": "torch_to_npu", "id": ident, "pid": pid, "tid": tid, "ts": ts}

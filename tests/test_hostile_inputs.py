@@ -331,7 +331,7 @@ SHAPES = [
     ("msprof", INFO, b"[]", NO_DEVICE_INFO),
     ("msprof", INFO, b"{}", NO_DEVICE_INFO),
     ("cann_timeline", TASK_TIME, b"[]", "no trace events"),
-    ("cann_timeline", TASK_TIME, b"{}", "not a list of trace events"),
+    ("cann_timeline", TASK_TIME, b"{}", NO_ARRAY),
     ("cann_timeline", TASK_TIME, b"[1, 2, 3]", "3 entries are not event objects; skipped"),
     (
         "mindspore",

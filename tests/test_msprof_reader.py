@@ -7,8 +7,11 @@ genuine raw-export timeline sample in tests/fixtures/real/cann_timeline.
 from __future__ import annotations
 
 import csv
+import json
 import os
+import re
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -391,18 +394,49 @@ def test_header_only_op_summary(tmp_path: Path) -> None:
 
 
 def test_truncated_task_time_json_falls_back_to_msprof_json(tmp_path: Path) -> None:
+    """A cut task_time file gives its tasks up to the cut; the whole msprof json, which
+    repeats them, stands in for it, and both lines say so."""
     prof = copy_fixture(REAL, tmp_path)
     path = prof / "device_0" / "timeline" / "task_time_0_2_1.json"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     profile = read_one(prof)
-    (warning,) = profile.warnings
-    assert relative(warning, profile) == "device_0/timeline/task_time_0_2_1.json"
-    assert warning.problem.startswith("truncated JSON")
-    assert warning.reader == "msprof"
+    assert problems(profile) == [
+        ("device_0/timeline/task_time_0_2_1.json", "truncated trace: 243 events recovered"),
+        (
+            "device_0/timeline/task_time_0_2_1.json",
+            "its device_ops are taken from device_0/timeline/msprof_0_2_1.json, which is whole",
+        ),
+    ]
+    assert {w.reader for w in profile.warnings} == {"msprof"}
     counts = profile.tables["device_ops"]["core_type"].value_counts()
     assert (counts["AI_CORE"], counts["AI_CPU"]) == (137, 2)  # from msprof_0_2_1.json
     assert len(profile.tables["steps"]) == 10
+
+
+def test_a_cut_timeline_with_no_whole_twin_gives_its_events_up_to_the_cut(
+    tmp_path: Path,
+) -> None:
+    """The msprof json is the only source of the device tasks here: cut, its tasks before the
+    cut are kept (one line says how many events), not the whole file dropped."""
+    prof = copy_fixture(REAL, tmp_path)
+    timeline = prof / "device_0" / "timeline"
+    (timeline / "task_time_0_2_1.json").unlink()
+    whole = read_one(copy_fixture(REAL, tmp_path / "whole")).tables["device_ops"]
+    path = timeline / "msprof_0_2_1.json"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 3 // 4])
+    profile = read_one(prof)
+    ((file, problem),) = problems(profile)
+    assert file == "device_0/timeline/msprof_0_2_1.json"
+    assert re.fullmatch(r"truncated trace: \d+ events recovered", problem)
+    ops = profile.tables["device_ops"]
+    assert (
+        0
+        < (ops["category"] != "communication").sum()
+        < (whole["category"] != "communication").sum()
+    )
+    assert "host_ops" in profile.tables
 
 
 def test_op_summary_without_task_duration(tmp_path: Path) -> None:
@@ -649,3 +683,47 @@ def test_split_devices_by_device_id_in_order_of_appearance() -> None:
     [(device, rows)] = split_devices(one, "op_summary.csv", lambda *a, **k: None)
     assert device == "1"
     pd.testing.assert_frame_equal(rows, one)
+
+
+def msprof_json_only(tmp_path: Path, copies: int) -> Path:
+    """The real export with only its msprof json, whose events are written `copies` times,
+    copy k shifted by k x (span + 100 µs)."""
+    prof = copy_fixture(REAL, tmp_path / f"x{copies}")
+    timeline = prof / "device_0" / "timeline"
+    for kind in ("hccl", "step_trace", "task_time"):
+        (timeline / f"{kind}_0_2_1.json").unlink()
+    events = json.loads((REAL / "device_0/timeline/msprof_0_2_1.json").read_text())
+    timed = [e for e in events if e.get("ph") != "M"]
+    times = [float(e["ts"]) for e in timed if "ts" in e]
+    shift = max(times) - min(times) + 100.0
+    with open(timeline / "msprof_0_2_1.json", "w") as out:
+        out.write("[" + ", ".join(json.dumps(e) for e in events if e.get("ph") == "M"))
+        for k in range(copies):
+            for e in timed:
+                moved = {**e, "ts": float(e["ts"]) + k * shift} if "ts" in e else e
+                out.write(", " + json.dumps(moved))
+        out.write("]")
+    return prof
+
+
+def test_a_timeline_is_folded_into_columns_not_held_as_dicts(tmp_path: Path) -> None:
+    """The real msprof json tiled 10 and 50 times (11,000 and 55,000 events): the tables are
+    10 and 50 times the one copy's, and the peak of traced memory grows by less than the
+    file does (held as dicts, it grew five to eight times as much)."""
+    one = read_one(msprof_json_only(tmp_path, 1)).tables  # also loads every module first
+
+    def traced_read(copies: int) -> tuple[int, int]:
+        prof = msprof_json_only(tmp_path, copies)
+        tracemalloc.start()
+        try:
+            tables = read_one(prof).tables
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        for table in ("device_ops", "host_ops", "comm_ops"):
+            assert len(tables[table]) == copies * len(one[table]) > 0, table
+        return peak, (prof / "device_0/timeline/msprof_0_2_1.json").stat().st_size
+
+    small_peak, small_size = traced_read(10)
+    large_peak, large_size = traced_read(50)
+    assert large_peak - small_peak < large_size - small_size, (small_peak, large_peak)

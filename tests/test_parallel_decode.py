@@ -33,11 +33,13 @@ from advisor_plugins.ascend_pt import AscendPtReader
 from advisor_plugins.kineto import KinetoReader
 from advisor_plugins.kineto.parts import merge_walks, walk_events
 from advisor_plugins.kineto.walk import DECODER
+from advisor_plugins.msprof import MsprofReader
 
 REAL = FIXTURE_DIR / "real"
 OWN = FIXTURE_DIR / "kineto_own"
 KINETO = sorted((REAL / "kineto").glob("*.json.gz")) + sorted(OWN.glob("*.pt.trace.json.gz"))
 ASCEND = REAL / "ascend_pt" / "rank0_ascend_pt"
+CANN_TIMELINE = REAL / "cann_timeline" / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"
 
 
 @contextmanager
@@ -62,7 +64,7 @@ def parts_seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(parallel, "decode_workers", lambda: 4)
     monkeypatch.setattr(parallel, "_pool", no_pool)
     monkeypatch.setattr("advisor_plugins.kineto.reader.read_in_parts", counting)
-    monkeypatch.setattr("advisor_plugins.ascend_pt.folder.read_in_parts", counting)
+    monkeypatch.setattr("advisor.formats.trace_columns.read_in_parts", counting)
     monkeypatch.setattr("advisor_plugins.kineto.reader.CHUNK_BYTES", 8 * 1024)
     return seen
 
@@ -114,6 +116,18 @@ def test_ascend_tables_are_the_same_in_parts(tmp_path, monkeypatch, parts_seen):
     assert len(in_parts) == len(whole)
     for got, want in zip(in_parts, whole):
         assert_same_profile(got, want)
+
+
+def test_msprof_timeline_tables_are_the_same_in_parts(tmp_path, monkeypatch, parts_seen):
+    """A raw export's timelines (the real device_0 files, the msprof json one of 274 KB) read
+    in parts of a few KB: the same tables and warnings as read whole."""
+    folder = tmp_path / CANN_TIMELINE.name
+    shutil.copytree(CANN_TIMELINE, folder)
+    whole = sequential(monkeypatch, lambda: MsprofReader().read(folder))
+    in_parts = MsprofReader().read(folder)
+    assert parts_seen and max(parts_seen) > 1
+    assert len(in_parts) == len(whole) == 1
+    assert_same_profile(in_parts[0], whole[0])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def test_readers_note_each_batch_first_start_and_last_end(reader: str) -> None:
         state: Any = EventWalk()
         add = state.walk
     else:
-        from advisor_plugins.ascend_pt.trace_columns import DECODER, TraceColumns
+        from advisor.formats.trace_columns import DECODER, TraceColumns
 
         state = TraceColumns()
         add = state.add
@@ -218,7 +218,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     class Small(EventStream):
         chunk_bytes: int = chunk
 
-    monkeypatch.setattr("advisor_plugins.ascend_pt.folder.EventStream", Small)
+    monkeypatch.setattr("advisor.formats.trace_columns.EventStream", Small)
 
 
 def snippets_both_ways(analysis: Any) -> tuple[dict[int, Any], dict[int, Any]]:

@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING
 
 from advisor.compat import zip_strict
 from advisor.formats.cann_tasks import collective, op_type
+from advisor.formats.interning import expand
 from advisor.formats.numbers import int_or_none, trace_number
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+    from advisor.formats.trace_columns import PlaneTask, Rows
 else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
@@ -85,6 +88,39 @@ _COPY_TASKS = ("Memcpy", "Reduce_Inline")
 NOT_RECORDED = frozenset({"N/A", "INVALID_TYPE", "RESERVED"})
 """HCCL enum names that say the profiler did not record the value (level 0 writes them)."""
 _TASK_DETAILS = ("duration_us", "task_type", "link_type")
+
+
+def comm_from_rows(
+    rows: Rows, plane_tasks: dict[int, PlaneTask]
+) -> tuple[pd.DataFrame | None, set[int]]:
+    """comm_ops, and the device streams the collectives ran on, from a CANN trace's columns:
+    the rows of its HCCL process (`plane_tasks`: those rows' per-plane tasks)."""
+    is_task = np.isin(rows.index, np.fromiter(plane_tasks, dtype=np.int64, count=len(plane_tasks)))
+    codes, threads = rows.thread_names()
+    on_op_thread = np.array(["Communication" in t for t in threads], dtype=bool)[codes]
+    op = np.flatnonzero(on_op_thread & ~is_task)
+    task = np.flatnonzero(is_task)
+    planes = [plane_tasks[i] for i in rows.index[task].tolist()]
+    ops = pd.DataFrame(
+        {
+            "name": rows.text("name").to_numpy(zero_copy_only=False)[op],
+            "start_us": rows.ts[op],
+            "duration_us": rows.dur[op],
+            "thread": expand(codes, threads)[op],
+        }
+    )
+    tasks = pd.DataFrame(
+        {
+            "start_us": rows.ts[task],
+            "transport": [p[0] for p in planes],
+            "stream": pd.Series([p[1] for p in planes], dtype="object"),
+            "bytes": pd.Series([p[2] for p in planes], dtype="object"),
+            "duration_us": rows.dur[task],
+            "task_type": [p[3] for p in planes],
+            "link_type": [p[4] for p in planes],
+        }
+    )
+    return comm_from_columns(ops, tasks)
 
 
 def _alignment(

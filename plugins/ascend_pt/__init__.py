@@ -44,11 +44,12 @@ the cluster communication files) is read as one profile per rank by ClusterOutpu
 Not read: operator_details.csv, npu_module_mem.csv and the binary records
 of MindSpore's `FRAMEWORK/` (`mindspore.op_range`: the framework side is in the trace).
 
-Modules: `folder` reads one rank folder into its profile; `trace_columns` and `trace_view` take
-trace_view.json apart; `kernel_details`, `steps` (with step_trace_time.csv), `communication`,
-`memory`, `operator_memory` and `cpu_ops` read the other files; `db` the profiler database;
-`meta` the metadata files; `kinds` classifies host calls and device tasks; `export` reads the
-CANN export beside a folder without output; `layout` names the folder's parts.
+Modules: `folder` reads one rank folder into its profile; `trace_view` takes trace_view.json
+apart (folded into columns by advisor.formats.trace_columns); `kernel_details`, `steps` (with
+step_trace_time.csv), `communication`, `memory`, `operator_memory` and `cpu_ops` read the
+other files; `db` the profiler database; `meta` the metadata files; `kinds` classifies host
+calls and device tasks; `export` reads the CANN export beside a folder without output;
+`layout` names the folder's parts.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class AscendPtReader:
     def trace_folds(self, path: Path) -> list[TraceFold]:
         """trace_view.json, which `read` folds into columns when no profiler database stands
         in for it, for advisor to fold ahead while it prepares."""
-        from .trace_columns import DECODER, read_columns
+        from advisor.formats.trace_columns import DECODER, read_columns
 
         path = Path(path)
         output = path if path.name == OUTPUT_DIR else path / OUTPUT_DIR

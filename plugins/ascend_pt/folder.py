@@ -19,13 +19,11 @@ from advisor.formats.decimal_clock import Clock
 from advisor.formats.files import load_json
 from advisor.formats.metadata import MetadataRows, rows_recording
 from advisor.formats.minddata import read_pipeline_raw
-from advisor.formats.parallel import read_in_parts
-from advisor.formats.stream import EventStream
 from advisor.formats.timebase import drop_far_times, far_warning, robust_origin, table_times
+from advisor.formats.trace_columns import fold_trace
 from advisor.formats.warn import HeldWarnings
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
-from advisor.progress import FileProgress
 
 from .communication import (
     parse_communication,
@@ -48,8 +46,7 @@ from .steps import (
     steps_from_table,
     steps_with_breakdown,
 )
-from .trace_columns import DECODER, merge_columns, read_columns
-from .trace_view import TraceTables, role_tables, stream_warnings
+from .trace_view import TraceTables, role_tables
 
 if TYPE_CHECKING:
     import numpy as np
@@ -269,24 +266,13 @@ class FolderReader:
         if path is None:
             return TraceTables()
         rel = self.rel(path)
-        progress = FileProgress(rel, path.stat().st_size)
         try:
-            parts = read_in_parts(
-                path, DECODER.decode, read_columns, merge_columns, progress=progress
-            )
-            if parts is not None:  # a large file, decoded on several cores
-                columns, spans = parts.state, parts.spans
-            else:
-                events = EventStream(path, progress, decode=DECODER.decode)
-                columns, spans = read_columns(events), events.spans
-                stream_warnings(events, self.warn, rel)
-            trace = role_tables(columns, self.clock, self.warn, rel)
+            folded = fold_trace(path, self.warn, rel)
+            trace = role_tables(folded.columns, self.clock, self.warn, rel)
         except UnreadableInput as exc:
             self.warn(rel, exc.problem, unread=True)
             return TraceTables()
-        finally:
-            progress.close()
-        trace_index.record(self.profile.meta, path, spans, columns.batch_times)
+        trace_index.record(self.profile.meta, path, folded.spans, folded.columns.batch_times)
         self.anchor = None if trace.span is None else (*trace.span, TRACE_FILE)
         if trace.span is None:
             self.warn(

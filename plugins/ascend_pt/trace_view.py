@@ -10,19 +10,18 @@ from typing import TYPE_CHECKING
 from advisor import intervals
 from advisor.compat import zip_strict
 from advisor.formats.aicore_freq import freq_samples
-from advisor.formats.cann_comm import comm_from_columns
+from advisor.formats.cann_comm import comm_from_rows
 from advisor.formats.cann_tasks import device_category
 from advisor.formats.chrome_trace import shape_text
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand, per_row, unique
 from advisor.formats.python_frames import split_stack
-from advisor.formats.stream import EventStream
+from advisor.formats.trace_columns import Rows, TraceColumns, floats
 from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
 
 from .cpu_ops import CPU_KERNEL
 from .kinds import cann_kind, framework_kind, op_type_from_task
-from .trace_columns import PlaneTask, Rows, TraceColumns, floats
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,18 +85,6 @@ class TraceTables:
 
 
 _ROLE_CODES = {role: code for code, role in enumerate(_ROLES)}
-
-
-def stream_warnings(stream: EventStream, warn: WarnFn, rel: str) -> None:
-    """What decoding trace_view.json noticed: a cut file, NaN or Infinity."""
-    if stream.truncated is not None:
-        warn(rel, f"truncated trace: {stream.truncated} events recovered")
-    if stream.non_finite:
-        warn(
-            rel,
-            "the trace holds NaN or Infinity, which is not valid JSON: read with the "
-            "standard parser; those values are treated as missing",
-        )
 
 
 def _framework_tables(
@@ -190,7 +177,7 @@ def role_tables(columns: TraceColumns, clock: Clock, warn: WarnFn, rel: str) -> 
             if flows is not None:
                 out.device_ops = _with_launches(out.device_ops, rows, flows)
         elif name == "comm":
-            out.comm_ops, out.comm_streams = _comm_ops(rows, columns.plane_tasks)
+            out.comm_ops, out.comm_streams = comm_from_rows(rows, columns.plane_tasks)
         else:
             _overlap(out, rows)
     if flows is not None:
@@ -327,38 +314,6 @@ def _hardware_ops(rows: Rows) -> pd.DataFrame:
             "duration_us": rows.dur,
         }
     )
-
-
-def _comm_ops(
-    rows: Rows, plane_tasks: dict[int, PlaneTask]
-) -> tuple[pd.DataFrame | None, set[int]]:
-    """comm_ops from the HCCL/Communication process: msprof's reading of its timeline."""
-    is_task = np.isin(rows.index, np.fromiter(plane_tasks, dtype=np.int64, count=len(plane_tasks)))
-    codes, threads = rows.thread_names()
-    on_op_thread = np.array(["Communication" in t for t in threads], dtype=bool)[codes]
-    op = np.flatnonzero(on_op_thread & ~is_task)
-    task = np.flatnonzero(is_task)
-    planes = [plane_tasks[i] for i in rows.index[task].tolist()]
-    ops = pd.DataFrame(
-        {
-            "name": rows.text("name").to_numpy(zero_copy_only=False)[op],
-            "start_us": rows.ts[op],
-            "duration_us": rows.dur[op],
-            "thread": expand(codes, threads)[op],
-        }
-    )
-    tasks = pd.DataFrame(
-        {
-            "start_us": rows.ts[task],
-            "transport": [p[0] for p in planes],
-            "stream": pd.Series([p[1] for p in planes], dtype="object"),
-            "bytes": pd.Series([p[2] for p in planes], dtype="object"),
-            "duration_us": rows.dur[task],
-            "task_type": [str(p[3]) for p in planes],
-            "link_type": [str(p[4]) for p in planes],
-        }
-    )
-    return comm_from_columns(ops, tasks)
 
 
 def _overlap(out: TraceTables, rows: Rows) -> None:

@@ -5,7 +5,9 @@ Sources, in priority order for each device:
 1. CANN 8.x merged summaries, `mindstudio_profiler_output/*.csv` (rows split by `Device_id`),
 2. 6.3-7.x per-device summaries, `device_N/summary/*.csv`,
 3. raw-export timelines, `device_N/timeline/{step_trace,task_time,hccl,msprof}_*.json`, with
-   `msprof_*.json` used only for the tables the specific files do not give,
+   `msprof_*.json` used only for the tables the specific files do not give (or gave cut
+   short); each folded batch by batch into columns (advisor.formats.trace_columns), never
+   held as dicts,
 4. `msprof --type=db`'s `msprof_{timestamp}.db` (tasks and API calls; the CSVs read faster,
    so it is read only when none of the above gave the tasks; `meta.extra["source"]` is `db`).
 

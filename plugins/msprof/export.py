@@ -22,12 +22,11 @@ from .framework import UNKNOWN, framework_of
 from .info import apply_info, info_metadata
 from .layout import MERGED_DIR, device_dirs, newest_database
 from .summaries import CSV_TABLES, in_read_order, read_csv_table, split_devices
-from .timeline import timeline_tables
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from advisor.formats.chrome_trace import Trace
+    from .timeline import Timeline
 else:
     pd = lazy_module("pandas")
 
@@ -316,47 +315,56 @@ class ExportReader:
     def _read_timeline_dir(self, dev: _Device, files: list[Path]) -> None:
         """Timeline JSONs (a raw export's device_*/timeline, or the merged ones), for the
         tables no summary CSV of the device gave."""
+        from .timeline import SLICE_TABLES, timeline_tables  # the columns: only for timelines
+
         if "device_ops" not in dev.parts:  # the tasks come from the timeline
             dev.profile.meta.source_format = "msprof-timeline"
         chosen, superseded = select_exports(files)
         warn = _profile_warn(dev.profile)
         for old in superseded:
             warn(self._rel(old.ignored[0]), self._superseded(old))
+        cut: set[str] = set()
 
-        def load(kind: str) -> Trace | None:
-            return self._load_trace(chosen.get(kind, []), warn)
+        def load(kind: str) -> Timeline | None:
+            timeline = self._load_trace(chosen.get(kind, []), warn)
+            if timeline is not None and timeline.cut:
+                cut.add(kind)
+            return timeline
 
         had = set(dev.parts)
-        for table, (frame, kind) in timeline_tables(load).items():
+        tables = timeline_tables(load)
+        for table, (frame, kind) in tables.items():
             if table not in had:
                 dev.add(table, frame, [self._rel(path) for path in chosen.get(kind, [])])
+        for kind in sorted(cut & SLICE_TABLES.keys()):
+            table = SLICE_TABLES[kind]
+            if table not in had and tables.get(table, (None, kind))[1] == "msprof":
+                whole = ", ".join(self._rel(path) for path in chosen["msprof"])
+                for path in chosen[kind]:
+                    warn(self._rel(path), f"its {table} are taken from {whole}, which is whole")
 
-    def _load_trace(self, files: list[Path], warn: WarnFn) -> Trace | None:
-        """Concatenate the events of a timeline's slices; None when no slice was readable."""
-        events: list[dict[str, Any]] = []
-        read_any = False
+    def _load_trace(self, files: list[Path], warn: WarnFn) -> Timeline | None:
+        """The columns of a timeline's slices, folded batch by batch; None when no slice was
+        readable."""
+        from advisor.formats.trace_columns import fold_trace, merge_columns
+
+        from .timeline import Timeline
+
+        parts, cut = [], False
         for path in files:
             rel = self._rel(path)
             try:
-                data = load_json(path)
+                folded = fold_trace(path, warn, rel, exact_times=False)
             except UnreadableInput as exc:
                 warn(rel, exc.problem, unread=True)
                 continue
-            if isinstance(data, dict):
-                data = data.get("traceEvents")
-            if not isinstance(data, list):
-                warn(rel, "not a list of trace events")
-                continue
-            found = [e for e in data if isinstance(e, dict)]
-            if len(found) < len(data):
-                warn(rel, f"{len(data) - len(found)} entries are not event objects; skipped")
-            elif not data:
+            if folded.columns.skipped:
+                warn(rel, f"{folded.columns.skipped} entries are not event objects; skipped")
+            elif not folded.columns.entries:
                 warn(rel, "no trace events")
-            events += found
-            read_any = True
-        from advisor.formats.chrome_trace import Trace  # msgspec and orjson: only for timelines
-
-        return Trace(events) if read_any else None
+            parts.append(folded.columns)
+            cut = cut or folded.truncated
+        return Timeline(merge_columns(parts), cut=cut) if parts else None
 
     def _superseded(self, old: Superseded) -> str:
         ignored = ", ".join(self._rel(p) for p in old.ignored)

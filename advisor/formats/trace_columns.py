@@ -1,12 +1,15 @@
-"""trace_view.json's events taken batch by batch into columns: of each complete event only the
-fields the tables need (numbers, codes of pids and tids, arrow strings), plus the metadata and
-the torch_to_npu flows, so memory follows the kept columns, not the file."""
+"""CANN-style Chrome traces (torch_npu's trace_view.json, msprof's timeline JSONs) taken batch
+by batch into columns: of each complete event only the fields the tables need (numbers, codes
+of pids and tids, arrow strings), plus the metadata, the torch_to_npu flows and the step-trace
+marks, so memory follows the kept columns, not the file."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import itemgetter
+from pathlib import Path
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -16,8 +19,12 @@ from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent
 from advisor.formats.decimal_clock import Clock, exact_parts
 from advisor.formats.interning import Codes, arrow_strings, hashable
 from advisor.formats.numbers import trace_number as _float
+from advisor.formats.parallel import read_in_parts
+from advisor.formats.stream import EventStream, Span
 from advisor.formats.trace_index import UNBOUNDED, BatchTimes
+from advisor.formats.warn import WarnFn
 from advisor.lazy import lazy_module
+from advisor.progress import FileProgress
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,9 +51,9 @@ def floats(values: Iterable[Any]) -> np.ndarray:
         return np.array([_float(v) for v in values], dtype="float64")
 
 
-PlaneTask = tuple[str, Any, Any, Any, Any]
+PlaneTask = tuple[str, Any, Any, str, str]
 """A per-plane communication task: transport type, stream id, size(Byte), task type, link
-type."""
+type (the texts as written, "None" when missing)."""
 
 
 class TraceArgs(msgspec.Struct, gc=False):
@@ -71,6 +78,10 @@ class TraceArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
     # of cpu_op events recorded with with_stack=True: frames joined by ";\r\n"
     call_stack: Any = msgspec.field(default=None, name="Call stack")
+    # of msprof's step-trace events (`Iteration 3`, `Reduce_3_0`, `Data_aug Bound 3`): UNSET
+    # when the key is missing, which differs from a null value
+    iteration: Any = msgspec.field(default=msgspec.UNSET, name="Iteration ID")
+    data_aug_bound: Any = msgspec.field(default=msgspec.UNSET, name="Data_aug Bound(us)")
 
 
 DECODER = EventDecoder(TraceArgs)
@@ -78,6 +89,22 @@ _NO_ARGS = DECODER.no_args
 
 
 _LAUNCH_FLOW = "torch_to_npu"  # the flow from a framework op to the device task it launched
+DATA_AUG_BOUND = "Data_aug Bound"  # msprof's step-trace mark (ph s/t) of an iteration's bound
+
+StepArgs = tuple[Any, Any]
+"""A step-trace event's `Iteration ID` and `Data_aug Bound(us)` (msgspec.UNSET when missing)."""
+
+
+@dataclass(frozen=True)
+class StepMark:
+    """A step-trace event that is no complete event (msprof's `Data_aug Bound N`, ph s/t),
+    and `before`, the row of the complete event that follows it in the file."""
+
+    before: int
+    pid: Any
+    tid: Any
+    name: Any
+    args: StepArgs
 
 
 # The numbers and texts kept of each complete event; `thread_id` is CANN's `Thread Id` (else
@@ -105,12 +132,17 @@ class TraceColumns:
     metadata may come after the events it names.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, exact_times: bool = True) -> None:
+        # exact_times: each ts as whole µs and fraction, to the digit written (for a clock
+        # rebased later); else the float value and a zero fraction (msprof's absolute µs)
+        self.exact_times = exact_times
         self.pids, self.tids = Codes(), Codes()
         self.processes: dict[Any, str] = {}
         self.labels: dict[Any, str] = {}
         self.threads: dict[tuple[Any, Any], str] = {}
         self.size = 0
+        self.entries = 0  # what the batches held, events or not
+        self.skipped = 0  # entries that are no event object
         self.number_chunks: dict[str, list[np.ndarray]] = {k: [] for k in _NUMBER_COLUMNS}
         self.text_chunks: dict[str, list[pa.Array]] = {k: [] for k in _TEXT_COLUMNS}
         # per-plane communication tasks: row -> (transport type, stream id, size(Byte),
@@ -124,6 +156,9 @@ class TraceColumns:
         self.flows: list[tuple[str, Any, Any, Any, Any]] = []
         # AI Core Freq counter samples: (ts, MHz)
         self.freq: list[tuple[Any, Any]] = []
+        # step-trace args of the complete events that have an `Iteration ID` (row -> args)
+        self.step_args: dict[int, StepArgs] = {}
+        self.step_marks: list[StepMark] = []
         self.number: dict[str, np.ndarray] = {}
         self.text: dict[str, pa.Array] = {}
         self.batch_times: list[BatchTimes] = []  # per batch (advisor.formats.trace_index)
@@ -141,9 +176,11 @@ class TraceColumns:
         flows = self.flows
         row = self.size
         unread = names_lanes = False
+        self.entries += len(batch)
         for e in DECODER.events(batch):
             if e.__class__ is not TraceEvent:
                 unread = True
+                self.skipped += 1
                 continue
             ph = e.ph
             if ph != "X":
@@ -154,6 +191,10 @@ class TraceColumns:
                     flows.append((ph, e.id, e.pid, e.tid, e.ts))  # made hashable once, later
                 elif ph == "C" and e.name == FREQ_COUNTER:
                     self.freq.append((e.ts, (e.args or _NO_ARGS).mhz))
+                elif e.cat == DATA_AUG_BOUND:
+                    a = e.args or _NO_ARGS
+                    mark = StepMark(row, e.pid, e.tid, e.name, (a.iteration, a.data_aug_bound))
+                    self.step_marks.append(mark)
                 continue
             pid.append(e.pid)
             tid.append(t := e.tid)
@@ -169,23 +210,29 @@ class TraceColumns:
             size.append(a.size_byte if a.size_b is None else a.size_b)
             task_type.append(a.task_type or "UNKNOWN")
             if a.transport is not None:
-                planes[row] = (
-                    str(a.transport),
+                planes[row] = (  # the texts interned: a few names for 100,000s of tasks
+                    intern(str(a.transport)),
                     a.plane_stream,
                     a.size_byte,
-                    a.plane_task_type,
-                    a.link_type,
+                    intern(str(a.plane_task_type)),
+                    intern(str(a.link_type)),
                 )
             if a.input_dims:
                 shapes[row] = bytes(a.input_dims)
             if a.call_stack.__class__ is str and a.call_stack:
                 self.stacks[row] = a.call_stack
+            if a.iteration is not msgspec.UNSET:
+                self.step_args[row] = (a.iteration, a.data_aug_bound)
             row += 1
         if row == self.size:
             self.batch_times.append(UNBOUNDED if unread else BatchTimes(names_lanes=names_lanes))
             return
         self.size = row
-        whole, frac = exact_parts(ts)
+        if self.exact_times:
+            whole, frac = exact_parts(ts)
+        else:  # numbers as they are, no text made of them
+            whole = floats(ts)
+            frac = np.zeros(len(whole))
         del ts
         numbers = {
             "pid": self.pids.encode(pid),
@@ -232,17 +279,25 @@ class TraceColumns:
         self.plane_tasks.update({row + rows: task for row, task in later.plane_tasks.items()})
         self.shapes.update({row + rows: shape for row, shape in later.shapes.items()})
         self.stacks.update({row + rows: stack for row, stack in later.stacks.items()})
+        self.step_args.update({row + rows: args for row, args in later.step_args.items()})
+        self.step_marks += [
+            StepMark(m.before + rows, m.pid, m.tid, m.name, m.args) for m in later.step_marks
+        ]
         self.flows += later.flows
         self.freq += later.freq
         self.size += later.size
+        self.entries += later.entries
+        self.skipped += later.skipped
         self.batch_times += later.batch_times
 
     def concatenate(self) -> None:
+        """One array per column (empty ones when no complete event was read)."""
         for key, chunks in self.number_chunks.items():
-            self.number[key] = np.concatenate(chunks)
+            self.number[key] = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
             chunks.clear()
         for key, chunks in self.text_chunks.items():
-            self.text[key] = pa.concat_arrays(chunks)  # one array: `take` on chunks is slow
+            # one array: `take` on chunks is slow
+            self.text[key] = pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
             chunks.clear()
 
     def launch_flows(self, clock: Clock) -> pd.DataFrame | None:
@@ -303,6 +358,10 @@ class Rows:
     ts: np.ndarray
     dur: np.ndarray
 
+    def take(self, which: np.ndarray) -> Rows:
+        """The rows at these positions (or where this mask is true)."""
+        return Rows(self.columns, self.index[which], self.ts[which], self.dur[which])
+
     def number(self, key: str) -> np.ndarray:
         return self.columns.number[key][self.index]
 
@@ -342,9 +401,52 @@ def _times(ts: np.ndarray, dur: np.ndarray, names_lanes: bool, unread: bool) -> 
     return BatchTimes(float(ts.min()), float(end.max()), names_lanes)
 
 
+@dataclass
+class FoldedTrace:
+    """One trace file as columns, where its batches lie (advisor.formats.trace_index), and
+    whether it was cut short (its events up to the cut were kept)."""
+
+    columns: TraceColumns
+    spans: list[Span]
+    truncated: bool = False
+
+
+def fold_trace(path: Path, warn: WarnFn, rel: str, *, exact_times: bool = True) -> FoldedTrace:
+    """The columns of one trace file (TraceColumns' `exact_times`), a large one decoded on
+    several cores; what decoding noticed (a cut file, NaN or Infinity) is told through `warn`.
+    UnreadableInput when the file cannot be read."""
+    fold = read_columns if exact_times else read_float_columns
+    progress = FileProgress(rel, path.stat().st_size)
+    try:
+        parts = read_in_parts(path, DECODER.decode, fold, merge_columns, progress=progress)
+        if parts is not None:
+            return FoldedTrace(parts.state, parts.spans)
+        events = EventStream(path, progress, decode=DECODER.decode)
+        columns = fold(events)
+    finally:
+        progress.close()
+    if events.truncated is not None:
+        warn(rel, f"truncated trace: {events.truncated} events recovered")
+    if events.non_finite:
+        warn(
+            rel,
+            "the trace holds NaN or Infinity, which is not valid JSON: read with the "
+            "standard parser; those values are treated as missing",
+        )
+    return FoldedTrace(columns, events.spans, events.truncated is not None)
+
+
 def read_columns(batches: Iterable[list[Any]]) -> TraceColumns:
     """The columns of batches of events (a stream of a whole file or of one part of it)."""
     columns = TraceColumns()
+    for batch in batches:
+        columns.add(batch)
+    return columns
+
+
+def read_float_columns(batches: Iterable[list[Any]]) -> TraceColumns:
+    """read_columns with each ts as its float value (`exact_times` off)."""
+    columns = TraceColumns(exact_times=False)
     for batch in batches:
         columns.add(batch)
     return columns
