@@ -78,13 +78,18 @@ class TraceArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
     # of cpu_op events recorded with with_stack=True: frames joined by ";\r\n"
     call_stack: Any = msgspec.field(default=None, name="Call stack")
-    # of msprof's step-trace events (`Iteration 3`, `Reduce_3_0`, `Data_aug Bound 3`): UNSET
-    # when the key is missing, which differs from a null value
+
+
+class StepTraceArgs(TraceArgs, gc=False):
+    """TraceArgs and the keys of msprof's step-trace events (`Iteration 3`, `Reduce_3_0`,
+    `Data_aug Bound 3`): UNSET when the key is missing, which differs from a null value."""
+
     iteration: Any = msgspec.field(default=msgspec.UNSET, name="Iteration ID")
     data_aug_bound: Any = msgspec.field(default=msgspec.UNSET, name="Data_aug Bound(us)")
 
 
 DECODER = EventDecoder(TraceArgs)
+STEP_TRACE_DECODER = EventDecoder(StepTraceArgs)  # for msprof's timelines
 _NO_ARGS = DECODER.no_args
 
 
@@ -132,10 +137,12 @@ class TraceColumns:
     metadata may come after the events it names.
     """
 
-    def __init__(self, *, exact_times: bool = True) -> None:
-        # exact_times: each ts as whole µs and fraction, to the digit written (for a clock
-        # rebased later); else the float value and a zero fraction (msprof's absolute µs)
-        self.exact_times = exact_times
+    def __init__(self, *, msprof_timeline: bool = False) -> None:
+        # msprof_timeline: each ts as its float value (absolute µs, never rebased) with a zero
+        # fraction, and the step-trace arguments kept; else each ts as whole µs and fraction,
+        # to the digit written (for a clock rebased later)
+        self.msprof_timeline = msprof_timeline
+        self.decoder = STEP_TRACE_DECODER if msprof_timeline else DECODER
         self.pids, self.tids = Codes(), Codes()
         self.processes: dict[Any, str] = {}
         self.labels: dict[Any, str] = {}
@@ -177,7 +184,8 @@ class TraceColumns:
         row = self.size
         unread = names_lanes = False
         self.entries += len(batch)
-        for e in DECODER.events(batch):
+        no_args, steps, unset = self.decoder.no_args, self.msprof_timeline, msgspec.UNSET
+        for e in self.decoder.events(batch):
             if e.__class__ is not TraceEvent:
                 unread = True
                 self.skipped += 1
@@ -190,9 +198,9 @@ class TraceColumns:
                 elif (ph == "s" or ph == "f") and (e.name == _LAUNCH_FLOW or e.cat == _LAUNCH_FLOW):
                     flows.append((ph, e.id, e.pid, e.tid, e.ts))  # made hashable once, later
                 elif ph == "C" and e.name == FREQ_COUNTER:
-                    self.freq.append((e.ts, (e.args or _NO_ARGS).mhz))
-                elif e.cat == DATA_AUG_BOUND:
-                    a = e.args or _NO_ARGS
+                    self.freq.append((e.ts, (e.args or no_args).mhz))
+                elif steps and e.cat == DATA_AUG_BOUND:
+                    a = e.args or no_args
                     mark = StepMark(row, e.pid, e.tid, e.name, (a.iteration, a.data_aug_bound))
                     self.step_marks.append(mark)
                 continue
@@ -202,7 +210,7 @@ class TraceColumns:
             dur.append(e.dur)
             name.append(e.name)
             cat.append(e.cat)
-            a = e.args or _NO_ARGS
+            a = e.args or no_args
             thread_id.append(t if a.thread_id is None else a.thread_id)
             stream.append(a.stream)
             physical.append(a.physical_stream)
@@ -221,18 +229,18 @@ class TraceColumns:
                 shapes[row] = bytes(a.input_dims)
             if a.call_stack.__class__ is str and a.call_stack:
                 self.stacks[row] = a.call_stack
-            if a.iteration is not msgspec.UNSET:
+            if steps and a.iteration is not unset:
                 self.step_args[row] = (a.iteration, a.data_aug_bound)
             row += 1
         if row == self.size:
             self.batch_times.append(UNBOUNDED if unread else BatchTimes(names_lanes=names_lanes))
             return
         self.size = row
-        if self.exact_times:
-            whole, frac = exact_parts(ts)
-        else:  # numbers as they are, no text made of them
+        if self.msprof_timeline:  # numbers as they are, no text made of them
             whole = floats(ts)
             frac = np.zeros(len(whole))
+        else:
+            whole, frac = exact_parts(ts)
         del ts
         numbers = {
             "pid": self.pids.encode(pid),
@@ -411,17 +419,19 @@ class FoldedTrace:
     truncated: bool = False
 
 
-def fold_trace(path: Path, warn: WarnFn, rel: str, *, exact_times: bool = True) -> FoldedTrace:
-    """The columns of one trace file (TraceColumns' `exact_times`), a large one decoded on
-    several cores; what decoding noticed (a cut file, NaN or Infinity) is told through `warn`.
-    UnreadableInput when the file cannot be read."""
-    fold = read_columns if exact_times else read_float_columns
+def fold_trace(path: Path, warn: WarnFn, rel: str, *, msprof_timeline: bool = False) -> FoldedTrace:
+    """The columns of one trace file (TraceColumns' `msprof_timeline`), a large one decoded
+    on several cores; what decoding noticed (a cut file, NaN or Infinity) is told through
+    `warn`. UnreadableInput when the file cannot be read."""
+    fold, decoder = (
+        (read_msprof_columns, STEP_TRACE_DECODER) if msprof_timeline else (read_columns, DECODER)
+    )
     progress = FileProgress(rel, path.stat().st_size)
     try:
-        parts = read_in_parts(path, DECODER.decode, fold, merge_columns, progress=progress)
+        parts = read_in_parts(path, decoder.decode, fold, merge_columns, progress=progress)
         if parts is not None:
             return FoldedTrace(parts.state, parts.spans)
-        events = EventStream(path, progress, decode=DECODER.decode)
+        events = EventStream(path, progress, decode=decoder.decode)
         columns = fold(events)
     finally:
         progress.close()
@@ -444,9 +454,9 @@ def read_columns(batches: Iterable[list[Any]]) -> TraceColumns:
     return columns
 
 
-def read_float_columns(batches: Iterable[list[Any]]) -> TraceColumns:
-    """read_columns with each ts as its float value (`exact_times` off)."""
-    columns = TraceColumns(exact_times=False)
+def read_msprof_columns(batches: Iterable[list[Any]]) -> TraceColumns:
+    """read_columns of an msprof timeline (TraceColumns' `msprof_timeline`)."""
+    columns = TraceColumns(msprof_timeline=True)
     for batch in batches:
         columns.add(batch)
     return columns

@@ -354,7 +354,7 @@ class ExportReader:
         for path in files:
             rel = self._rel(path)
             try:
-                folded = fold_trace(path, warn, rel, exact_times=False)
+                folded = fold_trace(path, warn, rel, msprof_timeline=True)
             except UnreadableInput as exc:
                 warn(rel, exc.problem, unread=True)
                 continue

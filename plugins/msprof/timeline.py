@@ -56,7 +56,7 @@ class Timeline:
         columns.concatenate()
         self.columns = columns
         self.cut = cut
-        self.ts = columns.number["whole"]  # the float values (exact_times off), not rebased
+        self.ts = columns.number["whole"]  # the float values (msprof_timeline), not rebased
         self.dur = columns.number["dur"]
 
     def rows(self, *processes: str, thread: re.Pattern[str] | None = None) -> Rows:
