@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -173,8 +175,9 @@ def test_op_stats_from_the_type_table_alone(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "problem"),
     [
-        ("gpu_timeline_display_0.json", "[{", "not valid JSON"),
-        ("gpu_timeline_display_0.json", '{"a": 1}', "not a list of timeline events"),
+        ("gpu_timeline_display_0.json", "[{", "truncated or invalid JSON: no complete event"),
+        ("gpu_timeline_display_0.json", '{"a": 1}', "no traceEvents array in this JSON object"),
+        ("gpu_timeline_display_0.json", "[1, 2", "truncated or invalid JSON: no complete event"),
         ("dynamic_shape_info_0.json", '{"Add": 3}', "neither the GPU layout"),
         ("dynamic_shape_info_0.json", '{"Add": []}', "no operator or kernel rows"),
         ("gpu_activity_data_0.csv", "name,type\nk,cuLaunchKernel\n", "missing column"),
@@ -199,6 +202,63 @@ def test_timeline_events_without_times_are_counted(tmp_path: Path) -> None:
     assert list(profile.tables["host_ops"]["name"]) == ["Add-op6"]
     (warning,) = profile.warnings
     assert warning.problem == "2 events without a name, ts or dur skipped"
+
+
+def long_timeline(folder: Path, copies: int) -> Path:
+    """The fixture's timeline (4 steps) written `copies` times, copy k shifted by k x 4 ms
+    with its steps numbered on, its metadata once."""
+    events = json.loads((GPU / "gpu_timeline_display_0.json").read_text())
+    folder.mkdir()
+    written = []
+    for k in range(copies):
+        for event in events:
+            if event.get("ph") == "M":
+                if not k:
+                    written.append(json.dumps(event))
+                continue
+            moved = {**event, "ts": event["ts"] + k * 4000.0}
+            if moved["tid"] == 100000:
+                moved["name"] = str(int(moved["name"]) + 4 * k)
+            written.append(json.dumps(moved))
+    (folder / "gpu_timeline_display_0.json").write_text("[" + ", ".join(written) + "]")
+    return folder
+
+
+def test_a_long_timeline_is_read_a_batch_at_a_time(tmp_path: Path) -> None:
+    """1,000 and 3,000 copies of the timeline (4 and 11 MB, both past one batch of events):
+    the tables are that many times one copy's, and the peak of traced memory grows by less
+    than twice the file (the kept columns and the tables; decoded whole, 17 times the file)."""
+    one = read_one(long_timeline(tmp_path / "x1", 1)).tables  # also loads every module first
+
+    def traced_read(copies: int) -> tuple[int, int]:
+        folder = long_timeline(tmp_path / f"x{copies}", copies)
+        tracemalloc.start()
+        try:
+            tables = read_one(folder).tables
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        for table in ("device_ops", "host_ops", "steps"):
+            assert len(tables[table]) == copies * len(one[table]) > 0, table
+        return peak, (folder / "gpu_timeline_display_0.json").stat().st_size
+
+    small_peak, small_size = traced_read(1_000)
+    large_peak, large_size = traced_read(3_000)
+    assert large_peak - small_peak < 2 * (large_size - small_size), (small_peak, large_peak)
+
+
+def test_a_cut_timeline_keeps_its_events_up_to_the_cut(tmp_path: Path) -> None:
+    folder = long_timeline(tmp_path / "cut", 10)
+    path = folder / "gpu_timeline_display_0.json"
+    whole = read_one(folder).tables["device_ops"]
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    profile = read_one(folder)
+    (warning,) = profile.warnings
+    assert re.fullmatch(r"truncated timeline: \d+ events recovered", warning.problem)
+    kernels = profile.tables["device_ops"]
+    assert 0 < len(kernels) < len(whole)
+    pd.testing.assert_series_equal(kernels["name"], whole["name"].iloc[: len(kernels)])
 
 
 def profile_of(**tables: pd.DataFrame) -> Profile:

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
+from advisor.compat import zip_strict
+from advisor.errors import UnreadableInput
 from advisor.formats.cann_tasks import op_type
 from advisor.formats.numbers import finite_float
 from advisor.lazy import lazy_module
@@ -132,76 +135,119 @@ def _lookup(step: pd.Series, names: pd.Series, shapes: dict[tuple[int, str], str
 def _timeline(
     rank: Rank, path: Path
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None]:
-    events = rank.json(path)
-    if events is None:
+    """The kernels, operators and steps of the timeline, read a batch of events at a time
+    into column lists (a timeline of a long run is hundreds of MB)."""
+    from advisor.formats.stream import EventStream  # the decoder loads with a timeline
+
+    rows = _TimelineRows()
+    stream = EventStream(path)
+    try:
+        for batch in stream:
+            rows.add(batch)
+    except UnreadableInput as exc:
+        rank.warn(path, exc.problem, unread=True)
         return None, None, None
-    if isinstance(events, dict):
-        events = events.get("traceEvents")
-    if not isinstance(events, list):
-        rank.warn(path, "not a list of timeline events")
-        return None, None, None
-    kernels: list[dict[str, Any]] = []
-    ops: list[dict[str, Any]] = []
-    steps: list[dict[str, Any]] = []
-    bad = 0
-    for event in events:
-        if not isinstance(event, dict) or event.get("ph") != "X":
-            continue  # metadata (process and thread names)
-        start, duration = finite_float(event.get("ts")), finite_float(event.get("dur"))
-        name, tid, pid = event.get("name"), event.get("tid"), event.get("pid")
-        if not isinstance(name, str) or start != start or duration != duration:
-            bad += 1
-            continue
-        raw_args = event.get("args")
-        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-        if pid == _OVERLAP_PID or tid in _SCOPE_TIDS or "scope_level" in event:
-            continue
-        if tid in _STEPS_TIDS:
-            if name.strip().isdigit():
-                steps.append({"step": int(name), "start_us": start, "duration_us": duration})
-            continue
-        if "op_full_name" in args:
-            kernels.append(_kernel(name, start, duration, tid, args))
-        else:
-            cpu = pid == _HOST_CPU_PID or tid in _HOST_CPU_TIDS
-            ops.append(
-                {
-                    "name": name,
-                    "kind": "cpu_kernel" if cpu else "aten",
-                    "start_us": start,
-                    "duration_us": duration,
-                }
-            )
-    if bad:
-        rank.warn(path, f"{bad} events without a name, ts or dur skipped")
+    if stream.truncated is not None:
+        rank.warn(path, f"truncated timeline: {stream.truncated} events recovered")
+    if rows.bad:
+        rank.warn(path, f"{rows.bad} events without a name, ts or dur skipped")
     step_frame = None
-    if steps:
-        step_frame = pd.DataFrame(steps).drop_duplicates("step").sort_values("step")
+    if rows.steps["step"]:
+        step_frame = pd.DataFrame(rows.steps).drop_duplicates("step").sort_values("step")
         step_frame["end_us"] = step_frame["start_us"] + step_frame["duration_us"]
+    kernels = rows.kernels
+    if kernels["name"]:
+        full = kernels.pop("op_full_name")  # split and typed once per operator, not per launch
+        known = {
+            name: (name.rsplit("/", 1)[-1], op_type(name) if name else None) for name in set(full)
+        }
+        kernels["op_name"] = [known[name][0] for name in full]
+        kernels["op_type"] = [known[name][1] for name in full]
+        kernels = {key: kernels[key] for key in _KERNEL_COLUMNS}
     return (
-        _categorised(pd.DataFrame(kernels)) if kernels else None,
-        pd.DataFrame(ops) if ops else None,
+        _categorised(pd.DataFrame(kernels)) if kernels["name"] else None,
+        pd.DataFrame(rows.ops) if rows.ops["name"] else None,
         step_frame,
     )
 
 
-def _kernel(
-    name: str, start: float, duration: float, tid: Any, args: dict[str, Any]
-) -> dict[str, Any]:
-    match = _STREAM.fullmatch(str(tid))
-    full = str(args.get("op_full_name") or "")
-    return {
-        "name": name,
-        "op_name": full.rsplit("/", 1)[-1],
-        "op_type": op_type(full) if full else None,
-        "core_type": "GPU",
-        "start_us": start,
-        "duration_us": duration,
-        "stream": int(match[1]) if match else None,
-        "kernel_kind": str(args.get("type") or ""),
-        "block_threads": dims_product(args.get("block_dim")),
-        "grid_blocks": dims_product(args.get("grid_dim")),
-    }
+_KERNEL_COLUMNS = (
+    "name",
+    "op_name",
+    "op_type",
+    "core_type",
+    "start_us",
+    "duration_us",
+    "stream",
+    "kernel_kind",
+    "block_threads",
+    "grid_blocks",
+)
+
+
+class _TimelineRows:
+    """The timeline's complete events sorted into kernels, operators and steps, as column
+    lists: only these outlive a batch of decoded events."""
+
+    def __init__(self) -> None:
+        self.kernels: dict[str, list[Any]] = {
+            key: []
+            for key in (
+                "name",
+                "op_full_name",
+                "core_type",
+                "start_us",
+                "duration_us",
+                "stream",
+                "kernel_kind",
+                "block_threads",
+                "grid_blocks",
+            )
+        }
+        self.ops: dict[str, list[Any]] = {"name": [], "kind": [], "start_us": [], "duration_us": []}
+        self.steps: dict[str, list[Any]] = {"step": [], "start_us": [], "duration_us": []}
+        self.bad = 0
+
+    def add(self, events: list[Any]) -> None:
+        for event in events:
+            if not isinstance(event, dict) or event.get("ph") != "X":
+                continue  # metadata (process and thread names)
+            start, duration = finite_float(event.get("ts")), finite_float(event.get("dur"))
+            name, tid, pid = event.get("name"), event.get("tid"), event.get("pid")
+            if not isinstance(name, str) or start != start or duration != duration:
+                self.bad += 1
+                continue
+            raw_args = event.get("args")
+            args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+            if pid == _OVERLAP_PID or tid in _SCOPE_TIDS or "scope_level" in event:
+                continue
+            if tid in _STEPS_TIDS:
+                if name.strip().isdigit():
+                    _append(self.steps, int(name), start, duration)
+                continue
+            if "op_full_name" in args:
+                match = _STREAM.fullmatch(str(tid))
+                _append(  # the texts interned: a few kernels launched 100,000s of times
+                    self.kernels,
+                    intern(name),
+                    intern(str(args.get("op_full_name") or "")),
+                    "GPU",
+                    start,
+                    duration,
+                    int(match[1]) if match else None,
+                    intern(str(args.get("type") or "")),
+                    dims_product(args.get("block_dim")),
+                    dims_product(args.get("grid_dim")),
+                )
+            else:
+                cpu = pid == _HOST_CPU_PID or tid in _HOST_CPU_TIDS
+                _append(self.ops, intern(name), "cpu_kernel" if cpu else "aten", start, duration)
+
+
+def _append(columns: dict[str, list[Any]], *values: Any) -> None:
+    """One row's values, in the columns' order."""
+    for column, value in zip_strict(columns.values(), values):
+        column.append(value)
 
 
 def _categorised(kernels: pd.DataFrame) -> pd.DataFrame:
