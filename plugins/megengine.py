@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from sys import intern
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
+from advisor.formats.interning import hashable
 from advisor.hookspecs import hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
@@ -142,10 +145,10 @@ def _read_timeline(path: Path) -> Profile:
 
     profile = _new_profile(path, "megengine_timeline")
     stream = EventStream(path)
-    events: list[dict[str, Any]] = []
+    timeline = _Timeline(profile, path)
     for batch in stream:
-        events += [e for e in batch if isinstance(e, dict)]
-    if not events:
+        timeline.take(batch)
+    if not timeline.entries:
         raise UnreadableInput(path, "no trace events")
     if stream.truncated is not None:
         profile.warn(
@@ -154,8 +157,28 @@ def _read_timeline(path: Path) -> Profile:
     meta_obj = stream.header.get("metadata")
     if isinstance(meta_obj, dict) and "localTime" in meta_obj:
         profile.meta.extra["local_time"] = str(meta_obj["localTime"])
-    _Timeline(profile, path).build(events)
+    timeline.build()
     return profile
+
+
+class _Event(NamedTuple):
+    """What pairing and the tables use of one timed event (a tuple, not the decoded dict)."""
+
+    ts: float
+    ph: str
+    name: str
+    cat: str
+    pid: Any
+    tid: Any
+    dur: Any
+    args: dict[str, Any] | None  # None when missing, empty or no object
+
+
+def _arguments(event: _Event) -> dict[str, Any]:
+    return {} if event.args is None else event.args
+
+
+_TIMED = frozenset(("B", "E", "X", "i", "I", "C"))
 
 
 class _Timeline:
@@ -164,16 +187,52 @@ class _Timeline:
     def __init__(self, profile: Profile, path: Path) -> None:
         self.profile, self.path = profile, path
         self.threads: dict[tuple[Any, Any], str] = {}
-        self.spans: list[tuple[str, str, Any, float, float, dict[str, Any]]] = []
+        self.timed: list[_Event] = []
+        self.entries = 0  # event objects seen
+        self.ids: dict[Any, Any] = {}  # one object per pid and tid value, not one per event
+        # name, cat, tid, start, end, args, thread name
+        self.spans: list[tuple[str, str, Any, float, float, dict[str, Any], str]] = []
         self.stops: list[float] = []
         self.counters: list[tuple[str, float, float]] = []
         self.bad_ts = 0
 
-    def build(self, events: list[dict[str, Any]]) -> None:
-        from advisor.formats.chrome_trace import Trace
+    def take(self, batch: list[Any]) -> None:
+        """Keep a batch's thread names and its timed events as `_Event`s, their texts
+        interned and their pids and tids shared (a few values repeated over the whole run)."""
+        ids = self.ids
+        for event in batch:
+            if not isinstance(event, dict):
+                continue
+            self.entries += 1
+            ph = event.get("ph")
+            if ph == "M":
+                if event.get("name") == "thread_name":
+                    args = event.get("args")
+                    name = args.get("name") if isinstance(args, dict) else None
+                    key = (hashable(event.get("pid")), hashable(event.get("tid")))
+                    self.threads[key] = str(name)
+                continue
+            if ph not in _TIMED:
+                continue
+            ts = _number(event.get("ts"))
+            if ts is None:
+                self.bad_ts += 1
+                continue
+            self.timed.append(
+                _Event(
+                    ts,
+                    ph,
+                    intern(str(event.get("name", ""))),
+                    intern(str(event.get("cat", ""))),
+                    ids.setdefault(pid := hashable(event.get("pid")), pid),
+                    ids.setdefault(tid := hashable(event.get("tid")), tid),
+                    event.get("dur"),
+                    args if isinstance(args := event.get("args"), dict) and args else None,
+                )
+            )
 
-        self.threads = Trace(events).threads
-        self._pair(events)
+    def build(self) -> None:
+        self._pair()
         times = [s[3] for s in self.spans] + self.stops + [c[1] for c in self.counters]
         if not times:
             raise UnreadableInput(self.path, "no timed events (no B/E pairs, steps or counters)")
@@ -185,53 +244,45 @@ class _Timeline:
             )
         self._tables(origin)
 
-    def _thread(self, event: dict[str, Any]) -> str:
-        tid = event.get("tid")
-        return self.threads.get((event.get("pid"), tid), str(tid))
+    def _thread(self, event: _Event) -> str:
+        return self.threads.get((event.pid, event.tid), str(event.tid))
 
-    def _pair(self, events: list[dict[str, Any]]) -> None:
+    def _pair(self) -> None:
         """Match B with E per (pid, tid), LIFO; count what stays unmatched."""
-        timed = []
-        for index, event in enumerate(events):
-            ph = event.get("ph")
-            if ph not in ("B", "E", "X", "i", "I", "C"):
-                continue
-            ts = _number(event.get("ts"))
-            if ts is None:
-                self.bad_ts += 1
-                continue
-            timed.append((ts, index, event))
-        timed.sort(key=lambda t: (t[0], t[1]))
-        stacks: dict[tuple[Any, Any], list[tuple[float, dict[str, Any]]]] = defaultdict(list)
+        timed, self.timed = self.timed, []
+        timed.sort(key=attrgetter("ts"))  # stable: events of the same time in file order
+        stacks: dict[tuple[Any, Any], list[_Event]] = defaultdict(list)
         lone_begin = lone_end = 0
-        for ts, _, event in timed:
-            ph, name = event["ph"], str(event.get("name", ""))
+        for event in timed:
+            ph, name, ts = event.ph, event.name, event.ts
             if ph in ("i", "I"):
                 if name == "StopStep":
                     self.stops.append(ts)
             elif ph == "C":
-                value = _number((event.get("args") or {}).get("value"))
+                value = _number(_arguments(event).get("value"))
                 if value is not None:
                     self.counters.append((name, ts, value))
             elif ph == "X":
-                dur = _number(event.get("dur"))
+                dur = _number(event.dur)
                 if dur is not None and dur > 0:
-                    self._span(event, ts, ts + dur, event.get("args") or {})
+                    self._span(event, ts, ts + dur, _arguments(event))
             elif ph == "B":
-                stacks[(event.get("pid"), event.get("tid"))].append((ts, event))
+                stacks[(event.pid, event.tid)].append(event)
             else:
-                stack = stacks[(event.get("pid"), event.get("tid"))]
-                names = [str(b.get("name", "")) for _, b in stack]
+                stack = stacks[(event.pid, event.tid)]
+                names = [begin.name for begin in stack]
                 if name and name in names:
                     depth = len(names) - 1 - names[::-1].index(name)
                     lone_begin += len(stack) - 1 - depth
                     del stack[depth + 1 :]
-                if not stack or (name and str(stack[-1][1].get("name", "")) != name):
+                if not stack or (name and stack[-1].name != name):
                     lone_end += 1
                     continue
-                start, begin = stack.pop()
-                args = {**(begin.get("args") or {}), **(event.get("args") or {})}
-                self._span(begin, start, ts, args)
+                begin = stack.pop()
+                args = _arguments(begin)
+                if event.args is not None:  # the end's args complete the begin's
+                    args = {**args, **event.args}
+                self._span(begin, begin.ts, ts, args)
         lone_begin += sum(len(s) for s in stacks.values())
         if lone_begin or lone_end:
             self.profile.warn(
@@ -241,49 +292,47 @@ class _Timeline:
                 reader="megengine",
             )
 
-    def _span(self, event: dict[str, Any], start: float, end: float, args: dict[str, Any]) -> None:
-        name = str(event.get("name", ""))
-        if name in _SKIP:
+    def _span(self, event: _Event, start: float, end: float, args: dict[str, Any]) -> None:
+        if event.name in _SKIP:
             return
-        self.spans.append(
-            (
-                name,
-                str(event.get("cat", "")),
-                event.get("tid"),
-                start,
-                end,
-                {**args, "_thread": self._thread(event)},
-            )
-        )
+        self.spans.append((event.name, event.cat, event.tid, start, end, args, self._thread(event)))
 
     def _tables(self, origin: float) -> None:
-        device, host = [], []
-        for name, cat, tid, start, end, args in self.spans:
-            thread = args["_thread"]
-            row = {"name": name, "start_us": start - origin, "duration_us": end - start}
+        device: defaultdict[str, list[Any]] = defaultdict(list)
+        host: defaultdict[str, list[Any]] = defaultdict(list)
+        rows = 0
+        for name, cat, tid, start, end, args, thread in self.spans:
             if thread.lower() not in _HOST_THREAD_NAMES and _DEVICE_THREAD.match(thread):
-                device.append({**row, **_device_fields(name, cat, thread, args)})
+                fields = _device_fields(name, cat, thread, args)
+                for key in _OPTIONAL_DEVICE_FIELDS:  # None where absent, as rows of dicts read
+                    device[key].append(fields.pop(key, None))
+                _append(device, name=name, start_us=start - origin, duration_us=end - start)
+                _append(device, **fields)
+                rows += 1
             else:
                 kind = _host_kind(name, cat, thread)
                 if kind is not None:
                     tid_number = _number(tid)
-                    host.append(
-                        {
-                            **row,
-                            "kind": kind,
-                            "thread": None if tid_number is None else int(tid_number),
-                        }
+                    _append(
+                        host,
+                        name=name,
+                        start_us=start - origin,
+                        duration_us=end - start,
+                        kind=kind,
+                        thread=None if tid_number is None else int(tid_number),
                     )
+        self.spans = []
         tables = self.profile.tables
-        if device:
-            frame = pd.DataFrame(device).sort_values("start_us", kind="stable")
+        if rows:
+            present = {k: v for k, v in device.items() if any(x is not None for x in v)}
+            frame = pd.DataFrame(present).sort_values("start_us", kind="stable")
             tables["device_ops"] = conform("device_ops", frame)
             self.profile.meta.device_kind = "GPU" if (frame["core_type"] == "GPU").any() else "CPU"
             names = sorted(set(frame["thread"]))
             devices = [n for n in names if re.fullmatch(r"[a-z]+\d+:\d+", n, re.IGNORECASE)]
             self.profile.meta.device_name = ",".join(devices or names)
         if host:
-            frame = pd.DataFrame(host).sort_values("start_us", kind="stable")
+            frame = pd.DataFrame(dict(host)).sort_values("start_us", kind="stable")
             tables["host_ops"] = conform("host_ops", frame)
         if self.stops:
             bounds = sorted({origin, *self.stops})
@@ -311,6 +360,15 @@ class _Timeline:
             if name in ("gpu_usgae_ratio", "gpu_usage_ratio", "train_time_ratio"):
                 key = "gpu_usage_ratio" if name.startswith("gpu_us") else name
                 self.profile.meta.extra[key] = value  # the last sample is the whole run's
+
+
+_OPTIONAL_DEVICE_FIELDS = ("memcpy_kind", "bytes", "input_shapes", "input_dtypes")
+"""The device_ops fields an event has only where its name or args give them."""
+
+
+def _append(columns: defaultdict[str, list[Any]], **values: Any) -> None:
+    for key, value in values.items():
+        columns[key].append(value)
 
 
 def _device_fields(name: str, cat: str, thread: str, args: dict[str, Any]) -> dict[str, Any]:

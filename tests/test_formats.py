@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 import msgspec
 import orjson
 from conftest import ROOT
 
-from advisor.formats.chrome_trace import NO_RAW, EventDecoder, Trace, TraceEvent, raw_value
+from advisor.formats.chrome_trace import NO_RAW, EventDecoder, TraceEvent, raw_value
 
 PLUGINS = ROOT / "plugins"
 
@@ -63,18 +64,34 @@ def test_non_finite_times_of_the_lenient_parser_are_missing() -> None:
     assert (event.ts, event.dur) == (None, None)
 
 
-def test_trace_resolves_process_and_thread_names() -> None:
-    trace = Trace(
-        [
-            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "CANN"}},
-            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "Stream 3"}},
-            {"ph": "X", "pid": 1, "tid": 2, "name": "k"},
-            {"ph": "X", "pid": 9, "tid": 2, "name": "other"},
-        ]
+def test_timeline_columns_resolve_process_and_thread_names() -> None:
+    """The rows of a process and of the threads whose name matches, the metadata written
+    after the events it names."""
+    from advisor.formats.trace_columns import read_msprof_columns
+    from advisor_plugins.msprof.timeline import Timeline
+
+    stream_3 = {"name": "Stream 3"}
+    timeline = Timeline(
+        read_msprof_columns(
+            [
+                [
+                    {"ph": "X", "pid": 1, "tid": 2, "name": "k", "ts": 5, "dur": 1},
+                    {"ph": "X", "pid": 9, "tid": 2, "name": "other", "ts": 6, "dur": 1},
+                    {"ph": "X", "pid": 1, "tid": 4, "name": "api", "ts": "7.5", "dur": 1},
+                ],
+                [
+                    {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "CANN"}},
+                    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": stream_3},
+                ],
+            ]
+        )
     )
-    assert trace.process("CANN").complete() == [trace.events[2]]
-    assert trace.thread_name(trace.events[2]) == "Stream 3"
-    assert trace.thread_name(trace.events[3]) == ""
+    assert timeline.rows("CANN").text("name").to_pylist() == ["k", "api"]
+    assert timeline.rows("CANN").ts.tolist() == [5.0, 7.5]
+    streams = timeline.rows("CANN", thread=re.compile(r"^Stream \d+$"))
+    assert streams.text("name").to_pylist() == ["k"]
+    assert timeline.rows().index.tolist() == [0, 1, 2]
+    assert timeline.thread_name(1, 2) == "Stream 3" and timeline.thread_name(9, 2) == ""
 
 
 def test_no_plugin_imports_another() -> None:

@@ -7,9 +7,11 @@ conversion are redone here), never from the reader.
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections import defaultdict
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURE_DIR
@@ -223,3 +225,58 @@ def test_analyze_derives_op_stats_from_megengine_device_ops():
     conv = [e - s for t, n, s, e in pairs(events) if t == "gpu0:0" and n == "ConvolutionForward"]
     assert stats.loc["ConvolutionForward", "count"] == len(conv)
     assert stats.loc["ConvolutionForward", "total_us"] == pytest.approx(sum(conv))
+
+
+def long_timeline(folder: Path, copies: int) -> Path:
+    """The fixture's timeline written `copies` times, copy k shifted by k x 10 ms, its thread
+    names once."""
+    doc = raw(TIMELINE)
+    events = [e for e in doc["traceEvents"] if e.get("ph") == "M"]
+    for k in range(copies):
+        events += [
+            {**e, "ts": e["ts"] + k * 10_000.0}
+            for e in doc["traceEvents"]
+            if e.get("ph") != "M" and "ts" in e
+        ]
+    folder.mkdir()
+    path = folder / TIMELINE.name
+    path.write_text(json.dumps({**doc, "traceEvents": events}))
+    return path
+
+
+def test_a_long_timeline_keeps_compact_events_not_decoded_dicts(tmp_path):
+    """1,000 and 3,000 copies of the timeline (5 and 14 MB, both past one batch of events): the
+    tables are that many times one copy's, and the peak of traced memory grows by less than
+    four times the file (2.4: the events kept as tuples until they are paired, then the
+    tables' columns; holding the decoded events, it grew 6 times the file)."""
+    one = read_one(long_timeline(tmp_path / "x1", 1)).tables  # also loads every module first
+
+    def traced_read(copies: int) -> tuple[int, int]:
+        path = long_timeline(tmp_path / f"x{copies}", copies)
+        tracemalloc.start()
+        try:
+            tables = read_one(path).tables
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        for table in ("device_ops", "host_ops", "memory"):
+            assert len(tables[table]) == copies * len(one[table]) > 0, table
+        return peak, path.stat().st_size
+
+    small_peak, small_size = traced_read(1_000)
+    large_peak, large_size = traced_read(3_000)
+    assert large_peak - small_peak < 4 * (large_size - small_size), (small_peak, large_peak)
+
+
+def test_args_that_are_no_object_are_read_as_none_not_a_crash(tmp_path):
+    """A counter's or a span's args that is no object: the event keeps its times and name."""
+    doc = raw(TIMELINE)
+    for event in doc["traceEvents"]:
+        if event.get("ph") == "C" or event.get("name") == "OpDispatch":
+            event["args"] = [1, 2]
+    path = tmp_path / TIMELINE.name
+    path.write_text(json.dumps(doc))
+    profile, whole = read_one(path), read_one(TIMELINE)
+    pd.testing.assert_frame_equal(profile.tables["device_ops"], whole.tables["device_ops"])
+    assert len(profile.tables["host_ops"]) == len(whole.tables["host_ops"])
+    assert "memory" not in profile.tables  # the counters' values were in their args

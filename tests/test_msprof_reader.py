@@ -405,7 +405,7 @@ def test_truncated_task_time_json_falls_back_to_msprof_json(tmp_path: Path) -> N
         ("device_0/timeline/task_time_0_2_1.json", "truncated trace: 243 events recovered"),
         (
             "device_0/timeline/task_time_0_2_1.json",
-            "its device_ops are taken from device_0/timeline/msprof_0_2_1.json, which is whole",
+            "its device_ops are taken from device_0/timeline/msprof_0_2_1.json, which is complete",
         ),
     ]
     assert {w.reader for w in profile.warnings} == {"msprof"}

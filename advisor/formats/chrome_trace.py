@@ -6,15 +6,13 @@ Chrome trace event format (`ph`, `name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args
 `TraceEvent` structs whose `args` is the reader's own struct of the keys it reads: msgspec
 skips every other key, which is several times faster than building dicts of everything. The
 batches the stream gives as dicts (the last one, NaN/Infinity, an odd shape) are converted to
-the same structs, so both paths give the same tables. `Trace` serves readers that hold a
-small timeline as dicts.
+the same structs, so both paths give the same tables.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any, Generic, Optional, TypeVar
 
 import msgspec
@@ -145,37 +143,3 @@ def shape_text(raw: bytes) -> str | None:
     if value is None or isinstance(value, str):
         return value or None
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
-class Trace:
-    """Events of one timeline (dicts) with process and thread names resolved."""
-
-    def __init__(self, events: list[dict[str, Any]]) -> None:
-        self.events = events
-        self.processes: dict[Any, str] = {}
-        self.threads: dict[tuple[Any, Any], str] = {}
-        for e in events:
-            if e.get("ph") != "M":
-                continue
-            kind = e.get("name")
-            if kind == "process_name":
-                self.processes[e.get("pid")] = str((e.get("args") or {}).get("name"))
-            elif kind == "thread_name":
-                name = (e.get("args") or {}).get("name")
-                self.threads[(e.get("pid"), e.get("tid"))] = str(name)
-
-    def process(self, *names: str) -> Trace:
-        """The events of the processes with these names (metadata included)."""
-        pids = {pid for pid, name in self.processes.items() if name in names}
-        return Trace([e for e in self.events if e.get("pid") in pids])
-
-    def thread_name(self, event: dict[str, Any]) -> str:
-        return self.threads.get((event.get("pid"), event.get("tid")), "")
-
-    def complete(self, thread: re.Pattern[str] | None = None) -> list[dict[str, Any]]:
-        """Duration (`X`) events, optionally only on threads whose name matches."""
-        return [
-            e
-            for e in self.events
-            if e.get("ph") == "X" and (thread is None or thread.search(self.thread_name(e)))
-        ]

@@ -336,12 +336,12 @@ class ExportReader:
         for table, (frame, kind) in tables.items():
             if table not in had:
                 dev.add(table, frame, [self._rel(path) for path in chosen.get(kind, [])])
-        for kind in sorted(cut & SLICE_TABLES.keys()):
+        for kind in sorted(cut & SLICE_TABLES.keys()):  # a cut file's table from msprof_*.json
             table = SLICE_TABLES[kind]
-            if table not in had and tables.get(table, (None, kind))[1] == "msprof":
+            if table not in had and table in tables and tables[table][1] == "msprof":
                 whole = ", ".join(self._rel(path) for path in chosen["msprof"])
                 for path in chosen[kind]:
-                    warn(self._rel(path), f"its {table} are taken from {whole}, which is whole")
+                    warn(self._rel(path), f"its {table} are taken from {whole}, which is complete")
 
     def _load_trace(self, files: list[Path], warn: WarnFn) -> Timeline | None:
         """The columns of a timeline's slices, folded batch by batch; None when no slice was
