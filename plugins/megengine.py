@@ -23,8 +23,6 @@ from pathlib import Path
 from sys import intern
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import orjson
-
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
 from advisor.formats.interning import hashable
@@ -425,6 +423,8 @@ def _host_kind(name: str, cat: str, thread: str) -> str | None:
 
 
 def _read_static(path: Path) -> Profile:
+    import orjson  # here: `rules list` loads this plugin, not its decoders
+
     profile = _new_profile(path, "megengine_static")
     try:
         doc = orjson.loads(path.read_bytes())

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import UnreadableInput
-from advisor.formats.files import read_bytes, read_head
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile, ProfileMeta, conform_records
 
@@ -111,6 +110,8 @@ class MemorySnapshotReader:
         path = Path(path)
         if not path.name.lower().endswith(SUFFIXES) or not path.is_file():
             return False
+        from advisor.formats.files import read_head  # not for `rules list`
+
         head = read_head(path, HEAD_BYTES)  # b"" for a .gz that is not gzip data
         return head[:1] == b"\x80" and head[1:2] in PROTOCOLS and b"segments" in head
 
@@ -167,6 +168,8 @@ def _load(path: Path) -> Any:
     class DataOnly(pickle.Unpickler):
         def find_class(self, module: str, name: str) -> Any:
             raise _NamesObject(f"it names the Python object {module}.{name}")
+
+    from advisor.formats.files import read_bytes
 
     content = read_bytes(path)  # a .gz inflated within Limits; its own errors name the file
     try:

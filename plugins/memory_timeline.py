@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.errors import UnreadableInput
-from advisor.formats.files import Limits, open_content, read_head, reading
 from advisor.formats.number_lists import CHUNK_BYTES, NotNumberLists, NumberLists
 from advisor.hookspecs import hookimpl
 from advisor.lazy import lazy_module
@@ -77,6 +76,8 @@ class MemoryTimelineReader:
         path = Path(path)
         if not path.name.lower().endswith(SUFFIXES) or not path.is_file():
             return False
+        from advisor.formats.files import read_head  # not for `rules list`
+
         return _HEAD.match(read_head(path, HEAD_BYTES)) is not None
 
     def read(self, path: Path) -> list[Profile]:
@@ -98,6 +99,8 @@ def advisor_readers() -> list[MemoryTimelineReader]:
 def read_peak(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Peak:
     """The peak of either shape, read `chunk_bytes` at a time (memory follows a batch, not
     the file); UnreadableInput when the file is neither shape."""
+    from advisor.formats.files import Limits, open_content, reading
+
     limits = Limits.from_env(path)
     with reading(path), open_content(path, limits) as (content, _raw):
         document = NumberLists(content, chunk_bytes, limits.event_bytes)

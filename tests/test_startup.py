@@ -61,13 +61,15 @@ def test_help_lists_every_command_and_each_runs() -> None:
 
 def test_rules_list_with_a_warm_cache_imports_no_parser_nor_the_evaluation(tmp_path) -> None:
     """`rules list` reads cached rules: no YAML parser, schema checker or template engine, no
-    importlib.metadata (advisor.distributions reads the entry points), no trace decoder of a
-    reader plugin, no evaluation and no DataFrame."""
+    importlib.metadata (advisor.distributions reads the entry points), no trace decoder or
+    file opener of a reader plugin (gzip, orjson, advisor.formats.files, the read-ahead), no
+    evaluation and no DataFrame."""
     env = {k: v for k, v in os.environ.items() if k not in ("ADVISOR_NO_CACHE", "ADVISOR_RULES")}
     env["ADVISOR_CACHE_DIR"] = str(tmp_path / "cache")
     probe = PROBE.replace(
         'heavy = ("pandas",',
-        'heavy = ("importlib.metadata", "msgspec", "advisor.engine.evaluate", '
+        'heavy = ("importlib.metadata", "msgspec", "advisor.engine.evaluate", "gzip", '
+        '"orjson", "advisor.formats.files", "advisor.formats.read_ahead", '
         '"advisor.render.text", "pandas",',
     ).replace('"advisor.plugin_manager", "advisor.engine.rules"', "")
     runs = [

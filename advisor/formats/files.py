@@ -11,20 +11,27 @@ bomb (2 MB that inflate to 2 GB) at the limits of `Limits` instead of inflating 
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
-
-import orjson
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from advisor.errors import UnreadableInput
-from advisor.progress import FileProgress
+from advisor.lazy import lazy_module
 from advisor.units import fmt_bytes
+
+if TYPE_CHECKING:
+    import gzip
+
+    import orjson
+
+    from advisor.progress import FileProgress
+else:  # a reader's `detect` imports this module for read_head: `rules list` needs neither
+    gzip = lazy_module("gzip")
+    orjson = lazy_module("orjson")
 
 CHUNK_BYTES = 8 * 1024 * 1024
 TOO_LARGE = "too large to read into memory (free memory or split the export)"

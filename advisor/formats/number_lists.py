@@ -17,12 +17,13 @@ from functools import cache
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from advisor.formats.files import Chunks, size_setting
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
     import msgspec
     import numpy as np
+
+    from advisor.formats.files import Chunks
 else:  # a reader's module is loaded by every command, its file read by few
     msgspec = lazy_module("msgspec")
     np = lazy_module("numpy")
@@ -164,6 +165,8 @@ class NumberLists:
     def _need_more(self, inside: str) -> None:
         """Read on, for want of a place to cut `inside` (a row, a list of numbers)."""
         if len(self._buffer) > self._most_bytes:
+            from advisor.formats.files import size_setting  # only to word this error
+
             self._fail(f"{inside} longer than {size_setting(self._most_bytes)} bytes")
         if not self._fill():
             self._fail(f"the file ends inside {inside}")

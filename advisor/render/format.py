@@ -247,6 +247,8 @@ def terminal_safe(text: str, *, flatten: bool = False) -> str:
     `\x1b]0;...` the window title, `\x1b[2J` clear the screen. Line breaks and tabs are kept;
     with `flatten`, for text about to be wrapped, every whitespace control (line breaks, tabs,
     carriage returns ...) becomes a space instead."""
+    if text.isprintable():  # the usual case, told in C: nothing to replace
+        return text
     return "".join(
         c
         if c.isprintable() or (not flatten and c in "\n\t")

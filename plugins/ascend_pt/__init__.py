@@ -55,13 +55,16 @@ calls and device tasks; `export` reads the CANN export beside a folder without o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from advisor.formats.cann_pmu import PMU_COLUMNS
-from advisor.formats.read_ahead import TraceFold
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
 from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, PROFILER_DB, TRACE_FILE
+
+if TYPE_CHECKING:
+    from advisor.formats.read_ahead import TraceFold
 
 _STEPS = "call prof.step() once per iteration (step_trace_time.csv)"
 _TEXT_EXPORT = (
@@ -165,6 +168,7 @@ class AscendPtReader:
     def trace_folds(self, path: Path) -> list[TraceFold]:
         """trace_view.json, which `read` folds into columns when no profiler database stands
         in for it, for advisor to fold ahead while it prepares."""
+        from advisor.formats.read_ahead import TraceFold  # only where a trace is
         from advisor.formats.trace_columns import DECODER, read_columns
 
         path = Path(path)

@@ -29,13 +29,16 @@ values; `sniff` looks at a file's first bytes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from advisor.formats.read_ahead import TraceFold
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
 from .hints import COLLECT, COLLECT_ZH
 from .sniff import BLANK, KINETO_MARKERS, read_head
+
+if TYPE_CHECKING:
+    from advisor.formats.read_ahead import TraceFold
 
 
 class KinetoReader:
@@ -72,6 +75,8 @@ class KinetoReader:
     def trace_folds(self, path: Path) -> list[TraceFold]:
         """The trace `read` folds, for advisor to fold ahead while it prepares (not a bare
         list of events, which `read` refuses)."""
+        from advisor.formats.read_ahead import TraceFold  # only where a trace is
+
         from . import reader
         from .parts import walk_events
         from .walk import DECODER

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor.formats import files
-
 HEAD_BYTES = 64 * 1024
 
 
@@ -33,6 +31,8 @@ BLANK = b" \t\r\n\xef\xbb\xbf"  # whitespace and a UTF-8 byte order mark
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
     """The first `size` bytes of the (decompressed) file (advisor.formats.files.read_head)."""
+    from advisor.formats import files  # with gzip and orjson: not for `rules list`
+
     return files.read_head(path, size)
 
 
