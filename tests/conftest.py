@@ -18,10 +18,14 @@ import os
 import shutil
 import sys
 import tempfile
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_DIR = ROOT / "tests" / "fixtures"
@@ -41,6 +45,16 @@ def load_benchmark(name: str) -> Any:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def traced_peak(read: Callable[[], T]) -> tuple[T, int]:
+    """What `read()` returns, and the peak of memory traced while it ran (tracemalloc): a
+    reader's memory, told apart from the file it reads."""
+    tracemalloc.start()
+    try:
+        return read(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -7,14 +7,13 @@ conversion are redone here), never from the reader.
 from __future__ import annotations
 
 import json
-import tracemalloc
 from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURE_DIR
+from conftest import FIXTURE_DIR, traced_peak
 
 import advisor
 from advisor.cli import main
@@ -253,12 +252,8 @@ def test_a_long_timeline_keeps_compact_events_not_decoded_dicts(tmp_path):
 
     def traced_read(copies: int) -> tuple[int, int]:
         path = long_timeline(tmp_path / f"x{copies}", copies)
-        tracemalloc.start()
-        try:
-            tables = read_one(path).tables
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        profile, peak = traced_peak(lambda: read_one(path))
+        tables = profile.tables
         for table in ("device_ops", "host_ops", "memory"):
             assert len(tables[table]) == copies * len(one[table]) > 0, table
         return peak, path.stat().st_size

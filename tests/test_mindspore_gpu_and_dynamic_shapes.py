@@ -13,13 +13,12 @@ import csv
 import json
 import re
 import shutil
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURE_DIR
+from conftest import FIXTURE_DIR, traced_peak
 
 from advisor.api import analyze
 from advisor.derive import derive
@@ -232,12 +231,8 @@ def test_a_long_timeline_is_read_a_batch_at_a_time(tmp_path: Path) -> None:
 
     def traced_read(copies: int) -> tuple[int, int]:
         folder = long_timeline(tmp_path / f"x{copies}", copies)
-        tracemalloc.start()
-        try:
-            tables = read_one(folder).tables
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        profile, peak = traced_peak(lambda: read_one(folder))
+        tables = profile.tables
         for table in ("device_ops", "host_ops", "steps"):
             assert len(tables[table]) == copies * len(one[table]) > 0, table
         return peak, (folder / "gpu_timeline_display_0.json").stat().st_size

@@ -11,13 +11,12 @@ import json
 import os
 import re
 import shutil
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DEMO, FIXTURE_DIR
+from conftest import DEMO, FIXTURE_DIR, traced_peak
 
 from advisor.errors import UnreadableInput
 from advisor.formats.cann_exports import parse_export_name, select_exports
@@ -714,12 +713,8 @@ def test_a_timeline_is_folded_into_columns_not_held_as_dicts(tmp_path: Path) -> 
 
     def traced_read(copies: int) -> tuple[int, int]:
         prof = msprof_json_only(tmp_path, copies)
-        tracemalloc.start()
-        try:
-            tables = read_one(prof).tables
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        profile, peak = traced_peak(lambda: read_one(prof))
+        tables = profile.tables
         for table in ("device_ops", "host_ops", "comm_ops"):
             assert len(tables[table]) == copies * len(one[table]) > 0, table
         return peak, (prof / "device_0/timeline/msprof_0_2_1.json").stat().st_size

@@ -448,15 +448,15 @@ def fold_trace(path: Path, warn: WarnFn, rel: str, *, msprof_timeline: bool = Fa
 
 def read_columns(batches: Iterable[list[Any]]) -> TraceColumns:
     """The columns of batches of events (a stream of a whole file or of one part of it)."""
-    columns = TraceColumns()
-    for batch in batches:
-        columns.add(batch)
-    return columns
+    return _filled(TraceColumns(), batches)
 
 
 def read_msprof_columns(batches: Iterable[list[Any]]) -> TraceColumns:
     """read_columns of an msprof timeline (TraceColumns' `msprof_timeline`)."""
-    columns = TraceColumns(msprof_timeline=True)
+    return _filled(TraceColumns(msprof_timeline=True), batches)
+
+
+def _filled(columns: TraceColumns, batches: Iterable[list[Any]]) -> TraceColumns:
     for batch in batches:
         columns.add(batch)
     return columns

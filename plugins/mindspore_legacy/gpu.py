@@ -190,20 +190,9 @@ class _TimelineRows:
     lists: only these outlive a batch of decoded events."""
 
     def __init__(self) -> None:
-        self.kernels: dict[str, list[Any]] = {
-            key: []
-            for key in (
-                "name",
-                "op_full_name",
-                "core_type",
-                "start_us",
-                "duration_us",
-                "stream",
-                "kernel_kind",
-                "block_threads",
-                "grid_blocks",
-            )
-        }
+        # op_name and op_type are made of op_full_name once all are read
+        intake = ("name", "op_full_name", *_KERNEL_COLUMNS[3:])
+        self.kernels: dict[str, list[Any]] = {key: [] for key in intake}
         self.ops: dict[str, list[Any]] = {"name": [], "kind": [], "start_us": [], "duration_us": []}
         self.steps: dict[str, list[Any]] = {"step": [], "start_us": [], "duration_us": []}
         self.bad = 0
