@@ -1,4 +1,4 @@
-"""Chrome trace events: one typed decoder for every reader, and process and thread names.
+"""Chrome trace events: one typed decoder for every reader, the keys each one reads.
 
 PyTorch (Kineto), torch_npu's trace_view.json, msprof timelines and MegEngine all write the
 Chrome trace event format (`ph`, `name`, `cat`, `pid`, `tid`, `ts`, `dur`, `args`, `id`).
