@@ -306,11 +306,11 @@ class _Staged:
 
 def _stage(session: Session, profile: Profile, keep_tables: bool) -> _Staged:
     """Derive, evaluate and measure one profile read (the same wherever it runs)."""
-    session.derive(profile)
+    present = session.derive(profile)
     rules = session.rules_for(PROFILE)
     analysis = ProfileAnalysis(
         profile,
-        session.evaluate(profile, rules),
+        session.evaluate(profile, rules, present=present),
         rules,
         profile_metrics(profile),
         session.run,

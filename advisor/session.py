@@ -209,9 +209,10 @@ class Session:
         """The profiles under `paths`, held to this session's tables."""
         return read_inputs(paths, self.host, jobs=jobs, scheduler=scheduler, tables=self.tables)
 
-    def derive(self, profile: Profile, needs: Sequence[str] = RUN_NEEDS) -> None:
-        """Derive what the selected rules of the profile's kind and `needs` read."""
-        derive(profile, [*self._profile_needs, *needs], self.providers)
+    def derive(self, profile: Profile, needs: Sequence[str] = RUN_NEEDS) -> dict[str, bool]:
+        """Derive what the selected rules of the profile's kind and `needs` read; whether
+        each is present after (derive.derive)."""
+        return derive(profile, [*self._profile_needs, *needs], self.providers)
 
     @cached_property
     def _profile_needs(self) -> list[str]:
@@ -223,8 +224,10 @@ class Session:
         profile: Profile,
         rules: Sequence[Rule],
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        present: Mapping[str, bool] | None = None,
     ) -> Evaluation:
-        """`rules` on `profile`, with this session's params unless `overrides` are given."""
+        """`rules` on `profile`, with this session's params unless `overrides` are given;
+        `present`: what `derive` returned for the profile, its tables unchanged since."""
         return evaluate(
             profile,
             list(rules),
@@ -232,6 +235,7 @@ class Session:
             overrides=self.overrides if overrides is None else overrides,
             lang=self.lang,
             providers=self.providers,
+            present=present,
         )
 
     def ship(self, value: Any) -> bytes:

@@ -61,8 +61,8 @@ def _one_rank(
     on its own, less an evaluation of no rule (the fixed part: the profile's time and
     critical path), into `rules_s`."""
     profile = _clock(stages, "read", read_claim, claim, session.tables)[0]
-    _clock(stages, "derive", session.derive, profile)
-    evaluation = _clock(stages, "evaluate", session.evaluate, profile, rules)
+    present = _clock(stages, "derive", session.derive, profile)
+    evaluation = _clock(stages, "evaluate", session.evaluate, profile, rules, None, present)
     metrics = _clock(stages, "metrics", profile_metrics, profile)
     summary = _clock(stages, "rank summary", rank_summary, profile)
     whole = ProfileAnalysis(profile, evaluation, rules, metrics, session.run)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from advisor.derive import derive
+from advisor.derive import derive, present
 from advisor.hookspecs import MetricProvider
 from advisor.model import Profile, ProfileMeta
 
@@ -74,3 +74,24 @@ def test_an_absent_column_stays_absent_when_nothing_adds_it():
     )
     assert runs == ["writer"]
     assert "seen" not in profile.tables["ops"]
+
+
+def test_derive_returns_what_is_present_after_the_providers_ran():
+    """What derive returns is what evaluation would find (it is handed on to it instead):
+    a need found absent before a provider added it reads present, one nothing added absent."""
+
+    def both(profile: Profile) -> None:  # declares ops.main, also writes ops.extra
+        profile.tables["ops"] = profile.tables["ops"].assign(main=1.0, extra=2.0)
+
+    writer = MetricProvider("writer", ("ops.duration_us",), ("ops.main",), both)
+    profile = _profile()
+    needs = ["ops.extra", "ops.main", "ops.nothing", "summary", "ops.duration_us"]
+    found = derive(profile, needs, [writer])
+    assert found == {
+        "ops.extra": True,
+        "ops.main": True,
+        "ops.nothing": False,
+        "summary": False,
+        "ops.duration_us": True,
+    }
+    assert found == {need: present(profile, need) for need in needs}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from advisor.engine.evaluate import evaluate, severity_from_share
+from advisor.engine.evaluate import BlankColumns, evaluate, severity_from_share
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import load_rule_file, load_rules
 from advisor.model import Profile, ProfileMeta, conform
@@ -431,3 +431,22 @@ def test_conform_aligns_rows_whatever_the_index():
     filtered = df[df["step"] > 1]  # index 1, 2
     out = conform("steps", filtered)
     assert out["step"].tolist() == [2, 3] and out["start_us"].tolist() == [10.0, 20.0]
+
+
+def test_blank_optional_columns_are_made_once_a_profile_and_only_for_the_rule_declaring_them():
+    """BlankColumns: a rule's absent optional column reads as missing values of its contract
+    dtype (nullable where the contract's is not), as long as its table; it is made once for
+    all the rules of a profile, and what one rule does to it does not reach the next."""
+    profile = steps_profile([50, 400, 300])
+    blanks = BlankColumns(profile.tables)
+    reads = blanks.for_rule(["steps.bubble_us", "host_ops.startup"])
+    bubble = reads("steps", "bubble_us")
+    assert bubble.isna().all() and len(bubble) == 3 and bubble.dtype == "float64"
+    assert bubble.index.equals(profile.tables["steps"].index)
+    startup = reads("host_ops", "startup")  # no host_ops at all: an empty column
+    assert len(startup) == 0 and startup.dtype == "boolean"
+    assert reads("steps", "comm_not_overlapped_us") is None  # not this rule's optional
+    bubble.iloc[0] = 7.0  # a rule's value changed in place ...
+    again = blanks.for_rule(["steps.bubble_us"])("steps", "bubble_us")
+    assert again.isna().all()  # ... is not what the next rule reads
+    assert list(blanks.made) == [("steps", "bubble_us"), ("host_ops", "startup")]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from advisor import units
 from advisor.applicability import Inapplicable, explain
 from advisor.compat import zip_strict
-from advisor.derive import present
+from advisor.derive import present as is_present
 from advisor.engine import savings, sources, windows
 from advisor.engine.expr import ExprError, Expression, MissingData, Scope
 from advisor.engine.outcome import SEVERITIES, Outcome, Severity
@@ -290,34 +290,40 @@ _NULLABLE = {"bool": "boolean", "int64": "Int64"}
 """Contract dtypes that cannot hold a missing value, and the nullable ones used instead."""
 
 
-def with_optional(
-    tables: Mapping[str, pd.DataFrame],
-    optional: Sequence[str],
-    filled: dict[str, pd.DataFrame] | None = None,
-) -> Mapping[str, pd.DataFrame]:
-    """`tables` with each absent optional "table.column" added as missing values of its
-    contract dtype (nullable where the contract's is not; float64 for a plugin's table), to an
-    empty table when the table itself is absent: a rule reads the data where a profile has it
-    and no data elsewhere.
+class BlankColumns:
+    """What a rule's optional "table.column" reads as where the profile lacks it: missing
+    values of its contract dtype (nullable where the contract's is not; float64 for a
+    plugin's table), as long as its table (none where the table itself is absent): a rule
+    reads the data where a profile has it and no data elsewhere.
 
-    `filled`: the tables blank columns were added to for earlier rules over the same
-    `tables`, taken as they are and extended here: each blank column is made once a profile,
-    not once a rule (a column a rule does not read changes nothing for it)."""
-    filled = {} if filled is None else filled
-    added: dict[str, dict[str, str]] = {}  # table -> column -> dtype: one new frame a table
-    for table, _, column in (need.partition(".") for need in optional):
-        frame = filled.get(table, tables.get(table))
-        if frame is not None and column in frame:
-            continue
-        spec = TABLES[table].column(column) if table in TABLES else None
-        dtype = _NULLABLE.get(spec.dtype, spec.dtype) if spec is not None else "float64"
-        added.setdefault(table, {})[column] = dtype
-    for table, columns in added.items():
-        frame = filled.get(table, tables.get(table))
-        index = pd.RangeIndex(0) if frame is None else frame.index
-        blank = {c: pd.Series(index=index, dtype=dtype) for c, dtype in columns.items()}
-        filled[table] = pd.DataFrame(blank, index=index) if frame is None else frame.assign(**blank)
-    return {**tables, **filled} if filled else tables
+    One for the rules of a profile: each blank column is made once, when a rule first reads
+    it, not added to a copy of its table for every rule that may (a tiny rank's rules spent
+    a tenth of their time copying tables for columns most of them never read)."""
+
+    def __init__(self, tables: Mapping[str, pd.DataFrame]) -> None:
+        self.tables = tables
+        self.made: dict[tuple[str, str], pd.Series] = {}
+
+    def for_rule(self, optional: Sequence[str]) -> Callable[[str, str], pd.Series | None]:
+        """Scope.blank for a rule whose optional columns are `optional`."""
+        wanted = frozenset(optional)
+
+        def blank(table: str, column: str) -> pd.Series | None:
+            return self.column(table, column) if f"{table}.{column}" in wanted else None
+
+        return blank
+
+    def column(self, table: str, column: str) -> pd.Series:
+        """The blank `table.column`, a shallow copy of the one made for this profile (a rule's
+        functions then cannot change what the next rule reads)."""
+        made = self.made.get((table, column))
+        if made is None:
+            frame = self.tables.get(table)
+            spec = TABLES[table].column(column) if table in TABLES else None
+            dtype = _NULLABLE.get(spec.dtype, spec.dtype) if spec is not None else "float64"
+            index = pd.RangeIndex(0) if frame is None else frame.index
+            made = self.made[table, column] = pd.Series(index=index, dtype=dtype, name=column)
+        return made.copy(deep=False)
 
 
 def evaluate_rule(
@@ -329,12 +335,12 @@ def evaluate_rule(
     lang: str = "en",
     memo: dict[bytes, Any] | None = None,
     step_spans: Callable[[], dict[int, tuple[float, float]]] | None = None,
-    filled: dict[str, pd.DataFrame] | None = None,
+    blanks: BlankColumns | None = None,
 ) -> Finding | None:
     """Evaluate one applicable rule; raise ExprError on a runtime problem. `memo`: the
     values of table-only sub-expressions shared by the rules of this profile (Scope.memo);
-    `step_spans`: the profile's windows.step_spans, computed on the first call; `filled`:
-    the profile's tables given blank optional columns so far (with_optional)."""
+    `step_spans`: the profile's windows.step_spans, computed on the first call; `blanks`: the
+    blank columns of the profile's rules so far (a new one when not given)."""
     meta = profile.meta
     values: dict[str, Any] = {
         "total_us": math.nan if total_us is None else total_us,
@@ -342,8 +348,8 @@ def evaluate_rule(
         "framework": meta.framework,
         **params,
     }
-    tables = with_optional(profile.tables, rule.optional, filled)
-    scope = Scope(tables, values, functions, memo)
+    blanks = blanks or BlankColumns(profile.tables)
+    scope = Scope(profile.tables, values, functions, memo, blanks.for_rule(rule.optional))
     before_when = rule.lets_for_when
     for name in before_when:
         values[name] = _eval(rule.let[name], scope)
@@ -441,17 +447,19 @@ def evaluate(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     lang: str = "en",
     providers: Sequence[MetricProvider] = (),
+    present: Mapping[str, bool] | None = None,
 ) -> Evaluation:
     """Evaluate every rule over a profile whose derived metrics are already in place; messages
     are written in `lang` (English for rules without that translation). `providers` (those
-    derived metrics came from) tell missing data from data the format never records."""
+    derived metrics came from) tell missing data from data the format never records;
+    `present`: whether each need is present, as derive found it (asked here otherwise)."""
     overrides = overrides or {}
     total_us = profile_time_us(profile)
     result = Evaluation(lang=lang, total_us=total_us)
     memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
-    filled: dict[str, pd.DataFrame] = {}  # ... and so do the blank optional columns they lack
+    blanks = BlankColumns(profile.tables)  # ... and the blank optional columns they lack
     step_spans = cache(partial(windows.step_spans, profile))
-    available: dict[str, bool] = {}  # rules share needs, and rules leave the tables as they are
+    available = dict(present or {})  # rules share needs, and rules leave the tables as they are
     hinted: dict[str, list[str] | None] = {}  # ... and lack the same ones: how each is collected
     findings: list[Finding] = []
     for rule in rules:
@@ -459,14 +467,14 @@ def evaluate(
         result.params[rule.id] = {k: to_plain(v) for k, v in params.items()}
         for need in rule.needs():
             if need not in available:
-                available[need] = present(profile, need)
+                available[need] = is_present(profile, need)
         missing = [n for n in rule.required() if not available[n]]
         try:
             finding = (
                 None
                 if missing
                 else evaluate_rule(
-                    rule, profile, params, functions, total_us, lang, memo, step_spans, filled
+                    rule, profile, params, functions, total_us, lang, memo, step_spans, blanks
                 )
             )
         except MissingData as exc:

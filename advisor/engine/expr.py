@@ -69,6 +69,10 @@ class Scope:
     or bare column), by source text, for scopes over the same unchanging tables: the rules of
     one profile share many (`device_ops.category == "compute"`, a `shape_dim` of a column),
     and each costs several pandas operations. None: nothing is kept."""
+    blank: Callable[[str, str], pd.Series | None] | None = None
+    """What a `table.column` the tables lack reads as: a column of missing values where the
+    rule declares it optional (evaluate.BlankColumns), None (or no `blank`) where it is
+    missing data."""
 
 
 Run = Callable[[Scope], Any]
@@ -761,9 +765,12 @@ class _Compiler:
 
         def run(scope: Scope) -> pd.Series:
             frame = scope.tables.get(table)
-            if frame is None or column not in frame.columns:
+            if frame is not None and column in frame.columns:
+                return frame[column]
+            blank = None if scope.blank is None else scope.blank(table, column)
+            if blank is None:
                 raise MissingData(f"{table}.{column}")
-            return frame[column]
+            return blank
 
         return run
 
