@@ -70,13 +70,16 @@ ARROW_POOL_VARIABLE, ARROW_POOL = "ARROW_DEFAULT_MEMORY_POOL", "system"
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 
 
-def tune_for_command_line() -> None:
-    """Collect less often and keep freed memory for the rest of this process (a run of
-    advisor, or its worker)."""
+def tune_for_command_line(*, allocator: bool = True) -> None:
+    """Collect less often and, with `allocator`, keep freed memory for the rest of this
+    process (a run of advisor, or its worker). The command line leaves the allocator to the
+    commands that analyse profiles (`keep_freed_memory` before they are imported): the others
+    would pay for ctypes (2 ms) and use no memory worth keeping."""
     global _command_line
     _command_line = True
     gc.set_threshold(YOUNG_COLLECTION_EVERY, MIDDLE_COLLECTION_AFTER, 10)
-    keep_freed_memory()
+    if allocator:
+        keep_freed_memory()
 
 
 def keep_freed_memory() -> None:

@@ -63,6 +63,8 @@ class Config:
 
 
 def _has_tool_table(path: Path) -> bool:
+    if "advisor" not in _text(path):  # most projects' pyproject.toml: no TOML parser loaded
+        return False
     return "advisor" in _read_toml(path).get("tool", {})
 
 

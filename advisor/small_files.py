@@ -6,7 +6,6 @@ that loading rules stays cheap.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -74,12 +73,12 @@ def package_yaml(package: str, name: str) -> Any:
 
 
 def _parsed_copy_path(package: str, name: str, text: str) -> Path | None:
-    from advisor.user_cache import cache_dir
+    from advisor.user_cache import cache_dir, entry_hash
 
     root = cache_dir()
     if root is None:
         return None
-    digest = hashlib.sha256(f"{_yaml_version()}\0{package}\0{name}\0".encode())
+    digest = entry_hash(f"{_yaml_version()}\0{package}\0{name}\0".encode())
     digest.update(text.encode("utf-8", "surrogatepass"))
     return root / "data" / f"{digest.hexdigest()}.json"
 

@@ -52,6 +52,16 @@ def test_pyproject_tool_table_counts_only_when_present(tmp_path, monkeypatch):
     assert discover(environ={}).ignore == ("aicpu",)
 
 
+def test_a_pyproject_that_never_names_advisor_is_not_parsed(tmp_path):
+    """Most projects' pyproject.toml says nothing of advisor: it is passed over unparsed, so
+    even one that is no valid TOML does not stop the command; one naming advisor is parsed."""
+    (tmp_path / "pyproject.toml").write_text('[project\nname = "x"\n', "utf-8")
+    assert find_config(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text('[project\nname = "advisor"\n', "utf-8")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        find_config(tmp_path)
+
+
 def test_advisor_yaml_wins_over_pyproject_in_the_same_folder(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.advisor]\nfail_on = "low"\n', "utf-8")
     (tmp_path / "advisor.yaml").write_text("fail_on: high\n", "utf-8")

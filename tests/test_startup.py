@@ -86,3 +86,42 @@ def test_rules_list_with_a_warm_cache_imports_no_parser_nor_the_evaluation(tmp_p
     assert runs[0].stdout == runs[1].stdout and "STEP-001" in runs[1].stdout
     assert "yaml" in json.loads(runs[0].stderr.strip().splitlines()[-1])  # cold: parsed
     assert json.loads(runs[1].stderr.strip().splitlines()[-1]) == []
+
+
+ENTRY_PROBE = """
+import atexit, json, sys
+atexit.register(lambda: print(json.dumps(sorted(
+    m for m in ("ctypes", "hashlib", "tomllib") if m in sys.modules)), file=sys.stderr))
+from advisor.cli import entry
+sys.argv = ["advisor", *sys.argv[1:]]
+entry()
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "allocator"),
+    [(["--version"], False), (["rules", "list"], False), (["run", "--help"], True)],
+)
+def test_only_the_analyses_tune_the_allocator_and_no_command_loads_openssl(
+    tmp_path, args: list[str], allocator: bool
+) -> None:
+    """The executable's path (entry, which ends the process itself): ctypes, which tunes the
+    C allocator, is loaded for the commands that analyse profiles alone; with the rule cache
+    warm, the user cache names its entries without hashlib (which loads OpenSSL); a folder
+    whose pyproject.toml never names advisor loads no TOML parser."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n', "utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("ADVISOR_NO_CACHE", "ADVISOR_RULES")}
+    env["ADVISOR_CACHE_DIR"] = str(tmp_path / "cache")
+    for _ in range(2):  # the first fills the rule cache (parsing loads more)
+        proc = subprocess.run(
+            [sys.executable, "-c", ENTRY_PROBE, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert ("ctypes" in loaded) is (allocator and sys.platform.startswith("linux"))
+    assert "hashlib" not in loaded and "tomllib" not in loaded

@@ -19,7 +19,12 @@ from typing import NoReturn
 import click
 
 from advisor import cpu_idle
-from advisor.collector import end_process, tune_for_command_line
+from advisor.collector import (
+    end_process,
+    in_command_line,
+    keep_freed_memory,
+    tune_for_command_line,
+)
 from advisor.version import __version__
 
 __all__ = ["COMMANDS", "entry", "main"]
@@ -51,6 +56,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """Command name -> (where it is defined, the first line of its help). The line is kept here so
 that `advisor --help` lists the commands without importing them; a test checks that it is the
 command's own."""
+ANALYSES = frozenset({"compare", "inspect", "run", "top"})
+"""The commands that read profiles: the C allocator is tuned for them before they are imported
+(collector.keep_freed_memory; before pyarrow is imported and before a read-ahead child is
+forked, which inherits it)."""
 
 
 class LazyGroup(click.Group):
@@ -61,6 +70,8 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in COMMANDS and cmd_name not in self.commands:
+            if cmd_name in ANALYSES and in_command_line():
+                keep_freed_memory()
             module, _, attr = COMMANDS[cmd_name][0].partition(":")
             self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
         return super().get_command(ctx, cmd_name)
@@ -113,7 +124,7 @@ def entry() -> NoReturn:
     its own, whose garbage collector is tuned for one run and which ends without tearing
     down its objects (advisor.collector). Tests call `main` in their own process, which keeps
     its settings."""
-    tune_for_command_line()
+    tune_for_command_line(allocator=False)  # get_command tunes it for the analyses
     cpu_idle.mark()  # a large trace read later sees the idle CPUs without waiting for them
     try:
         main()

@@ -22,7 +22,6 @@ Where: advisor.user_cache.cache_dir (ADVISOR_NO_CACHE=1 turns the cache off).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
 import sys
@@ -33,7 +32,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from advisor import distributions
-from advisor.user_cache import cache_dir, store_json, write_atomically
+from advisor.user_cache import cache_dir, entry_hash, store_json, write_atomically
 from advisor.version import __version__
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ otherwise (a YAML scalar read differently, a template syntax added)."""
 def _checker_fingerprint() -> str:
     """A hash of advisor's version, Python's, the checking libraries' and the checker's own
     files."""
-    digest = hashlib.sha256(f"{FORMAT}\0{__version__}\0{sys.version}".encode())
+    digest = entry_hash(f"{FORMAT}\0{__version__}\0{sys.version}".encode())
     for library in _CHECKER_LIBRARIES:
         try:
             digest.update(f"\0{library} {distributions.version(library)}".encode())
@@ -90,7 +89,7 @@ def entry_key(text: str, context: Iterable[str]) -> str:
 def _context_digest(fingerprint: str, context: tuple[str, ...]) -> Any:
     """The key's hash up to the rule file's text: the same for every file loaded against one
     set of functions and tables (the contract is the longer part of what is hashed)."""
-    digest = hashlib.sha256(fingerprint.encode())
+    digest = entry_hash(fingerprint.encode())
     for part in context:
         digest.update(b"\0" + part.encode())
     return digest
@@ -139,7 +138,7 @@ def store(key: str, raws: list[dict[str, Any]], refs: dict[str, Any] | None = No
 
 
 def _template_path(root: Path, text: str) -> Path:
-    digest = hashlib.sha256(_checker_fingerprint().encode() + b"\2")
+    digest = entry_hash(_checker_fingerprint().encode() + b"\2")
     digest.update(text.encode("utf-8", "surrogatepass"))
     return root / "templates" / f"{digest.hexdigest()}.code"
 
