@@ -314,8 +314,9 @@ class BlankColumns:
         return blank
 
     def column(self, table: str, column: str) -> pd.Series:
-        """The blank `table.column`, a shallow copy of the one made for this profile (a rule's
-        functions then cannot change what the next rule reads)."""
+        """The blank `table.column`, a copy of the one made for this profile (a rule's
+        functions then cannot change what the next rule reads; a shallow copy would share its
+        values where pandas copies on write only from version 3)."""
         made = self.made.get((table, column))
         if made is None:
             frame = self.tables.get(table)
@@ -323,7 +324,7 @@ class BlankColumns:
             dtype = _NULLABLE.get(spec.dtype, spec.dtype) if spec is not None else "float64"
             index = pd.RangeIndex(0) if frame is None else frame.index
             made = self.made[table, column] = pd.Series(index=index, dtype=dtype, name=column)
-        return made.copy(deep=False)
+        return made.copy()
 
 
 def evaluate_rule(
