@@ -63,9 +63,10 @@ class Config:
 
 
 def _has_tool_table(path: Path) -> bool:
-    if "advisor" not in _text(path):  # most projects' pyproject.toml: no TOML parser loaded
+    text = _text(path)
+    if "advisor" not in text:  # most projects' pyproject.toml: no TOML parser loaded
         return False
-    return "advisor" in _read_toml(path).get("tool", {})
+    return "advisor" in _read_toml(path, text).get("tool", {})
 
 
 def find_config(start: Path) -> Path | None:
@@ -94,10 +95,11 @@ def _text(path: Path) -> str:
         raise ConfigError(path, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path, text: str | None = None) -> dict[str, Any]:
+    """`path` parsed as TOML; `text`: its text when the caller has read it already."""
     toml = tomllib()
     try:
-        return toml.loads(_text(path))
+        return toml.loads(_text(path) if text is None else text)
     except toml.TOMLDecodeError as exc:
         raise ConfigError(path, f"invalid TOML: {exc}") from None
 
