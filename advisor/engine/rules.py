@@ -443,21 +443,12 @@ def _scope(rule: Rule, tables: Mapping[str, TableSpec]) -> str:
     return scopes.pop() if scopes else PROFILE
 
 
-def _template_problem(text: str) -> str | None:
+def _template_problem(text: str, names: Collection[str] | None = None) -> str | None:
     """check_template, importing Jinja only when a rule file is checked (a cached one is
     not, and commands that render nothing never load it)."""
     from advisor.engine.templates import check_template
 
-    return check_template(text)
-
-
-def _template_variables(text: str) -> set[str]:
-    """The variables a (valid) template reads."""
-    from jinja2 import meta
-
-    from advisor.engine.templates import ENV
-
-    return set(meta.find_undeclared_variables(ENV.parse(text)))
+    return check_template(text, names)
 
 
 def build_rule(
@@ -674,17 +665,9 @@ def _translation(
     if "impact_note" in block:
         texts.append(("impact_note", block["impact_note"]))
     for key, text in [] if checked else texts:
-        problem = _template_problem(text)
+        problem = _template_problem(text, known)
         if problem:
             raise RuleError(source, rule_id, f"{lang}.{key}: {problem}")
-        unknown = sorted(_template_variables(text) - known)
-        if unknown:
-            raise RuleError(
-                source,
-                rule_id,
-                f"{lang}.{key}: unknown variable {unknown[0]!r} "
-                "(use the params and lets of the rule)",
-            )
     note = block.get("impact_note")
     return RuleText(
         unfold_cjk(block["title"]),
