@@ -485,9 +485,16 @@ def _parse(text: str, checked: bool = False) -> ast.Expression:
         raise ExprError(f"syntax error at {where}: {exc.msg}{quoted}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise ExprError(f"cannot parse expression: {exc}") from None
-    if not checked and (_bracket_depth(text) > MAX_DEPTH or _ast_depth(tree) > MAX_DEPTH):
+    if not checked and (_brackets_too_deep(text) or _ast_depth(tree) > MAX_DEPTH):
         raise ExprError(f"expression is nested too deeply (at most {MAX_DEPTH} levels)")
     return tree
+
+
+def _brackets_too_deep(text: str) -> bool:
+    """Whether brackets nest deeper than MAX_DEPTH; tokenized only when the text holds more
+    opening brackets than that (they bound the depth), which almost no expression does."""
+    openers = text.count("(") + text.count("[") + text.count("{")
+    return openers > MAX_DEPTH and _bracket_depth(text) > MAX_DEPTH
 
 
 def _bracket_depth(text: str) -> int:

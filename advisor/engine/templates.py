@@ -213,12 +213,14 @@ def check_template(text: str, names: Collection[str] | None = None) -> str | Non
         tree = ENV.parse(text)
     except TemplateError as exc:
         return f"invalid template: {exc}"
-    for node in tree.find_all((nodes.Filter, nodes.Test)):
-        known = ENV.filters if isinstance(node, nodes.Filter) else ENV.tests
-        if node.name not in known:
-            kind = "filter" if isinstance(node, nodes.Filter) else "test"
-            return f"invalid template: no {kind} named {node.name!r}"
-    problem = _unsafe(tree)
+    every = list(tree.find_all(nodes.Node))  # walked once, read by both checks
+    for node in every:
+        if isinstance(node, (nodes.Filter, nodes.Test)):
+            known = ENV.filters if isinstance(node, nodes.Filter) else ENV.tests
+            if node.name not in known:
+                kind = "filter" if isinstance(node, nodes.Filter) else "test"
+                return f"invalid template: no {kind} named {node.name!r}"
+    problem = _unsafe(every)
     if problem is None and names is not None:
         unknown = sorted(meta.find_undeclared_variables(tree) - set(names))
         if unknown:
@@ -226,9 +228,10 @@ def check_template(text: str, names: Collection[str] | None = None) -> str | Non
     return problem
 
 
-def _unsafe(tree: nodes.Template) -> str | None:
-    """What a template may not use, as load-time problem text; None when it is plain."""
-    for node in tree.find_all(nodes.Node):
+def _unsafe(every: list[nodes.Node]) -> str | None:
+    """What a template may not use, as load-time problem text; None when it is plain.
+    `every`: the template's nodes (its tree's find_all)."""
+    for node in every:
         if type(node) in _REFUSED:
             return f"template may not use {_REFUSED[type(node)]}"
         name = (
