@@ -118,6 +118,28 @@ def test_bad_zh_block_is_refused_naming_the_rule(zh: dict, problem: str):
     assert "TEST-001" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "message, unknown",
+    [
+        ("耗时 {% for row in evidence %}{{ row.step }}{% endfor %}", None),  # a loop's own
+        ("{% set worst = worst_us %}耗时 {{ worst|us }}", None),  # set before it is read
+        ("耗时 {{ worst|us }}{% set worst = worst_us %}", "worst"),  # read before it is set
+        ("{% for row in evidence %}{% endfor %}{{ row }}", "row"),  # read after its loop
+    ],
+)
+def test_zh_variables_set_inside_the_template_are_told_from_unknown_ones(
+    message: str, unknown: str | None
+):
+    """A template loading a name the rule does not give is analysed by Jinja's scopes: a
+    loop or set variable is the template's own where it is read, not otherwise."""
+    raw = rule(zh={**ZH, "message": message})
+    if unknown is None:
+        assert build_rule(raw, "test.yaml", BUILTIN_FUNCTIONS).translations["zh"]
+        return
+    with pytest.raises(RuleError, match=f"unknown variable '{unknown}'"):
+        build_rule(raw, "test.yaml", BUILTIN_FUNCTIONS)
+
+
 def test_every_builtin_rule_has_a_complete_zh_block():
     ruleset, errors = load_rules([RULES], BUILTIN_FUNCTIONS)
     assert errors == []

@@ -221,11 +221,20 @@ def check_template(text: str, names: Collection[str] | None = None) -> str | Non
                 kind = "filter" if isinstance(node, nodes.Filter) else "test"
                 return f"invalid template: no {kind} named {node.name!r}"
     problem = _unsafe(every)
-    if problem is None and names is not None:
+    if problem is None and names is not None and not _reads_only(every, names):
         unknown = sorted(meta.find_undeclared_variables(tree) - set(names))
         if unknown:
             return f"unknown variable {unknown[0]!r} (use the params and lets of the rule)"
     return problem
+
+
+def _reads_only(every: list[nodes.Node], names: Collection[str]) -> bool:
+    """Whether every name the template loads is one of `names`: then so is each variable it
+    reads from outside (those are loaded names too), without Jinja's analysis of its scopes,
+    which costs as much as parsing it."""
+    return all(
+        node.name in names for node in every if isinstance(node, nodes.Name) and node.ctx == "load"
+    )
 
 
 def _unsafe(every: list[nodes.Node]) -> str | None:
