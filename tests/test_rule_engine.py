@@ -410,6 +410,19 @@ def test_message_template_cannot_reach_python_internals(tmp_path):
     assert rules == [] and "names starting with '_' are never allowed" in str(error)
 
 
+@pytest.mark.parametrize("text", ["Use fused operators.", "a }} b %} c #}", "x\n## y", "% y", ""])
+def test_a_template_without_a_brace_is_plain_text_to_jinja_too(text: str):
+    """check_template passes text holding no '{' without parsing it (most suggestions): no
+    tag, variable or comment can start there, so Jinja reads it as data only."""
+    from jinja2 import nodes
+
+    from advisor.engine.templates import ENV, check_template
+
+    assert check_template(text, names=()) is None
+    kinds = {type(n) for n in ENV.parse(text).find_all(nodes.Node)}
+    assert kinds <= {nodes.Output, nodes.TemplateData}
+
+
 def test_evidence_where_may_not_use_a_name_that_is_also_a_column(tmp_path):
     text = GOOD_RULE.replace(
         "  mean_us: mean(steps.duration_us)", "  mean_us: mean(steps.duration_us)\n  step: 3"

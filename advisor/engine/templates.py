@@ -209,6 +209,8 @@ def check_template(text: str, names: Collection[str] | None = None) -> str | Non
     The variables are found in the same parse (a rule file's first check parses each of its
     hundreds of templates once).
     """
+    if "{" not in text:  # no tag, variable or comment can start: plain text (most suggestions)
+        return None
     try:
         tree = ENV.parse(text)
     except TemplateError as exc:
