@@ -423,6 +423,48 @@ def test_a_template_without_a_brace_is_plain_text_to_jinja_too(text: str):
     assert kinds <= {nodes.Output, nodes.TemplateData}
 
 
+def test_the_rule_schema_with_its_references_inlined_judges_as_the_schema_does():
+    """The validator checks rules against the schema with its $defs inlined (rules.
+    inlined_refs): the same first error, path and message, on every built-in rule and on
+    broken ones touching each reference."""
+    import jsonschema
+    import yaml
+
+    from advisor.engine.rules import inlined_refs, rule_schema
+
+    raws = [
+        raw
+        for path in sorted(Path(__file__).parents[1].joinpath("rules").glob("*.yaml"))
+        if not path.name.endswith(".case.yaml")
+        for raw in yaml.safe_load(path.read_text(encoding="utf-8"))
+    ]
+    base = raws[0]
+    broken = [
+        {**base, "when": ["x"]},
+        {**base, "let": {"a": {"b": 1}}},
+        {**base, "let": {"a": "x" * 2001}},
+        {**base, "impact_us": None},
+        {**base, "measured_us": []},
+        {**base, "suggestions": [{"text": "t", "devices": ["TPU"]}]},
+        {**base, "suggestions": [{"text": "t", "extra": 1}]},
+        {**base, "suggestions": [""]},
+        {**base, "evidence": {**base.get("evidence", {}), "where": {"x": 1}}},
+        {**base, "unknown_key": 1},
+    ]
+    plain = jsonschema.Draft202012Validator(rule_schema())
+    inlined = jsonschema.Draft202012Validator(inlined_refs(rule_schema()))
+    assert '"$ref"' not in str(inlined.schema)
+
+    def first(validator: jsonschema.Draft202012Validator, raw: dict) -> tuple | None:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(raw))
+        return None if error is None else (list(error.absolute_path), error.message)
+
+    assert len(raws) > 40 and all(first(inlined, raw) is None for raw in raws)
+    for raw in broken:
+        assert first(inlined, raw) is not None
+        assert first(inlined, raw) == first(plain, raw), raw
+
+
 def test_evidence_where_may_not_use_a_name_that_is_also_a_column(tmp_path):
     text = GOOD_RULE.replace(
         "  mean_us: mean(steps.duration_us)", "  mean_us: mean(steps.duration_us)\n  step: 3"

@@ -410,7 +410,27 @@ def _validator() -> Any:
     the rule cache never imports jsonschema."""
     import jsonschema
 
-    return jsonschema.Draft202012Validator(rule_schema())
+    return jsonschema.Draft202012Validator(inlined_refs(rule_schema()))
+
+
+def inlined_refs(schema: Any, defs: Mapping[str, Any] | None = None) -> Any:
+    """`schema` with each `{"$ref": "#/$defs/NAME", ...}` replaced by that definition and the
+    keys beside the reference (annotations): the same verdicts and errors, without resolving
+    a reference for every let of every rule (3% of a cold rule check). The rule schema's
+    definitions do not refer to themselves."""
+    if defs is None:
+        defs = schema.get("$defs", {})
+    if isinstance(schema, list):
+        return [inlined_refs(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: inlined_refs(v, defs) for k, v in schema.items() if k not in ("$ref", "$defs")}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return {**inlined_refs(defs[ref.removeprefix("#/$defs/")], defs), **out}
+    if ref is not None:
+        out["$ref"] = ref
+    return out
 
 
 def _schema_problem(raw: dict[str, Any]) -> str | None:
