@@ -636,6 +636,11 @@ REJECTED = [
     ("sum(*x)", "star-arguments"),
     ("sum(**x)", "'**' arguments are not allowed"),
     ("sum(x, _y=1)", "keyword is not allowed"),
+    ("x +\\\n_y", "name is not allowed: '_y'"),  # after a line continuation
+    ("1+_y", "name is not allowed: '_y'"),
+    ("sum(x,_=1)", "keyword is not allowed: '_=1'"),
+    ("steps.\\\n_x", "attribute access is not allowed"),
+    ("x + \u00b5s._y", "attribute access is not allowed"),  # non-ASCII text: walked whole
     ("matches(device_ops.name, '(a+)+$')", "nested quantifiers"),
     ("x | y", "'|' is not allowed"),
     ("~x", "'~' is not allowed"),

@@ -17,6 +17,7 @@ import ast
 import io
 import math
 import operator
+import re
 import tokenize
 import warnings
 from collections.abc import Callable, Collection, Mapping
@@ -559,6 +560,8 @@ _FORBIDDEN_OPERATORS: dict[type[ast.AST], str] = {
     ast.IsNot: "'is not' is not allowed; use '!='",
 }
 
+_PRIVATE_START = re.compile(r"(?<!\w)_")
+"""Where a name starting with '_' may begin in ASCII text."""
 _CONSTANT_TYPES = (bool, int, float, str, type(None))
 _LITERAL_NODES = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
 """Nodes of arithmetic on constants, which is tried while compiling to check its limits."""
@@ -649,7 +652,11 @@ class _Compiler:
     # checks over the whole tree
 
     def check_private_names(self, tree: ast.AST) -> None:
-        """Dunder and private names are the usual first step of a sandbox escape."""
+        """Dunder and private names are the usual first step of a sandbox escape. The tree
+        is walked unless the text is ASCII and no word in it starts with '_' (the parser
+        folds other characters into names: a full-width low line is one)."""
+        if self.text.isascii() and not _PRIVATE_START.search(self.text):
+            return
         private = " (names starting with '_' are never allowed)"
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id.startswith("_"):

@@ -388,7 +388,10 @@ def _structure_problem(doc: Any) -> str | None:
 
 
 def _check_patterns(expr: Expression) -> None:
-    """Refuse a risky or invalid literal regex of matches() now rather than at each run."""
+    """Refuse a risky or invalid literal regex of matches() now rather than at each run
+    (parsed again only where the text may call it: ASCII text without the name cannot)."""
+    if expr.source.isascii() and "matches" not in expr.source:
+        return
     for node in ast.walk(ast.parse(expr.source, mode="eval")):
         if not (
             isinstance(node, ast.Call)
