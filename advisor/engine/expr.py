@@ -654,7 +654,7 @@ class _Compiler:
     def check_private_names(self, tree: ast.AST) -> None:
         """Dunder and private names are the usual first step of a sandbox escape. The tree
         is walked unless the text is ASCII and no word in it starts with '_' (the parser
-        folds other characters into names: a full-width low line is one)."""
+        folds non-ASCII names by NFKC, which the text does not show)."""
         if self.text.isascii() and not _PRIVATE_START.search(self.text):
             return
         private = " (names starting with '_' are never allowed)"
