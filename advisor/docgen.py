@@ -1,18 +1,32 @@
-"""Generates docs/tables.md and docs/rules-reference.md from the code, so they never drift.
+"""Generates docs/tables.md, docs/rules-reference.md and advisor/engine/builtin_checks.json
+from the code, so they never drift.
 
-Run `python -m advisor.docgen` after changing TABLES or a built-in rule; a test fails when the
-committed docs differ from what this produces.
+Run `python -m advisor.docgen` after changing TABLES, a built-in rule or the rule checker; a
+test fails when the committed files differ from what this produces.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from importlib.resources import files
 from pathlib import Path
 
+from advisor.distributions import entry_points
+from advisor.engine import rule_cache
 from advisor.engine.functions import BUILTIN_FUNCTIONS
-from advisor.engine.rules import Applies, Rule, load_rules
+from advisor.engine.rules import (
+    Applies,
+    Rule,
+    checked_refs,
+    load_rules,
+    read_rule_text,
+    rule_contract,
+    rule_files,
+)
 from advisor.model import TABLES
+from advisor.plugin_manager import ENTRY_POINT_GROUP, PluginHost, is_builtin
+from advisor.ruleset import expression_functions
 
 RULES_DIR = Path(str(files("advisor_rules")))
 
@@ -123,10 +137,35 @@ def rules_markdown() -> str:
     return "\n".join(lines)
 
 
+def builtin_checks_json() -> str:
+    """advisor/engine/builtin_checks.json: every built-in rule file checked in full against
+    the built-in plugins' functions and tables (whatever else is installed here), keyed as a
+    run looks it up (rule_cache.shipped_key), with what each rule's expressions read."""
+    builtin = sorted(
+        (ep.name, ep.load()) for ep in entry_points(group=ENTRY_POINT_GROUP) if is_builtin(ep)
+    )
+    host = PluginHost(entry_points_group=None, extra=builtin)
+    functions, tables = expression_functions(host), host.tables()
+    contract = rule_contract(functions, tables)
+    records = {
+        rule_cache.shipped_key(read_rule_text(path), contract): {
+            "file": path.name,
+            "refs": checked_refs(path, functions, tables),
+        }
+        for path in rule_files(RULES_DIR)
+    }
+    lines = [  # a line per file: a changed file is a changed line
+        f"  {json.dumps(key)}: {json.dumps(record, separators=(',', ':'))}"
+        for key, record in sorted(records.items(), key=lambda item: item[1]["file"])
+    ]
+    return f'{{"format": {rule_cache.FORMAT}, "files": {{\n' + ",\n".join(lines) + "\n}}\n"
+
+
 def outputs(root: Path) -> dict[Path, str]:
     return {
         root / "docs" / "tables.md": tables_markdown(),
         root / "docs" / "rules-reference.md": rules_markdown(),
+        root / "advisor" / "engine" / "builtin_checks.json": builtin_checks_json(),
     }
 
 

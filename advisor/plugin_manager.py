@@ -42,7 +42,8 @@ class PluginInfo:
         return f"{text}: {self.error}" if self.error else text
 
 
-def _is_builtin(ep: EntryPoint) -> bool:
+def is_builtin(ep: EntryPoint) -> bool:
+    """Whether `ep` is one of advisor's own plugins (advisor_plugins.*)."""
     return ep.value.split(".")[0] == "advisor_plugins"
 
 
@@ -93,7 +94,7 @@ class PluginHost:
         if entry_points_group:
             # Built-in plugins first, so plugin-shipped rules can replace built-in ones.
             for ep in sorted(
-                entry_points(group=entry_points_group), key=lambda e: (not _is_builtin(e), e.name)
+                entry_points(group=entry_points_group), key=lambda e: (not is_builtin(e), e.name)
             ):
                 self._load(ep, blocked)
         for name, plugin in extra:

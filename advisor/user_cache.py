@@ -36,9 +36,14 @@ def entry_hash(data: bytes = b"") -> blake2b:
     return blake2b(data, digest_size=32)
 
 
+def cache_off() -> bool:
+    """Whether ADVISOR_NO_CACHE turns the cache off (every rule file is then checked)."""
+    return os.environ.get(NO_CACHE_ENV, "").strip() not in ("", "0")
+
+
 def cache_dir() -> Path | None:
     """Where advisor keeps its cache, or None when the cache is turned off."""
-    if os.environ.get(NO_CACHE_ENV, "").strip() not in ("", "0"):
+    if cache_off():
         return None
     if os.environ.get(CACHE_DIR_ENV):
         return Path(os.environ[CACHE_DIR_ENV])

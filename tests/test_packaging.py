@@ -43,6 +43,7 @@ def installed(tmp_path_factory) -> Path:
     assert "advisor_plugins/fusion_patterns.yaml" in names  # data the fusion plugin reads
     assert "advisor_plugins/env_catalogue.yaml" in names  # data the environment plugin reads
     assert "advisor/schemas/report.schema.json" in names
+    assert "advisor/engine/builtin_checks.json" in names  # the built-in rules, checked
     assert "advisor/render/templates/report.html.j2" in names
     assert f"{EXAMPLE}/mindstudio_profiler_output/op_summary_20260105100731.csv" in names
     assert not any(n.startswith("tests/") for n in names)
@@ -123,3 +124,30 @@ def test_installed_environment_plugin_reads_its_catalogue(installed, tmp_path):
     assert proc.returncode == 0, proc.stderr
     where, entries = proc.stdout.split()
     assert where.startswith(str(installed)) and int(entries) >= 10
+
+
+def test_installed_wheel_takes_its_rules_as_checked_on_a_first_run(installed, tmp_path):
+    """The records of builtin_checks.json match the installed files: with an empty cache no
+    built-in rule file is checked again (a check would reach the refused schema check)."""
+    script = (
+        "import advisor.engine.rules as r\n"
+        "def refuse(*_): raise SystemExit('checked again')\n"
+        "r._schema_problem = refuse\n"
+        "from advisor.plugin_manager import PluginHost\n"
+        "from advisor.ruleset import load_ruleset\n"
+        "rules, errors = load_ruleset(PluginHost(), [])\n"
+        "print(r.__file__, len(rules.rules), len(errors))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(installed), "ADVISOR_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("ADVISOR_NO_CACHE", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    where, count, errors = proc.stdout.split()
+    assert where.startswith(str(installed)) and int(count) > 50 and errors == "0"

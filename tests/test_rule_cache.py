@@ -34,7 +34,7 @@ from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import Rule, load_rule_file
 from advisor.model import TABLES
 from advisor.plugin_manager import PluginHost
-from advisor.ruleset import load_ruleset
+from advisor.ruleset import expression_functions, load_ruleset
 
 HOST_RULE = ROOT / "rules" / "host.yaml"
 BROKEN = """\
@@ -102,6 +102,118 @@ def test_a_warm_load_checks_no_template_and_no_schema(
     monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
     with pytest.raises(AssertionError, match="checked again"):
         load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
+
+
+def _refuse_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: object) -> None:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(rules_module, "_template_problem", refuse)
+    monkeypatch.setattr(rules_module, "_schema_problem", refuse)
+
+
+def _host_contract() -> tuple[dict[str, object], dict[str, object]]:
+    """The functions and tables a run checks rule files against (the installed plugins')."""
+    host = PluginHost()
+    return expression_functions(host), host.tables()
+
+
+def test_a_first_run_takes_the_builtin_files_as_checked_when_advisor_was_built(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty cache (a first run, a CI job): the built-in files are parsed, not checked
+    again (builtin_checks.json), give the rules a full check gives, and are cached for the
+    next run."""
+    host = PluginHost()
+    monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
+    off, _ = load_ruleset(host, [])
+    monkeypatch.delenv("ADVISOR_NO_CACHE")
+    _refuse_checks(monkeypatch)
+    first, errors = load_ruleset(host, [])
+    assert errors == [] and list(first.rules) == list(off.rules)
+    for rule_id, rule in off.rules.items():
+        assert full(rule) == full(first.rules[rule_id]), rule_id
+    assert len(entries(cache)) == len({r.source for r in first.rules.values()}) > 10
+
+
+def test_a_builtin_file_is_known_by_its_text_not_its_place(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A copy of a built-in file, as it is, needs no check; one character more, and it is
+    checked as any rule file is."""
+    functions, tables = _host_contract()
+    copy = tmp_path / "team" / "host.yaml"
+    copy.parent.mkdir()
+    copy.write_bytes(HOST_RULE.read_bytes())
+    _refuse_checks(monkeypatch)
+    rules, errors = load_rule_file(copy, functions, tables)
+    assert errors == [] and len(rules) > 3
+    copy.write_bytes(HOST_RULE.read_bytes() + b"\n# a comment\n")
+    with pytest.raises(AssertionError, match="checked again"):
+        load_rule_file(copy, functions, tables)
+
+
+def test_no_shipped_record_serves_other_plugins_or_a_cache_turned_off(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    functions, tables = _host_contract()
+    _refuse_checks(monkeypatch)
+    load_rule_file(HOST_RULE, functions, tables)  # the record is found
+    with pytest.raises(AssertionError, match="checked again"):  # a plugin's function more
+        load_rule_file(HOST_RULE, {**functions, "team_fn": len}, tables)
+    for path in entries(cache):
+        path.unlink()
+    monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
+    with pytest.raises(AssertionError, match="checked again"):
+        load_rule_file(HOST_RULE, functions, tables)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        lambda refs: {k: v for k, v in list(refs.items())[1:]},  # a rule left out
+        lambda refs: {**refs, "HOST-999": next(iter(refs.values()))},  # one too many
+        lambda refs: "not a mapping",
+    ],
+    ids=["fewer-rules", "more-rules", "not-a-mapping"],
+)
+def test_a_shipped_record_that_does_not_fit_the_file_is_not_trusted(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, record: Callable[[dict], object]
+) -> None:
+    functions, tables = _host_contract()
+    refs = rule_cache.shipped_refs(
+        HOST_RULE.read_text(encoding="utf-8"), rules_module.rule_contract(functions, tables)
+    )
+    assert isinstance(refs, dict) and len(refs) > 3
+    monkeypatch.setattr(rule_cache, "shipped_refs", lambda text, context: record(refs))
+    _refuse_checks(monkeypatch)
+    with pytest.raises(AssertionError, match="checked again"):
+        load_rule_file(HOST_RULE, functions, tables)
+
+
+def test_the_shipped_key_follows_the_checker_not_the_libraries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """builtin_checks.json serves every Python and library version the tests run on (each
+    checks it against a fresh check: test_docs), but no edited checker."""
+    before = rule_cache.shipped_key("id: X", ["f"])
+    real = rule_cache.distributions.version
+    monkeypatch.setattr(
+        rule_cache.distributions, "version", lambda n: "99.0" if n == "Jinja2" else real(n)
+    )
+    monkeypatch.setattr(rule_cache.sys, "version", "3.99.0")
+    rule_cache._checker_fingerprint.cache_clear()
+    try:
+        assert rule_cache.shipped_key("id: X", ["f"]) == before
+        assert rule_cache.entry_key("id: X", ["f"]) != rule_cache.shipped_key("id: X", ["f"])
+        monkeypatch.setattr(rule_cache, "_CHECKER_FILES", ("engine/rules.py",))
+        rule_cache._code_fingerprint.cache_clear()
+        assert rule_cache.shipped_key("id: X", ["f"]) != before
+    finally:
+        monkeypatch.undo()
+        rule_cache._checker_fingerprint.cache_clear()
+        rule_cache._code_fingerprint.cache_clear()
+    assert rule_cache.shipped_key("id: X", ["f"]) == before
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,16 @@ files under the same fingerprint): a rule that fires renders without compiling i
 again. Only advisor writes these files, in the user's own cache directory, as Jinja2's own
 bytecode cache does; a file of the wrong shape is ignored.
 
-Where: advisor.user_cache.cache_dir (ADVISOR_NO_CACHE=1 turns the cache off).
+The built-in rule files come checked (`builtin_checks.json` beside this module, written by
+`python -m advisor.docgen` and compared with a fresh check by the tests): a first run after
+installing advisor, or a CI job starting with an empty cache directory, parses them without
+checking them again. Each record is keyed like an entry, by the file's text, the checker's
+code and the functions and tables of the built-in plugins, less the versions of Python and of
+the checking libraries, which the tests cover on every Python the project supports; an edited
+file or checker, or another plugin's tables or functions, finds no record and is checked.
+
+Where: advisor.user_cache.cache_dir (ADVISOR_NO_CACHE=1 turns the cache off, the shipped
+records too: every rule file is then checked).
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from advisor import distributions
-from advisor.user_cache import cache_dir, entry_hash, store_json, write_atomically
+from advisor.user_cache import cache_dir, cache_off, entry_hash, store_json, write_atomically
 from advisor.version import __version__
 
 if TYPE_CHECKING:
@@ -58,28 +67,45 @@ otherwise (a YAML scalar read differently, a template syntax added)."""
 
 
 @cache
+def _code_fingerprint() -> str:
+    """A hash of the entry format and the checker's own files: what a shipped record
+    (builtin_checks.json) is keyed by besides the rule file and its context."""
+    digest = entry_hash(f"{FORMAT}".encode())
+    package = Path(__file__).resolve().parent.parent
+    for name in _CHECKER_FILES:
+        try:
+            digest.update((package / name).read_bytes())
+        except OSError:  # run from a zip: the names stand in (no shipped record matches)
+            digest.update(name.encode())
+    return digest.hexdigest()
+
+
+@cache
 def _checker_fingerprint() -> str:
-    """A hash of advisor's version, Python's, the checking libraries' and the checker's own
-    files."""
-    digest = entry_hash(f"{FORMAT}\0{__version__}\0{sys.version}".encode())
+    """A hash of the checker's files, advisor's version, Python's and the checking
+    libraries'."""
+    digest = entry_hash(f"{_code_fingerprint()}\0{__version__}\0{sys.version}".encode())
     for library in _CHECKER_LIBRARIES:
         try:
             digest.update(f"\0{library} {distributions.version(library)}".encode())
         except distributions.PackageNotFoundError:  # vendored or frozen: the files still count
             digest.update(f"\0{library} ?".encode())
-    package = Path(__file__).resolve().parent.parent
-    for name in _CHECKER_FILES:
-        try:
-            digest.update((package / name).read_bytes())
-        except OSError:  # e.g. run from a zip: the version alone then stands for the code
-            digest.update(name.encode())
     return digest.hexdigest()
 
 
 def entry_key(text: str, context: Iterable[str]) -> str:
     """The cache key of a rule file's text checked in `context` (the names of the expression
     functions and the table contract, as text): any change to either is another key."""
-    digest = _context_digest(_checker_fingerprint(), tuple(context)).copy()
+    return _key(_checker_fingerprint(), text, context)
+
+
+def shipped_key(text: str, context: Iterable[str]) -> str:
+    """The key of a rule file's record in builtin_checks.json (entry_key less the versions)."""
+    return _key(_code_fingerprint(), text, context)
+
+
+def _key(fingerprint: str, text: str, context: Iterable[str]) -> str:
+    digest = _context_digest(fingerprint, tuple(context)).copy()
     digest.update(b"\1" + text.encode("utf-8", "surrogatepass"))
     key: str = digest.hexdigest()
     return key
@@ -135,6 +161,29 @@ def store(key: str, raws: list[dict[str, Any]], refs: dict[str, Any] | None = No
     if root is None:
         return
     store_json(_entry_path(root, key), {"key": key, "rules": raws, "refs": refs or {}})
+
+
+SHIPPED_CHECKS = Path(__file__).with_name("builtin_checks.json")
+
+
+def shipped_refs(text: str, context: Iterable[str]) -> dict[str, Any] | None:
+    """What each rule's expressions read (by rule id) of a built-in rule file checked when
+    advisor was built, when `text` in `context` is one; None otherwise, and when the cache is
+    turned off."""
+    if cache_off():
+        return None
+    record = _shipped_records().get(shipped_key(text, context))
+    refs = record.get("refs") if isinstance(record, dict) else None
+    return refs if isinstance(refs, dict) else None
+
+
+@cache
+def _shipped_records() -> dict[str, Any]:
+    try:
+        records = json.loads(SHIPPED_CHECKS.read_bytes()).get("files")
+    except (OSError, ValueError, AttributeError):  # absent (a trimmed install) or damaged
+        return {}
+    return records if isinstance(records, dict) else {}
 
 
 def _template_path(root: Path, text: str) -> Path:

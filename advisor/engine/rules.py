@@ -756,28 +756,35 @@ def load_rule_file(
     """Build every rule of a file; one bad rule does not hide the good ones beside it.
 
     A file whose rules all passed before, with the same text, functions and tables, comes
-    from the rule cache (advisor.engine.rule_cache) without being checked again. `contract`:
-    _contract(functions, tables), when the caller loads several files against them."""
+    from the rule cache (advisor.engine.rule_cache) without being checked again, as does a
+    built-in file as advisor shipped it (checked when advisor was built). `contract`:
+    rule_contract(functions, tables), when the caller loads several files against them."""
     try:
         text = read_rule_text(path)
     except RuleError as exc:
         return [], [exc]
     if contract is None:
-        contract = _contract(functions, tables)
+        contract = rule_contract(functions, tables)
     key = rule_cache.entry_key(text, contract)
     cached = rule_cache.load_entry(key)
+    shipped = _shipped_check(path, text, contract) if cached is None else None
+    cached = cached or shipped
     if cached is not None:
         raws, refs = cached
         try:
-            return [
+            rules = [
                 build_rule(
                     raw, str(path), functions, tables, checked=True, refs=refs.get(raw["id"])
                 )
                 for raw in raws
-            ], []
+            ]
         except (RuleError, LookupError, TypeError, ValueError, AttributeError):
             pass  # an entry of the wrong shape: check the file as if it were not cached
-    rules: list[Rule] = []
+        else:
+            if shipped:  # the next run reads it as JSON, without parsing the YAML
+                rule_cache.store(key, raws, refs)
+            return rules, []
+    rules = []
     errors: list[RuleError] = []
     try:
         raws = parse_rule_documents(path, text)
@@ -791,6 +798,35 @@ def load_rule_file(
     if not errors:
         rule_cache.store(key, raws, {rule.id: expression_refs(rule) for rule in rules})
     return rules, errors
+
+
+def _shipped_check(
+    path: Path, text: str, contract: Sequence[str]
+) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The rule mappings of a built-in rule file that advisor checked when it was built
+    (rule_cache.shipped_refs) and what their expressions read; None when `text` is no such
+    file, or the record does not name exactly the file's rules."""
+    refs = rule_cache.shipped_refs(text, contract)
+    if refs is None:
+        return None
+    try:
+        raws = parse_rule_documents(path, text)
+    except RuleError:
+        return None
+    if sorted(str(raw.get("id")) for raw in raws) != sorted(refs):
+        return None
+    return raws, refs
+
+
+def checked_refs(
+    path: Path, functions: Collection[str], tables: Mapping[str, TableSpec]
+) -> dict[str, Any]:
+    """What each rule of a file reads (expression_refs, by rule id), every rule checked in
+    full without any cache; RuleError for the first problem. What builtin_checks.json holds
+    of each built-in file (advisor.docgen writes it)."""
+    raws = parse_rule_documents(path, read_rule_text(path))
+    rules = [build_rule(raw, str(path), functions, tables) for raw in raws]
+    return {rule.id: expression_refs(rule) for rule in rules}
 
 
 def expression_refs(rule: Rule) -> dict[str, list[Any]]:
@@ -811,7 +847,7 @@ def expression_refs(rule: Rule) -> dict[str, list[Any]]:
     }
 
 
-def _contract(functions: Collection[str], tables: Mapping[str, TableSpec]) -> list[str]:
+def rule_contract(functions: Collection[str], tables: Mapping[str, TableSpec]) -> list[str]:
     """What a rule file is checked against besides its text: the expression functions' names
     and every table's scope and columns (plugins add both)."""
     return [
@@ -855,7 +891,7 @@ def load_rules(
     """
     ruleset = RuleSet()
     errors: list[RuleError] = []
-    contract = _contract(functions, tables)
+    contract = rule_contract(functions, tables)
     for root in paths:
         if not root.exists():
             errors.append(RuleError(root, None, "no such file or folder"))
