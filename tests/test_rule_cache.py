@@ -108,8 +108,8 @@ def _refuse_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_: object) -> None:
         raise AssertionError("checked again")
 
-    monkeypatch.setattr(rules_module, "_template_problem", refuse)
-    monkeypatch.setattr(rules_module, "_schema_problem", refuse)
+    for check in ("_template_problem", "_schema_problem", "_check_nesting", "_structure_problem"):
+        monkeypatch.setattr(rules_module, check, refuse)
 
 
 def _host_contract() -> tuple[dict[str, object], dict[str, object]]:
