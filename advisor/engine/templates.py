@@ -205,7 +205,7 @@ def check_template(text: str, names: Collection[str] | None = None) -> str | Non
     it reads that is none of them is a problem too.
 
     Parsing plus a check of the filter and test names finds what compiling would find, at a
-    seventh of the cost: every rule file is checked on every run, most templates never render.
+    seventh of the cost: every new or changed rule file is checked, most templates never render.
     The variables are found in the same parse (a rule file's first check parses each of its
     hundreds of templates once).
     """
