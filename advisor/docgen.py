@@ -1,8 +1,8 @@
-"""Generates docs/tables.md, docs/rules-reference.md and advisor/engine/builtin_checks.json
-from the code, so they never drift.
+"""Generates docs/tables.md, docs/rules-reference.md, advisor/engine/builtin_checks.json and
+advisor/render/page_code.json from the code, so they never drift.
 
-Run `python -m advisor.docgen` after changing TABLES, a built-in rule or the rule checker; a
-test fails when the committed files differ from what this produces.
+Run `python -m advisor.docgen` after changing TABLES, a built-in rule, the rule checker or a
+report page's template; a test fails when the committed files differ from what this produces.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from advisor.engine.rules import (
 )
 from advisor.model import TABLES
 from advisor.plugin_manager import ENTRY_POINT_GROUP, PluginHost, is_builtin
+from advisor.render.html import page_environment
+from advisor.render.page_code import page_code_json
 from advisor.ruleset import expression_functions
 
 RULES_DIR = Path(str(files("advisor_rules")))
@@ -166,6 +168,7 @@ def outputs(root: Path) -> dict[Path, str]:
         root / "docs" / "tables.md": tables_markdown(),
         root / "docs" / "rules-reference.md": rules_markdown(),
         root / "advisor" / "engine" / "builtin_checks.json": builtin_checks_json(),
+        root / "advisor" / "render" / "page_code.json": page_code_json(page_environment()),
     }
 
 

@@ -10,7 +10,9 @@ ratio. It measures work, not time: a change that trades instructions for waiting
 processes) is for run.py and many_ranks.py.
 
 Both trees are byte-compiled first and each version runs once unmeasured to warm its own
-rule cache, so neither pays for compiling; PYTHONHASHSEED is fixed. A run takes about 30x
+rule cache, so neither pays for compiling; PYTHONHASHSEED is fixed. With --cold every
+measured run starts from an empty cache instead: what a first run executes (after installing
+or upgrading advisor, or in a CI job). A run takes about 30x
 its normal time (the bundled demo: about 1.5 minutes).
 
     .venv/bin/python benchmarks/instructions.py --before HEAD~1 -- \\
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", metavar="REF", required=True, help="git ref to compare with")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each version (median)")
     ap.add_argument("--script", type=Path, help="run this Python script instead of advisor")
+    ap.add_argument("--cold", action="store_true", help="every run with an empty cache")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "advisor-instr")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="advisor's (or the script's) arguments")
     args = ap.parse_args(argv)
@@ -97,11 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     compile_tree(working)
     versions = [Version("before", args.work, tree), Version("after", args.work, working)]
     counts: dict[str, list[int]] = {v.label: [] for v in versions}
-    for version in versions:  # warm each version's rule cache, unmeasured
+    for version in [] if args.cold else versions:  # warm each rule cache, unmeasured
         subprocess.run(_command(args.script, rest), env=version.env, capture_output=True)
     for _ in range(args.repeat):
         for version in versions:
-            count = instructions(_command(args.script, rest), version.env)
+            env = version.env
+            if args.cold:
+                env = {**env, "ADVISOR_CACHE_DIR": tempfile.mkdtemp(dir=args.work)}
+            count = instructions(_command(args.script, rest), env)
             counts[version.label].append(count)
             print(f"{version.label:6s} {count:>15,d}", flush=True)
     before, after = (statistics.median(counts[v.label]) for v in versions)

@@ -9,6 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import jinja2
 import pytest
 from conftest import ROOT
 
@@ -44,6 +45,7 @@ def installed(tmp_path_factory) -> Path:
     assert "advisor_plugins/env_catalogue.yaml" in names  # data the environment plugin reads
     assert "advisor/schemas/report.schema.json" in names
     assert "advisor/engine/builtin_checks.json" in names  # the built-in rules, checked
+    assert "advisor/render/page_code.json" in names  # the report pages, compiled
     assert "advisor/render/templates/report.html.j2" in names
     assert f"{EXAMPLE}/mindstudio_profiler_output/op_summary_20260105100731.csv" in names
     assert not any(n.startswith("tests/") for n in names)
@@ -151,3 +153,34 @@ def test_installed_wheel_takes_its_rules_as_checked_on_a_first_run(installed, tm
     assert proc.returncode == 0, proc.stderr
     where, count, errors = proc.stdout.split()
     assert where.startswith(str(installed)) and int(count) > 50 and errors == "0"
+
+
+def test_installed_wheel_compiles_no_page_on_a_first_run(installed, tmp_path):
+    """page_code.json matches the installed templates: with an empty cache, loading every
+    page compiles none (Jinja2's compile is refused)."""
+    script = (
+        "import jinja2\n"
+        "def refuse(*_, **__): raise SystemExit('compiled')\n"
+        "jinja2.Environment.compile = refuse\n"
+        "from advisor.render import html\n"
+        "env = html.page_environment()\n"
+        "names = env.list_templates(filter_func=lambda n: n.endswith('.j2'))\n"
+        "print(html.__file__, sum(bool(env.get_template(n)) for n in names))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(installed), "ADVISOR_CACHE_DIR": str(tmp_path / "c")}
+    env.pop("ADVISOR_NO_CACHE", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    shipped = json.loads((installed / "advisor" / "render" / "page_code.json").read_text())
+    if shipped["jinja2"] != jinja2.__version__:  # another Jinja2's code is never used
+        assert proc.returncode != 0 and "compiled" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    where, pages = proc.stdout.split()
+    assert where.startswith(str(installed)) and pages == "4"

@@ -11,7 +11,7 @@ from typing import Any
 from advisor.render.compare_outputs import side_notes
 from advisor.render.format import fmt_value, report_lang
 from advisor.render.fragment import anchor_prefix, render_fragment
-from advisor.render.html import _environment, _profile_view, _row_view
+from advisor.render.html import _profile_view, _row_view, page_environment
 from advisor.render.messages import CATALOG, LANGS, Translate, message, translator
 from advisor.units import fmt_bytes, fmt_num, fmt_pct, fmt_us
 
@@ -130,13 +130,13 @@ def _table_view(
 
 def render_compare_html(report: dict[str, Any], document: dict[str, Any]) -> str:
     """The compare page from the compare profile's report and the compare.json document."""
-    return _environment().get_template("compare.html.j2").render(_page(report, document))
+    return page_environment().get_template("compare.html.j2").render(_page(report, document))
 
 
 def render_compare_html_fragment(report: dict[str, Any], document: dict[str, Any]) -> str:
     """The same page as a fragment for a notebook cell (render/fragment.py)."""
     return render_fragment(
-        _environment().get_template("compare.html.j2"), _page(report, document, anchor_prefix())
+        page_environment().get_template("compare.html.j2"), _page(report, document, anchor_prefix())
     )
 
 

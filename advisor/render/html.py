@@ -24,7 +24,6 @@ from markupsafe import Markup
 
 from advisor.applicability import NOT_RECORDED
 from advisor.compat import zip_strict
-from advisor.engine import rule_cache
 from advisor.engine.outcome import SEVERITIES
 from advisor.hookspecs import ReportSection
 from advisor.render.format import (
@@ -47,6 +46,7 @@ from advisor.render.format import (
 from advisor.render.fragment import anchor_prefix, render_fragment
 from advisor.render.headings import readable
 from advisor.render.messages import CATALOG, Translate, kind_words, translator
+from advisor.render.page_code import page_cache
 from advisor.render.timeline import timeline_chart
 from advisor.units import MISSING, column_unit, fmt_bytes, fmt_num, fmt_pct, fmt_us, fmt_us_as
 
@@ -104,14 +104,16 @@ browser shows well, and every section was held in memory at once to build it."""
 
 
 @cache
-def _environment() -> Environment:
+def page_environment() -> Environment:
+    """The pages' Jinja2 environment; their compiled code comes from the user's cache, else
+    from the source shipped in page_code.json (page_code.py), else Jinja2 compiles them."""
     env = Environment(
         loader=PackageLoader("advisor", "render/templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=rule_cache.page_bytecode_cache(),
+        bytecode_cache=page_cache(),
     )
     env.filters.update(us=fmt_us, pct=fmt_pct, num=fmt_num)
     return env
@@ -132,7 +134,7 @@ def render_html(
     overview = _overview(reports, translator(report_lang(reports)))
     page = _page(reports, title, sections, overview=overview, notes=notes)
     _link_traces(page["profiles"], [traces[k] for k in overview[0]] if traces else [])
-    return _environment().get_template("report.html.j2").render(page)
+    return page_environment().get_template("report.html.j2").render(page)
 
 
 def _link_traces(profiles: Sequence[dict[str, Any]], traces: Sequence[Mapping[int, str]]) -> None:
@@ -151,7 +153,7 @@ def render_html_fragment(
     styles scoped to the fragment and its anchors made unique on the notebook's page;
     `notes`, the run's notes, as on the page."""
     return render_fragment(
-        _environment().get_template("report.html.j2"),
+        page_environment().get_template("report.html.j2"),
         _page(reports, title, (), anchor_prefix(), notes=notes),
     )
 
