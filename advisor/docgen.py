@@ -18,7 +18,7 @@ from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import (
     Applies,
     Rule,
-    checked_refs,
+    checked_rules,
     load_rules,
     read_rule_text,
     rule_contract,
@@ -142,23 +142,25 @@ def rules_markdown() -> str:
 def builtin_checks_json() -> str:
     """advisor/engine/builtin_checks.json: every built-in rule file checked in full against
     the built-in plugins' functions and tables (whatever else is installed here), keyed as a
-    run looks it up (rule_cache.shipped_key), with what each rule's expressions read."""
+    run looks it up (rule_cache.shipped_key), with what each rule's expressions read and the
+    file's rule mappings as parsed (a first run then parses no YAML), where JSON gives them
+    back as they are."""
     builtin = sorted(
         (ep.name, ep.load()) for ep in entry_points(group=ENTRY_POINT_GROUP) if is_builtin(ep)
     )
     host = PluginHost(entry_points_group=None, extra=builtin)
     functions, tables = expression_functions(host), host.tables()
     contract = rule_contract(functions, tables)
-    records = {
-        rule_cache.shipped_key(read_rule_text(path), contract): {
-            "file": path.name,
-            "refs": checked_refs(path, functions, tables),
-        }
-        for path in rule_files(RULES_DIR)
-    }
+    records = {}
+    for path in rule_files(RULES_DIR):
+        raws, refs = checked_rules(path, functions, tables)
+        record: dict[str, object] = {"file": path.name, "refs": refs}
+        if json.loads(json.dumps(raws)) == raws:  # no YAML date, number key, NaN ...
+            record["rules"] = raws
+        records[rule_cache.shipped_key(read_rule_text(path), contract)] = record
     lines = [  # a line per file: a changed file is a changed line
-        f"  {json.dumps(key)}: {json.dumps(record, separators=(',', ':'))}"
-        for key, record in sorted(records.items(), key=lambda item: item[1]["file"])
+        f"  {json.dumps(key)}: {json.dumps(record, ensure_ascii=False, separators=(',', ':'))}"
+        for key, record in sorted(records.items(), key=lambda item: str(item[1]["file"]))
     ]
     return f'{{"format": {rule_cache.FORMAT}, "files": {{\n' + ",\n".join(lines) + "\n}}\n"
 

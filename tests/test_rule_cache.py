@@ -63,7 +63,14 @@ def full(rule: Rule) -> tuple[Rule, object, object]:
     return rule, rule.raw, [(e.source, e.names, e.columns, e.tables) for e in rule.let.values()]
 
 
-def test_every_builtin_rule_is_the_same_off_cold_and_warm(
+@pytest.fixture
+def no_shipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """builtin_checks.json left out, so that the built-in files go through the user's cache
+    as any other rule file does."""
+    monkeypatch.setattr(rule_cache, "_shipped_records", dict)
+
+
+def test_every_builtin_rule_is_the_same_off_cold_warm_and_shipped(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host = PluginHost()
@@ -71,21 +78,30 @@ def test_every_builtin_rule_is_the_same_off_cold_and_warm(
     off, off_errors = load_ruleset(host, [])
     assert not entries(cache)  # turned off: nothing written
     monkeypatch.delenv("ADVISOR_NO_CACHE")
-    cold, cold_errors = load_ruleset(host, [])
-    files = {r.source for r in cold.rules.values()}
-    assert len(entries(cache)) == len(files) > 10
-    warm, warm_errors = load_ruleset(host, [])
-    assert off_errors == cold_errors == warm_errors == []
-    assert list(off.rules) == list(cold.rules) == list(warm.rules)
+    shipped, shipped_errors = load_ruleset(host, [])
+    assert not entries(cache)  # the built-in files' records ship with advisor
+    with monkeypatch.context() as without_records:
+        without_records.setattr(rule_cache, "_shipped_records", dict)
+        cold, cold_errors = load_ruleset(host, [])
+        files = {r.source for r in cold.rules.values()}
+        assert len(entries(cache)) == len(files) > 10
+        warm, warm_errors = load_ruleset(host, [])
+    assert off_errors == shipped_errors == cold_errors == warm_errors == []
+    assert list(off.rules) == list(shipped.rules) == list(cold.rules) == list(warm.rules)
     assert len(off.rules) > 50
     for rule_id, rule in off.rules.items():
-        assert full(rule) == full(cold.rules[rule_id]) == full(warm.rules[rule_id]), rule_id
-        assert rule.scope == warm.rules[rule_id].scope
-    assert off.origins == warm.origins
+        assert (
+            full(rule)
+            == full(shipped.rules[rule_id])
+            == full(cold.rules[rule_id])
+            == full(warm.rules[rule_id])
+        ), rule_id
+        assert rule.scope == shipped.rules[rule_id].scope == warm.rules[rule_id].scope
+    assert off.origins == shipped.origins == warm.origins
 
 
 def test_a_warm_load_checks_no_template_and_no_schema(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+    cache: Path, no_shipped: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the cache saves is real: warm, no template is parsed and no schema walked (a
     template is compiled only when its rule fires)."""
@@ -104,12 +120,13 @@ def test_a_warm_load_checks_no_template_and_no_schema(
         load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
 
 
-def _refuse_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*_: object) -> None:
-        raise AssertionError("checked again")
+def _refuse(*_: object, **__: object) -> None:
+    raise AssertionError("checked again")
 
+
+def _refuse_checks(monkeypatch: pytest.MonkeyPatch) -> None:
     for check in ("_template_problem", "_schema_problem", "_check_nesting", "_structure_problem"):
-        monkeypatch.setattr(rules_module, check, refuse)
+        monkeypatch.setattr(rules_module, check, _refuse)
 
 
 def _host_contract() -> tuple[dict[str, object], dict[str, object]]:
@@ -121,19 +138,20 @@ def _host_contract() -> tuple[dict[str, object], dict[str, object]]:
 def test_a_first_run_takes_the_builtin_files_as_checked_when_advisor_was_built(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An empty cache (a first run, a CI job): the built-in files are parsed, not checked
-    again (builtin_checks.json), give the rules a full check gives, and are cached for the
-    next run."""
+    """An empty cache (a first run, a CI job): the built-in files are neither parsed nor
+    checked again (builtin_checks.json holds their rules as parsed and checked when advisor
+    was built), give the rules a full check gives, and take no room in the cache."""
     host = PluginHost()
     monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
     off, _ = load_ruleset(host, [])
     monkeypatch.delenv("ADVISOR_NO_CACHE")
     _refuse_checks(monkeypatch)
+    monkeypatch.setattr(rules_module, "parse_rule_documents", _refuse)
     first, errors = load_ruleset(host, [])
     assert errors == [] and list(first.rules) == list(off.rules)
     for rule_id, rule in off.rules.items():
         assert full(rule) == full(first.rules[rule_id]), rule_id
-    assert len(entries(cache)) == len({r.source for r in first.rules.values()}) > 10
+    assert entries(cache) == []
 
 
 def test_a_builtin_file_is_known_by_its_text_not_its_place(
@@ -171,22 +189,48 @@ def test_no_shipped_record_serves_other_plugins_or_a_cache_turned_off(
 @pytest.mark.parametrize(
     "record",
     [
-        lambda refs: {k: v for k, v in list(refs.items())[1:]},  # a rule left out
-        lambda refs: {**refs, "HOST-999": next(iter(refs.values()))},  # one too many
-        lambda refs: "not a mapping",
+        lambda refs, raws: ({k: v for k, v in list(refs.items())[1:]}, raws),  # a rule less
+        lambda refs, raws: ({**refs, "HOST-999": next(iter(refs.values()))}, raws),  # more
+        lambda refs, raws: (refs, raws[1:]),  # a rule mapping left out
+        lambda refs, raws: (refs, [*raws[1:], "not a mapping"]),
+        lambda refs, raws: ("not a mapping", raws),
     ],
-    ids=["fewer-rules", "more-rules", "not-a-mapping"],
+    ids=["fewer-refs", "more-refs", "fewer-rules", "not-a-rule", "refs-not-a-mapping"],
 )
 def test_a_shipped_record_that_does_not_fit_the_file_is_not_trusted(
-    cache: Path, monkeypatch: pytest.MonkeyPatch, record: Callable[[dict], object]
+    cache: Path, monkeypatch: pytest.MonkeyPatch, record: Callable[[dict, list], object]
 ) -> None:
     functions, tables = _host_contract()
-    refs = rule_cache.shipped_refs(
+    shipped = rule_cache.shipped_record(
         HOST_RULE.read_text(encoding="utf-8"), rules_module.rule_contract(functions, tables)
     )
-    assert isinstance(refs, dict) and len(refs) > 3
-    monkeypatch.setattr(rule_cache, "shipped_refs", lambda text, context: record(refs))
+    assert shipped is not None
+    refs, raws = shipped
+    assert isinstance(raws, list) and len(refs) == len(raws) > 3
+    monkeypatch.setattr(rule_cache, "shipped_record", lambda text, context: record(refs, raws))
     _refuse_checks(monkeypatch)
+    with pytest.raises(AssertionError, match="checked again"):
+        load_rule_file(HOST_RULE, functions, tables)
+
+
+def test_a_shipped_record_without_rules_has_the_file_parsed_not_checked(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docgen leaves out the rules of a file JSON cannot hold as they are: the YAML is
+    parsed, the checks are still skipped, and a run does not change the shared records."""
+    functions, tables = _host_contract()
+    shipped = rule_cache.shipped_record(
+        HOST_RULE.read_text(encoding="utf-8"), rules_module.rule_contract(functions, tables)
+    )
+    assert shipped is not None
+    before = json.dumps(shipped)
+    expected, _ = load_rule_file(HOST_RULE, functions, tables)
+    assert json.dumps(shipped) == before
+    monkeypatch.setattr(rule_cache, "shipped_record", lambda text, context: (shipped[0], None))
+    _refuse_checks(monkeypatch)
+    parsed, errors = load_rule_file(HOST_RULE, functions, tables)
+    assert errors == [] and [full(r) for r in parsed] == [full(r) for r in expected]
+    monkeypatch.setattr(rules_module, "parse_rule_documents", _refuse)
     with pytest.raises(AssertionError, match="checked again"):
         load_rule_file(HOST_RULE, functions, tables)
 
@@ -229,7 +273,7 @@ def test_the_shipped_key_follows_the_checker_not_the_libraries(
     ids=["empty", "torn", "other-key", "not-a-mapping", "wrong-shape", "not-rules"],
 )
 def test_a_damaged_entry_is_ignored_and_rewritten(
-    cache: Path, damage: Callable[[str], bytes]
+    cache: Path, no_shipped: None, damage: Callable[[str], bytes]
 ) -> None:
     cold, _ = load_rule_file(HOST_RULE, BUILTIN_FUNCTIONS)
     (entry,) = entries(cache)
@@ -246,7 +290,9 @@ def test_an_unreadable_cache_folder_only_costs_time(blocked_cache: Path) -> None
     assert blocked_cache.read_text() == "not a folder"
 
 
-def test_the_key_follows_the_text_functions_and_tables(cache: Path, tmp_path: Path) -> None:
+def test_the_key_follows_the_text_functions_and_tables(
+    cache: Path, no_shipped: None, tmp_path: Path
+) -> None:
     """A stale entry is never found: another text, function set or table contract (plugins
     add both) is another key."""
     copy = tmp_path / "host.yaml"
@@ -411,14 +457,21 @@ def _report(args: tuple[object, ...], env: dict[str, str]) -> tuple[int, object]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", REPORTED, ids=lambda a: f"{a[0]}-{Path(str(a[1])).name}")
-def test_reports_are_the_same_off_cold_and_warm(args: tuple[object, ...], tmp_path: Path) -> None:
+def test_reports_are_the_same_off_shipped_cold_and_warm(
+    args: tuple[object, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache off, the built-in files from their shipped records, and (the records left
+    out) from a cold and a warm user's cache: the same report."""
     folder = str(tmp_path / "cache")
     off = _report(args, {"ADVISOR_NO_CACHE": "1", "ADVISOR_CACHE_DIR": folder})
     assert not Path(folder).exists()
+    shipped = _report(args, {"ADVISOR_CACHE_DIR": folder, "ADVISOR_NO_CACHE": ""})
+    assert not entries(Path(folder))
+    monkeypatch.setattr(rule_cache, "_shipped_records", dict)
     cold = _report(args, {"ADVISOR_CACHE_DIR": folder, "ADVISOR_NO_CACHE": ""})
     assert entries(Path(folder))
     warm = _report(args, {"ADVISOR_CACHE_DIR": folder, "ADVISOR_NO_CACHE": ""})
-    assert off == cold == warm
+    assert off == shipped == cold == warm
     assert off[1]  # a report was written
 
 

@@ -19,11 +19,13 @@ bytecode cache does; a file of the wrong shape is ignored.
 
 The built-in rule files come checked (`builtin_checks.json` beside this module, written by
 `python -m advisor.docgen` and compared with a fresh check by the tests): a first run after
-installing advisor, or a CI job starting with an empty cache directory, parses them without
-checking them again. Each record is keyed like an entry, by the file's text, the checker's
-code and the functions and tables of the built-in plugins, less the versions of Python and of
-the checking libraries, which the tests cover on every Python the project supports; an edited
-file or checker, or another plugin's tables or functions, finds no record and is checked.
+installing advisor, or a CI job starting with an empty cache directory, takes them as they
+were checked and parsed then, without parsing their YAML or checking them again, and so does
+every later run: they take no room in the user's cache. Each record is keyed like an entry,
+by the file's text, the checker's code and the functions and tables of the built-in plugins,
+less the versions of Python and of the checking libraries, which the tests cover on every
+Python the project supports; an edited file or checker, or another plugin's tables or
+functions, finds no record and is checked (and then cached).
 
 Where: advisor.user_cache.cache_dir (ADVISOR_NO_CACHE=1 turns the cache off, the shipped
 records too: every rule file is then checked).
@@ -166,15 +168,21 @@ def store(key: str, raws: list[dict[str, Any]], refs: dict[str, Any] | None = No
 SHIPPED_CHECKS = Path(__file__).with_name("builtin_checks.json")
 
 
-def shipped_refs(text: str, context: Iterable[str]) -> dict[str, Any] | None:
-    """What each rule's expressions read (by rule id) of a built-in rule file checked when
-    advisor was built, when `text` in `context` is one; None otherwise, and when the cache is
-    turned off."""
+def shipped_record(
+    text: str, context: Iterable[str]
+) -> tuple[dict[str, Any], list[Any] | None] | None:
+    """What builtin_checks.json holds of a built-in rule file checked when advisor was built,
+    when `text` in `context` is one: what each rule's expressions read (by rule id) and the
+    file's rule mappings as they were parsed then (None where the record has none: the
+    file's YAML is parsed); None otherwise, and when the cache is turned off. The mappings
+    are shared by every call: they are read, never changed."""
     if cache_off():
         return None
     record = _shipped_records().get(shipped_key(text, context))
-    refs = record.get("refs") if isinstance(record, dict) else None
-    return refs if isinstance(refs, dict) else None
+    if not isinstance(record, dict) or not isinstance(record.get("refs"), dict):
+        return None
+    rules = record.get("rules")
+    return record["refs"], rules if isinstance(rules, list) else None
 
 
 @cache

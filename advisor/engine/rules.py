@@ -758,9 +758,10 @@ def load_rule_file(
 ) -> tuple[list[Rule], list[RuleError]]:
     """Build every rule of a file; one bad rule does not hide the good ones beside it.
 
-    A file whose rules all passed before, with the same text, functions and tables, comes
-    from the rule cache (advisor.engine.rule_cache) without being checked again, as does a
-    built-in file as advisor shipped it (checked when advisor was built). `contract`:
+    A built-in file as advisor shipped it (checked and parsed when advisor was built) and a
+    file whose rules all passed before, with the same text, functions and tables (the rule
+    cache, advisor.engine.rule_cache), are not checked again; the built-in files' records
+    ship with advisor, so they never take room in the user's cache. `contract`:
     rule_contract(functions, tables), when the caller loads several files against them."""
     try:
         text = read_rule_text(path)
@@ -768,10 +769,11 @@ def load_rule_file(
         return [], [exc]
     if contract is None:
         contract = rule_contract(functions, tables)
-    key = rule_cache.entry_key(text, contract)
-    cached = rule_cache.load_entry(key)
-    shipped = _shipped_check(path, text, contract) if cached is None else None
-    cached = cached or shipped
+    key = ""  # the user's cache's key, made only when it is looked in
+    cached = _shipped_check(path, text, contract)
+    if cached is None:
+        key = rule_cache.entry_key(text, contract)
+        cached = rule_cache.load_entry(key)
     if cached is not None:
         raws, refs = cached
         try:
@@ -784,8 +786,6 @@ def load_rule_file(
         except (RuleError, LookupError, TypeError, ValueError, AttributeError):
             pass  # an entry of the wrong shape: check the file as if it were not cached
         else:
-            if shipped:  # the next run reads it as JSON, without parsing the YAML
-                rule_cache.store(key, raws, refs)
             return rules, []
     rules = []
     errors: list[RuleError] = []
@@ -799,6 +799,7 @@ def load_rule_file(
         except RuleError as exc:
             errors.append(exc)
     if not errors:
+        key = key or rule_cache.entry_key(text, contract)
         rule_cache.store(key, raws, {rule.id: expression_refs(rule) for rule in rules})
     return rules, errors
 
@@ -807,29 +808,34 @@ def _shipped_check(
     path: Path, text: str, contract: Sequence[str]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
     """The rule mappings of a built-in rule file that advisor checked when it was built
-    (rule_cache.shipped_refs) and what their expressions read; None when `text` is no such
-    file, or the record does not name exactly the file's rules."""
-    refs = rule_cache.shipped_refs(text, contract)
-    if refs is None:
+    (rule_cache.shipped_record: as parsed then, else parsed now) and what their expressions
+    read; None when `text` is no such file, or the record does not name exactly the file's
+    rules."""
+    record = rule_cache.shipped_record(text, contract)
+    if record is None:
         return None
-    try:
-        raws = parse_rule_documents(path, text, checked=True)
-    except RuleError:
+    refs, raws = record
+    if raws is None:
+        try:
+            raws = parse_rule_documents(path, text, checked=True)
+        except RuleError:
+            return None
+    if not all(isinstance(raw, dict) for raw in raws):
         return None
     if sorted(str(raw.get("id")) for raw in raws) != sorted(refs):
         return None
     return raws, refs
 
 
-def checked_refs(
+def checked_rules(
     path: Path, functions: Collection[str], tables: Mapping[str, TableSpec]
-) -> dict[str, Any]:
-    """What each rule of a file reads (expression_refs, by rule id), every rule checked in
-    full without any cache; RuleError for the first problem. What builtin_checks.json holds
-    of each built-in file (advisor.docgen writes it)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A file's rule mappings and what each of its rules reads (expression_refs, by rule id),
+    every rule checked in full without any cache; RuleError for the first problem. What
+    builtin_checks.json holds of each built-in file (advisor.docgen writes it)."""
     raws = parse_rule_documents(path, read_rule_text(path))
     rules = [build_rule(raw, str(path), functions, tables) for raw in raws]
-    return {rule.id: expression_refs(rule) for rule in rules}
+    return raws, {rule.id: expression_refs(rule) for rule in rules}
 
 
 def expression_refs(rule: Rule) -> dict[str, list[Any]]:
