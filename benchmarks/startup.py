@@ -7,7 +7,10 @@ moment of the machine falls on every command alike), the median of --repeat roun
 * ``advisor --version``, ``advisor --help``, ``advisor rules list``: target at most 0.3×;
 * ``advisor run DEMO`` with an empty rule cache (cold: every rule file checked and cached)
   and with a filled one (warm: what every later run pays): target at most 1.6×;
-* ``rules list`` and ``run`` with ADVISOR_NO_CACHE=1, what they cost without the rule cache.
+* ``rules list`` and ``run`` with ADVISOR_NO_CACHE=1, what they cost without the rule cache;
+* with --before REF, ``run`` cold and warm by advisor as of git REF (exported as
+  many_ranks.py exports it) and by the working tree in the same rounds, both started as
+  ``python -P -m advisor``: a change's effect on the fixed costs, side by side.
 
 The rule cache is a fresh temporary folder (ADVISOR_CACHE_DIR), never the user's. Before the
 timed rounds every command runs once, unrecorded, so no figure pays for writing byte code;
@@ -16,7 +19,7 @@ run would compile advisor's sources again (an installed package has its byte cod
 always had, so the ratios were unfair to advisor before 2026-11-27). Each command's CPU time
 (user + sys, from wait4) is kept beside its wall time: on a loaded machine it is the steadier.
 
-    .venv/bin/python benchmarks/startup.py [--repeat 5] [--results out.json]
+    .venv/bin/python benchmarks/startup.py [--repeat 5] [--results out.json] [--before REF]
 """
 
 from __future__ import annotations
@@ -65,13 +68,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="rounds (the median is kept)")
     parser.add_argument("--results", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--before", metavar="REF", help="also run the demo as of git REF")
     args = parser.parse_args()
     advisor = advisor_command()
     work = Path(tempfile.mkdtemp(prefix="advisor-startup-"))
-    warm_cache, out = work / "warm-cache", work / "out"
+    out = work / "out"
     left_out = ("ADVISOR_NO_CACHE", "ADVISOR_RULES", "PYTHONDONTWRITEBYTECODE")
     base = {k: v for k, v in os.environ.items() if k not in left_out}
-    base["ADVISOR_CACHE_DIR"] = str(warm_cache)
+    base["ADVISOR_CACHE_DIR"] = str(work / "warm-cache")
     run = [*advisor, "run", str(DEMO), "-o", str(out), "-q"]
     commands: dict[str, list[str]] = {
         "import pandas": [sys.executable, "-c", "import pandas"],
@@ -83,18 +87,29 @@ def main() -> None:
         "run (warm)": run,
         "run (no cache)": run,
     }
+    envs = {name: base for name in commands}
+    if args.before:
+        from many_ranks import export_tree
+
+        commit, tree = export_tree(work, args.before)
+        module = [sys.executable, "-P", "-m", "advisor", *run[len(advisor) :]]
+        for label, extra in (("working tree", {}), (commit[:12], {"PYTHONPATH": str(tree)})):
+            cache = {"ADVISOR_CACHE_DIR": str(work / f"warm-cache-{label}")}
+            for kind in ("cold", "warm"):
+                commands[f"run ({kind}) {label}"] = module
+                envs[f"run ({kind}) {label}"] = {**base, **extra, **cache}
     try:
-        for argv in commands.values():  # byte code written, warm cache filled: unrecorded
-            timed(argv, base)
+        for name, argv in commands.items():  # byte code written, warm caches filled
+            timed(argv, envs[name])
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpu: dict[str, list[float]] = {name: [] for name in commands}
         for round_ in range(args.repeat):
             for name, argv in commands.items():
-                env = base
-                if name == "run (cold)":
-                    env = {**base, "ADVISOR_CACHE_DIR": str(work / f"cold-{round_}")}
+                env = envs[name]
+                if name.startswith("run (cold)"):
+                    env = {**env, "ADVISOR_CACHE_DIR": str(work / f"cold-{round_}-{name}")}
                 elif name.endswith("(no cache)"):
-                    env = {**base, "ADVISOR_NO_CACHE": "1"}
+                    env = {**env, "ADVISOR_NO_CACHE": "1"}
                 wall, used = timed(argv, env)
                 times[name].append(wall)
                 cpu[name].append(used)
@@ -112,6 +127,18 @@ def main() -> None:
             f"{name:<22} {median:>7.3f} {ratio:>8.2f}× {cpu_medians[name]:>7.3f} "
             f"{cpu_ratio:>8.2f}×  {verdict}"
         )
+    side_by_side = {}
+    if args.before:
+        for kind in ("cold", "warm"):
+            after, before = (
+                medians[f"run ({kind}) working tree"],
+                medians[f"run ({kind}) {commit[:12]}"],
+            )
+            side_by_side[kind] = after / before
+            print(
+                f"run ({kind}): working tree {after:.3f} s, {args.before} = {commit[:12]} "
+                f"{before:.3f} s, {after / before:.2f}x"
+            )
     if args.results:
         args.results.write_text(
             json.dumps(
@@ -129,6 +156,8 @@ def main() -> None:
                         n: m / cpu_yardstick for n, m in cpu_medians.items()
                     },
                     "targets": TARGETS,
+                    "before": args.before and commit,
+                    "working_tree_to_before": side_by_side,
                 },
                 indent=2,
             )
