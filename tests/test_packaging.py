@@ -128,21 +128,11 @@ def test_installed_environment_plugin_reads_its_catalogue(installed, tmp_path):
     assert where.startswith(str(installed)) and int(entries) >= 10
 
 
-def test_installed_wheel_takes_its_rules_as_checked_on_a_first_run(installed, tmp_path):
-    """The records of builtin_checks.json match the installed files: with an empty cache no
-    built-in rule file is checked again (a check would reach the refused schema check)."""
-    script = (
-        "import advisor.engine.rules as r\n"
-        "def refuse(*_): raise SystemExit('checked again')\n"
-        "r._schema_problem = refuse\n"
-        "from advisor.plugin_manager import PluginHost\n"
-        "from advisor.ruleset import load_ruleset\n"
-        "rules, errors = load_ruleset(PluginHost(), [])\n"
-        "print(r.__file__, len(rules.rules), len(errors))\n"
-    )
+def _first_run(installed: Path, tmp_path: Path, script: str) -> subprocess.CompletedProcess:
+    """`script` run by Python from the installed wheel, the cache empty and on."""
     env = {**os.environ, "PYTHONPATH": str(installed), "ADVISOR_CACHE_DIR": str(tmp_path / "c")}
     env.pop("ADVISOR_NO_CACHE", None)
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", script],
         cwd=tmp_path,
         env=env,
@@ -150,6 +140,21 @@ def test_installed_wheel_takes_its_rules_as_checked_on_a_first_run(installed, tm
         text=True,
         timeout=120,
     )
+
+
+def test_installed_wheel_takes_its_rules_as_checked_on_a_first_run(installed, tmp_path):
+    """The records of builtin_checks.json match the installed files: with an empty cache no
+    built-in rule file is parsed or checked again (the refused parse or schema check)."""
+    script = (
+        "import advisor.engine.rules as r\n"
+        "def refuse(*_): raise SystemExit('checked again')\n"
+        "r._schema_problem = r.parse_rule_documents = refuse\n"
+        "from advisor.plugin_manager import PluginHost\n"
+        "from advisor.ruleset import load_ruleset\n"
+        "rules, errors = load_ruleset(PluginHost(), [])\n"
+        "print(r.__file__, len(rules.rules), len(errors))\n"
+    )
+    proc = _first_run(installed, tmp_path, script)
     assert proc.returncode == 0, proc.stderr
     where, count, errors = proc.stdout.split()
     assert where.startswith(str(installed)) and int(count) > 50 and errors == "0"
@@ -167,16 +172,7 @@ def test_installed_wheel_compiles_no_page_on_a_first_run(installed, tmp_path):
         "names = env.list_templates(filter_func=lambda n: n.endswith('.j2'))\n"
         "print(html.__file__, sum(bool(env.get_template(n)) for n in names))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(installed), "ADVISOR_CACHE_DIR": str(tmp_path / "c")}
-    env.pop("ADVISOR_NO_CACHE", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _first_run(installed, tmp_path, script)
     shipped = json.loads((installed / "advisor" / "render" / "page_code.json").read_text())
     if shipped["jinja2"] != jinja2.__version__:  # another Jinja2's code is never used
         assert proc.returncode != 0 and "compiled" in proc.stderr
