@@ -159,3 +159,18 @@ def test_the_cache_turned_off_uses_nothing_compiled_before(
     html.page_environment().get_template("report.html.j2")
     assert compiled == ["report.html.j2"]
     assert not pages.exists()
+
+
+def test_a_cache_that_cannot_be_written_only_costs_time(
+    pages: Path, compiled: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only or full disk under the cache folder: the pages render all the same."""
+
+    def full_disk(self: object, bucket: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(jinja2.FileSystemBytecodeCache, "dump_bytecode", full_disk)
+    monkeypatch.setattr(page_code, "_shipped", dict)  # Jinja2 compiles, then cannot keep it
+    env = html.page_environment()
+    assert env.get_template("style.css.j2").render(css_scope="") != ""
+    assert compiled == ["style.css.j2"]

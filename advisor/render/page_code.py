@@ -2,8 +2,8 @@
 
 Jinja2 turns a template into Python source and that into code. For the report pages the
 first step is most of the work (about 0.1 s of the bundled demo's first run, against 0.015 s
-for Python's compile of the result), and until now every first run (after installing or
-upgrading advisor, every CI job with an empty cache) paid it. `page_code.json`, written by
+for Python's compile of the result), which every first run (after installing or upgrading
+advisor, every CI job with an empty cache) would otherwise pay. `page_code.json`, written by
 `python -m advisor.docgen` beside the generated docs, holds each page's generated Python
 source, keyed by the checksum of the template's text, Jinja2's version and what the
 environment's settings change in the generated code (`environment_key`): a page whose text,
@@ -16,6 +16,7 @@ included, as for the built-in rule files' shipped checks.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from functools import cache
@@ -99,7 +100,8 @@ def shipped_source(env: Environment, name: str, checksum: str) -> str | None:
     shipped = _shipped()
     if shipped.get("environment") != environment_key(env):
         return None
-    page = shipped.get("pages", {}).get(name)
+    pages = shipped.get("pages")
+    page = pages.get(name) if isinstance(pages, dict) else None
     if not isinstance(page, dict) or page.get("checksum") != checksum:
         return None
     code = page.get("code")
@@ -107,9 +109,10 @@ def shipped_source(env: Environment, name: str, checksum: str) -> str | None:
 
 
 class ShippedPages(BytecodeCache):
-    """A bytecode cache for the pages: the user's cache (`user`, None when the cache is off),
-    else the shipped source compiled (and kept in the user's cache), else nothing, and Jinja2
-    compiles the template."""
+    """A bytecode cache for the pages: the user's cache (`user`; None where no cache folder
+    can be made), else the shipped source compiled (and kept in the user's cache), else
+    nothing, and Jinja2 compiles the template. A cache that cannot be written (a read-only
+    or full disk) only costs the next run the compiling."""
 
     def __init__(self, user: BytecodeCache | None) -> None:
         self.user = user
@@ -120,7 +123,8 @@ class ShippedPages(BytecodeCache):
 
     def dump_bytecode(self, bucket: Bucket) -> None:
         if self.user is not None:
-            self.user.dump_bytecode(bucket)
+            with contextlib.suppress(OSError):
+                self.user.dump_bytecode(bucket)
 
     def get_bucket(
         self, environment: Environment, name: str, filename: str | None, source: str
