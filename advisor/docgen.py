@@ -1,8 +1,10 @@
-"""Generates docs/tables.md, docs/rules-reference.md, advisor/engine/builtin_checks.json and
-advisor/render/page_code.json from the code, so they never drift.
+"""Generates docs/tables.md, docs/rules-reference.md, advisor/engine/builtin_checks.json,
+advisor/render/page_code.json and the built-in plugins' parsed catalogues
+(plugins/*.yaml.parsed.json) from the code, so they never drift.
 
-Run `python -m advisor.docgen` after changing TABLES, a built-in rule, the rule checker or a
-report page's template; a test fails when the committed files differ from what this produces.
+Run `python -m advisor.docgen` after changing TABLES, a built-in rule, the rule checker, a
+report page's template or a plugin's catalogue; a test fails when the committed files differ
+from what this produces.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from advisor.plugin_manager import ENTRY_POINT_GROUP, PluginHost, is_builtin
 from advisor.render.html import page_environment
 from advisor.render.page_code import page_code_json
 from advisor.ruleset import expression_functions
+from advisor.small_files import PARSED_SUFFIX, parsed_copy_json
 
 RULES_DIR = Path(str(files("advisor_rules")))
+PLUGINS_DIR = Path(str(files("advisor_plugins")))
 
 
 def tables_markdown() -> str:
@@ -165,12 +169,24 @@ def builtin_checks_json() -> str:
     return f'{{"format": {rule_cache.FORMAT}, "files": {{\n' + ",\n".join(lines) + "\n}}\n"
 
 
+def parsed_catalogues(root: Path) -> dict[Path, str]:
+    """plugins/NAME.yaml.parsed.json: each built-in plugin catalogue parsed, for
+    small_files.package_yaml (none for a catalogue JSON cannot hold as parsed)."""
+    copies = {}
+    for catalogue in sorted(PLUGINS_DIR.glob("*.yaml")):
+        copy = parsed_copy_json(catalogue.read_text(encoding="utf-8"))
+        if copy is not None:
+            copies[root / "plugins" / (catalogue.name + PARSED_SUFFIX)] = copy
+    return copies
+
+
 def outputs(root: Path) -> dict[Path, str]:
     return {
         root / "docs" / "tables.md": tables_markdown(),
         root / "docs" / "rules-reference.md": rules_markdown(),
         root / "advisor" / "engine" / "builtin_checks.json": builtin_checks_json(),
         root / "advisor" / "render" / "page_code.json": page_code_json(page_environment()),
+        **parsed_catalogues(root),
     }
 
 

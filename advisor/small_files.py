@@ -43,33 +43,82 @@ def _file_kind(mode: int) -> str:
     return "not a file"
 
 
+PARSED_SUFFIX = ".parsed.json"
+"""A package's parsed copy of its YAML data file NAME is NAME + this, beside it."""
+
+
 def package_yaml(package: str, name: str) -> Any:
     """The YAML data file `name` shipped in `package` (a plugin's catalogue), parsed.
 
-    A run reads two catalogues; importing PyYAML and parsing them cost about 25 ms of every
-    run, so the parsed data is kept as JSON in the user's cache (advisor.user_cache), under a
-    hash of the file's text and PyYAML's version, and later runs read that instead. A first
-    run parses with LibYAML when PyYAML was built with it (4 ms against 32 ms for the
-    pure-Python parser; shipped files only: user files keep the pure-Python parser, whose
-    error messages the tests and docs quote). Data JSON would not give back exactly as parsed
-    (a YAML date, a number key) is not cached."""
+    A run reads two catalogues, and importing PyYAML and parsing them cost about 25 ms. A
+    package may ship the parsed data beside the file (`parsed_copy_json`; `python -m
+    advisor.docgen` writes the built-in plugins'), used while it was made from the file's
+    text as it is. Otherwise the parsed data is kept as JSON in the user's cache
+    (advisor.user_cache), under a hash of the file's text and PyYAML's version, and later runs
+    read that instead. A first run parses with LibYAML when PyYAML was built with it (4 ms
+    against 32 ms for the pure-Python parser; shipped files only: user files keep the
+    pure-Python parser, whose error messages the tests and docs quote). Data JSON would not
+    give back exactly as parsed (a YAML date, a number key) is not cached. With the cache
+    turned off the file is parsed, the shipped copy left aside too."""
     from importlib import resources
 
-    text = resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    files = resources.files(package)
+    text = files.joinpath(name).read_text(encoding="utf-8")
+    shipped = _shipped_copy(files.joinpath(name + PARSED_SUFFIX), text)
+    if shipped is not None:
+        return shipped["data"]
     entry = _parsed_copy_path(package, name, text)
     if entry is not None:
         try:
             return json.loads(entry.read_bytes())["data"]
         except (OSError, ValueError, RecursionError, TypeError, KeyError):
             pass  # absent, unreadable, torn or of another shape: parse and write it again
-    import yaml
-
-    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    data = _parse_shipped_yaml(text)
     if entry is not None:
         from advisor.user_cache import store_json
 
         store_json(entry, {"data": data})
     return data
+
+
+def _parse_shipped_yaml(text: str) -> Any:
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _text_digest(text: str) -> str:
+    from advisor.user_cache import entry_hash
+
+    return entry_hash(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parsed_copy_json(text: str) -> str | None:
+    """The parsed copy a package ships of a YAML data file with `text` (package_yaml reads
+    it): the data with a hash of the text; None when JSON would not give the data back as
+    parsed."""
+    data = _parse_shipped_yaml(text)
+    try:
+        copy = json.dumps({"text": _text_digest(text), "data": data}, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+    return copy + "\n" if json.loads(copy)["data"] == data else None
+
+
+def _shipped_copy(path: Any, text: str) -> dict[str, Any] | None:
+    """The shipped parsed copy at `path` (a Traversable) when it was made from `text`; None
+    when there is none, it is damaged or stale, or the cache is turned off."""
+    from advisor.user_cache import cache_off
+
+    if cache_off():
+        return None
+    try:
+        copy = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(copy, dict) or "data" not in copy or copy.get("text") != _text_digest(text):
+        return None
+    return copy
 
 
 def _parsed_copy_path(package: str, name: str, text: str) -> Path | None:

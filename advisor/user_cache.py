@@ -1,7 +1,8 @@
 """The user's cache directory: where advisor keeps what it can always work out again.
 
 Two things live there: validated rule files and compiled templates (advisor.engine.rule_cache),
-and the parsed copies of the data catalogues plugins ship (advisor.small_files.package_yaml).
+and the parsed copies of the data catalogues plugins ship (advisor.small_files.package_yaml)
+that ship no parsed copy of their own.
 Every entry is named by a hash of everything that decides its content, written by advisor
 itself to a temporary file and renamed into place, so two runs racing see either no entry or
 a whole one; an entry that cannot be read or has the wrong shape is ignored and rewritten.

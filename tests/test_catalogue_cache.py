@@ -1,6 +1,7 @@
-"""The parsed copies of the plugins' YAML catalogues in the user's cache (small_files.package_yaml):
-the same data as parsing the file, no PyYAML once cached, and nothing trusted that is damaged,
-stale or that JSON cannot hold."""
+"""The parsed copies of the plugins' YAML catalogues (small_files.package_yaml), shipped beside
+them or in the user's cache: the same data as parsing the file, no PyYAML once cached (never
+for the built-in catalogues), and nothing trusted that is damaged, stale or that JSON cannot
+hold."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from advisor.small_files import package_yaml
+from advisor import small_files
+from advisor.small_files import PARSED_SUFFIX, package_yaml, parsed_copy_json
 
 CATALOGUES = [
     ("advisor_plugins", "env_catalogue.yaml"),
@@ -25,6 +27,19 @@ CATALOGUES = [
 @pytest.fixture
 def cache(user_cache: Path) -> Path:
     return user_cache
+
+
+@pytest.fixture
+def no_shipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in catalogues' shipped copies left aside: the user's cache is used."""
+    monkeypatch.setattr(small_files, "_shipped_copy", lambda path, text: None)
+
+
+def _refuse_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(text: str) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(small_files, "_parse_shipped_yaml", refuse)
 
 
 def copies(cache: Path) -> list[Path]:
@@ -38,7 +53,9 @@ def parsed(package: str, name: str) -> object:
 
 
 @pytest.mark.parametrize(("package", "name"), CATALOGUES)
-def test_cold_and_warm_give_what_the_file_says(cache: Path, package: str, name: str) -> None:
+def test_cold_and_warm_give_what_the_file_says(
+    cache: Path, no_shipped: None, package: str, name: str
+) -> None:
     cold = package_yaml(package, name)
     (copy,) = copies(cache)
     warm = package_yaml(package, name)
@@ -46,22 +63,78 @@ def test_cold_and_warm_give_what_the_file_says(cache: Path, package: str, name: 
     assert json.loads(copy.read_bytes())["data"] == cold
 
 
-def test_a_warm_run_never_imports_yaml(cache: Path) -> None:
+@pytest.mark.parametrize(("package", "name"), CATALOGUES)
+def test_the_shipped_copy_is_what_the_file_says(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, package: str, name: str
+) -> None:
+    expected = parsed(package, name)
+    _refuse_parsing(monkeypatch)
+    assert package_yaml(package, name) == expected
+    assert copies(cache) == []  # nothing to cache
+
+
+def _yaml_imported(cache: Path, package: str, names: list[str], path: str = "") -> list[str]:
+    """Whether PyYAML was imported by each of two runs reading `names` of `package`."""
     code = (
         "import sys\n"
         "from advisor.small_files import package_yaml\n"
-        "for name in ('env_catalogue.yaml', 'fusion_patterns.yaml'):\n"
-        "    package_yaml('advisor_plugins', name)\n"
+        f"for name in {names!r}:\n"
+        f"    package_yaml({package!r}, name)\n"
         "print('yaml' in sys.modules)\n"
     )
     env = {**os.environ, "ADVISOR_CACHE_DIR": str(cache)}
     env.pop("ADVISOR_NO_CACHE", None)
+    if path:
+        env["PYTHONPATH"] = path
     runs = [
         subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
         for _ in range(2)
     ]
-    assert [r.stdout.strip() for r in runs] == ["True", "False"], [r.stderr for r in runs]
-    assert len(copies(cache)) == 2
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    return [r.stdout.strip() for r in runs]
+
+
+def test_no_run_imports_yaml_for_the_builtin_catalogues(cache: Path) -> None:
+    names = [name for _, name in CATALOGUES]
+    assert _yaml_imported(cache, "advisor_plugins", names) == ["False", "False"]
+    assert copies(cache) == []
+
+
+def test_a_warm_run_never_imports_yaml(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package shipping no parsed copy: the first run parses, the next reads the cache."""
+    package = make_package(tmp_path, "first: 1\n", monkeypatch)
+    assert _yaml_imported(cache, package, ["data.yaml"], str(tmp_path)) == ["True", "False"]
+    assert len(copies(cache)) == 1
+
+
+def test_a_stale_damaged_or_turned_off_shipped_copy_is_not_used(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = make_package(tmp_path, "first: 1\n", monkeypatch)
+    shipped = tmp_path / package / ("data.yaml" + PARSED_SUFFIX)
+    good = parsed_copy_json("first: 1\n")
+    assert good is not None
+    shipped.write_text(parsed_copy_json("first: 2\n") or "")  # made from another text
+    assert package_yaml(package, "data.yaml") == {"first": 1}
+    for damage in ("", "{not json", '{"text": "x"}', "[1, 2]"):
+        shipped.write_text(damage)
+        assert package_yaml(package, "data.yaml") == {"first": 1}
+    shipped.write_text(good.replace('"first": 1', '"first": 3'))  # the copy, not the file
+    for path in copies(cache):
+        path.unlink()
+    _refuse_parsing(monkeypatch)
+    assert package_yaml(package, "data.yaml") == {"first": 3}
+    monkeypatch.setenv("ADVISOR_NO_CACHE", "1")
+    with pytest.raises(AssertionError, match="parsed"):
+        package_yaml(package, "data.yaml")
+
+
+def test_data_json_cannot_hold_is_never_shipped() -> None:
+    assert parsed_copy_json("when: 2026-11-28\n") is None
+    assert parsed_copy_json("1: one\n") is None
+    assert parsed_copy_json("name: one\n") is not None
 
 
 @pytest.mark.parametrize(
@@ -69,7 +142,9 @@ def test_a_warm_run_never_imports_yaml(cache: Path) -> None:
     [b"", b"{not json", b'{"other": 1}', b"[1, 2]", b"\xff\xfe"],
     ids=["empty", "torn", "no-data", "a-list", "not-utf8"],
 )
-def test_a_damaged_copy_is_ignored_and_rewritten(cache: Path, damage: bytes) -> None:
+def test_a_damaged_copy_is_ignored_and_rewritten(
+    cache: Path, no_shipped: None, damage: bytes
+) -> None:
     package, name = CATALOGUES[0]
     package_yaml(package, name)
     (copy,) = copies(cache)

@@ -43,6 +43,7 @@ def installed(tmp_path_factory) -> Path:
     assert "advisor_rules/step.yaml" in names and "advisor_plugins/msprof/__init__.py" in names
     assert "advisor_plugins/fusion_patterns.yaml" in names  # data the fusion plugin reads
     assert "advisor_plugins/env_catalogue.yaml" in names  # data the environment plugin reads
+    assert "advisor_plugins/env_catalogue.yaml.parsed.json" in names  # the same, parsed
     assert "advisor/schemas/report.schema.json" in names
     assert "advisor/engine/builtin_checks.json" in names  # the built-in rules, checked
     assert "advisor/render/page_code.json" in names  # the report pages, compiled
