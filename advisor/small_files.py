@@ -82,6 +82,8 @@ def package_yaml(package: str, name: str) -> Any:
 
 
 def _parse_shipped_yaml(text: str) -> Any:
+    """A package's own YAML data file parsed, with LibYAML where PyYAML has it (a user's
+    files keep the pure-Python parser, whose error messages the docs quote)."""
     import yaml
 
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
