@@ -12,8 +12,8 @@ processes) is for run.py and many_ranks.py.
 Both trees are byte-compiled first and each version runs once unmeasured to warm its own
 rule cache, so neither pays for compiling; PYTHONHASHSEED is fixed. With --cold every
 measured run starts from an empty cache instead: what a first run executes (after installing
-or upgrading advisor, or in a CI job). A run takes about 30x
-its normal time (the bundled demo: about 1.5 minutes).
+or upgrading advisor, or in a CI job). A run takes about 30x its normal time (the bundled
+demo: about 1.5 minutes).
 
     .venv/bin/python benchmarks/instructions.py --before HEAD~1 -- \\
         run advisor/examples/PROF_000001_20260105100000000_DEMO -o /tmp/out --quiet
