@@ -147,8 +147,9 @@ def builtin_checks_json() -> str:
     """advisor/engine/builtin_checks.json: every built-in rule file checked in full against
     the built-in plugins' functions and tables (whatever else is installed here), keyed as a
     run looks it up (rule_cache.shipped_key), with what each rule's expressions read and the
-    file's rule mappings as parsed (a first run then parses no YAML), where JSON gives them
-    back as they are."""
+    file's rule mappings as parsed (so no run parses its YAML). A file whose mappings JSON
+    would not give back as they are (a YAML date, a number key) gets no record: it is
+    checked as a user's file is."""
     builtin = sorted(
         (ep.name, ep.load()) for ep in entry_points(group=ENTRY_POINT_GROUP) if is_builtin(ep)
     )
@@ -158,10 +159,9 @@ def builtin_checks_json() -> str:
     records = {}
     for path in rule_files(RULES_DIR):
         raws, refs = checked_rules(path, functions, tables)
-        record: dict[str, object] = {"file": path.name, "refs": refs}
-        if json.loads(json.dumps(raws)) == raws:  # no YAML date, number key, NaN ...
-            record["rules"] = raws
-        records[rule_cache.shipped_key(read_rule_text(path), contract)] = record
+        if json.loads(json.dumps(raws)) == raws:
+            key = rule_cache.shipped_key(read_rule_text(path), contract)
+            records[key] = {"file": path.name, "refs": refs, "rules": raws}
     lines = [  # a line per file: a changed file is a changed line
         f"  {json.dumps(key)}: {json.dumps(record, ensure_ascii=False, separators=(',', ':'))}"
         for key, record in sorted(records.items(), key=lambda item: str(item[1]["file"]))

@@ -69,16 +69,21 @@ def installed(tmp_path_factory) -> Path:
     return site
 
 
-def run_installed(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def installed_python(
+    site: Path, cwd: Path, *args: str, cache: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Python with the installed wheel on its path; with `cache`, an empty cache there, on."""
     env = {**os.environ, "PYTHONPATH": str(site)}
+    if cache is not None:
+        env["ADVISOR_CACHE_DIR"] = str(cache)
+        env.pop("ADVISOR_NO_CACHE", None)
     return subprocess.run(
-        [sys.executable, "-m", "advisor", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )
+
+
+def run_installed(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return installed_python(site, cwd, "-m", "advisor", *args)
 
 
 def test_installed_wheel_runs_the_bundled_example(installed, tmp_path):
@@ -129,20 +134,6 @@ def test_installed_environment_plugin_reads_its_catalogue(installed, tmp_path):
     assert where.startswith(str(installed)) and int(entries) >= 10
 
 
-def _first_run(installed: Path, tmp_path: Path, script: str) -> subprocess.CompletedProcess:
-    """`script` run by Python from the installed wheel, the cache empty and on."""
-    env = {**os.environ, "PYTHONPATH": str(installed), "ADVISOR_CACHE_DIR": str(tmp_path / "c")}
-    env.pop("ADVISOR_NO_CACHE", None)
-    return subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_installed_wheel_takes_its_rules_as_checked_on_a_first_run(installed, tmp_path):
     """The records of builtin_checks.json match the installed files: with an empty cache no
     built-in rule file is parsed or checked again (the refused parse or schema check)."""
@@ -155,7 +146,7 @@ def test_installed_wheel_takes_its_rules_as_checked_on_a_first_run(installed, tm
         "rules, errors = load_ruleset(PluginHost(), [])\n"
         "print(r.__file__, len(rules.rules), len(errors))\n"
     )
-    proc = _first_run(installed, tmp_path, script)
+    proc = installed_python(installed, tmp_path, "-c", script, cache=tmp_path / "c")
     assert proc.returncode == 0, proc.stderr
     where, count, errors = proc.stdout.split()
     assert where.startswith(str(installed)) and int(count) > 50 and errors == "0"
@@ -173,7 +164,7 @@ def test_installed_wheel_compiles_no_page_on_a_first_run(installed, tmp_path):
         "names = env.list_templates(filter_func=lambda n: n.endswith('.j2'))\n"
         "print(html.__file__, sum(bool(env.get_template(n)) for n in names))\n"
     )
-    proc = _first_run(installed, tmp_path, script)
+    proc = installed_python(installed, tmp_path, "-c", script, cache=tmp_path / "c")
     shipped = json.loads((installed / "advisor" / "render" / "page_code.json").read_text())
     if shipped["jinja2"] != jinja2.__version__:  # another Jinja2's code is never used
         assert proc.returncode != 0 and "compiled" in proc.stderr

@@ -213,24 +213,20 @@ def test_a_shipped_record_that_does_not_fit_the_file_is_not_trusted(
         load_rule_file(HOST_RULE, functions, tables)
 
 
-def test_a_shipped_record_without_rules_has_the_file_parsed_not_checked(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("damage", ["rules", "refs"])
+def test_a_shipped_record_of_another_shape_is_not_trusted(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, damage: str
 ) -> None:
-    """docgen leaves out the rules of a file JSON cannot hold as they are: the YAML is
-    parsed, the checks are still skipped, and a run does not change the shared records."""
+    """A record without the file's rules or without what they read has the file checked,
+    and a load never changes the records it shares."""
     functions, tables = _host_contract()
-    shipped = rule_cache.shipped_record(
-        HOST_RULE.read_text(encoding="utf-8"), rules_module.rule_contract(functions, tables)
-    )
-    assert shipped is not None
-    before = json.dumps(shipped)
-    expected, _ = load_rule_file(HOST_RULE, functions, tables)
-    assert json.dumps(shipped) == before
-    monkeypatch.setattr(rule_cache, "shipped_record", lambda text, context: (shipped[0], None))
+    records = rule_cache._shipped_records()
+    before = json.dumps(records)
+    load_rule_file(HOST_RULE, functions, tables)
+    assert json.dumps(records) == before
+    damaged = {key: {k: v for k, v in r.items() if k != damage} for key, r in records.items()}
+    monkeypatch.setattr(rule_cache, "_shipped_records", lambda: damaged)
     _refuse_checks(monkeypatch)
-    parsed, errors = load_rule_file(HOST_RULE, functions, tables)
-    assert errors == [] and [full(r) for r in parsed] == [full(r) for r in expected]
-    monkeypatch.setattr(rules_module, "parse_rule_documents", _refuse)
     with pytest.raises(AssertionError, match="checked again"):
         load_rule_file(HOST_RULE, functions, tables)
 

@@ -168,21 +168,19 @@ def store(key: str, raws: list[dict[str, Any]], refs: dict[str, Any] | None = No
 SHIPPED_CHECKS = Path(__file__).with_name("builtin_checks.json")
 
 
-def shipped_record(
-    text: str, context: Iterable[str]
-) -> tuple[dict[str, Any], list[Any] | None] | None:
+def shipped_record(text: str, context: Iterable[str]) -> tuple[dict[str, Any], list[Any]] | None:
     """What builtin_checks.json holds of a built-in rule file checked when advisor was built,
     when `text` in `context` is one: what each rule's expressions read (by rule id) and the
-    file's rule mappings as they were parsed then (None where the record has none: the
-    file's YAML is parsed); None otherwise, and when the cache is turned off. The mappings
-    are shared by every call: they are read, never changed."""
+    file's rule mappings as they were parsed then; None otherwise, for a record of another
+    shape, and when the cache is turned off. The mappings are shared by every call: they are
+    read, never changed."""
     if cache_off():
         return None
     record = _shipped_records().get(shipped_key(text, context))
-    if not isinstance(record, dict) or not isinstance(record.get("refs"), dict):
+    if not isinstance(record, dict):
         return None
-    rules = record.get("rules")
-    return record["refs"], rules if isinstance(rules, list) else None
+    refs, rules = record.get("refs"), record.get("rules")
+    return (refs, rules) if isinstance(refs, dict) and isinstance(rules, list) else None
 
 
 @cache

@@ -331,13 +331,10 @@ def read_rule_text(path: Path) -> str:
         raise RuleError(path, None, f"cannot read: {exc.strerror or exc}") from None
 
 
-def parse_rule_documents(path: Path, text: str, checked: bool = False) -> list[dict[str, Any]]:
-    """The raw rule mappings of a rule file's text (`path` names it in errors). `checked`:
-    the text is one that passed every check before (a shipped built-in file), so the guards
-    against hostile nesting and aliases are skipped."""
+def parse_rule_documents(path: Path, text: str) -> list[dict[str, Any]]:
+    """The raw rule mappings of a rule file's text (`path` names it in errors)."""
     try:
-        if not checked:
-            _check_nesting(path, text)
+        _check_nesting(path, text)
         docs = [d for d in yaml.load_all(text, Loader=_loader()) if d is not None]
     except yaml.YAMLError as exc:
         raise RuleError(path, None, f"invalid YAML: {' '.join(str(exc).split())}") from None
@@ -345,7 +342,7 @@ def parse_rule_documents(path: Path, text: str, checked: bool = False) -> list[d
         raise RuleError(path, None, f"invalid YAML: {type(exc).__name__}: {exc}") from None
     rules: list[dict[str, Any]] = []
     for doc in docs:
-        structure = None if checked else _structure_problem(doc)
+        structure = _structure_problem(doc)
         if structure:
             raise RuleError(path, None, structure)
         items = doc if isinstance(doc, list) else [doc]
@@ -770,7 +767,7 @@ def load_rule_file(
     if contract is None:
         contract = rule_contract(functions, tables)
     key = ""  # the user's cache's key, made only when it is looked in
-    cached = _shipped_check(path, text, contract)
+    cached = _shipped_check(text, contract)
     if cached is None:
         key = rule_cache.entry_key(text, contract)
         cached = rule_cache.load_entry(key)
@@ -805,21 +802,15 @@ def load_rule_file(
 
 
 def _shipped_check(
-    path: Path, text: str, contract: Sequence[str]
+    text: str, contract: Sequence[str]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
-    """The rule mappings of a built-in rule file that advisor checked when it was built
-    (rule_cache.shipped_record: as parsed then, else parsed now) and what their expressions
-    read; None when `text` is no such file, or the record does not name exactly the file's
-    rules."""
+    """The rule mappings of a built-in rule file as advisor checked and parsed them when it
+    was built (rule_cache.shipped_record) and what their expressions read; None when `text`
+    is no such file, or the record does not name exactly the file's rules."""
     record = rule_cache.shipped_record(text, contract)
     if record is None:
         return None
     refs, raws = record
-    if raws is None:
-        try:
-            raws = parse_rule_documents(path, text, checked=True)
-        except RuleError:
-            return None
     if not all(isinstance(raw, dict) for raw in raws):
         return None
     if sorted(str(raw.get("id")) for raw in raws) != sorted(refs):
