@@ -38,7 +38,8 @@ import importlib
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import NoReturn
 
 YOUNG_COLLECTION_EVERY = 2_000
@@ -107,6 +108,21 @@ def in_command_line() -> bool:
     return _command_line
 
 
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cycle collector off while the block runs, as it was after: decoding JSON builds
+    millions of small objects, and every few hundred of them (YOUNG_COLLECTION_EVERY in the
+    command line) would start a young collection over them all again. In any process (a
+    notebook's too): what the block drops is freed by reference counting all the same."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def freeze_imports() -> None:
     """In a command-line process, import pandas (an analysis needs it) and move every object
     alive now, the imported modules' above all, out of later collections. The collector is
@@ -115,14 +131,11 @@ def freeze_imports() -> None:
     which stay with the frozen ones."""
     if not _command_line:
         return
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        importlib.import_module("pandas")
-    finally:
-        gc.freeze()
-        if collecting:
-            gc.enable()
+    with collection_paused():
+        try:
+            importlib.import_module("pandas")
+        finally:
+            gc.freeze()
 
 
 def freeze_survivors() -> None:

@@ -111,6 +111,25 @@ def test_cycles_are_skipped_for_one_small_input_of_the_command_line_only(
         gc.enable()
 
 
+def test_a_paused_collection_ends_as_the_collector_was() -> None:
+    """collection_paused turns the collector off for its block only, and leaves it as it
+    found it: on again after an error, off where the caller had turned it off."""
+    from advisor.collector import collection_paused
+
+    assert gc.isenabled()
+    try:
+        with pytest.raises(ValueError), collection_paused():
+            assert not gc.isenabled()
+            raise ValueError("a decoding error")
+        assert gc.isenabled()
+        gc.disable()
+        with collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_what_the_analysis_left_is_frozen_in_the_command_line_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

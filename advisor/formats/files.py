@@ -10,7 +10,6 @@ bomb (2 MB that inflate to 2 GB) at the limits of `Limits` instead of inflating 
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
+from advisor.collector import collection_paused
 from advisor.errors import UnreadableInput
 from advisor.lazy import lazy_module
 from advisor.units import fmt_bytes
@@ -173,22 +173,18 @@ def load_json(path: str | Path, progress: FileProgress | None = None) -> Any:
     data = read_bytes(path, progress)
     if not data.strip():
         raise UnreadableInput(path, "empty file")
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        repaired = repair_json(data, exc)
-        if repaired is not None:
-            return repaired
-        if exc.msg.startswith("unexpected end of data"):
-            raise UnreadableInput(path, f"truncated JSON (ends at byte {len(data)})") from None
-        raise UnreadableInput(path, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
-    except MemoryError:
-        raise UnreadableInput(path, TOO_LARGE) from None
-    finally:
-        if gc_was_on:
-            gc.enable()
+    with collection_paused():
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            repaired = repair_json(data, exc)
+            if repaired is not None:
+                return repaired
+            if exc.msg.startswith("unexpected end of data"):
+                raise UnreadableInput(path, f"truncated JSON (ends at byte {len(data)})") from None
+            raise UnreadableInput(path, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
+        except MemoryError:
+            raise UnreadableInput(path, TOO_LARGE) from None
 
 
 def repair_json(data: bytes, exc: orjson.JSONDecodeError) -> Any | None:

@@ -28,7 +28,6 @@ too). The last part runs to the end of the file and gives the header as above.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import re
@@ -40,6 +39,7 @@ from typing import Any, BinaryIO
 import msgspec
 import orjson
 
+from advisor.collector import collection_paused
 from advisor.errors import UnreadableInput
 from advisor.formats.files import (
     EVENT_BYTES_ENV,
@@ -123,29 +123,27 @@ class EventStream:
 
     def __iter__(self) -> Iterator[list[Any]]:
         limits = Limits.from_env(self.path)
-        gc_was_on = gc.isenabled()
-        gc.disable()  # millions of small objects would trigger collections over and over
-        try:
-            if self.content is not None:
-                yield from self._part(self.content, None, limits.event_bytes)
-                return
-            with open_content(self.path, limits) as (source, raw):
-                if self.span is None:
-                    yield from self._batches(source, raw, limits.event_bytes)
-                else:
-                    raw.seek(self.span[0])
-                    yield from self._part(raw, raw, limits.event_bytes)
-        except gzip.BadGzipFile:
-            raise UnreadableInput(
-                self.path, "not gzip data although the name ends in .gz"
-            ) from None
-        except (EOFError, OSError) as exc:
-            if isinstance(exc, EOFError) or "gzip" in str(exc).lower() or "CRC" in str(exc):
-                raise UnreadableInput(self.path, "truncated or corrupt gzip data") from None
-            raise UnreadableInput(self.path, f"cannot read file: {exc.strerror or exc}") from None
-        finally:
-            if gc_was_on:
-                gc.enable()
+        # millions of small objects would trigger collections over and over
+        with collection_paused():
+            try:
+                if self.content is not None:
+                    yield from self._part(self.content, None, limits.event_bytes)
+                    return
+                with open_content(self.path, limits) as (source, raw):
+                    if self.span is None:
+                        yield from self._batches(source, raw, limits.event_bytes)
+                    else:
+                        raw.seek(self.span[0])
+                        yield from self._part(raw, raw, limits.event_bytes)
+            except gzip.BadGzipFile:
+                raise UnreadableInput(
+                    self.path, "not gzip data although the name ends in .gz"
+                ) from None
+            except (EOFError, OSError) as exc:
+                if isinstance(exc, EOFError) or "gzip" in str(exc).lower() or "CRC" in str(exc):
+                    raise UnreadableInput(self.path, "truncated or corrupt gzip data") from None
+                problem = f"cannot read file: {exc.strerror or exc}"
+                raise UnreadableInput(self.path, problem) from None
 
     # reading ------------------------------------------------------------------------------
 
