@@ -6,12 +6,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import click
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURE_DIR
 
 from advisor.cli import COMMANDS, main
 
@@ -86,6 +88,31 @@ def test_rules_list_imports_no_parser_nor_the_evaluation(tmp_path) -> None:
     ]
     assert runs[0].stdout == runs[1].stdout and "STEP-001" in runs[1].stdout
     assert [json.loads(run.stderr.strip().splitlines()[-1]) for run in runs] == [[], []]
+
+
+def test_a_kineto_run_loads_no_reader_of_another_format(tmp_path) -> None:
+    """Every reader's `detect` runs on every input: the cluster-output reader's names its
+    files from the Ascend layout module, so a Kineto trace loads none of the Ascend reading
+    code (the cluster output's reader, the trace_view decoder, CANN's CSV and database
+    helpers, sqlite3), about 15 ms of imports in each process."""
+    folder = tmp_path / "run"  # a folder: every reader is asked, not only the file's
+    folder.mkdir()
+    shutil.copy(FIXTURE_DIR / "kineto_own" / "ddp4_rank0.pt.trace.json.gz", folder)
+    probe = PROBE.replace(
+        'heavy = ("pandas", "numpy", "pyarrow", "jinja2", "jsonschema", "yaml", "advisor.api",\n'
+        '         "advisor.plugin_manager", "advisor.engine.rules")',
+        'heavy = ("advisor_plugins.ascend_pt.cluster_output", "advisor_plugins.ascend_pt.'
+        'trace_view", "advisor.formats.cann_csv", "advisor.formats.cann_db", "sqlite3", '
+        '"advisor_plugins.kineto.reader")',
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "run", str(folder), "-o", str(tmp_path / "out"), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert list((tmp_path / "out").glob("prof_rule*.json")), proc.stderr
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == ["advisor_plugins.kineto.reader"]
 
 
 ENTRY_PROBE = """

@@ -61,7 +61,16 @@ from advisor.formats.cann_pmu import PMU_COLUMNS
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
 
-from .layout import FOLDER_SUFFIXES, OUTPUT_DIR, PROFILER_DB, TRACE_FILE
+from .layout import (
+    DATABASE,
+    FOLDER_SUFFIXES,
+    OUTPUT_DIR,
+    PROFILER_DB,
+    STEP_TRACE,
+    TRACE_FILE,
+    output_folder,
+    rank_folders_in,
+)
 
 if TYPE_CHECKING:
     from advisor.formats.read_ahead import TraceFold
@@ -207,8 +216,6 @@ class ClusterOutputReader:
         """A folder holding cluster_step_trace_time.csv or cluster_analysis.db
         (cluster_analysis_output/, or renamed), or one of those files named alone, with no
         rank folder in the folder nor beside it."""
-        from .cluster_output import DATABASE, STEP_TRACE, output_folder, rank_folders_in
-
         folder = output_folder(Path(path))
         return (
             ((folder / STEP_TRACE).is_file() or (folder / DATABASE).is_file())
@@ -217,7 +224,7 @@ class ClusterOutputReader:
         )
 
     def read(self, path: Path) -> list[Profile]:
-        from .cluster_output import output_folder, read_cluster_output
+        from .cluster_output import read_cluster_output
 
         return read_cluster_output(output_folder(Path(path)))
 

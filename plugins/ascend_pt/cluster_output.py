@@ -48,7 +48,7 @@ from advisor.model import Profile, ProfileMeta, conform
 
 from .communication import parse_communication, parse_communication_matrix
 from .db import BANDWIDTH_DB_COLUMNS, MATRIX_DB_COLUMNS, STEP_TRACE_DB_COLUMNS
-from .layout import FOLDER_SUFFIXES
+from .layout import DATABASE, STEP_TRACE
 from .steps import STEP_TRACE_COLUMNS, steps_from_table
 
 if TYPE_CHECKING:
@@ -57,32 +57,11 @@ else:
     pd = lazy_module("pandas")
 
 READER = "msprof_analyze_cluster"
-STEP_TRACE = "cluster_step_trace_time.csv"
 COMMUNICATION = "cluster_communication.json"
 MATRIX = "cluster_communication_matrix.json"
-DATABASE = "cluster_analysis.db"
 FRAMEWORK = "CANN"
 """The output does not say which framework ran (PyTorch or MindSpore): CANN, as msprof's."""
 _RANKS = re.compile(r"\d+")
-
-
-def output_folder(path: Path) -> Path:
-    """The cluster output a path names: the folder, or the folder of its CSV or database
-    named alone."""
-    return path.parent if path.name in (STEP_TRACE, DATABASE) and path.is_file() else path
-
-
-def rank_folders_in(folder: Path) -> bool:
-    """Whether `folder` holds rank folders (`*_ascend_pt`, `*_ascend_ms`, `PROF_*`): the data
-    a cluster output beside them was made from."""
-    try:
-        return any(
-            p.name.endswith(tuple(FOLDER_SUFFIXES)) or p.name.startswith("PROF_")
-            for p in folder.iterdir()
-            if p.is_dir()
-        )
-    except OSError:
-        return False
 
 
 def read_cluster_output(folder: Path) -> list[Profile]:
