@@ -49,13 +49,27 @@ def warmup_mask(steps: pd.DataFrame) -> pd.Series:
     the steps of each model from 1): the first rows are then not the run's first iterations."""
     if "warmup" in steps:
         return steps["warmup"].astype(bool)
-    mask = pd.Series(False, index=steps.index, dtype=bool)
-    if steps.empty or "duration_us" not in steps or not steps["step"].is_unique:
-        return mask
-    ordered = steps.sort_values("step", kind="stable")
-    count = warmup_count(ordered["duration_us"].to_numpy("float64", na_value=np.nan))
-    mask.loc[ordered.index[:count]] = True
-    return mask
+    marked = np.zeros(len(steps), dtype=bool)
+    order = _unique_step_order(steps["step"]) if "duration_us" in steps else None
+    if order is not None:
+        durations = steps["duration_us"].to_numpy("float64", na_value=np.nan)[order]
+        marked[order[: warmup_count(durations)]] = True
+    return pd.Series(marked, index=steps.index)
+
+
+def _unique_step_order(step: pd.Series) -> np.ndarray | None:
+    """The rows' positions in step order, as a stable sort of the column orders them
+    (missing last); None when a step number repeats. By NumPy for step numbers: a tenth of
+    what sorting the table and hashing the column cost on a few steps, which every rank
+    pays four times."""
+    if step.dtype.kind in "iuf":
+        values = step.to_numpy("float64", na_value=np.nan)
+        if len(np.unique(values)) < len(values):  # NaNs count as one, as is_unique's do
+            return None
+        return np.argsort(values, kind="stable")
+    if not step.is_unique:
+        return None
+    return step.reset_index(drop=True).sort_values(kind="stable").index.to_numpy()
 
 
 def steady_steps(steps: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import pytest
 from advisor.engine.evaluate import BlankColumns, evaluate, severity_from_share
 from advisor.engine.functions import BUILTIN_FUNCTIONS
 from advisor.engine.rules import load_rule_file, load_rules
-from advisor.model import Profile, ProfileMeta, conform
+from advisor.model import TABLES, Profile, ProfileMeta, conform
 
 GOOD_RULE = """
 id: TEAM-001
@@ -507,3 +507,19 @@ def test_blank_optional_columns_are_made_once_a_profile_and_only_for_the_rule_de
     again = blanks.for_rule(["steps.bubble_us"])("steps", "bubble_us")
     assert again.isna().all()  # ... is not what the next rule reads
     assert list(blanks.made) == [("steps", "bubble_us"), ("host_ops", "startup")]
+
+
+def test_a_blank_column_of_each_contract_dtype_is_what_pandas_makes_of_an_index() -> None:
+    """Blank columns are built from arrays of their dtype (cheaper than pandas filling an
+    index): the same Series, dtype, index and name, as pandas makes given only the index."""
+    nullable = {"bool": "boolean", "int64": "Int64"}
+    picked = {}  # one column of each contract dtype
+    for table, spec in TABLES.items():
+        for col in spec.columns:
+            picked.setdefault(col.dtype, (table, col.name))
+    assert sorted(picked) == ["Int64", "bool", "float64", "int64", "string"]
+    index = pd.Index([5, 7, 9])
+    blanks = BlankColumns({table: pd.DataFrame(index=index) for table, _ in picked.values()})
+    for dtype, (table, column) in picked.items():
+        expected = pd.Series(index=index, dtype=nullable.get(dtype, dtype), name=column)
+        pd.testing.assert_series_equal(blanks.column(table, column), expected, check_exact=True)

@@ -61,6 +61,32 @@ def test_repeated_step_numbers_mark_no_warmup() -> None:
     assert steady.steady_steps(steps) is steps
 
 
+@pytest.mark.parametrize(
+    "step",
+    [
+        pd.array([5, 1, 2, 3, 4, 6], dtype="int64"),
+        pd.array([5, 1, None, 3, 4, 6], dtype="Int64"),  # a missing number sorts last
+        pd.array([5.5, 1.5, 2.0, 3.0, 4.0, 6.0], dtype="float64"),
+        pd.array(["e", "a", "b", "c", "d", "f"], dtype="string"),  # not numbers: pandas sorts
+        pd.array([5, 1, 1, 3, 4, 6], dtype="int64"),  # a repeated number: nothing marked
+        pd.array([5, 1, None, None, 4, 6], dtype="Int64"),  # two missing ones repeat too
+    ],
+)
+def test_warmup_rows_are_those_first_in_step_order(step: pd.api.extensions.ExtensionArray):
+    """The rows are taken in step order as a stable sort of the table gives it, the warm-up
+    rows marked where they lie in the table, whatever its index."""
+    durations = [10.0, 100.0, 50.0, 10.2, 10.1, 10.3]  # slow in the order 1, 2 (3 is None)
+    steps = pd.DataFrame({"step": step, "duration_us": durations}, index=[9, 3, 7, 1, 5, 8])
+    expected = pd.Series(False, index=steps.index)
+    if steps["step"].is_unique:
+        ordered = steps.sort_values("step", kind="stable")
+        count = steady.warmup_count(ordered["duration_us"].tolist())
+        expected[ordered.index[:count]] = True
+    marked = steady.warmup_mask(steps)
+    pd.testing.assert_series_equal(marked, expected)
+    assert marked.any() == steps["step"].is_unique
+
+
 def test_the_real_ranks_warm_up_in_stage_one_only() -> None:
     result = advisor.analyze(CLUSTER)
     by_rank = {a.profile.meta.rank: a for a in result.analyses}
