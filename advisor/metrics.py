@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from advisor import intervals, steady
 from advisor.engine.evaluate import to_plain
@@ -133,7 +133,7 @@ def _columns(profile: Profile, table: str, wanted: tuple[str, ...]) -> pd.DataFr
     frame = profile.tables.get(table)
     if frame is None:
         return pd.DataFrame()
-    at = [frame.columns.get_loc(c) for c in wanted if profile.has(table, c)]
+    at = [cast(int, frame.columns.get_loc(c)) for c in wanted if profile.has(table, c)]
     return frame.take(at, axis=1).reset_index(drop=True)
 
 

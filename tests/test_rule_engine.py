@@ -510,8 +510,9 @@ def test_blank_optional_columns_are_made_once_a_profile_and_only_for_the_rule_de
 
 
 def test_a_blank_column_of_each_contract_dtype_is_what_pandas_makes_of_an_index() -> None:
-    """Blank columns are built from arrays of their dtype (cheaper than pandas filling an
-    index): the same Series, dtype, index and name, as pandas makes given only the index."""
+    """A blank float column is built from a NaN array (cheaper than pandas filling an
+    index): each blank column is the Series, dtype, index and name pandas makes of the
+    index alone."""
     nullable = {"bool": "boolean", "int64": "Int64"}
     picked = {}  # one column of each contract dtype
     for table, spec in TABLES.items():
