@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from advisor.compat import zip_strict
@@ -66,25 +67,25 @@ def frames(
             }
         )
     if walk.h_code:
-        codes = as_numpy(walk.h_code, np.int32)
+        kept = _host_rows(walk)
+        codes = kept(as_numpy(walk.h_code, np.int32))
         name, kind = (string_column(column, codes) for column in zip_strict(*walk.host_names))
-        host = pd.DataFrame(
-            {
-                "name": name,
-                "kind": kind,
-                "start_us": as_numpy(walk.h_start) - origin,
-                "duration_us": as_numpy(walk.h_dur),
-                "thread": as_ids(walk.h_thread),
-            }
-        )
+        host = {
+            "name": name,
+            "kind": kind,
+            "start_us": kept(as_numpy(walk.h_start)) - origin,
+            "duration_us": kept(as_numpy(walk.h_dur)),
+            "thread": kept(as_ids(walk.h_thread)),
+        }
         if walk.s_row_code:
             packed = as_numpy(walk.s_row_code, np.int64)
-            shape_codes = np.full(len(codes), -1, dtype=np.intp)
+            shape_codes = np.full(len(walk.h_code), -1, dtype=np.intp)
             shape_codes[packed >> 32] = packed & 0xFFFFFFFF
+            shape_codes = kept(shape_codes)
             shape_codes[(kind != "aten").to_numpy(dtype=bool)] = -1  # aten operators only
             texts = pd.array([*map(shape_text, walk.shapes), None], dtype="string")
             host["input_shapes"] = texts.take(shape_codes)  # -1: the None at the end
-        tables["host_ops"] = host.drop(index=_records_of_calls(walk)).reset_index(drop=True)
+        tables["host_ops"] = pd.DataFrame(host)
     if walk.comm:
         name, op, group, start, duration, nbytes = zip_strict(*walk.comm)
         duration = np.asarray(duration, dtype=np.float64)
@@ -167,17 +168,22 @@ def _launches(
     )
 
 
-def _records_of_calls(walk: EventWalk) -> np.ndarray:
-    """The host rows of CUPTI synchronisation records (Stream/Event/Context Sync, Stream Wait
-    Event) whose runtime call is in the trace: PyTorch 2.2+ traces hold both, the call on the
-    host thread and the record on the device's timeline, and the call says what the host did:
-    a cudaStreamSynchronize is one host sync (counted twice with its record), a cudaEventQuery
-    returns at once though CUPTI records an Event Sync for it. A record alone (its call not
-    recorded) stays what it stands for."""
+def _host_rows(walk: EventWalk) -> Callable[[Any], Any]:
+    """What selects a host column's rows (each column taken once, not a whole frame made and
+    then copied to drop rows): all but those of CUPTI synchronisation records (Stream/Event/
+    Context Sync, Stream Wait Event) whose runtime call is in the trace: PyTorch 2.2+ traces
+    hold both, the call on the host thread and the record on the device's timeline, and the
+    call says what the host did: a cudaStreamSynchronize is one host sync (counted twice with
+    its record), a cudaEventQuery returns at once though CUPTI records an Event Sync for it.
+    A record alone (its call not recorded) stays what it stands for."""
     if not walk.y_corr or not walk.r_corr:
-        return np.zeros(0, dtype=np.int64)
+        return lambda column: column
     records = as_numpy(walk.y_row, np.int64)
-    return records[np.isin(as_numpy(walk.y_corr, np.int64), as_numpy(walk.r_corr, np.int64))]
+    called = records[np.isin(as_numpy(walk.y_corr, np.int64), as_numpy(walk.r_corr, np.int64))]
+    keep = np.ones(len(walk.h_code), dtype=bool)
+    keep[called] = False
+    rows = np.flatnonzero(keep)
+    return lambda column: column[rows]
 
 
 def _kernel_args(walk: EventWalk) -> dict[str, Any]:
