@@ -42,9 +42,15 @@ def test_conform_keeps_labels_as_an_object_index_on_both_paths():
     conform's tables carry NumPy labels, whether it casts or only selects."""
     cast = conform("steps", pd.DataFrame({"step": ["1"], "start_us": ["0"], "end_us": [1.0]}))
     kept = conform("steps", pd.DataFrame({"step": [1], "start_us": [0.0], "colour": ["red"]}))
-    for table, names in ((cast, ["step", "start_us", "end_us"]), (kept, ["step", "start_us"])):
+    moved = conform("steps", pd.DataFrame({"end_us": [2.0], "colour": ["red"], "step": [3]}))
+    for table, names in (
+        (cast, ["step", "start_us", "end_us"]),
+        (kept, ["step", "start_us"]),
+        (moved, ["step", "end_us"]),  # the contract's order
+    ):
         assert table.columns.dtype == object and table.columns.tolist() == names
     assert cast["start_us"].tolist() == [0.0] and kept["step"].tolist() == [1]
+    assert moved.to_dict("list") == {"step": [3], "end_us": [2.0]}
 
 
 def test_whole_number_columns_are_rounded_and_missing_out_of_range():
