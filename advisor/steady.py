@@ -50,7 +50,7 @@ def warmup_mask(steps: pd.DataFrame) -> pd.Series:
     if "warmup" in steps:
         return steps["warmup"].astype(bool)
     marked = np.zeros(len(steps), dtype=bool)
-    order = _unique_step_order(steps["step"]) if "duration_us" in steps else None
+    order = _unique_step_order(steps["step"]) if len(steps) and "duration_us" in steps else None
     if order is not None:
         durations = steps["duration_us"].to_numpy("float64", na_value=np.nan)[order]
         marked[order[: warmup_count(durations)]] = True

@@ -85,6 +85,8 @@ def test_warmup_rows_are_those_first_in_step_order(step: pd.api.extensions.Exten
     marked = steady.warmup_mask(steps)
     pd.testing.assert_series_equal(marked, expected)
     assert marked.any() == steps["step"].is_unique
+    no_steps = pd.DataFrame({"duration_us": pd.Series([], dtype="float64")})  # nor numbers
+    assert steady.warmup_mask(no_steps).empty
 
 
 def test_the_real_ranks_warm_up_in_stage_one_only() -> None:
