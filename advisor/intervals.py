@@ -190,22 +190,36 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
     return intersect(a, complement(b, lo, hi))
 
 
+_CHUNK = 65_536
+"""Rows `nest` reads into Python lists at a time: a loop over lists runs several times
+faster than one over array items, and a chunk bounds the lists' memory."""
+
+
 def nest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Parent position of each interval (-1 for a root), given rows sorted by (thread, start,
     longest first). An interval's parent is the innermost earlier one on its thread that is
     still open at its start."""
     parent = np.full(len(start), -1, dtype=np.int64)
-    stack: list[int] = []
-    last_thread = None
-    for i in range(len(start)):
-        if thread[i] != last_thread:
-            stack.clear()
-            last_thread = thread[i]
-        while stack and end[stack[-1]] <= start[i]:
-            stack.pop()
-        if stack:
-            parent[i] = stack[-1]
-        stack.append(i)
+    open_rows: list[int] = []  # the stack of open intervals, innermost last ...
+    open_ends: list[Any] = []  # ... and their ends
+    last_thread: Any = None
+    for lo in range(0, len(start), _CHUNK):
+        hi = min(lo + _CHUNK, len(start))
+        found = [-1] * (hi - lo)
+        rows = zip(thread[lo:hi].tolist(), start[lo:hi].tolist(), end[lo:hi].tolist())
+        for i, (row_thread, row_start, row_end) in enumerate(rows):
+            if row_thread != last_thread:
+                open_rows.clear()
+                open_ends.clear()
+                last_thread = row_thread
+            while open_ends and open_ends[-1] <= row_start:
+                open_rows.pop()
+                open_ends.pop()
+            if open_rows:
+                found[i] = open_rows[-1]
+            open_rows.append(lo + i)
+            open_ends.append(row_end)
+        parent[lo:hi] = found
     return parent
 
 
@@ -220,11 +234,28 @@ def innermost(
     """Position of the innermost interval on `at_thread` containing each time `at` (-1: none).
 
     Intervals are sorted as for `nest`. The latest interval starting at or before a point
-    either contains it or has closed, in which case one of its ancestors may still contain it.
-    """
+    either contains it or has closed, in which case one of its ancestors may still contain it:
+    all points of a thread are placed by one search, then climb together, one level a pass."""
     found = np.full(len(at), -1, dtype=np.int64)
-    if not len(start):
+    if not len(start) or not len(at):
         return found
+    threads, first = np.unique(thread, return_index=True)
+    last = np.append(first[1:], len(thread))
+    at_thread = np.asarray(at_thread)
+    for value, lo, hi in zip_strict(threads.tolist(), first.tolist(), last.tolist()):
+        points = np.flatnonzero(at_thread == value)
+        if not len(points):
+            continue
+        when = at[points]
+        row = lo + np.searchsorted(start[lo:hi], when, side="right") - 1
+        climbing = np.flatnonzero(row >= lo)
+        climbing = climbing[end[row[climbing]] <= when[climbing]]
+        while len(climbing):  # parents of a thread's rows are on that thread, or -1
+            row[climbing] = parent[row[climbing]]
+            climbing = climbing[row[climbing] >= lo]
+            climbing = climbing[end[row[climbing]] <= when[climbing]]
+        found[points] = np.where(row >= lo, row, -1)
+    return found
     bounds: dict[int, tuple[int, int]] = {}
     threads, first = np.unique(thread, return_index=True)
     last = np.append(first[1:], len(thread))

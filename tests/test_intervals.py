@@ -113,3 +113,55 @@ def test_covered_gives_the_part_of_each_window_the_set_covers(pairs, windows):
     got = intervals.covered_between(merged, lo, hi)
     cover = bitmap(pairs)
     assert got.tolist() == [float(cover[int(a) : int(b)].sum()) for a, b in zip(lo, hi)]
+
+
+def _parents_by_brute_force(thread, start, end) -> list[int]:
+    """The innermost earlier call on the same thread still open at each call's start (the
+    latest of those that contain it: calls sorted by thread, start, longest first)."""
+    return [
+        max(
+            (j for j in range(i) if thread[j] == thread[i] and end[j] > start[i]),
+            default=-1,
+        )
+        for i in range(len(start))
+    ]
+
+
+stacked_calls = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(0, 12)), max_size=40
+)
+moments = st.lists(st.tuples(st.integers(-1, 3), st.integers(-2, 45)), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(stacked_calls, moments, st.sampled_from([1, 2, 5, 65_536]))
+def test_nest_and_innermost_find_the_enclosing_calls(rows, points, chunk):
+    """Brute force over calls that nest properly (each one inside its parent or after it):
+    `nest` gives each call its innermost open caller, `innermost` each moment the innermost
+    call of its thread holding it, with `nest` reading the calls a few at a time."""
+    rows = sorted(rows, key=lambda r: (r[0], r[1], -r[2]))
+    thread = np.array([t for t, _, _ in rows], dtype="int64")
+    start = np.array([s for _, s, _ in rows], dtype="float64")
+    end = start + np.array([d for _, _, d in rows], dtype="float64")
+    want_parent = _parents_by_brute_force(thread, start, end)
+    for i, p in enumerate(want_parent):  # a call outlasting its parent is not a stack
+        if p >= 0:
+            end[i] = min(end[i], end[p])
+    want_parent = _parents_by_brute_force(thread, start, end)
+    original = intervals._CHUNK
+    intervals._CHUNK = chunk
+    try:
+        parent = intervals.nest(thread, start, end)
+    finally:
+        intervals._CHUNK = original
+    assert parent.tolist() == want_parent
+    at_thread = np.array([t for t, _ in points], dtype="int64")
+    at = np.array([float(m) for _, m in points], dtype="float64")
+    want = [
+        max(
+            (i for i in range(len(start)) if thread[i] == t and start[i] <= m < end[i]),
+            default=-1,
+        )
+        for t, m in zip(at_thread, at)
+    ]
+    assert intervals.innermost(thread, start, end, parent, at_thread, at).tolist() == want
