@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.engine import text_codes
-from advisor.engine.functions import contains, matches, startswith
+from advisor.engine.functions import contains, isin, matches, startswith
 
 names = st.lists(
     st.one_of(st.none(), st.sampled_from(["aten::add", "aten::ADDMM", "cudaFree", "Free", "é"])),
@@ -31,9 +31,11 @@ def test_the_masks_are_pandas_string_methods_row_by_row(values):
             (contains(column, "add", case=True), text.str.contains("add", regex=False)),
             (startswith(column, ("aten", "cuda")), text.str.startswith(("aten", "cuda"))),
             (matches(column, "^aten::add(?:mm)?$"), text.str.contains("^aten::add(?:mm)?$")),
+            (isin(column, "aten::add", "é"), text.isin(["aten::add", "é"])),
+            (isin(column, ("Free",)), text.isin(["Free"])),
         ]
         for got, want in cases:
-            assert got.index.equals(column.index)
+            assert got.index.equals(column.index) and got.dtype == bool
             assert got.tolist() == want.fillna(False).astype(bool).tolist()
 
 
@@ -57,3 +59,30 @@ def test_a_write_into_the_column_is_seen(dtype):
     column.iloc[1] = "aclrtFree"
     assert matches(column, "Free$").tolist() == [True, True]
     assert contains(column, "ACLRT").tolist() == [False, True]
+
+
+def _factorized_as_string(column: pd.Series) -> tuple[list[int], pd.Series]:
+    codes, uniques = pd.factorize(column.astype("string"))
+    return codes.tolist(), pd.Series(uniques)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(names, min_size=1, max_size=3))
+def test_arrow_text_is_coded_as_pandas_factorizes_it_as_string(chunks):
+    """The dictionary-encoding path gives pandas' codes and distinct texts (and their dtype)
+    for arrow text of one or several chunks, the nullable and the NaN string dtypes."""
+    import pyarrow as pa
+
+    data = pa.chunked_array(chunks, type=pa.large_string())
+    columns = [
+        pd.Series(pd.arrays.ArrowStringArray(data)),
+        pd.Series(sum(chunks, []), dtype="string[pyarrow]"),
+        pd.Series(pd.array(sum(chunks, []), dtype=pd.ArrowDtype(pa.string()))),
+    ]
+    columns.append(pd.Series(sum(chunks, []), dtype="str"))  # pandas 3: arrow, NaN missing
+    for column in columns:
+        text_codes._CODED.clear()
+        codes, distinct = text_codes.coded(column)
+        want_codes, want_distinct = _factorized_as_string(column)
+        assert codes.tolist() == want_codes
+        pd.testing.assert_series_equal(pd.Series(distinct), want_distinct)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from advisor.compat import zip_strict
-from advisor.engine.text_codes import coded, spread
+from advisor.engine.text_codes import coded, nullable_arrow_text, spread
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -370,12 +370,7 @@ def _text_equality(op: type[ast.cmpop], left: Any, right: Any) -> pd.Series | No
     column, text = (left, right) if isinstance(left, pd.Series) else (right, left)
     if not isinstance(column, pd.Series) or not isinstance(text, str):
         return None
-    dtype = column.dtype
-    if not (  # pandas 2.2's StringDtype has no na_value: its missing values are NA
-        isinstance(dtype, pd.StringDtype)
-        and dtype.storage == "pyarrow"
-        and getattr(dtype, "na_value", pd.NA) is pd.NA
-    ):
+    if not nullable_arrow_text(column):
         return None
     codes, distinct = coded(column)
     hits = distinct.to_numpy(object) == text

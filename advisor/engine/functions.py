@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from advisor.engine.expr import as_mask, is_missing, plain, truthy
-from advisor.engine.text_codes import coded, spread
+from advisor.engine.text_codes import coded, nullable_arrow_text, spread
 from advisor.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -349,6 +349,9 @@ def isin(x: Any, *values: Any) -> Any:
     )
     options = list(given)
     if isinstance(x, pd.Series):
+        if options and builtins.all(isinstance(o, str) for o in options) and nullable_arrow_text(x):
+            codes, distinct = coded(x)  # each distinct text looked up once, as `==` does
+            return spread(codes, np.isin(distinct.to_numpy(object), options), x.index, x.name)
         return as_mask(x.isin(options))
     return not is_missing(x) and x in options
 
@@ -424,7 +427,7 @@ def contains(x: Any, substring: str, case: bool = False) -> Any:
     substring = _text(substring, "contains", "the substring")
     if isinstance(x, pd.Series):
         codes, distinct = coded(x)
-        hits = distinct.str.contains(substring, case=bool(case), regex=False, na=False)
+        hits = pd.Series(distinct).str.contains(substring, case=bool(case), regex=False, na=False)
         return spread(codes, hits, x.index)
     if is_missing(x):
         return False
@@ -442,7 +445,7 @@ def startswith(x: Any, prefix: str | tuple[str, ...]) -> Any:
         raise TypeError(f"startswith() needs text or a tuple of texts, got {prefix!r}")
     if isinstance(x, pd.Series):
         codes, distinct = coded(x)
-        return spread(codes, distinct.str.startswith(prefixes, na=False), x.index)
+        return spread(codes, pd.Series(distinct).str.startswith(prefixes, na=False), x.index)
     return not is_missing(x) and str(x).startswith(prefixes)
 
 
