@@ -34,6 +34,7 @@ from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform_records
 from advisor.small_files import package_yaml
+from advisor.text_codes import isin_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -249,12 +250,12 @@ def _top_level(profile: Profile) -> pd.DataFrame | None:
         else np.full(len(host), -1, dtype=np.int64)
     )
     placed = ~np.isnan(start)
-    aten = np.flatnonzero((kind == "aten").fillna(False).to_numpy(bool) & placed)
+    aten = np.flatnonzero(isin_mask(kind, ("aten",)) & placed)
     if not len(aten):
         return None
     aten = aten[~intervals.nested(start[aten], start[aten] + duration[aten], threads[aten])]
     in_optimizer = np.zeros(len(aten), dtype=bool)
-    optimizer = np.flatnonzero((kind == "optimizer").fillna(False).to_numpy(bool) & placed)
+    optimizer = np.flatnonzero(isin_mask(kind, ("optimizer",)) & placed)
     for thread in np.unique(threads[optimizer]):
         steps = optimizer[threads[optimizer] == thread]
         merged = intervals.merge(start[steps], start[steps] + duration[steps])

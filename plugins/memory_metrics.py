@@ -17,6 +17,7 @@ from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import TABLES, Profile, conform
+from advisor.text_codes import isin_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -142,7 +143,7 @@ def _charged_operators(host: pd.DataFrame, thread: np.ndarray, at: np.ndarray) -
     start = host["start_us"].to_numpy("float64", na_value=np.nan)
     duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
     rows = np.flatnonzero(
-        host["kind"].isin(FRAMEWORK_KINDS).fillna(False).to_numpy(dtype=bool)
+        isin_mask(host["kind"], FRAMEWORK_KINDS)
         & ~np.isnan(start)
         & ~np.isnan(duration)
         & host["thread"].notna().to_numpy(dtype=bool)

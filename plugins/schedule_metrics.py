@@ -18,6 +18,7 @@ from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+from advisor.text_codes import isin_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -245,7 +246,7 @@ def idle_breakdown(profile: Profile) -> None:
     position (a pandas selection, sort or grouping of the table costs more than a small
     profile's figures)."""
     ops = profile.tables["device_ops"]
-    rows = np.flatnonzero((ops["start_us"].notna() & ops["duration_us"].notna()).to_numpy(bool))
+    rows = np.flatnonzero(~(ops["start_us"].array.isna() | ops["duration_us"].array.isna()))
     step = _task_steps(profile, ops).array[rows]
     has_steps = "steps" in profile.tables and not profile.tables["steps"].empty
     in_step = ~pd.isna(step) if has_steps else np.ones(len(rows), dtype=bool)
@@ -306,8 +307,8 @@ def quiet_gaps(profile: Profile) -> None:
         kind = host["kind"].astype("string")
         h_start = host["start_us"].to_numpy("float64", na_value=np.nan)
         h_end = h_start + host["duration_us"].to_numpy("float64", na_value=0.0)
-        work = ~kind.isin(_FRAME_KINDS).fillna(True).to_numpy(bool) & ~np.isnan(h_start)
-        is_gc = (kind == "gc").fillna(False).to_numpy(bool) & ~np.isnan(h_start)
+        work = ~isin_mask(kind, _FRAME_KINDS) & ~np.isnan(h_start)
+        is_gc = isin_mask(kind, ("gc",)) & ~np.isnan(h_start)
         # calls overlapping [lo, hi): those starting before hi, less those ended by lo
         # (a call ended by lo started before hi too)
         starts, ends = np.sort(h_start[work]), np.sort(h_end[work])
@@ -349,9 +350,7 @@ def _startup_mask(host: pd.DataFrame, ops: pd.DataFrame | None) -> np.ndarray:
     start = host["start_us"].to_numpy("float64", na_value=np.nan)
     duration = host["duration_us"].to_numpy("float64", na_value=np.nan)
     long_call = (
-        host["kind"].isin(STARTUP_KINDS).fillna(False).to_numpy(bool)
-        & (duration >= STARTUP_CALL_US)
-        & ~np.isnan(start)
+        isin_mask(host["kind"], STARTUP_KINDS) & (duration >= STARTUP_CALL_US) & ~np.isnan(start)
     )
     if "count" in host:  # an aggregated row's duration is the total of its calls
         long_call &= host["count"].fillna(1).to_numpy("int64") <= 1
@@ -405,7 +404,7 @@ def optimizer_impls(profile: Profile) -> None:
     names = host["name"].array
     start = host["start_us"].to_numpy("float64", na_value=np.nan)
     end = start + host["duration_us"].to_numpy("float64", na_value=np.nan)
-    optimizer = np.flatnonzero(kind.eq("optimizer").to_numpy(bool, na_value=False) & ~np.isnan(end))
+    optimizer = np.flatnonzero(isin_mask(kind, ("optimizer",)) & ~np.isnan(end))
     steps = optimizer[
         pd.Series(names.take(optimizer))
         .str.startswith("Optimizer.step#")
@@ -416,7 +415,7 @@ def optimizer_impls(profile: Profile) -> None:
         if "thread" in host and len(steps)
         else np.zeros(count, dtype="int64")
     )
-    ops = np.flatnonzero(kind.eq("aten").to_numpy(bool, na_value=False) & ~np.isnan(start))
+    ops = np.flatnonzero(isin_mask(kind, ("aten",)) & ~np.isnan(start))
     for thread in np.unique(threads[steps]).tolist():
         rows = steps[threads[steps] == thread]
         rows = rows[np.argsort(start[rows], kind="stable")]

@@ -19,6 +19,7 @@ from advisor.formats.aicore_freq import task_frequency
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+from advisor.text_codes import isin_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -227,7 +228,7 @@ def host_step_overlap(profile: Profile) -> None:
     end = start + duration
     calls = host["name"].str.startswith(_COMM_CALLS).to_numpy(dtype=bool, na_value=False)
     calls = calls & ~collective  # a collective communicates: computation may hide it
-    operators = host["kind"].isin(HOST_COMPUTE_KINDS).to_numpy(dtype=bool, na_value=False)
+    operators = isin_mask(host["kind"], HOST_COMPUTE_KINDS)
     thread = (
         host["thread"].to_numpy("float64", na_value=-1.0)
         if "thread" in host
@@ -336,9 +337,9 @@ def op_stacks(profile: Profile) -> None:
     midpoint on its thread. No table when the profile recorded neither."""
     host = profile.tables["host_ops"]
     kind = host["kind"].astype("string")
-    if "call_stack" not in host and not kind.eq("python").any():
+    if "call_stack" not in host and not isin_mask(kind, ("python",)).any():
         return  # no stacks recorded: nothing to look up, row by row
-    rows = np.flatnonzero(~kind.isin(_UNSTACKED_KINDS).fillna(True).to_numpy(bool))
+    rows = np.flatnonzero(~isin_mask(kind, _UNSTACKED_KINDS))
     chosen: list[Frame | None] = [None] * len(rows)
     stacks: list[str | None] = [None] * len(rows)
     if "call_stack" in host:
@@ -383,7 +384,7 @@ def op_stacks(profile: Profile) -> None:
 def _enclosing_user_frames(host: pd.DataFrame, rows: np.ndarray) -> list[Frame | None]:
     """For each host_ops row, the innermost Python frame of the user's code on its thread
     that encloses the row's midpoint (None: none does)."""
-    python = host["kind"].eq("python").fillna(False).to_numpy(bool)
+    python = isin_mask(host["kind"], ("python",))
     python &= host["start_us"].notna().to_numpy(bool)
     if not python.any():
         return [None] * len(rows)

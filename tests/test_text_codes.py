@@ -1,4 +1,4 @@
-"""Text predicates answered per distinct value (advisor/engine/text_codes.py): the same masks
+"""Text predicates answered per distinct value (advisor/text_codes.py): the same masks
 as pandas' own string methods, codes kept only while the column's data lives and never
 reused for data written since."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.engine import text_codes
+from advisor import text_codes
 from advisor.engine.functions import contains, isin, matches, startswith
 
 names = st.lists(
@@ -37,6 +37,8 @@ def test_the_masks_are_pandas_string_methods_row_by_row(values):
         for got, want in cases:
             assert got.index.equals(column.index) and got.dtype == bool
             assert got.tolist() == want.fillna(False).astype(bool).tolist()
+        mask = text_codes.isin_mask(column, ("aten::add", "é"))
+        assert mask.dtype == bool and mask.tolist() == column.isin(["aten::add", "é"]).tolist()
 
 
 def test_codes_are_kept_for_the_columns_data_and_dropped_with_it():

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from advisor.compat import zip_strict
-from advisor.engine.text_codes import coded, nullable_arrow_text, spread
 from advisor.lazy import lazy_module
+from advisor.text_codes import coded, nullable_arrow_text, spread
 
 if TYPE_CHECKING:
     import numpy as np

@@ -18,8 +18,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from advisor.engine.expr import as_mask, is_missing, plain, truthy
-from advisor.engine.text_codes import coded, nullable_arrow_text, spread
 from advisor.lazy import lazy_module
+from advisor.text_codes import coded, isin_mask, nullable_arrow_text, spread
 
 if TYPE_CHECKING:
     import numpy as np
@@ -350,8 +350,8 @@ def isin(x: Any, *values: Any) -> Any:
     options = list(given)
     if isinstance(x, pd.Series):
         if options and builtins.all(isinstance(o, str) for o in options) and nullable_arrow_text(x):
-            codes, distinct = coded(x)  # each distinct text looked up once, as `==` does
-            return spread(codes, np.isin(distinct.to_numpy(object), options), x.index, x.name)
+            # each distinct text looked up once, as `==` does
+            return pd.Series(isin_mask(x, options), index=x.index, name=x.name)
         return as_mask(x.isin(options))
     return not is_missing(x) and x in options
 

@@ -1,9 +1,11 @@
 """A text column as codes of its distinct values, worked out once per column.
 
-Text predicates (matches, contains, startswith) are answered for each distinct value and
-spread to the rows through the codes: a million host operators have a few hundred names. Many
-rules test the same column (HOST-005 alone searches host_ops.name four times), so the codes of
-an arrow-backed column are kept while its data lives. Arrow data never changes (a pandas write
+Text predicates (the rules' matches, contains, startswith, isin and `==`; the metric
+providers' sets of operator kinds) are answered for each distinct value and spread to the
+rows through the codes: a million host operators have a few hundred names, a handful of kinds.
+Many rules and providers test the same column (HOST-005 alone searches host_ops.name four
+times, five providers ask host_ops.kind), so the codes of an arrow-backed column are kept
+while its data lives. Arrow data never changes (a pandas write
 into the column replaces it), so the data object itself is the key; a weak reference drops the
 entry with the data.
 """
@@ -11,6 +13,7 @@ entry with the data.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Collection
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +89,20 @@ def _encoded(data: pa.ChunkedArray) -> tuple[np.ndarray, Any]:
         indices = indices.fill_null(-1)
     codes = indices.to_numpy(zero_copy_only=False, writable=True).astype(np.intp, copy=False)
     return codes, pd.arrays.ArrowStringArray(combined.dictionary)
+
+
+def isin_mask(series: pd.Series, texts: Collection[str]) -> np.ndarray:
+    """Rows of `series` equal to one of `texts`, as NumPy bools (missing rows false, as
+    pandas' `isin` has them): per distinct value for nullable arrow text, else pandas' isin."""
+    wanted = list(texts)
+    if not nullable_arrow_text(series):
+        return series.isin(wanted).to_numpy(bool, na_value=False)
+    codes, distinct = coded(series)
+    hits = np.isin(distinct.to_numpy(object), wanted)
+    mask = np.zeros(len(codes), dtype=bool)
+    found = codes >= 0
+    mask[found] = hits[codes[found]]
+    return mask
 
 
 def spread(codes: np.ndarray, hits: Any, index: pd.Index, name: Any = None) -> pd.Series:
