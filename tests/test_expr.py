@@ -878,3 +878,69 @@ def test_memo_keys_are_the_source_text_also_past_non_ascii_text() -> None:
         b"twice(device_ops.duration_us) > 90",
         inner.encode(),  # spans two lines
     } <= set(memo)
+
+
+# --- sum(filter(...)) fused ----------------------------------------------------------------------
+
+floats = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.sampled_from([0.1, 0.2, 0.3, -0.0, 1e16, -1e16, 1e-300]),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(floats, st.booleans()), max_size=40), st.booleans())
+def test_sum_of_a_filter_is_the_filtered_columns_sum(rows, labelled):
+    """`sum(filter(column, mask))` runs without the filtered column built where it can (a float
+    column, a bool mask of its rows); its value is always that of the two calls one by one,
+    on float, nullable and text columns, masks with missing values and other labels."""
+    index = pd.Index([10 * i for i in range(len(rows))]) if labelled else None
+    values = [v for v, _ in rows]
+    frame = pd.DataFrame(
+        {
+            "duration_us": pd.Series(values, dtype="float64", index=index),
+            "free_us": pd.Series(values, dtype="Float64", index=index),
+            "bubble_us": pd.Series([v if keep else np.nan for v, keep in rows], index=index),
+        }
+    )
+    masks = {
+        "plain": pd.Series([keep for _, keep in rows], dtype=bool, index=index),
+        "nullable": pd.Series([keep or None for _, keep in rows], dtype="boolean", index=index),
+        "other labels": pd.Series([keep for _, keep in rows], dtype=bool),
+    }
+    for column in ("duration_us", "free_us", "bubble_us"):
+        for name, mask in masks.items():
+            text = f"sum(filter(steps.{column}, m))"
+            got = comp(text, names=("m",)).evaluate(
+                Scope({"steps": frame}, {"m": mask}, BUILTIN_FUNCTIONS)
+            )
+            by_call = functions_module.sum_(functions_module.filter_(frame[column], mask))
+            assert same(got, by_call) and math.copysign(1, got) == math.copysign(1, by_call), (
+                column,
+                name,
+            )
+
+
+def test_sum_of_a_filter_runs_fused_only_with_the_built_in_functions(monkeypatch):
+    calls = []
+    original = functions_module._sum_of_rows
+
+    def counted(x, mask):
+        calls.append(1)
+        return original(x, mask)
+
+    monkeypatch.setitem(
+        expr_module.FUSED_CALLS,
+        "sum",
+        expr_module.FusedCall(functions_module.sum_, functions_module.filter_, "filter", counted),
+    )
+    assert ev("sum(filter(steps.duration_us, steps.duration_us > 150))") == 500.0
+    assert calls == [1]
+    # a plugin's own filter (or sum) is called as written
+    own = {**BUILTIN_FUNCTIONS, "filter": lambda x, m: x.iloc[0:1]}
+    expression = comp("sum(filter(steps.duration_us, steps.duration_us > 150))")
+    assert expression.evaluate(Scope({"steps": _steps()}, {}, own)) == 100.0
+    assert calls == [1]
+    # errors of the inner call still quote it
+    with pytest.raises(ExprError, match=r"in 'filter\(1, steps.duration_us > 150\)'"):
+        ev("sum(filter(1, steps.duration_us > 150))")

@@ -565,6 +565,31 @@ _SHARED_NODES = (ast.Attribute, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
 """Nodes whose values Scope.memo keeps (constants, names and tables cost nothing to read)."""
 
 
+@dataclass(frozen=True)
+class FusedCall:
+    """`outer(inner(x, y))` computed by `fast(x, y)` without the inner value built:
+    `sum(filter(column, mask))` is most of the rules' filters, and on a small table pandas
+    builds the filtered column in more time than the sum takes. `fast` returns NOT_FUSED for
+    operands it does not take; what it returns otherwise equals the two calls' value."""
+
+    outer: Callable[..., Any]
+    inner: Callable[..., Any]
+    inner_name: str
+    fast: Callable[[Any, Any], Any]
+
+
+NOT_FUSED = object()
+FUSED_CALLS: dict[str, FusedCall] = {}
+"""By the outer function's name; the expression functions register theirs
+(engine/functions.py)."""
+
+
+def _checked_result(result: Any) -> Any:
+    if isinstance(result, str) and len(result) > MAX_STRING:
+        raise ExprError(f"text result has {len(result)} characters (at most {MAX_STRING})")
+    return result
+
+
 def _memoized(key: bytes, run: Run) -> Run:
     """`run`, its value kept in the scope's memo under `key` (its source text): expression
     functions are pure (hookspecs.advisor_functions) and no operator changes its operands."""
@@ -638,11 +663,14 @@ class _Compiler:
             except ExprError:
                 raise
             except Exception as exc:
-                fragment = self.fragment(node)
-                where = "" if fragment == self.text else f" in {fragment!r}"
-                raise ExprError(f"{type(exc).__name__}{where}: {exc}") from exc
+                raise self.failure(node, exc) from exc
 
         return guarded
+
+    def failure(self, node: ast.AST, exc: Exception) -> ExprError:
+        fragment = self.fragment(node)
+        where = "" if fragment == self.text else f" in {fragment!r}"
+        return ExprError(f"{type(exc).__name__}{where}: {exc}")
 
     # checks over the whole tree
 
@@ -893,29 +921,78 @@ class _Compiler:
             return self.table(node)
         return self.build(node)
 
-    def call(self, node: ast.Call) -> Run:
+    def function_name(self, node: ast.Call) -> str:
         func = node.func
         if isinstance(func, ast.Attribute):
             self.fail(node, "method calls are not allowed", "; use a function such as sum(x)")
         if not isinstance(func, ast.Name):
             self.fail(node, "only named functions can be called")
-        name = func.id
-        if name not in self.functions:
-            self.fail(func, "unknown function", _hint(name, self.functions))
+        if func.id not in self.functions:
+            self.fail(func, "unknown function", _hint(func.id, self.functions))
+        return func.id
+
+    def call(self, node: ast.Call) -> Run:
+        name = self.function_name(node)
+        fused = self.fused_call(node, name)
+        if fused is not None:
+            return fused
         args = [self.argument(arg) for arg in node.args]
         kwargs: list[tuple[str, Run]] = []
         for keyword in node.keywords:
             if keyword.arg is None:
                 self.fail(keyword, "'**' arguments are not allowed")
             kwargs.append((keyword.arg, self.argument(keyword.value)))
+        return self.call_run(node, name, args, kwargs)
 
+    def call_run(
+        self, node: ast.Call, name: str, args: list[Run], kwargs: list[tuple[str, Run]]
+    ) -> Run:
         def run(scope: Scope) -> Any:
             fn = scope.functions.get(name)
             if fn is None:
                 raise ExprError(f"function {name!r} is not available")
-            result = fn(*(arg(scope) for arg in args), **{k: v(scope) for k, v in kwargs})
-            if isinstance(result, str) and len(result) > MAX_STRING:
-                raise ExprError(f"text result has {len(result)} characters (at most {MAX_STRING})")
-            return result
+            return _checked_result(
+                fn(*(arg(scope) for arg in args), **{k: v(scope) for k, v in kwargs})
+            )
+
+        return self.guard(node, run)
+
+    def fused_call(self, node: ast.Call, name: str) -> Run | None:
+        """`outer(inner(x, y))` of a FUSED_CALLS pair: run as `fast(x, y)` while the scope's
+        functions are the registered ones and `fast` takes its operands, else call by call
+        (the inner call's value reused, its errors quoting it as ever). None: not a pair."""
+        fusion = FUSED_CALLS.get(name)
+        inner = node.args[0] if len(node.args) == 1 and not node.keywords else None
+        if (
+            fusion is None
+            or not isinstance(inner, ast.Call)
+            or not isinstance(inner.func, ast.Name)
+            or inner.func.id != fusion.inner_name
+            or len(inner.args) != 2
+            or inner.keywords
+        ):
+            return None
+        self.function_name(inner)
+        first, second = (self.argument(arg) for arg in inner.args)
+        inner_run = self.call_run(inner, fusion.inner_name, [first, second], [])
+        if id(inner) not in self.name_readers:  # as build() shares it
+            inner_run = _memoized(self.source_key(inner), inner_run)
+        by_call = self.call_run(node, name, [inner_run], [])
+
+        def run(scope: Scope) -> Any:
+            outer_fn, inner_fn = scope.functions.get(name), scope.functions.get(fusion.inner_name)
+            if outer_fn is not fusion.outer or inner_fn is not fusion.inner:
+                return by_call(scope)
+            x, y = first(scope), second(scope)
+            value = fusion.fast(x, y)
+            if value is NOT_FUSED:
+                try:
+                    inner_value = inner_fn(x, y)
+                except ExprError:
+                    raise
+                except Exception as exc:
+                    raise self.failure(inner, exc) from exc
+                value = outer_fn(inner_value)
+            return _checked_result(value)
 
         return self.guard(node, run)

@@ -17,7 +17,15 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from advisor.engine.expr import as_mask, is_missing, plain, truthy
+from advisor.engine.expr import (
+    FUSED_CALLS,
+    NOT_FUSED,
+    FusedCall,
+    as_mask,
+    is_missing,
+    plain,
+    truthy,
+)
 from advisor.lazy import lazy_module
 from advisor.text_codes import coded, isin_mask, nullable_arrow_text, spread
 
@@ -337,6 +345,24 @@ def filter_(x: Any, mask: Any) -> Any:
     return x[rows] if isinstance(x, pd.Series) else x.loc[rows]
 
 
+def _sum_of_rows(x: Any, mask: Any) -> Any:
+    """sum(filter(x, mask)) for a float column and a mask of its rows, without the rows
+    taken as a column: pandas sums float64 as NumPy does with missing values as 0 (pairwise),
+    so the figure is the same. NOT_FUSED for any other operands."""
+    if not (
+        isinstance(x, pd.Series)
+        and isinstance(mask, pd.Series)
+        and isinstance(x.dtype, np.dtype)
+        and x.dtype == np.float64
+        and isinstance(mask.dtype, np.dtype)
+        and mask.dtype.kind == "b"
+        and (mask.index is x.index or mask.index.equals(x.index))
+    ):
+        return NOT_FUSED
+    values = x.to_numpy()[mask.to_numpy()]
+    return float(np.where(np.isnan(values), 0.0, values).sum())
+
+
 def isin(x: Any, *values: Any) -> Any:
     """True where x equals one of the values (given one by one or as one tuple).
 
@@ -650,3 +676,5 @@ for _name, _fn in BUILTIN_FUNCTIONS.items():
     _fn.__name__ = _fn.__qualname__ = _name
     if sys.version_info < (3, 10):  # Python 3.9 names them after the code object
         _fn.__code__ = _fn.__code__.replace(co_name=_name)
+
+FUSED_CALLS["sum"] = FusedCall(sum_, filter_, "filter", _sum_of_rows)
