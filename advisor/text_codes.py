@@ -13,7 +13,7 @@ entry with the data.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -98,19 +98,28 @@ def isin_mask(series: pd.Series, texts: Collection[str]) -> np.ndarray:
     if not nullable_arrow_text(series):
         return series.isin(wanted).to_numpy(bool, na_value=False)
     codes, distinct = coded(series)
-    hits = np.isin(distinct.to_numpy(object), wanted)
+    return rows_mask(codes, np.isin(distinct.to_numpy(object), wanted))
+
+
+def passing_mask(series: pd.Series, test: Callable[[str], Any]) -> np.ndarray:
+    """Rows of `series` whose text passes `test` (a prefix, a regex), as NumPy bools, missing
+    rows false; `test` is asked once per distinct text."""
+    codes, distinct = coded(series)
+    texts = distinct.to_numpy(object).tolist()
+    return rows_mask(codes, np.fromiter(map(bool, map(test, texts)), bool, len(texts)))
+
+
+def rows_mask(codes: np.ndarray, hits: Any) -> np.ndarray:
+    """A row mask (NumPy bools) from a mask over the distinct texts; missing rows false."""
     mask = np.zeros(len(codes), dtype=bool)
     found = codes >= 0
-    mask[found] = hits[codes[found]]
+    mask[found] = np.asarray(hits, dtype=bool)[codes[found]]
     return mask
 
 
 def spread(codes: np.ndarray, hits: Any, index: pd.Index, name: Any = None) -> pd.Series:
-    """A row mask from a mask over the distinct texts; missing rows are False."""
-    mask = np.zeros(len(codes), dtype=bool)
-    found = codes >= 0
-    mask[found] = np.asarray(hits, dtype=bool)[codes[found]]
-    return pd.Series(mask, index=index, name=name)
+    """`rows_mask` as a Series over `index`."""
+    return pd.Series(rows_mask(codes, hits), index=index, name=name)
 
 
 def _arrow_data(series: pd.Series) -> Any:

@@ -47,6 +47,7 @@ from advisor.compat import zip_strict
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
+from advisor.text_codes import coded
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,8 +87,8 @@ class _HostCalls:
         self.timed = host is not None and not host.empty and "start_us" in host
         if host is None or not self.timed:
             return
-        self.kind_code, names = pd.factorize(host["kind"])  # missing: -1
-        self.kind_names = np.asarray(names, dtype=object)
+        self.kind_code, names = coded(host["kind"])  # missing: -1; coded once a column
+        self.kind_names = names.to_numpy(object)
         self.start = host["start_us"].to_numpy("float64", na_value=np.nan)
         self.duration = host["duration_us"].to_numpy("float64", na_value=0.0)
 

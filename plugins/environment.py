@@ -15,6 +15,7 @@ from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
 from advisor.small_files import package_yaml
+from advisor.text_codes import passing_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,7 +73,7 @@ def allocator_calls(profile: Profile) -> int:
     host = profile.tables.get("host_ops")
     if host is None or "name" not in host:
         return 0
-    return int(host["name"].astype("string").str.match(ALLOCATOR_CALLS).fillna(False).sum())
+    return int(passing_mask(host["name"], ALLOCATOR_CALLS.match).sum())
 
 
 COLUMNS = (

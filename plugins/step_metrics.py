@@ -19,7 +19,7 @@ from advisor.formats.aicore_freq import task_frequency
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
-from advisor.text_codes import isin_mask
+from advisor.text_codes import isin_mask, passing_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -226,7 +226,7 @@ def host_step_overlap(profile: Profile) -> None:
     if not collective.any():
         return  # the collectives ran on a device: host calls are not their computation
     end = start + duration
-    calls = host["name"].str.startswith(_COMM_CALLS).to_numpy(dtype=bool, na_value=False)
+    calls = passing_mask(host["name"], lambda name: name.startswith(_COMM_CALLS))
     calls = calls & ~collective  # a collective communicates: computation may hide it
     operators = isin_mask(host["kind"], HOST_COMPUTE_KINDS)
     thread = (

@@ -5,6 +5,7 @@ reused for data written since."""
 from __future__ import annotations
 
 import gc
+import re
 
 import pandas as pd
 import pytest
@@ -39,6 +40,11 @@ def test_the_masks_are_pandas_string_methods_row_by_row(values):
             assert got.tolist() == want.fillna(False).astype(bool).tolist()
         mask = text_codes.isin_mask(column, ("aten::add", "é"))
         assert mask.dtype == bool and mask.tolist() == column.isin(["aten::add", "é"]).tolist()
+        prefixed = text_codes.passing_mask(column, lambda t: t.startswith(("aten", "cuda")))
+        want = text.str.startswith(("aten", "cuda")).fillna(False).astype(bool)
+        assert prefixed.dtype == bool and prefixed.tolist() == want.tolist()
+        matched = text_codes.passing_mask(column, re.compile("(?:cuda)?Free").match)
+        assert matched.tolist() == text.str.match("(?:cuda)?Free").fillna(False).tolist()
 
 
 def test_codes_are_kept_for_the_columns_data_and_dropped_with_it():
