@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.compat import zip_strict
 from advisor.lazy import lazy_module
+from advisor.text_codes import coded
 
 if TYPE_CHECKING:
     import numpy as np
@@ -165,7 +166,8 @@ def nested_calls(host_ops: pd.DataFrame, rows: np.ndarray | None = None) -> np.n
 
     start = np.asarray(at("start_us").to_numpy("float64", na_value=np.nan))
     end = start + at("duration_us").to_numpy("float64", na_value=0.0)
-    groups = pd.factorize(at("kind"), use_na_sentinel=False)[0]
+    kinds = coded(host_ops["kind"])[0]  # the column's codes, kept for it; missing: -1
+    groups = kinds if rows is None else kinds[rows]
     if "thread" in host_ops:  # kind and thread as one code (missing ones a value of their own)
         threads = pd.factorize(at("thread"), use_na_sentinel=False)[0]
         groups = groups * (int(threads.max(initial=0)) + 1) + threads

@@ -165,3 +165,47 @@ def test_nest_and_innermost_find_the_enclosing_calls(rows, points, chunk):
         for t, m in zip(at_thread, at)
     ]
     assert intervals.innermost(thread, start, end, parent, at_thread, at).tolist() == want
+
+
+host_calls = st.lists(
+    st.tuples(
+        st.sampled_from(["aten", "python", None]),
+        st.sampled_from([1, 2, None]),
+        st.one_of(st.integers(0, 20).map(float), st.just(np.nan)),
+        st.integers(0, 8).map(float),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(host_calls, st.data())
+def test_nested_calls_groups_host_calls_by_kind_and_thread(rows, data):
+    """Brute force over a host_ops table (missing kinds and threads a group of their own),
+    whole or a selection of its rows: a call is nested when a call of its kind and thread
+    placed before it (start, longest first, row order) reaches past its start."""
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {
+            "name": pd.Series([f"op{i}" for i in range(len(rows))], dtype="string"),
+            "kind": pd.Series([k for k, _, _, _ in rows], dtype="string"),
+            "thread": pd.Series([t for _, t, _, _ in rows], dtype="Int64"),
+            "start_us": [s for _, _, s, _ in rows],
+            "duration_us": [d for _, _, _, d in rows],
+        }
+    )
+    chosen = data.draw(st.lists(st.sampled_from(range(len(rows))), unique=True)) if rows else []
+    for positions in (None, np.array(sorted(chosen), dtype=np.int64)):
+        picked = list(range(len(rows))) if positions is None else positions.tolist()
+        group = {i: (str(rows[i][0]), str(rows[i][1])) for i in picked}
+        start = {i: rows[i][2] for i in picked}
+        end = {i: rows[i][2] + rows[i][3] for i in picked}
+        placed = [i for i in picked if not np.isnan(start[i])]
+        before = sorted(placed, key=lambda i: (start[i], -end[i], i))
+        want = [
+            i in placed
+            and any(group[j] == group[i] and end[j] > start[i] for j in before[: before.index(i)])
+            for i in picked
+        ]
+        assert intervals.nested_calls(table, positions).tolist() == want
