@@ -944,3 +944,15 @@ def test_sum_of_a_filter_runs_fused_only_with_the_built_in_functions(monkeypatch
     # errors of the inner call still quote it
     with pytest.raises(ExprError, match=r"in 'filter\(1, steps.duration_us > 150\)'"):
         ev("sum(filter(1, steps.duration_us > 150))")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(floats, max_size=20),
+    st.sampled_from([0, 1.5, -1, float("nan"), 2**60, "x", True]),
+    st.sampled_from(["float64", "Float64", "object"]),
+)
+def test_coalesce_is_fillna(values, default, dtype):
+    column = pd.Series(values, dtype=dtype, index=range(5, 5 + len(values)), name="c")
+    got = functions_module.coalesce(column, default)
+    pd.testing.assert_series_equal(got, column.fillna(default))

@@ -388,6 +388,16 @@ def coalesce(x: Any, default: Any) -> Any:
     Example: sum(coalesce(steps.bubble_us, 0)) > 0
     """
     if isinstance(x, pd.Series):
+        if (
+            isinstance(x.dtype, np.dtype)
+            and x.dtype == np.float64
+            and isinstance(default, (int, float))
+            and not isinstance(default, bool)
+        ):  # what fillna gives, without its checks (a few times a profile, 60 against 15 us)
+            values = x.to_numpy()
+            return pd.Series(
+                np.where(np.isnan(values), float(default), values), x.index, name=x.name
+            )
         return x.fillna(default)
     return default if is_missing(x) else x
 
