@@ -1,13 +1,13 @@
 """A text column as codes of its distinct values, worked out once per column.
 
 Text predicates (the rules' matches, contains, startswith, isin and `==`; the metric
-providers' sets of operator kinds) are answered for each distinct value and spread to the
-rows through the codes: a million host operators have a few hundred names, a handful of kinds.
-Many rules and providers test the same column (HOST-005 alone searches host_ops.name four
-times, five providers ask host_ops.kind), so the codes of an arrow-backed column are kept
-while its data lives. Arrow data never changes (a pandas write
-into the column replaces it), so the data object itself is the key; a weak reference drops the
-entry with the data.
+providers' sets of operator kinds and name prefixes) are answered for each distinct value and
+spread to the rows through the codes: a million host operators have a few hundred names and a
+handful of kinds. Many rules and providers test the same column (HOST-005 alone searches
+host_ops.name four times; seven places ask host_ops.kind), so the codes of an arrow-backed
+column are kept while its data lives, read-only, for every caller. Arrow data never changes (a
+pandas write into the column replaces it), so the data object itself is the key; a weak
+reference drops the entry with the data.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def coded(series: pd.Series) -> tuple[np.ndarray, Any]:
     else:
         codes, distinct = series.astype("string").array.factorize()
     if data is not None:
+        codes.flags.writeable = False  # shared by every caller from now on
         key = id(data)
         _CODED[key] = (weakref.ref(data, lambda _: _CODED.pop(key, None)), codes, distinct)
     return codes, distinct

@@ -51,6 +51,7 @@ def test_codes_are_kept_for_the_columns_data_and_dropped_with_it():
     frame = pd.DataFrame({"name": pd.Series(["a", "b", None, "a"], dtype="string[pyarrow]")})
     codes, distinct = text_codes.coded(frame["name"])
     assert codes.tolist() == [0, 1, -1, 0] and distinct.tolist() == ["a", "b"]
+    assert not codes.flags.writeable  # kept for every caller: none may write into them
     # another selection of the same column: the same codes, not worked out again
     assert text_codes.coded(frame["name"])[0] is codes
     assert text_codes.coded(frame[["name"]]["name"])[0] is codes
