@@ -13,6 +13,7 @@ import builtins
 import math
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from advisor.engine.expr import (
     truthy,
 )
 from advisor.lazy import lazy_module
-from advisor.text_codes import coded, isin_mask, nullable_arrow_text, spread
+from advisor.text_codes import coded, isin_mask, spread
 
 if TYPE_CHECKING:
     import numpy as np
@@ -375,8 +376,8 @@ def isin(x: Any, *values: Any) -> Any:
     )
     options = list(given)
     if isinstance(x, pd.Series):
-        if options and builtins.all(isinstance(o, str) for o in options) and nullable_arrow_text(x):
-            # each distinct text looked up once, as `==` does
+        if options and builtins.all(isinstance(o, str) for o in options):
+            # each distinct text of arrow text looked up once, as `==` does
             return pd.Series(isin_mask(x, options), index=x.index, name=x.name)
         return as_mask(x.isin(options))
     return not is_missing(x) and x in options
@@ -398,6 +399,10 @@ def coalesce(x: Any, default: Any) -> Any:
             return pd.Series(
                 np.where(np.isnan(values), float(default), values), x.index, name=x.name
             )
+        if x.dtype == object:  # pandas 2.2-2.3 warns that it downcasts such a result: not for users
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Downcasting object dtype", FutureWarning)
+                return x.fillna(default)
         return x.fillna(default)
     return default if is_missing(x) else x
 
