@@ -35,8 +35,10 @@ from advisor.model import CLUSTER, PROFILE, Profile, RunInfo
 from advisor.plugin_manager import PluginHost, PluginInfo
 from advisor.reading import (
     Reading,
+    Workers,
     find_claims,
     input_bytes,
+    local_workers,
     map_claims,
     numeric_order,
     read_claim,
@@ -340,17 +342,19 @@ def _staged_profiles(
     *,
     workers: int,
     scheduler: str | None,
+    started: Workers | None,
     keep_tables: bool,
 ) -> Iterator[_Staged]:
     """Every claimed profile staged, claim by claim in the claims' order (input errors go to
-    `reading`), read by `workers` processes. Workers stage the profiles they read when they
-    can open the same session (only installed plugins); else they only read, and the stage
-    runs here."""
+    `reading`), read by `workers` processes (those `started`, when given). Workers stage the
+    profiles they read when they can open the same session (only installed plugins); else
+    they only read, and the stage runs here."""
     if len(claims) == 1 and scheduler is None:
         skip_cycles_for(partial(input_bytes, claims[0].path))
     if session.recipe is not None and (scheduler is not None or workers > 1):
         stage = partial(_stage_claim, recipe=session.recipe, keep_tables=keep_tables)
-        for shipped, error in map_claims(stage, claims, workers=workers, scheduler=scheduler):
+        mapped = map_claims(stage, claims, workers=workers, scheduler=scheduler, started=started)
+        for shipped, error in mapped:
             if error is not None:
                 reading.input_errors.append(error)
                 continue
@@ -360,7 +364,8 @@ def _staged_profiles(
             yield from staged
         return
     read = partial(read_claim, tables=session.tables)
-    for outcome in map_claims(read, claims, workers=workers, scheduler=scheduler):
+    mapped = map_claims(read, claims, workers=workers, scheduler=scheduler, started=started)
+    for outcome in mapped:
         if isinstance(outcome, AdvisorError):
             reading.input_errors.append(outcome)
             continue
@@ -433,7 +438,7 @@ def analyze(
     # read here one after another: their traces may be folded ahead while the session opens
     ahead = trace_folds(claims) if workers == 1 and scheduler is None else []
     staged: list[_Staged] = []
-    with read_ahead.folding(ahead):
+    with read_ahead.folding(ahead), local_workers(workers, scheduler) as started:
         session = Session.open(
             host=host,
             config=config,
@@ -447,7 +452,13 @@ def analyze(
         sharing = EvaluationSharing()  # the ranks' records stay in memory until the outputs
         spool = None if keep_tables else Spool(session.ship, session.unship)
         for item in _staged_profiles(
-            session, claims, reading, workers=workers, scheduler=scheduler, keep_tables=keep_tables
+            session,
+            claims,
+            reading,
+            workers=workers,
+            scheduler=scheduler,
+            started=started,
+            keep_tables=keep_tables,
         ):
             sharing.share(item.analysis.evaluation)
             if spool is not None:

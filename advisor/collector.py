@@ -138,6 +138,13 @@ def freeze_imports() -> None:
             gc.freeze()
 
 
+def start_worker() -> None:
+    """Start a worker process of the command line: tuned as it, pandas imported (and frozen)
+    before its first task arrives."""
+    tune_for_command_line()
+    freeze_imports()
+
+
 def freeze_survivors() -> None:
     """In a command-line process whose analysis is done, move every object alive now out of
     later collections: the outputs only read the analysis, which lives until the process

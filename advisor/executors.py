@@ -8,6 +8,7 @@ more than that in flight (`ordered_map`): results that nobody has consumed yet a
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
@@ -32,16 +33,21 @@ class SchedulerError(AdvisorError):
 def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
     """Local worker processes, started with spawn: readers may have started threads
     (pyarrow) that fork would copy in a broken state. Yields the pool and `workers`.
-    The workers collect garbage as the command line does (advisor.collector).
-    (multiprocessing is imported here: a run of one rank never needs it.)"""
+    The processes start at once and import pandas before their first task
+    (collector.start_worker), so their start (about half a second) runs while the caller
+    still prepares its first tasks (a session opening) instead of after. They collect garbage
+    as the command line does. (multiprocessing is imported here: a run of one rank never
+    needs it.)"""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    from advisor.collector import tune_for_command_line
+    from advisor.collector import start_worker
 
     with ProcessPoolExecutor(
-        workers, mp_context=get_context("spawn"), initializer=tune_for_command_line
+        workers, mp_context=get_context("spawn"), initializer=start_worker
     ) as pool:
+        for _ in range(workers):  # a pool starts a process per task while none is idle
+            pool.submit(os.getpid)
         yield pool, workers
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -34,6 +36,8 @@ PARALLEL_MIN_CLAIMS = 16
 second or more to read, derive and evaluate, starting a worker about a second (in parallel)."""
 
 R = TypeVar("R")
+Workers = tuple[Executor, int]
+"""An executor and how many tasks it runs at once."""
 
 
 def read_claim(
@@ -160,21 +164,38 @@ def trace_folds(claims: Sequence[Claim]) -> list[TraceFold]:
     return folds
 
 
+@contextmanager
+def local_workers(workers: int, scheduler: str | None) -> Iterator[Workers | None]:
+    """The local processes `map_claims` will read `workers` claims with, started now, so
+    that they start while the caller opens its session; None when the claims are read here
+    or on a Dask cluster."""
+    if scheduler is not None or workers < 2:
+        yield None
+        return
+    with process_pool(workers) as started:
+        yield started
+
+
 def map_claims(
     fn: Callable[[Claim], R],
     claims: Sequence[Claim],
     *,
     workers: int = 1,
     scheduler: str | None = None,
+    started: Workers | None = None,
 ) -> Iterator[R]:
     """`fn` over `claims`, results in the claims' order: on the workers of the Dask cluster
-    at `scheduler`, in `workers` processes (see workers_for), else here one after the other.
+    at `scheduler`, in `workers` processes (see workers_for; those of `started`, from
+    local_workers, when given), else here one after the other.
     Only a few claims per worker are in flight at a time, so a caller that reduces each
     result before taking the next holds memory bounded by the workers, not by the claims.
     `fn` must be picklable for workers (a module-level function or a partial of one)."""
     if scheduler is not None:
         with dask_executor(scheduler) as (executor, slots):
             yield from ordered_map(executor, fn, claims, slots)
+    elif started is not None:
+        executor, slots = started
+        yield from ordered_map(executor, fn, claims, slots)
     elif workers > 1:
         with process_pool(workers) as (executor, slots):
             yield from ordered_map(executor, fn, claims, slots)

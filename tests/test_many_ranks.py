@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import multiprocessing
 import pickle
 import shutil
 import weakref
@@ -31,6 +32,7 @@ from advisor.metrics import ProfileMetrics, empty_metrics
 from advisor.model import PROFILE, Profile
 from advisor.outputs import render_outputs
 from advisor.plugin_manager import PluginHost
+from advisor.reading import local_workers
 from advisor.session import Session, SessionMismatch, reopen
 from advisor.spool import Spool, Spooled, SpooledList
 
@@ -92,6 +94,30 @@ def test_workers_evaluate_and_give_the_same_reports(ddp4):
         assert result.findings and all(id(f.rule) in ids for f in result.findings)
     kept = advisor.analyze(ddp4, jobs=2)
     assert kept.analyses[0].tables["host_ops"].equals(reference.analyses[0].tables["host_ops"])
+
+
+def test_workers_start_before_the_session_opens(ddp4, monkeypatch):
+    """Their start (spawned interpreters importing pandas) runs while the session opens."""
+    children: list[int] = []
+    original = Session.open.__func__  # type: ignore[attr-defined]
+
+    def open_(cls, **kwargs):
+        children.append(len(multiprocessing.active_children()))
+        return original(cls, **kwargs)
+
+    monkeypatch.setattr(Session, "open", classmethod(open_))
+    assert_same(advisor.analyze(ddp4, jobs=2), advisor.analyze(ddp4, jobs=1))
+    assert children == [2, 0]
+
+
+def test_started_workers_have_imported_pandas_before_their_first_task():
+    with local_workers(2, None) as started:
+        assert started is not None and started[1] == 2
+        executor, _ = started
+        # eval, a built-in, unpickles without importing anything
+        assert executor.submit(eval, "'pandas' in __import__('sys').modules").result()
+    with local_workers(1, None) as none_here, local_workers(4, "tcp://host:8786") as on_dask:
+        assert none_here is None and on_dask is None
 
 
 def assert_ranks_share_records(result: AnalysisResult) -> None:
