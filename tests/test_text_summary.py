@@ -15,12 +15,15 @@ from importlib import resources
 import jsonschema
 import pytest
 from conftest import FIXTURE_DIR
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import advisor
 from advisor.render.html import DETAILED_RANKS, render_html
 from advisor.render.text import (
     MAX_RANK_DETAILS,
     color_enabled,
+    display_width,
     render_text,
     terminal_width,
     written_line,
@@ -518,3 +521,11 @@ def test_ranks_whose_own_findings_count_another_ranks_warm_up_are_named(tmp_path
     assert len(gloo.reports) == 5  # four ranks and the cluster
     assert "own steady steps" not in render_text(gloo.reports, width=200)
     assert "own steady steps" not in render_html(gloo.reports)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)) | st.text())
+def test_display_width_counts_wide_characters_twice(text):
+    expected = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    assert display_width(text) == expected
+    assert display_width("性能 ok") == 7

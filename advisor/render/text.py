@@ -226,7 +226,10 @@ def _wide(c: str) -> bool:
 
 
 def display_width(text: str) -> int:
-    """Terminal columns a text takes: CJK characters are two columns wide."""
+    """Terminal columns a text takes: CJK characters are two columns wide (no ASCII
+    character is: a summary of 300 ranks asks some 8,000 texts, most of them ASCII)."""
+    if text.isascii():
+        return len(text)
     return sum(2 if _wide(c) else 1 for c in text)
 
 
