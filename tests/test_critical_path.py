@@ -13,9 +13,12 @@ import math
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURE_DIR, REAL
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import advisor
 from advisor.derive import derive
@@ -514,3 +517,37 @@ def test_every_fixture_keeps_the_estimates_within_the_step(path):
         if fix is not None:
             assert 0.0 <= fix.step_time_if_fixed_us <= fix.step_us
             assert not math.isnan(fix.saving_ratio)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(allow_nan=True, allow_infinity=True, width=64)
+            | st.sampled_from([1e16, 1.0, -0.0, 0.1]),
+            st.booleans(),
+        ),
+        max_size=12,
+    )
+)
+def test_a_columns_sum_is_pandas_sum(rows):
+    """The critical path's sums are pandas' to the last digit: float columns summed from
+    their arrays, other dtypes by pandas; of all rows or of a mask's."""
+    values = [v for v, _ in rows]
+    keep = np.array([k for _, k in rows], dtype=bool)
+    table = pd.DataFrame(
+        {
+            "idle_us": pd.Series(values, dtype="float64"),
+            "free_us": pd.Series(values, dtype="Float64"),
+            "steps": pd.Series([int(k) for k in keep], dtype="int64"),
+        }
+    )
+    with np.errstate(all="ignore"):  # 1e308 + 1e308, as pandas sums it too
+        for column in table.columns:
+            series = table[column]
+            for mask, expected in ((None, series.sum()), (keep, series[keep].sum())):
+                got = savings._column_sum(table, column, mask)
+                assert isinstance(got, float)
+                assert got == float(expected) or (math.isnan(got) and pd.isna(expected)), column
+                assert math.copysign(1, got) == math.copysign(1, float(expected)), column
+    assert savings._column_sum(table, "absent_us") == 0.0

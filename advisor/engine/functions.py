@@ -360,7 +360,12 @@ def _sum_of_rows(x: Any, mask: Any) -> Any:
         and (mask.index is x.index or mask.index.equals(x.index))
     ):
         return NOT_FUSED
-    values = x.to_numpy()[mask.to_numpy()]
+    return float_sum(x.to_numpy()[mask.to_numpy()])
+
+
+def float_sum(values: np.ndarray) -> float:
+    """pandas' sum of float64 values (`Series.sum()`), without its checks: NumPy's pairwise
+    sum with the missing values as 0."""
     return float(np.where(np.isnan(values), 0.0, values).sum())
 
 
