@@ -962,3 +962,43 @@ def test_coalesce_is_fillna(values, default, dtype):
         warnings.simplefilter("ignore", FutureWarning)
         expected = column.fillna(default)
     pd.testing.assert_series_equal(got, expected)
+
+
+def _frame_extreme(values, how):
+    """min/max of columns and numbers row by row as a frame of them gives it (the general
+    path of functions.min_/max_)."""
+    index = next(v for v in values if isinstance(v, pd.Series)).index
+    columns = [v if isinstance(v, pd.Series) else pd.Series(v, index=index) for v in values]
+    return getattr(pd.concat(columns, axis=1, ignore_index=True), how)(axis=1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(floats, min_size=3, max_size=3), min_size=1, max_size=3),
+    st.lists(
+        floats | st.integers(-(2**60), 2**60) | st.sampled_from([True, 2**53 + 1, 2**70]),
+        max_size=2,
+    ),
+    st.sampled_from(["min", "max"]),
+    st.booleans(),
+)
+def test_row_wise_min_and_max_are_the_frames(columns, numbers, how, labelled):
+    """min(a, b, 3) of float columns and numbers, row by row: the values, zeros' signs and
+    dtype of the frame's min(axis=1), with NaN skipped; other operands (nullable columns,
+    bools, huge whole numbers, other labels) by the frame itself."""
+    index = pd.Index([7, 3, 5]) if labelled else pd.RangeIndex(3)
+    series = [pd.Series(c, index=index, dtype="float64") for c in columns]
+    function = functions_module.min_ if how == "min" else functions_module.max_
+    for values in (
+        (*series, *numbers),
+        (*numbers, *series),
+        (series[0].astype("Float64"), *series[1:], *numbers),
+        (series[0], pd.Series(columns[0], dtype="float64")),  # other labels when labelled
+    ):
+        if len(values) < 2:  # min(column) is the column's least value
+            continue
+        got, expected = function(*values), _frame_extreme(values, how)
+        pd.testing.assert_series_equal(got, expected, check_exact=True)
+        if got.dtype == np.float64:  # zeros' signs too (a NaN's sign is never shown)
+            values, wanted = got.to_numpy(), expected.to_numpy()
+            assert (np.signbit(values) == np.signbit(wanted))[~np.isnan(wanted)].all()

@@ -155,12 +155,39 @@ def _extreme(values: tuple[Any, ...], how: str) -> Any:
         pick = builtins.min if how == "min" else builtins.max
         return plain(pick(present)) if present else math.nan
     index = series[0].index
+    fast = _float_extreme(values, index, how)
+    if fast is not None:
+        return fast
     frame = pd.concat(
         [v if isinstance(v, pd.Series) else pd.Series(v, index=index) for v in values],
         axis=1,
         ignore_index=True,
     )
     return getattr(frame, how)(axis=1)
+
+
+def _float_extreme(values: tuple[Any, ...], index: pd.Index, how: str) -> pd.Series | None:
+    """The row-wise min or max of float64 columns on `index` and numbers, as pandas' frame of
+    them gives it (missing values skipped), by NumPy's fmin or fmax without the frame (a
+    tenth of its cost); None for other operands."""
+    arrays = []
+    for value in values:
+        if isinstance(value, pd.Series):
+            if not (
+                isinstance(value.dtype, np.dtype)
+                and value.dtype == np.float64
+                and (value.index is index or value.index.equals(index))
+            ):
+                return None
+            arrays.append(value.to_numpy())
+        elif isinstance(value, float) or (
+            isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+        ):  # a whole number the frame holds as int64, then rounds to float64 as float() does
+            arrays.append(np.full(len(index), float(value)))
+        else:
+            return None
+    pick = np.fmin if how == "min" else np.fmax
+    return pd.Series(pick.reduce(arrays), index=index)
 
 
 def min_(*values: Any) -> Any:
