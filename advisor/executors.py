@@ -46,7 +46,7 @@ def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
     with ProcessPoolExecutor(
         workers, mp_context=get_context("spawn"), initializer=start_worker
     ) as pool:
-        for _ in range(workers):  # a pool starts a process per task while none is idle
+        for _ in range(workers):  # a task starts a process while none is idle (3.9: all)
             pool.submit(os.getpid)
         yield pool, workers
 
