@@ -258,18 +258,3 @@ def innermost(
             climbing = climbing[end[row[climbing]] <= when[climbing]]
         found[points] = np.where(row >= lo, row, -1)
     return found
-    bounds: dict[int, tuple[int, int]] = {}
-    threads, first = np.unique(thread, return_index=True)
-    last = np.append(first[1:], len(thread))
-    for value, lo, hi in zip_strict(threads.tolist(), first.tolist(), last.tolist()):
-        bounds[value] = (lo, hi)
-    for k in range(len(at)):
-        span = bounds.get(int(at_thread[k]))
-        if span is None:
-            continue
-        lo, hi = span
-        i = lo + int(np.searchsorted(start[lo:hi], at[k], side="right")) - 1
-        while i >= lo and end[i] <= at[k]:
-            i = int(parent[i])
-        found[k] = i if i >= lo else -1
-    return found
