@@ -15,7 +15,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable
-from functools import lru_cache
+from functools import lru_cache, reduce
 from typing import TYPE_CHECKING, Any
 
 from advisor.engine.expr import (
@@ -170,24 +170,11 @@ def _float_extreme(values: tuple[Any, ...], index: pd.Index, how: str) -> pd.Ser
     """The row-wise min or max of float64 columns on `index` and numbers, as pandas' frame of
     them gives it (missing values skipped), by NumPy's fmin or fmax without the frame (a
     tenth of its cost); None for other operands."""
-    arrays = []
-    for value in values:
-        if isinstance(value, pd.Series):
-            if not (
-                isinstance(value.dtype, np.dtype)
-                and value.dtype == np.float64
-                and (value.index is index or value.index.equals(index))
-            ):
-                return None
-            arrays.append(value.to_numpy())
-        elif isinstance(value, float) or (
-            isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
-        ):  # a whole number the frame holds as int64, then rounds to float64 as float() does
-            arrays.append(np.full(len(index), float(value)))
-        else:
-            return None
+    arrays = [_float_values(value, index) for value in values]
+    if builtins.any(a is None for a in arrays):
+        return None
     pick = np.fmin if how == "min" else np.fmax
-    return pd.Series(pick.reduce(arrays), index=index)
+    return pd.Series(reduce(pick, arrays), index=index)
 
 
 def min_(*values: Any) -> Any:
@@ -335,7 +322,7 @@ def where(cond: Any, a: Any, b: Any) -> Any:
         return a if truthy(cond) else b
     mask = as_mask(cond)
     chosen = a if isinstance(a, pd.Series) else pd.Series(a, index=mask.index)
-    other = _float_values(b, chosen.index)
+    other = np.nan if b is None else _float_values(b, chosen.index)
     if isinstance(b, pd.Series) and other is not None and pd.api.types.is_integer_dtype(chosen):
         # whole numbers where a float column's values are chosen: floats, as pandas 3 gives
         # (pandas 2 turned round results back into integers, with a FutureWarning)
@@ -347,13 +334,33 @@ def where(cond: Any, a: Any, b: Any) -> Any:
     return chosen.where(mask, b)
 
 
-def _float_values(b: Any, index: pd.Index) -> Any:
-    """`b` as float64 values for `where` (a number, missing, or a float64 column on `index`);
-    None for anything pandas must convert or align."""
-    if b is None or (isinstance(b, (int, float)) and not isinstance(b, bool)):
-        return np.nan if b is None else float(b)
-    if isinstance(b, pd.Series) and b.dtype == np.float64 and b.index.equals(index):
-        return b.to_numpy()
+def _float_values(x: Any, index: pd.Index) -> Any:
+    """`x` as float64 values on `index` (a number, or a float64 column on `index`) for the
+    functions' NumPy paths; None for anything pandas must convert or align."""
+    number = _float_number(x)
+    return number if number is not None else float_column(x, index)
+
+
+def _float_number(x: Any) -> float | None:
+    """`x` as a float when pandas holds it as float64, or as int64 and rounds it to float64
+    as float() does (not a bool); None for anything else."""
+    if isinstance(x, float) or (
+        isinstance(x, int) and not isinstance(x, bool) and -(2**63) <= x < 2**63
+    ):
+        return float(x)
+    return None
+
+
+def float_column(x: Any, index: pd.Index | None = None) -> np.ndarray | None:
+    """The values of `x` when it is a float64 column (on `index`, when given): the columns
+    the NumPy paths take, computing what pandas computes on them; None for anything else."""
+    if (
+        isinstance(x, pd.Series)
+        and isinstance(x.dtype, np.dtype)
+        and x.dtype == np.float64
+        and (index is None or x.index is index or x.index.equals(index))
+    ):
+        return x.to_numpy()
     return None
 
 
@@ -377,17 +384,11 @@ def _sum_of_rows(x: Any, mask: Any) -> Any:
     """sum(filter(x, mask)) for a float column and a mask of its rows, without the rows
     taken as a column: pandas sums float64 as NumPy does with missing values as 0 (pairwise),
     so the figure is the same. NOT_FUSED for any other operands."""
-    if not (
-        isinstance(x, pd.Series)
-        and isinstance(mask, pd.Series)
-        and isinstance(x.dtype, np.dtype)
-        and x.dtype == np.float64
-        and isinstance(mask.dtype, np.dtype)
-        and mask.dtype.kind == "b"
-        and (mask.index is x.index or mask.index.equals(x.index))
-    ):
+    bools = isinstance(mask, pd.Series) and isinstance(mask.dtype, np.dtype)
+    values = float_column(x, mask.index) if bools and mask.dtype.kind == "b" else None
+    if values is None:
         return NOT_FUSED
-    return float_sum(x.to_numpy()[mask.to_numpy()])
+    return float_sum(values[mask.to_numpy()])
 
 
 def float_sum(values: np.ndarray) -> float:
@@ -421,21 +422,14 @@ def coalesce(x: Any, default: Any) -> Any:
     Example: sum(coalesce(steps.bubble_us, 0)) > 0
     """
     if isinstance(x, pd.Series):
-        if (
-            isinstance(x.dtype, np.dtype)
-            and x.dtype == np.float64
-            and isinstance(default, (int, float))
-            and not isinstance(default, bool)
-        ):  # what fillna gives, without its checks (a few times a profile, 60 against 15 us)
-            values = x.to_numpy()
-            return pd.Series(
-                np.where(np.isnan(values), float(default), values), x.index, name=x.name
-            )
-        if x.dtype == object:  # pandas 2.2-2.3 warns that it downcasts such a result: not for users
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", "Downcasting object dtype", FutureWarning)
-                return x.fillna(default)
-        return x.fillna(default)
+        values, fill = float_column(x), _float_number(default)
+        if values is not None and fill is not None:
+            # what fillna gives, without its checks (a few times a profile, 60 against 15 us)
+            return pd.Series(np.where(np.isnan(values), fill, values), x.index, name=x.name)
+        with warnings.catch_warnings():
+            # pandas 2.2-2.3 warn that they downcast an object column's result: not for users
+            warnings.filterwarnings("ignore", "Downcasting object dtype", FutureWarning)
+            return x.fillna(default)
     return default if is_missing(x) else x
 
 

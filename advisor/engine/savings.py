@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from advisor import intervals, steady
-from advisor.engine.functions import float_sum
+from advisor.engine.functions import float_column, float_sum
 from advisor.lazy import lazy_module
 from advisor.model import Profile
 
@@ -155,8 +155,8 @@ def _column_sum(table: pd.DataFrame, column: str, rows: np.ndarray | None = None
     if column not in table:
         return 0.0
     values = table[column]
-    if isinstance(values.dtype, np.dtype) and values.dtype == np.float64:
-        array = values.to_numpy()
+    array = float_column(values)
+    if array is not None:
         return float_sum(array if rows is None else array[rows])
     return float((values if rows is None else values[rows]).sum())
 
