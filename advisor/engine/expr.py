@@ -361,7 +361,7 @@ def _compare(op: type[ast.cmpop], left: Any, right: Any) -> bool | pd.Series:
 
 def _text_equality(op: type[ast.cmpop], left: Any, right: Any) -> pd.Series | None:
     """`column == "text"` (or `!=`) for an arrow text column with NA missing values, answered
-    once per distinct value (advisor.engine.text_codes): rules compare category and op_type
+    once per distinct value (advisor.text_codes): rules compare category and op_type
     with a name dozens of times a profile, and pandas' comparison and the mask made of its
     missing values cost several times that. Missing rows are false for both operators, as
     `as_mask` makes the missing results of pandas' comparison. None: any other comparison."""
