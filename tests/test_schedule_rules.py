@@ -561,6 +561,27 @@ def test_no_gc_suspected_on_real_traces_whose_gaps_are_full_of_host_work():
         assert (long["host_busy_us"] > 0.01 * long["duration_us"]).all()
 
 
+def test_quiet_gaps_count_the_host_work_calls_overlapping_each_gap():
+    """host_calls comes from the calls' starts and ends sorted once; counted here call by
+    call over the host work (no Python frames or annotations) on real traces, whose calls'
+    starts and ends are not in order."""
+    for path in (SAMPLED, ALEXNET, NCCL):
+        profile = read(path)
+        evaluate(profile, "HOST-006")
+        host = profile.tables["host_ops"]
+        kind = host["kind"].astype(str)
+        start = host["start_us"].to_numpy("float64", na_value=np.nan)
+        end = start + host["duration_us"].to_numpy("float64", na_value=0.0)
+        work = ~kind.isin(["python", "annotation"]).to_numpy() & ~np.isnan(start)
+        start, end = start[work], end[work]
+        assert (np.diff(end) < 0).any(), path.name  # the ends out of order
+        gaps = profile.tables["quiet_gaps"]
+        assert len(gaps) > 0, path.name
+        for lo, length, calls in zip(gaps["start_us"], gaps["duration_us"], gaps["host_calls"]):
+            hi = lo + length
+            assert calls == int(((start < hi) & (end > lo)).sum()), (path.name, lo)
+
+
 def test_every_rule_evaluates_on_every_real_gpu_trace():
     for path in sorted(KINETO.glob("*.json.gz")):
         profile = read(path)
