@@ -169,12 +169,20 @@ def _extreme(values: tuple[Any, ...], how: str) -> Any:
 def _float_extreme(values: tuple[Any, ...], index: pd.Index, how: str) -> pd.Series | None:
     """The row-wise min or max of float64 columns on `index` and numbers, as pandas' frame of
     them gives it (missing values skipped), by NumPy's fmin or fmax without the frame (a
-    tenth of its cost); None for other operands."""
+    tenth of its cost); None for other operands. Where zeros of both signs tie, the min is
+    -0 and the max +0 (IEEE 754's minimum and maximum): NumPy's pick there depends on its
+    version and code path, the frame's too."""
     arrays = [_float_values(value, index) for value in values]
     if builtins.any(a is None for a in arrays):
         return None
     pick = np.fmin if how == "min" else np.fmax
-    return pd.Series(reduce(pick, arrays), index=index)
+    result = np.asarray(reduce(pick, arrays), dtype=np.float64)  # new: two operands or more
+    zero = result == 0
+    if zero.any():
+        sign = -1.0 if how == "min" else 1.0  # the sign that wins a tie of zeros
+        wins = reduce(np.logical_or, [(a == 0) & (np.copysign(1.0, a) == sign) for a in arrays])
+        result[zero] = np.where(np.broadcast_to(wins, result.shape)[zero], sign * 0.0, -sign * 0.0)
+    return pd.Series(result, index=index)
 
 
 def min_(*values: Any) -> Any:
@@ -426,11 +434,33 @@ def coalesce(x: Any, default: Any) -> Any:
         if values is not None and fill is not None:
             # what fillna gives, without its checks (a few times a profile, 60 against 15 us)
             return pd.Series(np.where(np.isnan(values), fill, values), x.index, name=x.name)
+        if not _takes(x.dtype, default) and x.hasnans:
+            # the values as objects, the default where missing: what pandas 2-3.0 made of a
+            # NumPy column; a nullable one raised, and pandas 3.1 warns that fillna will
+            values = x.to_numpy(object)
+            values[x.isna().to_numpy(bool)] = default
+            return pd.Series(values, x.index, dtype=object, name=x.name)
         with warnings.catch_warnings():
             # pandas 2.2-2.3 warn that they downcast an object column's result: not for users
             warnings.filterwarnings("ignore", "Downcasting object dtype", FutureWarning)
             return x.fillna(default)
     return default if is_missing(x) else x
+
+
+def _takes(dtype: Any, value: Any) -> bool:
+    """Whether a column of `dtype` takes `value` in place of a missing value without a change
+    of type (a text in a text column, a flag in a flag column, a number in a numeric one);
+    an object column takes anything, and other values are left to pandas."""
+    types = pd.api.types
+    if types.is_object_dtype(dtype):
+        return True
+    if isinstance(value, str):
+        return bool(types.is_string_dtype(dtype))
+    if isinstance(value, (bool, np.bool_)):
+        return bool(types.is_bool_dtype(dtype))
+    if isinstance(value, (int, float, np.number)):
+        return bool(types.is_numeric_dtype(dtype)) and not types.is_bool_dtype(dtype)
+    return True
 
 
 def clip(x: Any, lo: Any = None, hi: Any = None) -> Any:
