@@ -108,7 +108,13 @@ _FLASH = re.compile(
     re.I,
 )
 _CONV = re.compile(r"conv|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)", re.I)  # + MIOpen's igemm
-_MATMUL = re.compile(r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm", re.I)
+_MATMUL = re.compile(
+    r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm|"
+    # GEMM kernels whose names say none of these: cuBLASLt's nvjet_* (recent cuBLAS on Hopper and
+    # Blackwell), Tensile's Cijk_* (rocBLAS, hipBLASLt) and Inductor's Triton mm templates
+    r"nvjet|\bCijk_|triton_tem_fused_mm",
+    re.I,
+)
 
 
 def compute_classes(profile: Profile) -> None:

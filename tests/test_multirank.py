@@ -128,6 +128,12 @@ def test_cluster_report_is_written(tmp_path):
             "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>",
             "matmul",
         ),
+        # cuBLASLt's GEMMs on our H200 (tests/fixtures/kineto_gpu_own), a Tensile GEMM of
+        # hipBLASLt, an Inductor mm template; their names hold no "gemm" or "matmul"
+        ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN", "matmul"),
+        ("Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI16x16x16x1_SN_1LDSB1", "matmul"),
+        ("triton_tem_fused_mm_0", "matmul"),
+        ("triton_poi_fused__to_copy_1", "other_compute"),
     ],
 )
 def test_gpu_kernels_compute_classes(name: str, expected: str) -> None:
