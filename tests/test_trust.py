@@ -121,6 +121,36 @@ def test_a_rocm_trace_gets_no_ascend_advice_and_no_tune_ops_file(tmp_path):
     assert not (tmp_path / "out" / "operator_tuning_file.cfg").exists()
 
 
+MATRIX_ADVICE = ("Tensor Core", "cudnn.benchmark", "allow_tf32", "layer that produces")
+
+
+@pytest.mark.parametrize(
+    ("path", "top_type", "told"),
+    [  # our H200 run: Adam(fused=True) leads a small model's device time
+        (
+            FIXTURE_DIR / "kineto_gpu_own" / "dataloader_bound.pt.trace.json.gz",
+            "multi_tensor_apply_kernel",
+            "ZeroRedundancyOptimizer",
+        ),
+        # a real MindSpore GPU profile of LeNet: the momentum update leads
+        (SHARED / "mindspore_legacy" / "profiler_misc", "ApplyMomentum", "gradient accumulation"),
+    ],
+)
+def test_an_optimizer_update_on_top_gets_no_matrix_or_layer_advice(path, top_type, told):
+    """The top operator type was told to use Tensor Core shapes, TF32 and a better layer
+    when it was the optimizer's update, whose time follows the parameters."""
+    (finding,) = [
+        f
+        for a in advisor.analyze(path).analyses
+        for f in a.findings
+        if f.rule.id == "OP-005" and f.values["top_type"] == top_type
+    ]
+    assert "not a layer of the model" in finding.message
+    assert any(told in text for text in finding.suggestions)
+    for text in finding.suggestions:
+        assert not any(word in text for word in MATRIX_ADVICE), text
+
+
 PYTORCH_ADVICE = ("torch", "DistributedDataParallel", "DDP", "bucket_cap_mb", "Megatron")
 
 
