@@ -107,7 +107,13 @@ _FLASH = re.compile(
     r"_sdpa_",
     re.I,
 )
-_CONV = re.compile(r"conv|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)", re.I)  # + MIOpen's igemm
+_CONV = re.compile(
+    r"conv|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)|"  # + MIOpen's igemm
+    # cuDNN's convolution kernels of older GPUs: implicit GEMM ({s,h}cudnn_*, as in
+    # ampere_scudnn_128x64_relu_*), Winograd and FFT (fft2d_r2c_*, fft2d_c2r_*)
+    r"[sh]cudnn|winograd|fft2d_",
+    re.I,
+)
 _MATMUL = re.compile(
     r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm|"
     # GEMM kernels whose names say none of these: cuBLASLt's nvjet_* (recent cuBLAS on Hopper and

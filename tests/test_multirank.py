@@ -134,6 +134,10 @@ def test_cluster_report_is_written(tmp_path):
         ("Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI16x16x16x1_SN_1LDSB1", "matmul"),
         ("triton_tem_fused_mm_0", "matmul"),
         ("triton_poi_fused__to_copy_1", "other_compute"),
+        # cuDNN's implicit-GEMM and FFT convolutions of HTA's AlexNet trace (A100)
+        ("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", "conv"),
+        ("void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*)", "conv"),
+        ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>", "other_compute"),
     ],
 )
 def test_gpu_kernels_compute_classes(name: str, expected: str) -> None:
