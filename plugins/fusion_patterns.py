@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from advisor import intervals
+from advisor import intervals, op_classes
 from advisor.formats.metadata import rows_recording
 from advisor.formats.torch_records import TORCH_COMPILED
 from advisor.hookspecs import MetricProvider, hookimpl
@@ -54,13 +54,6 @@ _COPY_SUFFIX = re.compile(r"_\d+$")
 _MULTI_PASS = re.compile(r"\bcub::|\bthrust::|radix_?sort|DeviceScan|DeviceSegmented", re.I)
 """Kernels of a library's multi-pass algorithm (CUB's and Thrust's sorts and scans, which
 an embedding's backward runs): passes by design, not a chain one fused kernel replaces."""
-_WHOLE_OPERATION = re.compile(
-    r"gemm|matmul|nvjet|cutlass|xmma|cublas|sdpa|flash|fmha|conv|fprop|dgrad|wgrad", re.I
-)
-"""Kernels that are each a library's whole matrix multiplication, convolution or attention: a
-sequence holding two of them (a transformer layer's forward, recomputed in the backward
-under activation checkpointing) is no chain one fused kernel replaces; one of them with the
-element-wise kernels around it is (an epilogue)."""
 _ORIGINAL_SEPARATOR = re.compile(r"[;,]")
 NOT_APPLICABLE = "n/a"  # availability of rows no CANN version concerns (never missing, so
 _NO_VERSION = {"availability": NOT_APPLICABLE}  # rules may read the column on any profile)
@@ -388,7 +381,10 @@ def kernel_sequence_rows(
     one call launched, grouped by (operator, kernel names), for calls launching at least
     MIN_KERNELS kernels outside affinity matches and optimizer steps, and neither running
     torch.compile's code (TORCH_COMPILED), a library's multi-pass algorithm (_MULTI_PASS) nor
-    more than one library operation (_WHOLE_OPERATION)."""
+    more than one library operation (op_classes.library_operation: kernels that are each a
+    whole matrix multiplication, convolution or attention; a transformer layer's forward,
+    recomputed in the backward under activation checkpointing, is no chain one fused kernel
+    replaces, one of them with the element-wise kernels around it is, as an epilogue)."""
     if links is None:
         links = _launched(top, device)
     if links.empty:
@@ -437,7 +433,7 @@ def kernel_sequence_rows(
         if (
             TORCH_COMPILED.match(key[0])  # Inductor fused its kernels already
             or any(_MULTI_PASS.search(n) for n in names)
-            or sum(bool(_WHOLE_OPERATION.search(n)) for n in names) > 1
+            or sum(op_classes.library_operation(n) for n in names) > 1
         ):
             continue
         brief = [short.get(n) or short.setdefault(n, _short(n)) for n in names]

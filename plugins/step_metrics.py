@@ -10,10 +10,9 @@ device task (the compare tool's cube/vector/flash-attention/... split).
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from advisor import intervals, steady
+from advisor import intervals, op_classes, steady
 from advisor.compat import zip_strict
 from advisor.formats.aicore_freq import task_frequency
 from advisor.hookspecs import MetricProvider, hookimpl
@@ -94,35 +93,6 @@ def assign_host_steps(profile: Profile) -> None:
     _assign_steps(profile, "host_ops")
 
 
-# Name patterns of the compare tool's categories (msprof-analyze compare_config.ini masks).
-_FLASH = re.compile(
-    r"flash_?attention|fusion_?attention|flashattn|flash2attn|"
-    r"efficient_attention|xformers_flash|fusedinferattention|fmha|"
-    # FlashAttention's own CUDA kernels: flash_fwd_kernel / flash_bwd_* (FA2, also as
-    # pytorch_flash::), flash::compute_attn_ws (FA3); without these their cutlass template
-    # arguments made them matrix multiplications
-    r"flash_fwd|flash_bwd|flash::|compute_attn|"
-    # cuDNN's attention (PyTorch's cuDNN SDPA backend): cudnn_generated_fort_native_sdpa_
-    # sm90_flash_fprop_wgmma_* / _bprop_*, which "fprop" made convolutions
-    r"_sdpa_",
-    re.I,
-)
-_CONV = re.compile(
-    r"conv|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)|"  # + MIOpen's igemm
-    # cuDNN's convolution kernels of older GPUs: implicit GEMM ({s,h}cudnn_*, as in
-    # ampere_scudnn_128x64_relu_*), Winograd and FFT (fft2d_r2c_*, fft2d_c2r_*)
-    r"[sh]cudnn|winograd|fft2d_",
-    re.I,
-)
-_MATMUL = re.compile(
-    r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm|"
-    # GEMM kernels whose names say none of these: cuBLASLt's nvjet_* (recent cuBLAS on Hopper and
-    # Blackwell), Tensile's Cijk_* (rocBLAS, hipBLASLt) and Inductor's Triton mm templates
-    r"nvjet|\bCijk_|triton_tem_fused_mm",
-    re.I,
-)
-
-
 def compute_classes(profile: Profile) -> None:
     """device_ops.compute_class: cube, vector, flash_attention, conv, matmul, other_compute,
     aicpu, memcpy, communication or other (first match wins, in that order of specificity).
@@ -175,7 +145,11 @@ def _compute_class(op_type: object, name: object, core: object, category: object
         return "aicpu"
     if category != "compute":
         return "other"
-    for pattern, found in ((_FLASH, "flash_attention"), (_CONV, "conv"), (_MATMUL, "matmul")):
+    for pattern, found in (
+        (op_classes.ATTENTION, "flash_attention"),
+        (op_classes.CONVOLUTION, "conv"),
+        (op_classes.MATMUL, "matmul"),
+    ):
         if pattern.search(text):
             return found
     if core in ("AI_CORE", "MIX_AIC", "CUBE"):
