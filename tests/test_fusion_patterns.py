@@ -29,6 +29,7 @@ from advisor_plugins.fusion_patterns import (
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 NCCL_TRACE = REAL / "kineto" / "nccl_parser_config__nccl_data.json.gz"
+ALEXNET = "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
 
 
 @cache
@@ -181,6 +182,17 @@ def test_frequent_kernel_sequence_of_a_real_gpu_trace_matches_the_raw_launches()
     )
     (finding,) = result.findings
     assert "cross_entropy_loss" in str(finding.evidence["rows"])
+
+
+def test_a_library_convolution_of_several_kernels_is_no_sequence_to_fuse():
+    """HTA's AlexNet trace (A100): cuDNN ran two convolutions as FFTs (fft2d_r2c twice, a
+    complex GEMM, fft2d_c2r), one library operation of four kernels; the implicit-GEMM
+    convolutions with the bias kernel after them (an epilogue) stay candidates."""
+    patterns = _candidates(REAL / "kineto" / ALEXNET)["pattern"].dropna().tolist()
+    convolutions = [p for p in patterns if p.startswith("conv2d:")]
+    assert any("scudnn" in p for p in convolutions)
+    assert any("fprop_implicit_gemm" in p for p in convolutions)
+    assert not any("fft2d" in p for p in patterns)
 
 
 def test_kernel_sequences_group_calls_by_kernels_in_start_order():
