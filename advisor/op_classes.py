@@ -21,14 +21,17 @@ ATTENTION = re.compile(
     re.I,
 )
 CONVOLUTION = re.compile(
-    r"conv|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)|"  # + MIOpen's igemm
+    # conv but in convert, conversion (cuDNN's attention backward runs convert_dq_to_16bits)
+    r"conv(?!er)|fprop|dgrad|wgrad|igemm_(?:fwd|bwd|wrw)|"  # + MIOpen's igemm
     # cuDNN's convolution kernels of older GPUs: implicit GEMM ({s,h}cudnn_*, as in
     # ampere_scudnn_128x64_relu_*), Winograd and FFT (fft2d_r2c_*, fft2d_c2r_*)
     r"[sh]cudnn|winograd|fft2d_",
     re.I,
 )
 MATMUL = re.compile(
-    r"matmul|gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm|"
+    # "gemm" but in fbgemm_gpu's namespace, whose embedding, permute and quantisation kernels
+    # multiply no matrices (its GEMMs say gemm or cutlass again)
+    r"matmul|(?<!fb)gemm|gemv|cutlass|cublas|\bmm\b|addmm|bmm|"
     # GEMM kernels whose names say none of these: cuBLASLt's nvjet_* (recent cuBLAS on Hopper and
     # Blackwell), Tensile's Cijk_* (rocBLAS, hipBLASLt) and Inductor's Triton mm templates
     r"nvjet|\bCijk_|triton_tem_fused_mm",

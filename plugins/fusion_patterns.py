@@ -51,9 +51,14 @@ _EXAMPLE_CHARS = 1000
 _FIRST_SYMBOL = 0x100  # the catalogue's names as characters from here on (no regex syntax)
 _OTHER = " "  # a name no sequence holds
 _COPY_SUFFIX = re.compile(r"_\d+$")
-_MULTI_PASS = re.compile(r"\bcub::|\bthrust::|radix_?sort|DeviceScan|DeviceSegmented", re.I)
+_MULTI_PASS = re.compile(
+    r"\bcub::|\bthrust::|radix_?sort|DeviceScan|DeviceSegmented|\bcudnn::fusion::|fbgemm_gpu::",
+    re.I,
+)
 """Kernels of a library's multi-pass algorithm (CUB's and Thrust's sorts and scans, which
-an embedding's backward runs): passes by design, not a chain one fused kernel replaces."""
+an embedding's backward runs; the helper kernels of cuDNN's fused attention; fbgemm_gpu's
+embedding and quantisation kernels): passes by design, not a chain one fused kernel
+replaces."""
 _ORIGINAL_SEPARATOR = re.compile(r"[;,]")
 NOT_APPLICABLE = "n/a"  # availability of rows no CANN version concerns (never missing, so
 _NO_VERSION = {"availability": NOT_APPLICABLE}  # rules may read the column on any profile)

@@ -195,6 +195,24 @@ def test_a_library_convolution_of_several_kernels_is_no_sequence_to_fuse():
     assert not any("fft2d" in p for p in patterns)
 
 
+@pytest.mark.parametrize(
+    ("path", "library_kernel"),
+    [  # our H200 GPT-2 run: cuDNN's attention backward with its helper kernels
+        (REAL.parent / "kineto_gpu_own" / "gpt2.pt.trace.json.gz", "cudnn::fusion::"),
+        # HTA's recommender trace: fbgemm_gpu's FP8 quantisation before the all-to-all
+        (REAL / "kineto" / "timeline_analysis__sampled_rank-0.json.gz", "fbgemm_gpu::"),
+    ],
+)
+def test_a_library_algorithm_of_several_kernels_is_no_sequence_to_fuse(path, library_kernel):
+    """Both calls launch several short kernels of one library's algorithm; they are no
+    chain one fused kernel replaces (the real traces hold them, the table does not)."""
+    with gzip.open(path) as raw:
+        events = json.load(raw)["traceEvents"]
+    assert sum(e.get("cat") == "kernel" and library_kernel in e["name"] for e in events) > 1
+    patterns = _candidates(path)["pattern"].dropna().tolist()
+    assert patterns and not any(library_kernel in p for p in patterns)
+
+
 def test_kernel_sequences_group_calls_by_kernels_in_start_order():
     """Three calls of one operator and one of another, their kernels listed out of start
     order: a call's kernels are read in start order, calls with the same kernels are one

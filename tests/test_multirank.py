@@ -138,6 +138,17 @@ def test_cluster_report_is_written(tmp_path):
         ("cudnn_ampere_scudnn_128x64_relu_xregs_large_nn_v1", "conv"),
         ("void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*)", "conv"),
         ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>", "other_compute"),
+        # fbgemm_gpu's embedding and quantisation kernels of HTA's recommender trace
+        ("void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*)", "other_compute"),
+        (
+            "void split_embedding_codegen_forward_unweighted_kernel<c10::Half, c10::Half, float, "
+            "false, long, 2ul, 32ul>(fbgemm_gpu::FixedDivisor)",
+            "other_compute",
+        ),
+        # cuDNN's attention backward on our H200 (gpt2): a conversion, no convolution
+        ("void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*)", "other_compute"),
+        # ... while a GEMM in that namespace still is one (a made-up name)
+        ("void fbgemm_gpu::grouped_gemm_kernel<float>(float const*)", "matmul"),
     ],
 )
 def test_gpu_kernels_compute_classes(name: str, expected: str) -> None:
