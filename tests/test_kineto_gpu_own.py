@@ -137,6 +137,38 @@ def test_a_graph_replay_is_one_launch() -> None:
     assert by_graph["launch_delay_us"].notna().sum() == 8 < len(by_graph)
 
 
+def test_tiny_kernels_a_graph_replays_have_no_launch_overhead() -> None:
+    """OP-007 said 124 of the CUDA-graph run's 192 kernels were tiny and their launches cost
+    274 µs of device time; 84 of them a cudaGraphLaunch started, with no host launch each.
+    Those left out, 40 individually launched tiny kernels remain, under the rule's 100."""
+    trace = events("cuda_graphs")
+    calls = {
+        e["args"]["correlation"]: e["name"]
+        for e in trace
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    kernels = [e for e in trace if e.get("cat") == "kernel" and in_steps("cuda_graphs", e)]
+    tiny = [e for e in kernels if e["dur"] < 10]
+    by_graph = [e for e in tiny if calls.get(e["args"]["correlation"]) == "cudaGraphLaunch"]
+    assert (len(tiny), len(by_graph)) == (124, 84)
+    assert finding(analysed("cuda_graphs"), "OP-007") is None
+    # an eager run's tiny kernels are each launched by the host: the finding stands
+    eager = finding(analysed("launch_bound"), "OP-007")
+    assert eager is not None and eager.values["graph_kernels"] == 0
+
+
+def test_a_run_with_a_fused_optimizer_is_not_told_to_fuse_it() -> None:
+    """The fused AdamW of the dataloader-bound run (aten::_fused_adamw_ in each step) was told
+    to use "fused optimizers such as foreach/fused AdamW"; launch_bound's SGD takes the
+    foreach path and still is."""
+    assert any(e["name"] == "aten::_fused_adamw_" for e in events("dataloader_bound"))
+    fused = _suggestions(analysed("dataloader_bound"), "OP-007")
+    assert "fused optimizers" not in fused and "multi-tensor apply" not in fused
+    assert "Fuse small operators (torch.compile, fused LayerNorm/GELU)." in fused
+    foreach = _suggestions(analysed("launch_bound"), "OP-007")
+    assert "fused optimizers such as foreach/fused AdamW" in foreach
+
+
 @pytest.mark.parametrize(
     ("name", "execution"),
     [("healthy", "eager"), ("compiled", "compiled"), ("cuda_graphs", "graphs")],
