@@ -266,6 +266,14 @@ TABLES: dict[str, TableSpec] = {
                     "replay): the call counts as one launch",
                 ),
                 _c(
+                    "launch_work_us",
+                    "float64",
+                    US,
+                    "device time of all the tasks the launching call started (their durations "
+                    "summed; the task's own for a call that started one), on the rows that have "
+                    "launch_delay_us (derived): what one launch of a CUDA graph bought",
+                ),
+                _c(
                     "est_occupancy",
                     "float64",
                     "ratio",

@@ -81,11 +81,14 @@ def launch_delays(profile: Profile) -> None:
     0 (HTA's launch delay); missing where the launching call is unknown, and for all but the
     first task of a call that launched several (a CUDA graph's replay, one cudaGraphLaunch for
     all its kernels): that call is one launch, and its later kernels wait for the earlier
-    ones, not in the launch queue."""
+    ones, not in the launch queue. device_ops.launch_work_us, on the same rows: the device
+    time of all the tasks the call launched, what its host time bought (one launch of a graph
+    starts tens of kernels)."""
     ops = profile.tables["device_ops"]
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)
     launch = ops["launch_us"].to_numpy("float64", na_value=np.nan)
     launch_dur = ops["launch_dur_us"].to_numpy("float64", na_value=np.nan)
+    duration = ops["duration_us"].to_numpy("float64", na_value=0.0)
     with np.errstate(invalid="ignore"):
         delay = np.clip(start - (launch + launch_dur), 0.0, None)
     rows = np.flatnonzero(~np.isnan(launch))
@@ -93,8 +96,12 @@ def launch_delays(profile: Profile) -> None:
     same_call = (launch[order][1:] == launch[order][:-1]) & (
         launch_dur[order][1:] == launch_dur[order][:-1]
     )
+    firsts = np.flatnonzero(np.concatenate(([True], ~same_call))) if len(order) else order
+    work = np.full(len(ops), np.nan)
+    if len(order):
+        work[order[firsts]] = np.add.reduceat(duration[order], firsts)
     delay[order[1:][same_call]] = np.nan
-    profile.tables["device_ops"] = ops.assign(launch_delay_us=delay)
+    profile.tables["device_ops"] = ops.assign(launch_delay_us=delay, launch_work_us=work)
 
 
 def tensor_cores(profile: Profile) -> None:
@@ -460,10 +467,16 @@ _QUIET = ("step", "start_us", "duration_us", "host_calls", "host_busy_us", "gc_u
 PROVIDERS = [
     MetricProvider(
         "launch_delay",
-        ("device_ops.start_us", "device_ops.launch_us", "device_ops.launch_dur_us"),
-        ("device_ops.launch_delay_us",),
+        (
+            "device_ops.start_us",
+            "device_ops.duration_us",
+            "device_ops.launch_us",
+            "device_ops.launch_dur_us",
+        ),
+        ("device_ops.launch_delay_us", "device_ops.launch_work_us"),
         launch_delays,
-        "device_ops.launch_delay_us: task start after its launching call returned",
+        "device_ops.launch_delay_us: task start after its launching call returned; "
+        "launch_work_us: the device time of the tasks the call launched",
     ),
     MetricProvider(
         "tensor_core",
