@@ -176,14 +176,17 @@ def test_tiny_kernels_a_graph_replays_have_no_launch_overhead() -> None:
 
 def test_a_run_with_a_fused_optimizer_is_not_told_to_fuse_it() -> None:
     """The fused AdamW of the dataloader-bound run (aten::_fused_adamw_ in each step) was told
-    to use "fused optimizers such as foreach/fused AdamW"; launch_bound's SGD takes the
-    foreach path and still is."""
+    to use "fused optimizers such as foreach/fused AdamW", the GPT-2 run's "fused optimizers
+    (fused=True)"; launch_bound's SGD takes the foreach path and still is."""
     assert any(e["name"] == "aten::_fused_adamw_" for e in events("dataloader_bound"))
     fused = _suggestions(analysed("dataloader_bound"), "OP-007")
     assert "fused optimizers" not in fused and "multi-tensor apply" not in fused
     assert "Fuse small operators (torch.compile, fused LayerNorm/GELU)." in fused
     foreach = _suggestions(analysed("launch_bound"), "OP-007")
     assert "fused optimizers such as foreach/fused AdamW" in foreach
+    # the idle-device finding, on the fused GPT-2 run and on the foreach SGD run
+    assert "fused=True" not in _suggestions(analysed("gpt2"), "STEP-003")
+    assert "fused optimizers (fused=True)" in _suggestions(analysed("launch_bound"), "STEP-003")
 
 
 @pytest.mark.parametrize(
