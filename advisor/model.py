@@ -381,10 +381,11 @@ TABLES: dict[str, TableSpec] = {
                     "",
                     "how a PyTorch optimizer step (Optimizer.step#<Class>.step) updated the "
                     "parameters (derived from the operators recorded inside it on its thread): "
-                    "fused (an aten::_fused_* operator: fused=True), foreach (aten::_foreach_* "
+                    "fused (an aten::_fused_* operator: fused=True; a torch_npu fused optimizer, "
+                    "Optimizer.step#NpuFused*, by its name), foreach (aten::_foreach_* "
                     "multi-tensor operators), for-loop (operators, none of them multi-tensor: "
-                    "updates parameter by parameter); missing on other rows and where no "
-                    "operator was recorded inside",
+                    "updates parameter by parameter); missing on other rows and, but for "
+                    "torch_npu's, where no operator was recorded inside",
                 ),
                 _c(
                     "optimizer_ops",

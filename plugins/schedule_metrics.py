@@ -397,7 +397,8 @@ def optimizer_impls(profile: Profile) -> None:
     GPUs torch.optim takes the multi-tensor (foreach) path by default, so advice to fuse the
     step needs to know which one ran: an `aten::_fused_*` operator is fused=True,
     `aten::_foreach_*` operators the foreach path, other operators one small update per
-    parameter.
+    parameter. torch_npu's fused optimizers (`Optimizer.step#NpuFusedAdamW.step`...) are fused
+    whatever operators they run: they update flattened parameter buffers in a few operators.
 
     Each operator is placed in the step window of its thread that starts last before it, so
     the operators are neither sorted nor looped over in Python, and only the names of the
@@ -444,8 +445,15 @@ def optimizer_impls(profile: Profile) -> None:
             > 0
             for prefix in ("aten::_fused_", "aten::_foreach_")
         )
+        npu_fused = (
+            pd.Series(names.take(rows))
+            .str.startswith(_NPU_FUSED_STEP)
+            .to_numpy(bool, na_value=False)
+        )
         inside[rows] = counts
-        impl[rows] = np.where(fused, 0, np.where(foreach, 1, np.where(counts > 0, 2, -1)))
+        impl[rows] = np.where(
+            fused | npu_fused, 0, np.where(foreach, 1, np.where(counts > 0, 2, -1))
+        )
     labels = pa.DictionaryArray.from_arrays(
         pa.array(impl, mask=impl < 0), pa.array(_OPTIMIZER_IMPLS)
     ).cast(pa.large_string())
@@ -457,6 +465,8 @@ def optimizer_impls(profile: Profile) -> None:
     )
 
 
+_NPU_FUSED_STEP = "Optimizer.step#NpuFused"
+"""The step of a torch_npu fused optimizer (torch_npu.optim.NpuFusedAdamW, NpuFusedSGD...)."""
 _OPTIMIZER_IMPLS = ("fused", "foreach", "for-loop")
 """host_ops.optimizer_impl's values, in the order of its codes in optimizer_impls."""
 
