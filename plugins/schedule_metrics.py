@@ -96,9 +96,9 @@ def launch_delays(profile: Profile) -> None:
     same_call = (launch[order][1:] == launch[order][:-1]) & (
         launch_dur[order][1:] == launch_dur[order][:-1]
     )
-    firsts = np.flatnonzero(np.concatenate(([True], ~same_call))) if len(order) else order
     work = np.full(len(ops), np.nan)
     if len(order):
+        firsts = np.flatnonzero(np.concatenate(([True], ~same_call)))
         work[order[firsts]] = np.add.reduceat(duration[order], firsts)
     delay[order[1:][same_call]] = np.nan
     profile.tables["device_ops"] = ops.assign(launch_delay_us=delay, launch_work_us=work)
