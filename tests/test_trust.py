@@ -356,6 +356,31 @@ def test_a_profile_too_short_for_a_step_gives_no_urgent_advice():
     assert any("too short to hold a training step" in w.problem for w in analysis.profile.warnings)
 
 
+def test_findings_holding_the_whole_step_promise_no_step_of_0_ms(tmp_path):
+    """Rank 34's gloo trace records all-reduces and four aten::empty, no computation: COMM-001
+    (the exposed all-reduces) and STEP-007 (the idle thread between them) hold all of its
+    210 ms step. Their fix-first line said "→ −100.0% step time (210 ms → 0 ms)"; the steps
+    do work the profile did not record, so it names them with the step time alone. Each
+    finding on its own keeps its estimate (the other's time is left)."""
+    (analysis,) = advisor.analyze(CPU_ONLY).analyses
+    path = analysis.evaluation.critical_path
+    fix = analysis.evaluation.fix_first
+    assert path.by_bound["compute"] == path.by_bound["host"] == 0.0
+    assert set(fix.rules) == {"COMM-001", "STEP-007"}
+    assert fix.step_time_if_fixed_us is None and fix.saving_ratio is None
+    alone = {f.rule.id: f.step_time_if_fixed_us for f in analysis.findings}
+    comm, idle = path.by_bound["communication"], path.by_bound["idle"]
+    assert alone["COMM-001"] == pytest.approx(idle, rel=1e-6)
+    assert alone["STEP-007"] == pytest.approx(comm, rel=1e-6)
+    code, output = run_cli("run", CPU_ONLY, "-o", tmp_path / "out", "--lang", "en")
+    assert code == 0
+    text = " ".join(output.split())
+    assert "Fix these first: COMM-001, STEP-007 (together all of the step time, 210 ms" in text
+    assert "→ 0 ms" not in text and "−100.0%" not in text
+    summary = report_of(tmp_path / "out")["summary"]["fix_first"]
+    assert summary["step_time_if_fixed_us"] is None and summary["saving_ratio"] is None
+
+
 def test_a_cluster_finding_saves_at_most_its_kind_of_the_slowest_ranks_step():
     """The cluster's budget is the slowest rank's step breakdown: the slow link's extra
     transit (12.8 against 3.2 ms per step in the matrix) cannot shorten a 10 ms step by more

@@ -121,11 +121,16 @@ class FixFirst:
 
     rules: tuple[str, ...]
     step_us: float
-    step_time_if_fixed_us: float
+    step_time_if_fixed_us: float | None
+    """None where they hold all of the steps' time (left_us): the steps recorded no other
+    work, and a step of 0 ms is no estimate."""
 
     @property
-    def saving_ratio(self) -> float:
-        """The share of the mean step time they save together (0..1)."""
+    def saving_ratio(self) -> float | None:
+        """The share of the mean step time they save together (0..1); None without an
+        estimate."""
+        if self.step_time_if_fixed_us is None:
+            return None
         return 1.0 - self.step_time_if_fixed_us / self.step_us if self.step_us else 0.0
 
 
@@ -331,7 +336,7 @@ def apply(findings: Sequence[Finding], path: CriticalPath | None) -> FixFirst | 
         if saved is None:
             continue
         savings[id(finding)] = saved
-        finding.step_time_if_fixed_us = (path.total_us - saved) / path.steps
+        finding.step_time_if_fixed_us = left_us(path, saved)
         finding.if_fixed_bounded_by = bounded_by(finding, path, saved)
     left = dict(path.by_bound)
     pools: set[str] = set()
@@ -357,5 +362,14 @@ def apply(findings: Sequence[Finding], path: CriticalPath | None) -> FixFirst | 
             pools.add(pool)
     if not chosen:
         return None
-    combined = min(combined, path.total_us)
-    return FixFirst(tuple(chosen), path.step_us, (path.total_us - combined) / path.steps)
+    return FixFirst(tuple(chosen), path.step_us, left_us(path, combined))
+
+
+def left_us(path: CriticalPath, saved: float) -> float | None:
+    """The mean step time were `saved` of the profile's time fixed; None where that leaves
+    nothing (a trace of a rank's collectives alone, no computation recorded): a step still
+    does the work the profile did not record, so 0 ms would be a promise, not an estimate."""
+    left = path.total_us - min(saved, path.total_us)
+    if left <= ROUNDING_US * path.steps:
+        return None
+    return left / path.steps

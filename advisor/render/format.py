@@ -173,6 +173,8 @@ def fix_first_values(report: dict) -> dict[str, Any] | None:
     if not fix or not fix["step_us"]:
         return None
     key = "fix_first_line" if len(fix["rules"]) > 1 else "fix_first_one"
+    if fix["step_time_if_fixed_us"] is None:  # they hold all of the steps' time
+        return {"key": f"{key}_all", "rules": list(fix["rules"]), "before": fmt_us(fix["step_us"])}
     saving = _saving(fix["step_us"], fix["step_time_if_fixed_us"])
     return {"key": key, "rules": list(fix["rules"]), **saving}
 

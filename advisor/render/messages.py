@@ -126,6 +126,18 @@ CATALOG: dict[str, Text] = {
         "优先修复：{rules} → 迭代时间 {saving}（{before} → {after}；"
         "不超过同类工作在关键路径上的时间）",
     ),
+    "fix_first_line_all": Text(
+        "Fix these first: {rules} (together all of the step time, {before}: the profile "
+        "records no other work in the steps, so no step time if fixed is given)",
+        "优先修复：{rules}（合计占满迭代时间 {before}：性能数据中迭代内没有记录到其他工作，"
+        "因此不给出修复后的迭代时间）",
+    ),
+    "fix_first_one_all": Text(
+        "Fix this first: {rules} (all of the step time, {before}: the profile records no "
+        "other work in the steps, so no step time if fixed is given)",
+        "优先修复：{rules}（占满迭代时间 {before}：性能数据中迭代内没有记录到其他工作，"
+        "因此不给出修复后的迭代时间）",
+    ),
     "reader_warnings_count": Text("{n} reader warning{s}", "读取数据时有 {n} 条告警"),
     "rule_errors_count": Text("{n} rule error{s}", "{n} 条规则执行出错"),
     "details_hint": Text(
