@@ -257,7 +257,7 @@ def test_catalogue_entries_are_complete() -> None:
         ("ASCEND_GLOBAL_LOG_LEVEL", "debug", False),
         ("HCCL_ALGO", "level1:ring", True),
         ("HCCL_ALGO", "", False),
-        ("ACLNN_CACHE_LIMIT", "", True),
+        ("ACLNN_CACHE_LIMIT", "", False),  # CANN's default, 10000, which it advises keeping
         ("ACLNN_CACHE_LIMIT", "9999", True),
         ("ACLNN_CACHE_LIMIT", "10000", False),
         ("HOST_CACHE_CAPACITY", "0", True),
@@ -306,7 +306,7 @@ def test_env_advice_rows_on_the_rank_folder() -> None:
         "HCCL_RDMA_SL": False,
         # unset, but the folder has no host timeline: no allocator churn seen, so not advised
         "PYTORCH_NPU_ALLOC_CONF": False,
-        "ACLNN_CACHE_LIMIT": True,
+        "ACLNN_CACHE_LIMIT": False,  # unset: CANN's default of 10000
         "HOST_CACHE_CAPACITY": True,
     }
     assert set(table["source"]) == {"profiler_metadata.json"}
