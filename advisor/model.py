@@ -477,7 +477,9 @@ TABLES: dict[str, TableSpec] = {
                     "float64",
                     US,
                     "idle intervals whose next task was launched only after the device went "
-                    "idle: the host did not enqueue work in time (start-up calls left out)",
+                    "idle: the host did not enqueue work in time (start-up calls left out); on "
+                    "device rows, only until the launching call returned where the task then "
+                    "waited over 30 µs on the device",
                 ),
                 _c(
                     "kernel_wait_us",
@@ -491,7 +493,8 @@ TABLES: dict[str, TableSpec] = {
                     "float64",
                     US,
                     "the remaining idle intervals: waits for events, other streams, "
-                    "synchronisation",
+                    "synchronisation (on device rows, a late-launched task's wait after its "
+                    "call returned too)",
                 ),
                 _c(
                     "startup_us",

@@ -9,7 +9,8 @@ A step's wall-clock window is split into five disjoint parts that add up to its 
   ``dataloader``);
 - ``host_us``: the device is idle, not for data, while the host holds it up: the task that
   ends the idle interval was launched only after the device ran out of work
-  (device_ops.launch_us later than the interval's start), or the host was synchronising,
+  (device_ops.launch_us later than the interval's start; until the call returned, where the
+  task then waited longer on the device), or the host was synchronising,
   compiling or launching (host_ops kinds ``sync``, ``compile``, ``compile_execute``,
   ``launch``) during it;
 - ``idle_us``: the rest of the idle time, which no recorded host work, data loading or
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING
 from advisor import intervals, steady
 from advisor.compat import zip_strict
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.launches import queued_after_launch
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
 from advisor.text_codes import coded
@@ -121,7 +123,8 @@ def _device(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]
 
     An idle interval runs from the end of one busy block to the start of the next; the task
     starting that block was launched late when its launch_us lies after the interval began:
-    the device had run dry and waited for the host."""
+    the device had run dry and waited for the host, until the launching call returned where
+    the task then waited longer on the device (advisor.launches)."""
     ops = profile.tables.get("device_ops")
     if ops is None or ops.empty or "start_us" not in ops:
         return _empty(), _empty()
@@ -138,6 +141,9 @@ def _device(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]
     first = np.searchsorted(starts, busy[0][1:], side="left")
     gap_start, gap_end = busy[1][:-1], busy[0][1:]
     late = launch[first] > gap_start  # NaN (launch unknown) compares False
+    if "launch_dur_us" in ops:
+        duration = ops["launch_dur_us"].to_numpy("float64", na_value=np.nan)[timed][order]
+        gap_end = gap_end - queued_after_launch(gap_end, (launch + duration)[first])
     return busy, (gap_start[late], gap_end[late])
 
 

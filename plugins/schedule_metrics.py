@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.launches import KERNEL_WAIT_US, queued_after_launch
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
 from advisor.text_codes import isin_mask
@@ -30,9 +31,6 @@ else:
     pd = lazy_module("pandas")
     pa = lazy_module("pyarrow")
 
-# HTA's default `consecutive_kernel_delay` of get_idle_time_breakdown (trace time, µs): an idle
-# interval shorter than this between a task and the one before it is launch overhead.
-KERNEL_WAIT_US = 30.0
 # Device gaps kept in quiet_gaps: shorter ones cannot hide a garbage collection worth naming
 # (msprof-analyze counts a recorded GC from 1 ms, gc.yaml gc_threshold).
 QUIET_GAP_MIN_US = 1000.0
@@ -219,18 +217,21 @@ def _breakdown_rows(
     host: np.ndarray,
     kernel: np.ndarray,
     startup: np.ndarray,
+    queued: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row per step (and stream) of the idle intervals' sums by class; `startup`: the
-    part of each interval a start-up call ran in, taken out of its class."""
+    part of each interval a start-up call ran in, taken out of its class; `queued`: the part
+    of a host-wait interval after the launching call returned, moved to other."""
     rest = idle - startup
+    moved = np.where(host, np.minimum(queued, rest), 0.0) if queued is not None else 0.0
     frame = pd.DataFrame(
         {
             "step": step.to_numpy(),
             "stream": stream.to_numpy(),
             "idle_us": idle,
-            "host_wait_us": np.where(host, rest, 0.0),
+            "host_wait_us": np.where(host, rest - moved, 0.0),
             "kernel_wait_us": np.where(kernel, rest, 0.0),
-            "other_us": np.where(~host & ~kernel, rest, 0.0),
+            "other_us": np.where(~host & ~kernel, rest, 0.0) + moved,
             "startup_us": startup,
             "intervals": 1,
         }
@@ -259,21 +260,21 @@ def idle_breakdown(profile: Profile) -> None:
     in_step = ~pd.isna(step) if has_steps else np.ones(len(rows), dtype=bool)
     start = ops["start_us"].to_numpy("float64")[rows]
     end = start + ops["duration_us"].to_numpy("float64")[rows]
-    launch = (
-        ops["launch_us"].to_numpy("float64", na_value=np.nan)[rows]
-        if "launch_us" in ops
-        else np.full(len(rows), np.nan)
-    )
+    launch = _column(ops, "launch_us", rows)
     startup = _startup_calls(profile)
     parts = []
-    # the device: gap_us before each task is idle time of all streams together
+    # the device: gap_us before each task is idle time of all streams together; a task
+    # launched late but held back after its call returned waited for the host only until then
     gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)[rows]
     keep = (gap > 0) & in_step
     idle_from, idle_to = (start - gap)[keep], start[keep]
     host, kernel = _classify(gap[keep], idle_from, launch[keep])
+    queued = queued_after_launch(idle_to, (launch + _column(ops, "launch_dur_us", rows))[keep])
     no_stream = pd.array([pd.NA] * int(keep.sum()), dtype="Int64")
     spent = intervals.covered_between(startup, idle_from, idle_to)
-    parts.append(_breakdown_rows("device", no_stream, step[keep], gap[keep], host, kernel, spent))
+    parts.append(
+        _breakdown_rows("device", no_stream, step[keep], gap[keep], host, kernel, spent, queued)
+    )
     # each stream, as HTA: the gap after the previous task of the same stream
     streams = ops["stream"].array[rows] if "stream" in ops else pd.array([], dtype="Int64")
     number = streams.to_numpy("float64", na_value=np.nan)
@@ -293,6 +294,13 @@ def idle_breakdown(profile: Profile) -> None:
         )
     table = pd.concat(parts, ignore_index=True)
     profile.tables["idle_breakdown"] = conform("idle_breakdown", table)
+
+
+def _column(ops: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:
+    """A float column's values at `rows`, NaN where missing or where the table lacks it."""
+    if name not in ops:
+        return np.full(len(rows), np.nan)
+    return ops[name].to_numpy("float64", na_value=np.nan)[rows]
 
 
 def quiet_gaps(profile: Profile) -> None:

@@ -84,8 +84,8 @@ class RawTrace:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
         self.device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-        self.launch = {
-            e["args"]["correlation"]: float(e["ts"])
+        self.launch = {  # (start, end) of each runtime call
+            e["args"]["correlation"]: (float(e["ts"]), float(e["ts"] + e["dur"]))
             for e in events
             if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
         }
@@ -110,16 +110,18 @@ class RawTrace:
         )
 
     def late_idle(self, lo: float, hi: float) -> float:
-        """Idle time in [lo, hi) ended by a device event launched after the idle began."""
+        """Idle time in [lo, hi) ended by a device event launched after the idle began, up to
+        the launch call's return where the event then waited over 30 µs to start."""
         busy = _merge([(float(e["ts"]), float(e["ts"] + e["dur"])) for e in self.device])
         first = {}
         for e in sorted(self.device, key=lambda e: e["ts"]):
             first.setdefault(float(e["ts"]), e)
         late = 0.0
         for (_, gap_start), (gap_end, _) in zip(busy, busy[1:]):
-            launched = self.launch.get(first[gap_end]["args"].get("correlation"))
-            if launched is not None and launched > gap_start:
-                late += _length(_clip([(gap_start, gap_end)], lo, hi))
+            call = self.launch.get(first[gap_end]["args"].get("correlation"))
+            if call is not None and call[0] > gap_start:
+                host_end = call[1] if gap_end - call[1] > 30 else gap_end
+                late += _length(_clip([(gap_start, host_end)], lo, hi))
         return late
 
 
@@ -358,7 +360,7 @@ def test_a_profile_recording_almost_nothing_gets_no_step_time_if_fixed():
     assert "no step time if fixed" in warning.problem
     # a profile that records most of its steps keeps its estimates
     (sampled,) = advisor.analyze(TIMELINE).analyses
-    assert sampled.evaluation.critical_path.recorded_share() > 0.7
+    assert sampled.evaluation.critical_path.recorded_share() > 0.6
     assert sampled.evaluation.fix_first is not None
 
 

@@ -330,6 +330,8 @@ KINETO = [
     "kineto_2026_h100_cuda_sync_after",
     "kineto_2023_a100_simple_add_syncs",
     "kineto_2023_event_sync",
+    "kineto_2025_mi300x_sglang_decode",
+    "kineto_2025_h100_qwen_inference",
 ]
 CASES = [
     *(Case(name, _one_file) for name in KINETO),
