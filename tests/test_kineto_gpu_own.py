@@ -201,6 +201,41 @@ def test_how_the_steps_ran_is_read(name: str, execution: str) -> None:
     assert list(rows["value"]) == [execution]
 
 
+def _with_compiled_region(tmp_path: Path, share: str) -> Path:
+    """The eager healthy run with one `Torch-Compiled Region` host record added on its
+    training thread: around the launch of its shortest kernel ("sliver"), or around all of
+    its steps ("all")."""
+    trace = json.loads(json.dumps({"traceEvents": events("healthy")}))
+    calls = {
+        e["args"]["correlation"]: e
+        for e in trace["traceEvents"]
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    call = calls[min(kernels, key=lambda e: e["dur"])["args"]["correlation"]]
+    if share == "sliver":
+        lo, hi = call["ts"] - 1, call["ts"] + call["dur"] + 1
+    else:
+        steps = steps_of("healthy")
+        lo, hi = steps[0][0], steps[-1][1]
+    region = {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0"}
+    region.update(pid=call["pid"], tid=call["tid"], ts=lo, dur=hi - lo)
+    trace["traceEvents"].append(region)
+    path = tmp_path / f"{share}.pt.trace.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("share", "execution"), [("sliver", "eager"), ("all", "compiled")])
+def test_a_compiled_region_must_launch_most_of_the_work(tmp_path, share, execution) -> None:
+    """TraceLens' vLLM trace on a B200 holds one Torch-Compiled Region, which launched one 2
+    µs kernel of 10.9 ms: advisor read the run as compiled and told it to look for graph
+    breaks. A run is compiled (or replays graphs) where that code's kernels take at least
+    half of the device's compute time."""
+    (analysis,) = advisor.analyze(_with_compiled_region(tmp_path, share)).analyses
+    assert analysis.profile.meta.extra["execution"] == execution
+
+
 def _suggestions(analysis: ProfileAnalysis, rule_id: str) -> str:
     fired = finding(analysis, rule_id)
     assert fired is not None, rule_id

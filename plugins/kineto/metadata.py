@@ -4,16 +4,20 @@ settings) and the properties of the device the trace is for."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from advisor import intervals
 from advisor.formats.metadata import MetadataRows
 from advisor.formats.torch_records import TORCH_COMPILED
 from advisor.lazy import lazy_module
+from advisor.text_codes import isin_mask, passing_mask
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 else:
+    np = lazy_module("numpy")
     pd = lazy_module("pandas")
 
 _SETTINGS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
@@ -35,18 +39,42 @@ _DEVICE = {
 
 _GRAPH_LAUNCH = re.compile(r"^(?:cuda|hip|cu)GraphLaunch")
 """The runtime (or driver) call that replays a captured CUDA/HIP graph."""
+MOST = 0.5
+"""The share of the device's compute time a mode's kernels must take for the steps to run
+in it: a vLLM step whose one Torch-Compiled Region launched one 2 µs kernel of 10.9 ms ran
+eager, and told to look for graph breaks, its engineer would look at the wrong code."""
 
 
-def execution_mode(host_names: Iterable[str]) -> str:
-    """How the traced steps ran: "graphs" where they replay CUDA graphs (by hand or
-    torch.compile's reduce-overhead mode), "compiled" where they run torch.compile's code,
-    else "eager": advice to compile or capture the step is for eager runs only."""
-    compiled = False
-    for name in host_names:
-        if _GRAPH_LAUNCH.match(name):
+def execution_mode(tables: Mapping[str, pd.DataFrame]) -> str | None:
+    """How the traced steps ran: "graphs" where most of the device's compute time is kernels a
+    graph launch replayed (by hand or torch.compile's reduce-overhead mode), "compiled" where
+    most is kernels launched inside torch.compile's code, else "eager": advice to compile or
+    capture the step is for eager runs only. A trace without kernels (CPU only) is judged by
+    whether its host records hold either at all; None without host records."""
+    host = tables.get("host_ops")
+    if host is None or host.empty:
+        return None
+    names = host["name"]
+    ops = tables.get("device_ops")
+    compute = np.zeros(0, dtype=bool) if ops is None else isin_mask(ops["category"], ["compute"])
+    duration = np.zeros(0) if ops is None else ops["duration_us"].to_numpy("float64", na_value=0.0)
+    total = float(duration[compute].sum())
+    if not total > 0:
+        if passing_mask(names, _GRAPH_LAUNCH.match).any():
             return "graphs"
-        compiled = compiled or bool(TORCH_COMPILED.match(name))
-    return "compiled" if compiled else "eager"
+        return "compiled" if passing_mask(names, TORCH_COMPILED.match).any() else "eager"
+    replayed = compute & passing_mask(ops["launch_name"], _GRAPH_LAUNCH.match)
+    if duration[replayed].sum() >= MOST * total:
+        return "graphs"
+    regions = passing_mask(names, TORCH_COMPILED.match)
+    if not regions.any():
+        return "eager"
+    start = host["start_us"].to_numpy("float64")[regions]
+    starts, ends = intervals.merge(start, start + host["duration_us"].to_numpy("float64")[regions])
+    launch = ops["launch_us"].to_numpy("float64", na_value=np.nan)
+    last = np.searchsorted(starts, launch, side="right") - 1  # the last region begun by then
+    inside = compute & (last >= 0) & (launch < ends[np.clip(last, 0, None)])
+    return "compiled" if duration[inside].sum() >= MOST * total else "eager"
 
 
 def header_metadata(

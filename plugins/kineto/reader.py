@@ -210,8 +210,9 @@ class TraceReader:
                     f"trace 中没有 ProfilerStep：以设备的时间跨度（{span}，从第一个 kernel 到"
                     "最后一个）代替一个迭代，因此空闲时间和逐迭代的数值都针对这段时间",
                 )
-        if walk.host_names:
-            meta.extra["execution"] = execution_mode(name for name, _ in walk.host_names)
+        execution = execution_mode(tables)
+        if execution is not None:
+            meta.extra["execution"] = execution
         metadata = header_metadata(doc, chosen, self.path.name, meta.extra.get("execution"))
         if metadata is not None:
             tables["metadata"] = metadata
