@@ -596,6 +596,19 @@ def test_to_numbers_reports_bad_cells_once() -> None:
     assert len(calls) == 1
 
 
+def test_a_renamed_summary_without_timestamp_is_read(tmp_path: Path) -> None:
+    """A merged op_summary copied out and renamed `op_summary.csv` (TileLang's published
+    trace_data does so): read as the export it is, where advisor said it 'holds no table it
+    reads (it reads ... op_summary ...)'."""
+    prof = tmp_path / "PROF_000001_NOTS"
+    (prof / "mindstudio_profiler_output").mkdir(parents=True)
+    shutil.copy(SMALL / SMALL_OP_SUMMARY, prof / "mindstudio_profiler_output" / "op_summary.csv")
+    ops = read_one(prof).tables["device_ops"]
+    expected = read_one(SMALL).tables["device_ops"]
+    assert len(ops) == len(expected) > 0
+    assert ops["duration_us"].sum() == pytest.approx(expected["duration_us"].sum())
+
+
 def test_export_names_and_newest_selection(tmp_path: Path) -> None:
     name = parse_export_name("op_summary_1_1_1_slice_2_20250610120511.csv")
     assert (name.type, name.device, name.model, name.iteration, name.slice, name.timestamp) == (
@@ -611,6 +624,8 @@ def test_export_names_and_newest_selection(tmp_path: Path) -> None:
     old = parse_export_name("l2_cache_0_3.csv")
     assert (old.type, old.device, old.model, old.iteration) == ("l2_cache", 0, None, 3)
     assert parse_export_name("op_summary.csv") is None
+    assert parse_export_name("op_summary.csv", bare=["op_summary"]).timestamp == ""
+    assert parse_export_name("report.csv", bare=["op_summary"]) is None
     assert parse_export_name("info.json.0") is None
     files = [
         Path(n)

@@ -8,7 +8,7 @@ number.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,14 +44,16 @@ class ExportName:
         return (self.type, self.device, self.model, self.iteration)
 
 
-def parse_export_name(path: str | Path) -> ExportName | None:
-    """Parse an msprof export name; None for names that follow none of the patterns."""
+def parse_export_name(path: str | Path, bare: Collection[str] = ()) -> ExportName | None:
+    """Parse an msprof export name; None for names that follow none of the patterns. A bare
+    `{type}.csv` is an export only where its type is one of `bare`: msprof never writes one,
+    but an export copied out and renamed (`op_summary.csv`) is still one."""
     path = Path(path)
     match = _EXPORT_NAME.fullmatch(path.name)
     if match is None:
         return None
-    if match["device"] is None and match["timestamp"] is None:
-        return None  # a bare `{type}.csv` is not an msprof export
+    if match["device"] is None and match["timestamp"] is None and match["type"] not in bare:
+        return None
 
     def num(group: str) -> int | None:
         return int(match[group]) if match[group] is not None else None
@@ -76,8 +78,11 @@ class Superseded:
     ignored: tuple[Path, ...]
 
 
-def select_exports(paths: Iterable[str | Path]) -> tuple[dict[str, list[Path]], list[Superseded]]:
-    """Group export files by type, newest export only, slices in order.
+def select_exports(
+    paths: Iterable[str | Path], bare: Collection[str] = ()
+) -> tuple[dict[str, list[Path]], list[Superseded]]:
+    """Group export files by type, newest export only, slices in order (`bare`: the types
+    whose name without device or timestamp counts, see parse_export_name).
 
     msprof re-exports into the same folder with a new timestamp, so one folder can hold
     several copies of the same data; reading all of them would double every number. For
@@ -87,7 +92,7 @@ def select_exports(paths: Iterable[str | Path]) -> tuple[dict[str, list[Path]], 
     """
     by_series: dict[tuple, dict[str, list[ExportName]]] = {}
     for path in paths:
-        name = parse_export_name(path)
+        name = parse_export_name(path, bare)
         if name is not None:
             by_series.setdefault(name.series, {}).setdefault(name.timestamp, []).append(name)
     chosen: dict[str, list[Path]] = {}

@@ -197,7 +197,8 @@ class ExportReader:
 
     def _read_merged(self) -> None:
         """Merged CSVs: every row carries its device in `Device_id` (`host` for host rows)."""
-        chosen, superseded = select_exports(files_with_suffix(self.root / MERGED_DIR, ".csv"))
+        csvs = files_with_suffix(self.root / MERGED_DIR, ".csv")
+        chosen, superseded = select_exports(csvs, bare=CSV_TABLES)  # op_summary.csv renamed too
         self.exports_found |= bool(chosen)
         for old in superseded:
             self._shared_warn(old.ignored[0].relative_to(self.root), self._superseded(old))
