@@ -190,12 +190,12 @@ def test_every_builtin_collect_hint_has_a_chinese_text():
     """How to collect the data a rule lacks is shown in the report's language: each built-in
     reader gives the Chinese text of every hint it can give (a hint that is only code, such as
     `profile_memory=True`, reads the same in both)."""
-    from advisor_plugins.kineto.hints import GPU_WITHOUT_COPIES
+    from advisor_plugins.kineto.hints import GPU_WITHOUT_COPIES, UNLABELLED_COPIES
 
     for _, reader in PluginHost().readers():
         texts = {*getattr(reader, "collect", {}).values()}
         if reader.name == "kineto":
-            texts.add(GPU_WITHOUT_COPIES)  # set per trace with GPU activity
+            texts |= {GPU_WITHOUT_COPIES, UNLABELLED_COPIES}  # set per trace with GPU activity
         zh = getattr(reader, "collect_zh", {})
         lacking = [t for t in texts if CODE_ONLY.fullmatch(t) is None and t not in zh]
         assert lacking == [], reader.name

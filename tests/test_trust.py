@@ -205,13 +205,19 @@ def test_not_applicable_rules_say_why():
 
 def test_how_to_collect_copies_depends_on_whether_the_gpu_was_profiled():
     """A CPU-only trace is told to profile the GPU for host<->device copies; a trace that
-    holds the GPU's kernels but no copy is not (profiling the GPU again would add nothing)."""
+    holds the GPU's kernels but no copy is not (profiling the GPU again would add nothing);
+    SGLang's ROCm trace, whose DtoH copy names no host memory, is not told it holds none."""
     (cpu,) = advisor.analyze(CPU_ONLY).analyses
     (gpu,) = advisor.analyze(SHARED / "kineto" / "nccl_parser_config__nccl_data.json.gz").analyses
+    (rocm,) = advisor.analyze(SHARED / "kineto_2025_mi300x_sglang_decode").analyses
     hints = {
         name: {n["rule_id"]: n["collect"] for n in a.report["not_applicable"]}["MEM-001"]
-        for name, a in (("cpu", cpu), ("gpu", gpu))
+        for name, a in (("cpu", cpu), ("gpu", gpu), ("rocm", rocm))
     }
+    assert hints["rocm"] == [
+        "host<->device copies that name their host memory (this trace's copies do not say "
+        "pinned or pageable, as ROCm traces do not)"
+    ]
     # conditional: a trace without device events may come from a job without a GPU
     assert hints["cpu"] == [
         "if the job runs on a GPU, profile it too: "

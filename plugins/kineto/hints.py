@@ -17,6 +17,12 @@ GPU_WITHOUT_COPIES = (
 )
 """The hint for the copies' host memory of a trace with GPU activity: the class's hint,
 profiling the GPU too, would be wrong advice there."""
+UNLABELLED_COPIES = (
+    "host<->device copies that name their host memory (this trace's copies do not say "
+    "pinned or pageable, as ROCm traces do not)"
+)
+"""The same hint where the trace holds host<->device copies that name neither side's memory
+(`Memcpy DtoH (Device -> Host)`): 'this trace holds none' would be false."""
 
 COLLECT = {
     "steps": STEPS,
@@ -40,4 +46,6 @@ COLLECT_ZH = {
     MESSAGE_SIZES: "record_shapes=True（集合通信的消息大小）",
     GPU_WITHOUT_COPIES: "被采集的迭代中 Host 与 Device 之间的拷贝"
     "（已采集 GPU，但本 trace 中没有拷贝）",
+    UNLABELLED_COPIES: "标明 Host 内存类型的 Host 与 Device 之间的拷贝"
+    "（本 trace 中的拷贝没有说明是锁页内存还是可分页内存，ROCm 的 trace 不记录这一点）",
 }

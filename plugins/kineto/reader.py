@@ -19,7 +19,7 @@ from advisor.lazy import lazy_module
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.progress import FileProgress
 
-from .hints import GPU_WITHOUT_COPIES
+from .hints import GPU_WITHOUT_COPIES, UNLABELLED_COPIES
 from .metadata import execution_mode, header_metadata
 from .parts import merge_walks, walk_events
 from .sniff import BLANK, file_size, read_head
@@ -168,7 +168,10 @@ class TraceReader:
         if walk.device_names or properties:
             meta.device_kind = "GPU"
         if walk.device_names:  # the GPU was profiled: a gap in copies is no missing activity
-            meta.collect["device_ops.host_memory"] = GPU_WITHOUT_COPIES
+            host_copies = any(kind in ("HtoD", "DtoH") for _, _, _, kind, _ in walk.device_names)
+            meta.collect["device_ops.host_memory"] = (
+                UNLABELLED_COPIES if host_copies else GPU_WITHOUT_COPIES
+            )
         if device_pid is not None:
             meta.device_id = str(device_pid)
         chosen = properties.get(device_pid) or next(iter(properties.values()), None)
