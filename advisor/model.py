@@ -396,6 +396,14 @@ TABLES: dict[str, TableSpec] = {
                     "missing on other rows",
                 ),
                 _c(
+                    "device_idle_us",
+                    "float64",
+                    US,
+                    "the part of an optimizer record's time (kind optimizer) during which the "
+                    "device ran no task on any stream (derived): what a faster host-side step "
+                    "can save; missing on other rows and where the device recorded no task",
+                ),
+                _c(
                     "startup",
                     "bool",
                     "",

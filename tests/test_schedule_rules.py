@@ -727,3 +727,41 @@ def test_own_fused_adamw_run_is_read_as_fused_and_host004_stays_quiet():
     assert steps["optimizer_impl"].tolist() == ["fused"] * 6
     assert steps["optimizer_ops"].tolist() == [len(names) for names in contents]
     assert result.findings == [] and result.outcomes["HOST-004"] == "passed"
+
+
+def test_optimizer_steps_count_only_the_time_the_device_sat_idle_in_them():
+    """host_ops.device_idle_us of the A100 trace's three SGD steps is each step's window
+    less the union of the kernels, copies and sets overlapping it in the raw trace (the last
+    step runs past the trace's last kernel: that time is idle too); HOST-004 charges their
+    sum, not the steps' whole host time. The CPU-only run records no device task, so its
+    steps get no figure, and HOST-004 charges the step time, which is the work there (the
+    rule cases check that)."""
+    nccl = read(NCCL)
+    session().derive(nccl, ["host_ops.device_idle_us"])
+    host = nccl.tables["host_ops"]
+    steps = host[host["name"] == "Optimizer.step#SGD.step"]
+    events = device_events(NCCL)
+    expected = []
+    for step in raw(NCCL)["traceEvents"]:
+        if step.get("name") != "Optimizer.step#SGD.step" or step.get("cat") != "user_annotation":
+            continue
+        lo, hi = step["ts"], step["ts"] + step["dur"]
+        spans = sorted(
+            (max(e["ts"], lo), min(e["ts"] + e["dur"], hi))
+            for e in events
+            if e["ts"] < hi and e["ts"] + e["dur"] > lo
+        )
+        busy, reach = 0.0, lo
+        for start, end in spans:
+            busy += max(0.0, end - max(start, reach))
+            reach = max(reach, end)
+        expected.append(step["dur"] - busy)
+    assert len(expected) == 3 and min(expected) < 0.96 * min(steps["duration_us"])
+    assert steps["device_idle_us"].to_numpy() == pytest.approx(expected, abs=0.01)
+    (finding,) = evaluate(nccl, "HOST-004").findings
+    assert finding.impact_us == pytest.approx(sum(expected), abs=0.05)
+    assert finding.values["step_us"] == pytest.approx(steps["duration_us"].sum())
+
+    cpu = read(FIXTURE_DIR / "kineto_own" / "fused_optimizer.pt.trace.json.gz")
+    session().derive(cpu, ["host_ops.device_idle_us"])
+    assert "device_ops" not in cpu.tables and "device_idle_us" not in cpu.tables["host_ops"]
