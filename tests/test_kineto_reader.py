@@ -240,10 +240,31 @@ def test_nccl_trace_comm_ops_have_op_group_bytes_and_bandwidth():
     assert not profile.tables["host_ops"]["name"].str.startswith("ProfilerStep#").any()
 
 
-def test_sendrecv_kernels_without_collective_metadata_get_op_from_name():
-    profile = read_one(SAMPLED)
-    comm = profile.tables["comm_ops"]
-    assert set(comm["op"]) == {"sendrecv"} and comm["bytes"].isna().all()
+def test_sendrecv_kernels_get_their_collective_from_the_annotation_around_their_launch():
+    """HTA's sampled TorchRec trace runs every collective as `ncclKernel_SendRecv` kernels
+    with no "Collective name": each kernel's op is the `nccl:*` annotation around the runtime
+    call that launched it (same thread), found here from the raw events alone; without one
+    it stays sendrecv."""
+    events = complete(raw(SAMPLED)["traceEvents"])
+    calls = {e["args"]["correlation"]: e for e in events if cat(e) == "cuda_runtime"}
+    marks = [e for e in events if cat(e) == "user_annotation" and e["name"].startswith("nccl:")]
+    flat = {"all_to_all": "alltoall", "all_reduce": "allreduce", "_all_gather_base": "allgather"}
+    expected = []
+    for kernel in (e for e in events if cat(e) == "kernel" and "nccl" in e["name"]):
+        call = calls[kernel["args"]["correlation"]]
+        around = [
+            m["name"].split(":", 1)[1]
+            for m in marks
+            if m["tid"] == call["tid"] and m["ts"] <= call["ts"] < m["ts"] + m["dur"]
+        ]
+        expected.append((kernel["ts"], flat[around[-1]] if around else "sendrecv"))
+    comm = read_one(SAMPLED).tables["comm_ops"]
+    # the reader's times start elsewhere: compare each from the first kernel's
+    got = sorted(zip_strict(comm["start_us"] - comm["start_us"].min(), comm["op"]))
+    first = min(ts for ts, _ in expected)
+    assert got == sorted((ts - first, op) for ts, op in expected)
+    assert Counter(op for _, op in got) == {"alltoall": 4, "allreduce": 4, "allgather": 2}
+    assert comm["bytes"].isna().all()
 
 
 def test_copies_kinds_and_bytes():

@@ -175,6 +175,13 @@ def collective(text: Any) -> str | None:
     return next((c for c in _COLLECTIVES if flat.startswith(c)), flat)
 
 
+def named_collective(text: Any) -> str | None:
+    """collective(text) where that is one of the collectives known by name, else None
+    (`batch_isend_irecv` and the like name no single one)."""
+    op = collective(text)
+    return op if op in _COLLECTIVES else None
+
+
 def dtype_bytes(dtype: Any) -> int | None:
     return _DTYPE_BYTES.get(dtype.strip().lower()) if isinstance(dtype, str) else None
 

@@ -11,7 +11,7 @@ from advisor.formats.chrome_trace import shape_text
 from advisor.formats.interning import string_column
 from advisor.lazy import lazy_module
 
-from .categories import GPU_DEVICE_TYPES
+from .categories import GPU_DEVICE_TYPES, named_collective
 from .values import MAX_ID, NO_ID, int_or_none, json_number, json_number_or_nan
 from .walk import EventWalk
 
@@ -132,7 +132,59 @@ def frames(
                 "reserved_bytes": np.asarray(reserved, dtype=np.float64),
             }
         )
+    _collectives_from_annotations(tables)
     return tables
+
+
+def _collectives_from_annotations(tables: dict[str, pd.DataFrame]) -> None:
+    """comm_ops.op of the NCCL kernels whose name tells no collective apart, from the
+    ProcessGroup's annotation around their launch (`nccl:all_to_all`, `nccl:send`, ...).
+    NCCL runs an all-to-all as grouped sends and receives, so its kernels are `SendRecv`
+    ones, as a pipeline's point-to-point transfers are, and `ncclDevKernel_Generic` names no
+    collective at all; traces without the kernels' "Collective name" argument (PyTorch
+    before 2.x) tell them apart only this way: HTA's TorchRec traces run their embeddings'
+    all-to-all as SendRecv kernels inside `nccl:all_to_all`."""
+    comm, device, host = (tables.get(n) for n in ("comm_ops", "device_ops", "host_ops"))
+    if comm is None or device is None or host is None:
+        return
+    vague = np.flatnonzero(
+        comm["op"].isna().to_numpy(bool) | (comm["op"] == "sendrecv").fillna(False).to_numpy(bool)
+    )
+    marked = np.flatnonzero(
+        (host["kind"] == "annotation").fillna(False).to_numpy(bool)
+        & host["name"].str.startswith("nccl:").fillna(False).to_numpy(bool)
+    )
+    if not len(vague) or not len(marked):
+        return
+    # each vague row's kernel: the communication kernel with its start, duration and name
+    # (two streams may start kernels of one name at the same time)
+    key = ["start_us", "duration_us", "name"]
+    kernels = device.loc[
+        (device["category"] == "communication").fillna(False).to_numpy(bool),
+        [*key, "launch_us", "launch_thread"],
+    ].drop_duplicates(key)
+    launched = comm.iloc[vague][key].merge(kernels, how="left", on=key)
+    at = launched["launch_us"].to_numpy("float64", na_value=np.nan)
+    thread = launched["launch_thread"].to_numpy("float64", na_value=np.nan)
+    start = host["start_us"].to_numpy("float64")[marked]
+    end = start + host["duration_us"].to_numpy("float64")[marked]
+    host_thread = host["thread"].to_numpy("float64", na_value=np.nan)[marked]
+    names = host["name"].array.take(marked)
+    named = np.full(len(vague), None, dtype=object)
+    for number in np.unique(host_thread[~np.isnan(host_thread)]).tolist():
+        mine = np.flatnonzero(host_thread == number)
+        mine = mine[np.argsort(start[mine], kind="stable")]
+        calls = np.flatnonzero(thread == number)
+        inside = np.searchsorted(start[mine], at[calls], side="right") - 1
+        found = inside >= 0
+        found[found] = at[calls[found]] < end[mine[inside[found]]]
+        for call, annotation in zip(calls[found].tolist(), mine[inside[found]].tolist()):
+            named[call] = named_collective(names[annotation].split(":", 1)[1])
+    known = np.array([op is not None for op in named], dtype=bool)
+    if known.any():
+        op = comm["op"].array.copy()
+        op[vague[known]] = named[known]
+        tables["comm_ops"] = comm.assign(op=op)
 
 
 def _launches(
