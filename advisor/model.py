@@ -399,9 +399,12 @@ TABLES: dict[str, TableSpec] = {
                     "device_idle_us",
                     "float64",
                     US,
-                    "the part of an optimizer record's time (kind optimizer) during which the "
-                    "device ran no task on any stream (derived): what a faster host-side step "
-                    "can save; missing on other rows and where the device recorded no task",
+                    "the device idle time a call costs (derived): for an optimizer record "
+                    "(kind optimizer) the part of its time during which the device ran no "
+                    "task on any stream; for a synchronising call (kind sync) the device idle "
+                    "gap it returned in, from the later of its start and the gap's start to "
+                    "the device's next task, each moment charged to one call; missing on "
+                    "other rows and where the device recorded no task",
                 ),
                 _c(
                     "startup",
@@ -708,7 +711,7 @@ TABLES: dict[str, TableSpec] = {
                     "float64",
                     US,
                     "the device is idle waiting for the host: the next task was launched after "
-                    "the device ran dry, or the host was synchronising, compiling or launching",
+                    "the device ran dry, or the host was compiling or launching",
                 ),
                 _c(
                     "data_us",

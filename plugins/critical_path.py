@@ -10,9 +10,11 @@ A step's wall-clock window is split into five disjoint parts that add up to its 
 - ``host_us``: the device is idle, not for data, while the host holds it up: the task that
   ends the idle interval was launched only after the device ran out of work
   (device_ops.launch_us later than the interval's start; until the call returned, where the
-  task then waited longer on the device), or the host was synchronising,
-  compiling or launching (host_ops kinds ``sync``, ``compile``, ``compile_execute``,
-  ``launch``) during it;
+  task then waited longer on the device), or the host was compiling or launching
+  (host_ops kinds ``compile``, ``compile_execute``, ``launch``) during it. Not while it
+  was synchronising: a sync waits for the device, so device idle time during it is the
+  device waiting on something else (an event, another stream, a peer); the gap after the
+  sync returned is the host's through the late launch that ends it;
 - ``idle_us``: the rest of the idle time, which no recorded host work, data loading or
   communication explains (dependencies on other streams, ranks or pipeline stages, a
   pipeline bubble among them; host work the profiler did not record).
@@ -67,8 +69,10 @@ TIMELINE_RESOLUTION = 500
 """Stretches of a lane closer than this fraction of the covered span are joined (their
 busy_us keeps the lane's exact time), so the table stays small however many tasks ran."""
 _TIMES = ("start_us", "end_us", "busy_us")
-HOST_KINDS = ("sync", "compile", "compile_execute", "launch")
-"""host_ops kinds during which device idle time is the host's."""
+HOST_KINDS = ("compile", "compile_execute", "launch")
+"""host_ops kinds during which device idle time is the host's (not ``sync``: the host then
+waits for the device, which, idle, waits on something else: SGLang's decode trace idles
+463 ms while the host sits in a blocking copy queued behind an event wait)."""
 BLOCKED_LAUNCH_US = 50.0
 """A launch call longer than this waited for room in the device's full launch queue (our
 choice; a launch takes a few µs, and this is SCHED-002's runtime cutoff, HTA's): time the

@@ -473,37 +473,70 @@ def optimizer_impls(profile: Profile) -> None:
     )
 
 
-def optimizer_exposure(profile: Profile) -> None:
-    """host_ops.device_idle_us: for each optimizer record (kind optimizer), the part of its
-    time during which the device ran no task on any stream. A slow host-side step costs the
-    step time only where the device waited for it: an SGD step that runs on the host while
-    the device still drains the backward pass, or waits in an all-reduce, is hidden, and
-    fusing it saves nothing (MindStudio Insight's AlexNet DDP run: 10.4 ms step, device busy
-    throughout). Before the first task and after the last the device ran nothing. Left
-    missing on every row where the device recorded no task (a CPU-only profile), since the
-    host's time is then the work itself."""
+def calls_device_idle(profile: Profile) -> None:
+    """host_ops.device_idle_us: the device idle time a host call costs, for the calls whose
+    advice is to shorten or remove them; missing on other rows and, where the device recorded
+    no task (a CPU-only profile), on every row, since the host's time is then the work.
+
+    - An optimizer record (kind optimizer): the part of its time during which the device ran
+      no task on any stream. A slow host-side step costs step time only where the device
+      waited for it: an SGD step run while the device still drains the backward pass, or
+      waits in an all-reduce, is hidden, and fusing it saves nothing (MindStudio Insight's
+      AlexNet DDP run: a 10.4 ms step, the device busy throughout).
+    - A synchronising call (kind sync): the device idle gap in which it returned, from the
+      later of the call's start and the gap's start to the device's next task, and at most
+      the time the call blocked. The host waited for the device's queue to drain, and the
+      device then waits for the host to launch more; without the wait the host would have
+      run ahead by the time it blocked, no more (a 99 µs cudaDeviceSynchronize followed by
+      2.4 s of other host work costs 99 µs). Idle time while the call still waited on
+      earlier work (the device waiting for an event or a peer) is no sync's doing, and a
+      call returning while the device still runs something costs nothing (HTA's TorchRec
+      rank 0 blocks 758 ms in 30 `.item()` copies; the device idles 5.6 ms after them).
+      Calls returning in one gap share it, each moment counted once.
+
+    Before the device's first task and after its last it ran nothing; a sync returning after
+    the last task is charged until it returned."""
     host = profile.tables["host_ops"]
     ops = profile.tables["device_ops"]
     idle = np.full(len(host), np.nan)
-    rows = np.flatnonzero(isin_mask(host["kind"], ("optimizer",)))
+    steps = np.flatnonzero(isin_mask(host["kind"], ("optimizer",)))
+    syncs = np.flatnonzero(isin_mask(host["kind"], ("sync",)))
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)
     timed = ~np.isnan(start)
-    if len(rows) and timed.any():
-        gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)
-        end = start + ops["duration_us"].to_numpy("float64", na_value=0.0)
-        lo = host["start_us"].to_numpy("float64", na_value=np.nan)[rows]
-        hi = lo + host["duration_us"].to_numpy("float64", na_value=np.nan)[rows]
-        first, last = float(start[timed].min()), float(np.nanmax(end[timed]))
-        before, after = (
-            min(first, np.nanmin(lo, initial=first)),
-            max(last, np.nanmax(hi, initial=last)),
-        )
-        waits = gap > 0
-        quiet = intervals.merge(
-            np.concatenate(([before], start[waits] - gap[waits], [last])),
-            np.concatenate(([first], start[waits], [after])),
-        )
-        idle[rows] = intervals.covered_between(quiet, lo, hi)
+    if not (len(steps) + len(syncs)) or not timed.any():
+        profile.tables["host_ops"] = host.assign(device_idle_us=idle)
+        return
+    gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)
+    end = start + ops["duration_us"].to_numpy("float64", na_value=0.0)
+    lo = host["start_us"].to_numpy("float64", na_value=np.nan)
+    hi = lo + host["duration_us"].to_numpy("float64", na_value=np.nan)
+    calls = np.concatenate((steps, syncs))
+    first, last = float(start[timed].min()), float(np.nanmax(end[timed]))
+    before = min(first, np.nanmin(lo[calls], initial=first))
+    after = max(last, np.nanmax(hi[calls], initial=last)) + 1.0  # past every call's return
+    waits = gap > 0
+    quiet_from, quiet_to = intervals.merge(
+        np.concatenate(([before], start[waits] - gap[waits], [last])),
+        np.concatenate(([first], start[waits], [after])),
+    )
+    idle[steps] = intervals.covered_between((quiet_from, quiet_to), lo[steps], hi[steps])
+    if len(syncs):
+        back = hi[syncs]
+        gap_of = np.searchsorted(quiet_from, back, side="right") - 1
+        inside = (gap_of >= 0) & (back < quiet_to[np.clip(gap_of, 0, None)])
+        gap_of = np.clip(gap_of, 0, None)
+        charged_from = np.where(inside, np.maximum(lo[syncs], quiet_from[gap_of]), back)
+        charged_to = np.where(inside, quiet_to[gap_of], back)
+        charged_to = np.where(charged_to == after, back, charged_to)  # no next task
+        # at most the time the call blocked: had it not waited, the host would have run
+        # ahead by that much and launched the next work sooner, no more
+        charged_to = np.minimum(charged_to, charged_from + (back - lo[syncs]))
+        order = np.argsort(charged_from, kind="stable")
+        reach = np.maximum.accumulate(charged_to[order])
+        taken = np.concatenate(([-np.inf], reach[:-1]))  # what earlier calls charged
+        cost = np.empty(len(syncs))
+        cost[order] = np.clip(charged_to[order] - np.maximum(charged_from[order], taken), 0, None)
+        idle[syncs] = np.where(np.isnan(back), np.nan, cost)
     profile.tables["host_ops"] = host.assign(device_idle_us=idle)
 
 
@@ -572,7 +605,7 @@ PROVIDERS = [
         "host_ops.startup: runtime calls of 0.5 s or more while the device ran nothing",
     ),
     MetricProvider(
-        "optimizer_exposure",
+        "calls_device_idle",
         (
             "host_ops.kind",
             "host_ops.start_us",
@@ -581,9 +614,9 @@ PROVIDERS = [
             "device_ops.gap_us",
         ),
         ("host_ops.device_idle_us",),
-        optimizer_exposure,
-        "host_ops.device_idle_us: the time during each optimizer record when the device ran "
-        "nothing",
+        calls_device_idle,
+        "host_ops.device_idle_us: the device idle time each optimizer record and "
+        "synchronising call costs",
     ),
     MetricProvider(
         "optimizer_impls",

@@ -267,6 +267,27 @@ def test_sendrecv_kernels_get_their_collective_from_the_annotation_around_their_
     assert comm["bytes"].isna().all()
 
 
+def test_copies_to_pageable_memory_block_the_host_as_a_sync_does():
+    """CUDA returns from a copy to pageable host memory only once it is done, so the
+    cudaMemcpyAsync calls that launched the sampled trace's eight DtoH copies to pageable
+    memory (found by correlation id in the raw events) are synchronising calls; the other
+    cudaMemcpyAsync calls stay runtime calls."""
+    events = complete(raw(SAMPLED)["traceEvents"])
+    pageable = {
+        e["args"]["correlation"]
+        for e in events
+        if cat(e) == "gpu_memcpy" and e["name"] == "Memcpy DtoH (Device -> Pageable)"
+    }
+    calls = [e for e in events if cat(e) == "cuda_runtime" and e["name"] == "cudaMemcpyAsync"]
+    blocking = sorted(e["dur"] for e in calls if e["args"]["correlation"] in pageable)
+    others = sorted(e["dur"] for e in calls if e["args"]["correlation"] not in pageable)
+    assert len(blocking) == 8 and others
+    host = read_one(SAMPLED).tables["host_ops"]
+    copies = host[host["name"] == "cudaMemcpyAsync"]
+    assert sorted(copies.loc[copies["kind"] == "sync", "duration_us"]) == blocking
+    assert sorted(copies.loc[copies["kind"] == "runtime", "duration_us"]) == others
+
+
 def test_copies_kinds_and_bytes():
     profile = read_one(SAMPLED)
     copies = profile.tables["device_ops"].query("category == 'memcpy'")

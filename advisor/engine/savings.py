@@ -40,8 +40,9 @@ UNATTRIBUTED = "unattributed"
 HIDDEN_COMPUTE = "hidden_compute"
 """Device compute the host's own work in the same step hides (step_bounds.compute_savable_us
 leaves it out): no finding of one kind can save it, since the host's work would remain."""
-RECORDED = ("compute", "communication", "host", "data")
-"""The categories of recorded work: device tasks, collectives, host calls, data loading."""
+RECORDED = ("compute", HIDDEN_COMPUTE, "communication", "host", "data")
+"""The categories of recorded work: device tasks (hidden behind the host's work or not),
+collectives, host calls, data loading."""
 MIN_RECORDED_SHARE = 0.01
 """Below this share of the steps spent in recorded work, the profile does not say what the
 steps spent their time on (a trace cut to a few events: one 45 µs kernel in a 413 ms step),
