@@ -267,6 +267,12 @@ def test_a_task_held_back_after_its_late_launch_waited_for_no_host():
     # time no recorded host work explains
     bounds = profile.tables["step_bounds"].iloc[0]
     assert bounds["idle_us"] > 463_000 and bounds["host_us"] < 1000
+    # so STEP-003 does not tell this graph-replaying run that its device waits for the host
+    (idle,) = evaluate(profile, "STEP-003").findings
+    assert profile.meta.extra["execution"] == "graphs"
+    advice = " ".join(idle.suggestions)
+    assert "the device still waits for the host" not in advice
+    assert "the host holds the device up for only 0.2% of its idle time (STEP-004)" in advice
 
 
 def test_sched_001_fires_on_the_sampled_trace_with_the_device_figures():
