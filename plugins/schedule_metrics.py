@@ -1,7 +1,8 @@
 """Schedule metric providers: why the device sat idle, how long launches took to reach it,
 which GPU kernels ran on Tensor Cores, the long device gaps the host spent doing nothing, and
-the host calls that are one-time start-up rather than training, and which implementation
-(fused, foreach or a loop over the parameters) each optimizer step ran.
+the host calls that are one-time start-up rather than training, which implementation
+(fused, foreach or a loop over the parameters) each optimizer step ran, and the device idle
+time each optimizer step and synchronisation costs.
 
 These follow the analyses of Holistic Trace Analysis (idle time breakdown, kernel launch
 statistics) and of the PyTorch profiler's TensorBoard plugin (Tensor Core kernels), with one
@@ -499,18 +500,18 @@ def calls_device_idle(profile: Profile) -> None:
     host = profile.tables["host_ops"]
     ops = profile.tables["device_ops"]
     idle = np.full(len(host), np.nan)
-    steps = np.flatnonzero(isin_mask(host["kind"], ("optimizer",)))
+    optimizer = np.flatnonzero(isin_mask(host["kind"], ("optimizer",)))
     syncs = np.flatnonzero(isin_mask(host["kind"], ("sync",)))
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)
     timed = ~np.isnan(start)
-    if not (len(steps) + len(syncs)) or not timed.any():
+    if not (len(optimizer) + len(syncs)) or not timed.any():
         profile.tables["host_ops"] = host.assign(device_idle_us=idle)
         return
     gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)
     end = start + ops["duration_us"].to_numpy("float64", na_value=0.0)
     lo = host["start_us"].to_numpy("float64", na_value=np.nan)
     hi = lo + host["duration_us"].to_numpy("float64", na_value=np.nan)
-    calls = np.concatenate((steps, syncs))
+    calls = np.concatenate((optimizer, syncs))
     first, last = float(start[timed].min()), float(np.nanmax(end[timed]))
     before = min(first, np.nanmin(lo[calls], initial=first))
     after = max(last, np.nanmax(hi[calls], initial=last)) + 1.0  # past every call's return
@@ -519,7 +520,9 @@ def calls_device_idle(profile: Profile) -> None:
         np.concatenate(([before], start[waits] - gap[waits], [last])),
         np.concatenate(([first], start[waits], [after])),
     )
-    idle[steps] = intervals.covered_between((quiet_from, quiet_to), lo[steps], hi[steps])
+    idle[optimizer] = intervals.covered_between(
+        (quiet_from, quiet_to), lo[optimizer], hi[optimizer]
+    )
     if len(syncs):
         back = hi[syncs]
         gap_of = np.searchsorted(quiet_from, back, side="right") - 1
