@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -225,6 +226,38 @@ def test_how_to_collect_copies_depends_on_whether_the_gpu_was_profiled():
     ]
     assert hints["gpu"] and not any("ProfilerActivity" in h for h in hints["gpu"])
     assert "this trace holds none" in hints["gpu"][0]
+
+
+def test_how_to_collect_names_the_missing_file_where_the_profiler_recorded_it(tmp_path):
+    """MindStudio Insight's level-1 run was profiled at Level1 with profile_memory=True
+    (its profiler_info_0.json) and shared without trace_view.json and operator_memory.csv:
+    it is told which file its output folder lacks, not to set what it set. The same folder
+    whose settings say Level0 without memory profiling is told the settings."""
+    rank = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(SHARED / "msinsight_pytorch_level1" / "rank0_ascend_pt", rank)
+
+    def hints() -> set[str]:
+        (analysis,) = advisor.analyze(rank).analyses
+        return {h for n in analysis.report["not_applicable"] for h in n["collect"]}
+
+    recorded = hints()
+    output = "ASCEND_PROFILER_OUTPUT here holds no"
+    assert {
+        f"it was recorded (profiler_level=Level1), but {output} trace_view.json: analyse the "
+        "whole output folder the profiler wrote",
+        f"it was recorded (profile_memory=True), but {output} operator_memory.csv: analyse "
+        "the whole output folder the profiler wrote",
+    } <= recorded
+    assert not any("or above" in h or h.startswith("profile_memory=True") for h in recorded)
+    info = rank / "profiler_info_0.json"
+    settings = json.loads(info.read_text())
+    settings["config"]["experimental_config"]["_profiler_level"] = "Level0"
+    settings["config"]["common_config"]["profile_memory"] = False
+    info.write_text(json.dumps(settings))
+    told = hints()
+    assert "profile_memory=True (operator_memory.csv)" in told
+    assert any(h.startswith("profiler_level=ProfilerLevel.Level1 or above") for h in told)
+    assert not any(output in h for h in told)
 
 
 # --- numbers that agree -----------------------------------------------------------------------

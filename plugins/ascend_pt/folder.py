@@ -172,8 +172,38 @@ class FolderReader:
         self._read_operator_memory()
         if not self.tables:
             return self._without_output()
+        self._recorded_but_missing()
         self._finish()
         return [self.profile]
+
+    def _recorded_but_missing(self) -> None:
+        """How to get what a rule lacks, where the profiler's own settings say it recorded
+        it and the file is not in the folder (a copy of some of the files: MindStudio
+        Insight's level-1 run, profiled with profile_memory=True, shared without
+        trace_view.json and operator_memory.csv): asking for the setting again would be
+        wrong, the whole output folder is what is missing."""
+        extra = self.profile.meta.extra
+        wanted: list[tuple[tuple[str, ...], str, str]] = []
+        if extra.get("profiler_level") in ("Level1", "Level2"):
+            columns = ("copy_task_us", "unaligned_us", "unaligned_tasks")
+            needs = tuple(f"comm_ops.{c}" for c in columns)
+            wanted.append((needs, f"profiler_level={extra['profiler_level']}", TRACE_FILE))
+        if extra.get("profile_memory") is True:
+            wanted.append((("memory",), "profile_memory=True", "memory_record.csv"))
+            wanted.append((("op_allocations",), "profile_memory=True", "operator_memory.csv"))
+        for needs, setting, name in wanted:
+            if self._file(name) is not None:
+                continue
+            hint = (
+                f"it was recorded ({setting}), but {OUTPUT_DIR} here holds no {name}: analyse "
+                "the whole output folder the profiler wrote"
+            )
+            self.profile.meta.collect_zh[hint] = (  # keyed by the English text, as the reader's
+                f"采集时已记录（{setting}），但此处的 {OUTPUT_DIR} 中没有 {name}："
+                "请分析采集生成的完整输出目录"
+            )
+            for need in needs:
+                self.profile.meta.collect[need] = hint
 
     def _read_database_alone(self, database: Path) -> list[Profile]:
         """The profile of a database named on its own; UnreadableInput when it gave nothing."""

@@ -82,6 +82,9 @@ def read_metadata(
             for key in ("_profiler_level", "_aic_metrics"):
                 if experimental.get(key) not in (None, ""):
                     meta.extra[key.strip("_")] = str(experimental[key])
+        common = config.get("common_config") if isinstance(config, dict) else None
+        if isinstance(common, dict) and isinstance(common.get("profile_memory"), bool):
+            meta.extra["profile_memory"] = common["profile_memory"]
         if not framework_known and (
             "ms_version" in info or "mindspore" in str(info.get("framework", "")).lower()
         ):
