@@ -492,7 +492,7 @@ def calls_device_idle(profile: Profile) -> None:
       2.4 s of other host work costs 99 µs). Idle time while the call still waited on
       earlier work (the device waiting for an event or a peer) is no sync's doing, and a
       call returning while the device still runs something costs nothing (HTA's TorchRec
-      rank 0 blocks 758 ms in 30 `.item()` copies; the device idles 5.6 ms after them).
+      rank 0 blocks 758 ms in 30 `.item()` copies, which are charged 3.0 ms).
       Calls returning in one gap share it, each moment counted once.
 
     Before the device's first task and after its last it ran nothing; a sync returning after
