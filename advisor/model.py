@@ -714,6 +714,14 @@ TABLES: dict[str, TableSpec] = {
                     "the device ran dry, or the host was compiling or launching",
                 ),
                 _c(
+                    "host_leading_us",
+                    "float64",
+                    US,
+                    "the part of host_us before the step's first device task: the host "
+                    "prepared the step (its input, Python at the step's start) before "
+                    "launching anything",
+                ),
+                _c(
                     "data_us",
                     "float64",
                     US,

@@ -10,7 +10,8 @@ A step's wall-clock window is split into five disjoint parts that add up to its 
 - ``host_us``: the device is idle, not for data, while the host holds it up: the task that
   ends the idle interval was launched only after the device ran out of work
   (device_ops.launch_us later than the interval's start; until the call returned, where the
-  task then waited longer on the device), or the host was compiling or launching
+  task then waited longer on the device; before the device's first task, the host calls
+  that ran and ended before it), or the host was compiling or launching
   (host_ops kinds ``compile``, ``compile_execute``, ``launch``) during it. Not while it
   was synchronising: a sync waits for the device, so device idle time during it is the
   device waiting on something else (an event, another stream, a peer); the gap after the
@@ -18,6 +19,11 @@ A step's wall-clock window is split into five disjoint parts that add up to its 
 - ``idle_us``: the rest of the idle time, which no recorded host work, data loading or
   communication explains (dependencies on other streams, ranks or pipeline stages, a
   pipeline bubble among them; host work the profiler did not record).
+
+``host_leading_us`` is the part of ``host_us`` before the step's first device task: the host
+prepared the step (decoded or preprocessed its input, ran Python at the step's start) before it
+launched anything, which a graph or faster launches do not shorten, as they do the host time
+between launches.
 
 Compute and exposed communication come from the steps table as every other report figure
 does; the idle remainder (duration minus both) is split by the device timeline. Where the
@@ -110,6 +116,16 @@ class _HostCalls:
             start, duration = start[duration > longer_than_us], duration[duration > longer_than_us]
         return intervals.merge(start, start + duration)
 
+    def within(self, lo: float, hi: float) -> intervals.Intervals:
+        """The merged spans of the calls, synchronisations aside, that start and end
+        between `lo` and `hi` (a sync waits for the device: its time is not the host's)."""
+        if not self.timed:
+            return _empty()
+        sync = np.append(self.kind_names == "sync", False)[self.kind_code]
+        end = self.start + self.duration
+        rows = ~sync & (self.start >= lo) & (end <= hi) & (self.duration > 0)
+        return intervals.merge(self.start[rows], end[rows])
+
 
 def _savable(
     compute: float, lo: float, hi: float, syncs: intervals.Intervals, waits: intervals.Intervals
@@ -122,33 +138,60 @@ def _savable(
     return min(compute, intervals.total(intervals.clip(waits, lo, hi)))
 
 
-def _device(profile: Profile) -> tuple[intervals.Intervals, intervals.Intervals]:
-    """(busy time of the device, its idle intervals ended by a task the host launched late).
+def _device(profile: Profile, calls: _HostCalls) -> tuple[intervals.Intervals, intervals.Intervals]:
+    """(busy time of the device, the idle time in which the host held it up).
 
     An idle interval runs from the end of one busy block to the start of the next; the task
     starting that block was launched late when its launch_us lies after the interval began:
     the device had run dry and waited for the host, until the launching call returned where
-    the task then waited longer on the device (advisor.launches)."""
+    the task then waited longer on the device (advisor.launches). Before its first block the
+    device had nothing to run yet: where the first step began before the first task was
+    launched, the host calls that ran and ended in between held it up (TraceLens' MI300
+    TimeSformer: 267 ms of video decoding and preprocessing before the step's first copy);
+    the rest of that time no recorded work explains (HTA's backward_thread sample: no call
+    but a 10 µs launch in the 331 ms before its one kernel)."""
     ops = profile.tables.get("device_ops")
     if ops is None or ops.empty or "start_us" not in ops:
         return _empty(), _empty()
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)
     end = start + ops["duration_us"].to_numpy("float64", na_value=np.nan)
     busy = intervals.merge(start, end)
-    if "launch_us" not in ops or busy[0].size < 2:
+    if "launch_us" not in ops or busy[0].size == 0:
         return busy, _empty()
     timed = ~(np.isnan(start) | np.isnan(end)) & (end > start)
     order = np.argsort(start[timed], kind="stable")
     starts = start[timed][order]
     launch = ops["launch_us"].to_numpy("float64", na_value=np.nan)[timed][order]
-    # the first task (in stable order) starting at each block start but the first block
-    first = np.searchsorted(starts, busy[0][1:], side="left")
-    gap_start, gap_end = busy[1][:-1], busy[0][1:]
+    # the first task (in stable order) starting at each block start
+    first = np.searchsorted(starts, busy[0], side="left")
+    gap_start = np.append(_first_step_start(profile), busy[1][:-1])
+    gap_end = busy[0]
     late = launch[first] > gap_start  # NaN (launch unknown) compares False
     if "launch_dur_us" in ops:
         duration = ops["launch_dur_us"].to_numpy("float64", na_value=np.nan)[timed][order]
         gap_end = gap_end - queued_after_launch(gap_end, (launch + duration)[first])
-    return busy, (gap_start[late], gap_end[late])
+    late &= gap_end > gap_start
+    between = (gap_start[1:][late[1:]], gap_end[1:][late[1:]])
+    if not late[0]:
+        return busy, between
+    return busy, intervals.union(between, calls.within(gap_start[0], gap_end[0]))
+
+
+def _first_step_start(profile: Profile) -> float:
+    """Where the first step starts (infinity without one: the device then has no leading
+    idle time to judge)."""
+    steps = profile.tables.get("steps")
+    if steps is None or "start_us" not in steps:
+        return np.inf
+    starts = steps["start_us"].to_numpy("float64", na_value=np.nan)
+    return float(np.nanmin(starts)) if np.isfinite(starts).any() else np.inf
+
+
+def _first_busy(idle: intervals.Intervals, lo: float) -> float:
+    """Where the device first works in the step starting at `lo`, given its idle intervals
+    in the step: the end of the first one where the step starts idle, else `lo`."""
+    starts, ends = idle
+    return float(ends[0]) if starts.size and starts[0] <= lo else lo
 
 
 def _between(steps: pd.DataFrame, data: intervals.Intervals) -> tuple[np.ndarray, np.ndarray]:
@@ -179,8 +222,8 @@ def _between(steps: pd.DataFrame, data: intervals.Intervals) -> tuple[np.ndarray
 def step_bounds(profile: Profile) -> None:
     """The step_bounds table: per step, its time on the critical path by category."""
     steps = profile.tables["steps"]
-    busy, late = _device(profile)
     calls = _HostCalls(profile)
+    busy, late = _device(profile, calls)
     data_set = calls.spans(("dataloader",))
     host_set = intervals.union(calls.spans(HOST_KINDS), late)
     # the times the host waited for the device: its synchronising calls, and its launch
@@ -196,7 +239,7 @@ def step_bounds(profile: Profile) -> None:
     ):
         duration = max(hi - lo, 0.0)
         if np.isnan(computing) or np.isnan(exposed) or np.isnan(duration):
-            rows.append((duration, *(np.nan,) * 6))
+            rows.append((duration, *(np.nan,) * 7))
             continue
         compute = min(computing, duration)
         comm = min(exposed, duration - compute)
@@ -204,12 +247,15 @@ def step_bounds(profile: Profile) -> None:
         idle = intervals.complement(busy, lo, hi) if busy[0].size else _empty()
         data = min(intervals.total(intervals.intersect(idle, data_set)), rest)
         not_data = intervals.subtract(idle, data_set)
-        host = min(intervals.total(intervals.intersect(not_data, host_set)), rest - data)
+        held = intervals.intersect(not_data, host_set)
+        host = min(intervals.total(held), rest - data)
+        leading = min(intervals.total(intervals.clip(held, lo, _first_busy(idle, lo))), host)
         savable = _savable(compute, lo, hi, syncs, waits)
-        rows.append((duration, compute, comm, host, data, rest - data - host, savable))
+        rows.append((duration, compute, comm, host, data, rest - data - host, leading, savable))
     # a step's figures as one row of an array: a DataFrame of a few steps costs more
-    figures = np.array(rows, dtype="float64").reshape(len(rows), 2 + len(BOUNDS))
-    duration, parts, savable = figures[:, 0], figures[:, 1:-1], figures[:, -1]
+    figures = np.array(rows, dtype="float64").reshape(len(rows), 3 + len(BOUNDS))
+    duration, parts = figures[:, 0], figures[:, 1 : 1 + len(BOUNDS)]
+    leading, savable = figures[:, -2], figures[:, -1]
     known = ~np.isnan(parts).any(axis=1)
     top = np.where(np.isnan(parts), -1.0, parts).argmax(axis=1)
     bound = pd.array(np.asarray(BOUNDS, dtype=object)[top], dtype="string")
@@ -224,6 +270,7 @@ def step_bounds(profile: Profile) -> None:
             "end_us": steps["end_us"].to_numpy("float64"),
             "duration_us": duration,
             **{f"{b}_us": parts[:, i] for i, b in enumerate(BOUNDS)},
+            "host_leading_us": leading,
             "bound": bound,
             "bound_share": share,
             "between_us": between,
@@ -313,7 +360,7 @@ def timeline_lanes(profile: Profile) -> None:
     busy = intervals.union(compute_set, comm_set)
     calls = _HostCalls(profile)
     data_set = calls.spans(("dataloader",))
-    host_set = intervals.union(calls.spans(HOST_KINDS), _device(profile)[1])
+    host_set = intervals.union(calls.spans(HOST_KINDS), _device(profile, calls)[1])
     segments = _segments(shown)
     span = segments[-1][1] - segments[0][0] if segments else 0.0
     resolution = span / TIMELINE_RESOLUTION
@@ -356,6 +403,7 @@ PROVIDERS = [
                 "step",
                 "duration_us",
                 *(f"{b}_us" for b in BOUNDS),
+                "host_leading_us",
                 "bound",
                 "bound_share",
                 "between_us",

@@ -255,6 +255,45 @@ def test_hand_built_step_splits_idle_into_data_host_and_other():
     assert row["bound_share"] == pytest.approx(0.45)
 
 
+def test_host_time_before_a_steps_first_task_is_its_preparation():
+    """Step 1 [0, 5000): the host preprocesses 200-3000 and 3100-3500 (ended before the first
+    launch), then launches a (3600-3610, runs 4000-5000); a step-long call and a sync in
+    that time are not the host holding the device up. Step 2 [5000, 9000): b was launched at
+    6000, after the device ran dry at 5000: [5000, 6010) is the host's, before b's start at
+    8000 (waited 1990 µs on the device after its launch returned): all of it leading. Step 3
+    [9000, 12000) starts while b still runs: nothing before its first task."""
+    profile = _profile(
+        steps=[
+            {"step": 1, "start_us": 0, "end_us": 5000, "duration_us": 5000},
+            {"step": 2, "start_us": 5000, "end_us": 9000, "duration_us": 4000},
+            {"step": 3, "start_us": 9000, "end_us": 12_000, "duration_us": 3000},
+        ],
+        device_ops=[
+            {"name": "a", "core_type": "AI_CORE", "category": "compute", "start_us": 4000,
+             "duration_us": 1000, "launch_us": 3600, "launch_dur_us": 10},
+            {"name": "b", "core_type": "AI_CORE", "category": "compute", "start_us": 8000,
+             "duration_us": 2000, "launch_us": 6000, "launch_dur_us": 10},
+            {"name": "c", "core_type": "AI_CORE", "category": "compute", "start_us": 10_000,
+             "duration_us": 1000, "launch_us": 6100, "launch_dur_us": 10},
+        ],
+        host_ops=[
+            {"name": "train.py(10): step", "kind": "python", "start_us": 0,
+             "duration_us": 12_000},
+            {"name": "decode", "kind": "python", "start_us": 200, "duration_us": 2800},
+            {"name": "resize", "kind": "python", "start_us": 3100, "duration_us": 400},
+            {"name": "cudaDeviceSynchronize", "kind": "sync", "start_us": 3500,
+             "duration_us": 50},
+        ],
+    )  # fmt: skip
+    table = _bounds(profile)
+    assert list(table.loc[1, PARTS]) == pytest.approx([1000, 0, 3200, 0, 800])
+    assert table.loc[1, "host_leading_us"] == pytest.approx(3200)
+    assert table.loc[2, "host_us"] == pytest.approx(1010)
+    assert table.loc[2, "host_leading_us"] == pytest.approx(1010)
+    assert table.loc[3, "host_us"] == pytest.approx(0)
+    assert table.loc[3, "host_leading_us"] == pytest.approx(0)
+
+
 def test_profiler_figures_larger_than_the_timeline_are_cut_to_the_step():
     """A profiler's own step figures may disagree with its timeline: compute 7000 and exposed
     communication 5000 in a 10000 µs step leave 3000 for communication and no idle time,
