@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
-from advisor import units
+from advisor import units, workload
 from advisor.applicability import Inapplicable, explain
 from advisor.compat import zip_strict
 from advisor.derive import present as is_present
@@ -347,16 +347,19 @@ def evaluate_rule(
     memo: dict[bytes, Any] | None = None,
     step_spans: Callable[[], dict[int, tuple[float, float]]] | None = None,
     blanks: BlankColumns | None = None,
+    training: bool | None = None,
 ) -> Finding | None:
     """Evaluate one applicable rule; raise ExprError on a runtime problem. `memo`: the
     values of table-only sub-expressions shared by the rules of this profile (Scope.memo);
     `step_spans`: the profile's windows.step_spans, computed on the first call; `blanks`: the
-    blank columns of the profile's rules so far (a new one when not given)."""
+    blank columns of the profile's rules so far (a new one when not given); `training`:
+    whether the profile records training (advisor.workload), as the rules read it."""
     meta = profile.meta
     values: dict[str, Any] = {
         "total_us": math.nan if total_us is None else total_us,
         "device_kind": meta.device_kind,  # PROFILE_NAMES; a rule's own names win
         "framework": meta.framework,
+        "training": training,
         **params,
     }
     blanks = blanks or BlankColumns(profile.tables)
@@ -382,6 +385,7 @@ def evaluate_rule(
         "device_kind": meta.device_kind,  # before params and lets: a rule's own names win
         "framework": meta.framework,
         "execution": meta.extra.get("execution"),
+        "training": training,
         **{k: to_plain(v) for k, v in params.items()},
         **measured,
         "impact_us": impact,
@@ -470,6 +474,7 @@ def evaluate(
     memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
     blanks = BlankColumns(profile.tables)  # ... and the blank optional columns they lack
     step_spans = cache(partial(windows.step_spans, profile))
+    training = workload.training(profile)
     available = dict(present or {})  # rules share needs, and rules leave the tables as they are
     hinted: dict[str, list[str] | None] = {}  # ... and lack the same ones: how each is collected
     findings: list[Finding] = []
@@ -485,7 +490,16 @@ def evaluate(
                 None
                 if missing
                 else evaluate_rule(
-                    rule, profile, params, functions, total_us, lang, memo, step_spans, blanks
+                    rule,
+                    profile,
+                    params,
+                    functions,
+                    total_us,
+                    lang,
+                    memo,
+                    step_spans,
+                    blanks,
+                    training,
                 )
             )
         except MissingData as exc:

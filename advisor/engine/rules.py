@@ -41,10 +41,12 @@ MAX_NESTING = 20  # levels of nested mappings and lists
 MAX_LETS = 200
 BUILTIN_NAMES = frozenset({"total_us"})
 """Names every expression can read: `total_us` is the profiled time impact shares refer to."""
-PROFILE_NAMES = frozenset({"device_kind", "framework"})
-"""The profile's device and framework (ProfileMeta), readable in every expression: advice that
-holds for one kind of run only (a CPU-only run's idle training thread) says so in `when`. A
-param or let of the same name takes their place, as in templates."""
+PROFILE_NAMES = frozenset({"device_kind", "framework", "training"})
+"""The profile's device and framework (ProfileMeta) and whether it records training
+(advisor.workload: true, false for inference, none where it cannot tell), readable in every
+expression: advice that holds for one kind of run only (a CPU-only run's idle training
+thread) says so in `when`. A param or let of the same name takes their place, as in
+templates."""
 LANGUAGES = ("en", "zh")
 """Languages reports can be written in; English is the default and every rule has it."""
 TEMPLATE_NAMES = frozenset(
@@ -58,11 +60,13 @@ TEMPLATE_NAMES = frozenset(
         "device_kind",
         "framework",
         "execution",
+        "training",
     }
 )
 """Variables every message template gets besides the rule's params and lets (`device_kind`
 and `framework`: a message can name the hardware the profile ran on, a CPU-only run's idle
-time is no device's; `execution`: how a PyTorch trace's steps ran, EXECUTION or none)."""
+time is no device's; `execution`: how a PyTorch trace's steps ran, EXECUTION or none;
+`training`: whether the profile records training, PROFILE_NAMES)."""
 
 
 @dataclass(frozen=True)
