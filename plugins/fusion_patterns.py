@@ -7,7 +7,8 @@ Three searches, one table (the FUSE-* rules read it):
   embedding, SwiGLU, fused attention ...);
 - graph_fusion: on graph-mode profiles (no framework operators recorded) of Ascend or an
   unknown device, the op types each device stream runs against the GE fusion passes'
-  sequences, plus Cast / TransData / element-wise chains (a GPU or CPU graph never meets GE);
+  sequences, plus Cast / TransData / element-wise chains (a GPU or CPU graph never meets GE,
+  nor does a torch_npu run's eager operators, whose kernels are aclnn's);
 - kernel_sequence: after HTA's frequent CUDA kernel sequences, the kernels each top-level
   framework operator launches, grouped by (operator, kernel names).
 
@@ -34,7 +35,7 @@ from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform_records
 from advisor.small_files import package_yaml
-from advisor.text_codes import isin_mask
+from advisor.text_codes import isin_mask, passing_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -558,10 +559,26 @@ _WITHOUT_GE = ("GPU", "CPU")
 graph kernels): their graph-mode profiles are not searched for the passes' sequences."""
 
 
+EAGER_KERNEL_PREFIX = "aclnn"
+"""The kernels of CANN's single-operator API, which torch_npu runs operator by operator
+(`aclnnAdd_AddAiCore_Add`): no GE graph holds them, so its fusion passes never run on them."""
+
+
+def _eager(device: pd.DataFrame) -> bool:
+    """Whether most device tasks are aclnn kernels: an eager torch_npu run whose host trace
+    is missing (kernel_details.csv alone), not a graph (MindStudio Insight's level-2 run:
+    2,056 of its 2,463 kernels)."""
+    if "name" not in device or device.empty:
+        return False
+    aclnn = passing_mask(device["name"], lambda name: name.startswith(EAGER_KERNEL_PREFIX))
+    return bool(aclnn.mean() >= 0.5)
+
+
 def fusion_candidates(profile: Profile) -> None:
     """Build the fusion_candidates table: the matches, and a scan row for each search that ran,
     so that a profile where nothing matched keeps the rules quiet instead of not applicable;
-    a GPU or CPU graph runs no search (_WITHOUT_GE), and there the rules do not apply."""
+    a GPU or CPU graph runs no search (_WITHOUT_GE), nor does an eager torch_npu run
+    (_eager), and there the rules do not apply."""
     device = profile.tables.get("device_ops")
     top = _top_level(profile)
     rows: list[dict[str, Any]] = []
@@ -573,7 +590,7 @@ def fusion_candidates(profile: Profile) -> None:
         if device is not None and "start_us" in device:
             found, scanned = kernel_sequence_rows(top, device, claimed, links)
             rows += found + [_scan("kernel_sequence", scanned)]
-    elif device is not None and profile.meta.device_kind not in _WITHOUT_GE:
+    elif device is not None and profile.meta.device_kind not in _WITHOUT_GE and not _eager(device):
         found, scanned = graph_rows(device, profile.tables.get("graph_fusions"))
         rows += found + [_scan("graph_fusion", scanned)]
     frame = conform_records("fusion_candidates", rows, _COLUMNS)

@@ -306,6 +306,23 @@ def test_a_gpu_graph_is_not_searched_for_ge_fusion_passes():
     assert "TbeEltwiseFusionPass" in set(graph.loc[graph["kind"] == "graph_fusion", "fused_api"])
 
 
+def test_an_eager_torch_npu_run_without_its_host_trace_is_not_searched_for_ge_passes():
+    """MindStudio Insight's level-1 torch_npu rank, shared without trace_view.json: no
+    framework operator tells it is eager, but its kernels are aclnn's (CANN's single-operator
+    API, run outside any GE graph), so GE's fusion passes are no advice for it; the same
+    tasks under graph-mode names would be searched."""
+    path = REAL / "msinsight_pytorch_level1" / "rank0_ascend_pt"
+    profile = copy.deepcopy(_profile(path))
+    assert "host_ops" not in profile.tables
+    names = profile.tables["device_ops"]["name"]
+    assert names.str.startswith("aclnn").mean() >= 0.5
+    fusion_candidates(profile)
+    assert "graph_fusion" not in set(profile.tables["fusion_candidates"]["pattern"])
+    profile.tables["device_ops"]["name"] = names.str.replace("aclnn", "", regex=False)
+    fusion_candidates(profile)
+    assert "graph_fusion" in set(profile.tables["fusion_candidates"]["pattern"])  # scan row
+
+
 def test_widedeep_transdata_pairs_are_counted_per_stream():
     """MindSpore Wide&Deep (real): TransData pairs on one stream, each with its own time."""
     table = _candidates(REAL / "mindspore_run1_widedeep")
