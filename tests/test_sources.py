@@ -31,6 +31,7 @@ from advisor.render.format import findings_by_rank
 from advisor.render.html import render_html
 from advisor.render.json_report import validate_report
 from advisor.render.text import render_text
+from advisor_plugins.step_metrics import op_stacks
 
 KINETO = FIXTURE_DIR / "kineto_own"
 WITH_STACK = KINETO / "with_stack.pt.trace.json.gz"
@@ -304,6 +305,40 @@ def test_a_host_call_outside_op_stacks_goes_to_the_operator_around_it() -> None:
     (source,) = index.locate("host_ops", pd.Index([1, 2]))
     assert (source.time_us, source.share) == (80.0, 1.0)
     assert index.locate("steps", pd.Index([0])) == []
+
+
+def test_an_operator_holding_frames_of_its_own_takes_the_frame_around_it() -> None:
+    """vLLM's step annotation held the frames of the layers it ran and took the frame at its
+    midpoint, an attention layer's forward: an operator's frame encloses it whole. Thread 1:
+    serve.py's loop (0-1000) holds a step annotation (10-900) holding two layers' frames; the
+    aten::mm inside the second layer takes that layer's frame; an annotation no user frame
+    encloses gets none."""
+    frames = [
+        ("serve.py(50): loop", 0.0, 1000.0),
+        ("attention.py(107): forward", 100.0, 300.0),
+        ("moe.py(20): forward", 400.0, 300.0),
+    ]
+    ops = [
+        ("execute_step", "annotation", 10.0, 890.0),
+        ("aten::mm", "aten", 450.0, 50.0),
+        ("warm_up", "annotation", 1500.0, 100.0),
+    ]
+    host = pd.DataFrame(
+        {
+            "name": [n for n, _, _ in frames] + [n for n, _, _, _ in ops],
+            "kind": ["python"] * len(frames) + [k for _, k, _, _ in ops],
+            "start_us": [s for _, s, _ in frames] + [s for _, _, s, _ in ops],
+            "duration_us": [d for _, _, d in frames] + [d for _, _, _, d in ops],
+            "thread": [1] * (len(frames) + len(ops)),
+        }
+    )
+    profile = Profile(ProfileMeta("kineto", "mem"))
+    profile.tables["host_ops"] = conform("host_ops", host)
+    op_stacks(profile)
+    placed = profile.tables["op_stacks"].set_index("name")
+    assert placed.loc["execute_step", ["file", "line"]].tolist() == ["serve.py", 50]
+    assert placed.loc["aten::mm", ["file", "line"]].tolist() == ["moe.py", 20]
+    assert "warm_up" not in placed.index
 
 
 # --- torch_npu: the call stacks of its profiler database ----------------------------------------
