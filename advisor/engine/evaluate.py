@@ -385,6 +385,7 @@ def evaluate_rule(
         "device_kind": meta.device_kind,  # before params and lets: a rule's own names win
         "framework": meta.framework,
         "execution": meta.extra.get("execution"),
+        "gpu_runtime": meta.extra.get("gpu_runtime"),
         "training": training,
         **{k: to_plain(v) for k, v in params.items()},
         **measured,

@@ -60,13 +60,15 @@ TEMPLATE_NAMES = frozenset(
         "device_kind",
         "framework",
         "execution",
+        "gpu_runtime",
         "training",
     }
 )
 """Variables every message template gets besides the rule's params and lets (`device_kind`
 and `framework`: a message can name the hardware the profile ran on, a CPU-only run's idle
 time is no device's; `execution`: how a PyTorch trace's steps ran, EXECUTION or none;
-`training`: whether the profile records training, PROFILE_NAMES)."""
+`gpu_runtime`: a GPU trace's runtime, "CUDA" or "ROCm" (meta.extra), so that advice names the
+vendor's tools; `training`: whether the profile records training, PROFILE_NAMES)."""
 
 
 @dataclass(frozen=True)
