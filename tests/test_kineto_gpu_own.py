@@ -15,6 +15,7 @@ import pytest
 import advisor
 from advisor.api import ProfileAnalysis
 from advisor.engine.rules import Applies
+from advisor.workload import TRAINING_NAMES
 
 GPU_OWN = Path(__file__).parent / "fixtures" / "kineto_gpu_own"
 
@@ -264,6 +265,29 @@ def test_a_compiled_run_is_not_told_to_compile() -> None:
         # Inductor's kernels, fused already, are not offered for fusion again (FUSE-003 said
         # 21 kernels of CompiledFunctionBackward, GEMMs among them, would make one)
         assert finding(analysed(name), "FUSE-003") is None
+
+
+def test_a_compiled_inference_run_is_not_pointed_at_its_optimizer_step(tmp_path) -> None:
+    """xDiT's compiled SD 3.5 inference on an MI300X was told to bring "the optimizer step, the
+    loss" inside its compiled regions. The compiled run without its backward pass and
+    optimizer step (every event advisor.workload reads as training left out) is inference:
+    its advice names the Python between the regions alone; the training run's names all."""
+    trace = {
+        "traceEvents": [
+            e
+            for e in events("compiled")
+            if not (e.get("ph") == "X" and TRAINING_NAMES.search(str(e.get("name", ""))))
+        ]
+    }
+    path = tmp_path / "compiled_forward.pt.trace.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    (forward,) = advisor.analyze(path).analyses
+    assert forward.profile.meta.extra["execution"] == "compiled"
+    for rule_id in ("STEP-003", "SCHED-001"):
+        inference = _suggestions(forward, rule_id)
+        assert "outside the compiled or captured regions (Python between them" in inference
+        assert "optimizer" not in inference and "training" not in inference
+        assert "the optimizer step, the loss, Python" in _suggestions(analysed("compiled"), rule_id)
 
 
 def test_the_dataloader_bound_run_is_measured_from_its_loader_calls() -> None:
