@@ -1,12 +1,17 @@
-"""Name patterns of the library operations operators and kernels are classed by: attention,
+"""Name patterns operators and kernels are classed by: the library operations (attention,
 convolution and matrix multiplication, from Ascend operator types (msprof-analyze's compare
-categories, compare_config.ini) and GPU kernel names. In one place, so that the compute
-classes and the fusion patterns (a kernel sequence holding two library operations is no chain
-one fused kernel replaces) judge a name alike."""
+categories, compare_config.ini) and GPU kernel names) and the kernels of CANN's
+single-operator API. In one place, so that the readers, the compute classes and the fusion
+patterns (a kernel sequence holding two library operations is no chain one fused kernel
+replaces) judge a name alike."""
 
 from __future__ import annotations
 
 import re
+
+ACLNN_PREFIX = "aclnn"
+"""How the kernels of CANN's single-operator API (aclnn) begin, which torch_npu runs operator by
+operator: `aclnnMm_TransData_TransData` (API, kernel, op type). No GE graph holds them."""
 
 ATTENTION = re.compile(
     r"flash_?attention|fusion_?attention|flashattn|flash2attn|"

@@ -559,18 +559,13 @@ _WITHOUT_GE = ("GPU", "CPU")
 graph kernels): their graph-mode profiles are not searched for the passes' sequences."""
 
 
-EAGER_KERNEL_PREFIX = "aclnn"
-"""The kernels of CANN's single-operator API, which torch_npu runs operator by operator
-(`aclnnAdd_AddAiCore_Add`): no GE graph holds them, so its fusion passes never run on them."""
-
-
 def _eager(device: pd.DataFrame) -> bool:
     """Whether most device tasks are aclnn kernels: an eager torch_npu run whose host trace
     is missing (kernel_details.csv alone), not a graph (MindStudio Insight's level-2 run:
-    2,056 of its 2,463 kernels)."""
+    2,056 of its 2,463 kernels), so GE's fusion passes never ran on them."""
     if "name" not in device or device.empty:
         return False
-    aclnn = passing_mask(device["name"], lambda name: name.startswith(EAGER_KERNEL_PREFIX))
+    aclnn = passing_mask(device["name"], lambda name: name.startswith(op_classes.ACLNN_PREFIX))
     return bool(aclnn.mean() >= 0.5)
 
 

@@ -22,6 +22,7 @@ from advisor.engine.outcome import SEVERITIES, Outcome, Severity
 from advisor.engine.row_order import stable_order
 from advisor.engine.rules import Evidence, Rule
 from advisor.engine.sources import SourceLocation
+from advisor.engine.wording import words
 from advisor.hookspecs import MetricProvider
 from advisor.lazy import lazy_module
 from advisor.model import TABLES, Profile
@@ -387,6 +388,7 @@ def evaluate_rule(
         "execution": meta.extra.get("execution"),
         "gpu_runtime": meta.extra.get("gpu_runtime"),
         "training": training,
+        **words(lang, training, meta.extra.get("gpu_runtime")),
         **{k: to_plain(v) for k, v in params.items()},
         **measured,
         "impact_us": impact,

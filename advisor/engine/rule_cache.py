@@ -57,6 +57,7 @@ _CHECKER_FILES = (
     "engine/expr.py",
     "engine/functions.py",
     "engine/rule_cache.py",
+    "engine/wording.py",
     "schemas/rule.schema.json",
 )
 """advisor's files whose content decides whether a rule passes: an edited checker in a

@@ -25,6 +25,7 @@ from advisor.engine.expr import (
 )
 from advisor.engine.functions import regex_problem
 from advisor.engine.outcome import Severity
+from advisor.engine.wording import WORD_NAMES
 from advisor.errors import RuleError
 from advisor.lazy import lazy_module
 from advisor.model import PROFILE, TABLES, TableSpec
@@ -62,13 +63,16 @@ TEMPLATE_NAMES = frozenset(
         "execution",
         "gpu_runtime",
         "training",
+        *WORD_NAMES,
     }
 )
 """Variables every message template gets besides the rule's params and lets (`device_kind`
 and `framework`: a message can name the hardware the profile ran on, a CPU-only run's idle
 time is no device's; `execution`: how a PyTorch trace's steps ran, EXECUTION or none;
 `gpu_runtime`: a GPU trace's runtime, "CUDA" or "ROCm" (meta.extra), so that advice names the
-vendor's tools; `training`: whether the profile records training, PROFILE_NAMES)."""
+vendor's tools; `training`: whether the profile records training, PROFILE_NAMES; the words
+advisor.engine.wording gives for both in the report's language: `run_kind`, `matrix_units`,
+`kernel_profiler`, `dnn_library`)."""
 
 
 @dataclass(frozen=True)

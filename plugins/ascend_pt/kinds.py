@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from advisor import op_classes
+
 _SYNC_APIS = ("aclrtSynchronizeStream", "aclrtSynchronizeDevice", "aclrtSynchronizeEvent")
 _FORMAT_CONVERSION = re.compile(r"trans_([A-Z][A-Za-z0-9]*)_\d+")
 _VERSIONED_OP = re.compile(r"([A-Z][A-Za-z0-9]*?V\d)\d*")
@@ -54,7 +56,7 @@ def op_type_from_task(name: str) -> str | None:
     files of tests/fixtures it agrees with their Type for 243 of the 280 names it types; the
     others get the framework's name of the CANN variant that ran (`ReduceSum` for
     `ReduceSumD`, `LayerNorm` for `LayerNormV3`; test_ascend_pt_reader.py)."""
-    if name.startswith("aclnn"):
+    if name.startswith(op_classes.ACLNN_PREFIX):
         parts = [part for part in name.split("_") if part]
         while len(parts) > 3 and not parts[-1][:1].isupper():
             parts.pop()
