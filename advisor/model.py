@@ -851,6 +851,16 @@ TABLES: dict[str, TableSpec] = {
                 ),
                 _c("unaligned_tasks", "Int64", "", "number of those unaligned copy tasks"),
                 _c(
+                    "waited_rank",
+                    "Int64",
+                    "",
+                    "the peer the op's longest wait on another rank waited for: the dst rank "
+                    "(numbered in the op's communication group) of its longest Notify_Wait task "
+                    "whose dst rank is not its own; absent at profiler level 0 and where the "
+                    "tasks name no rank",
+                ),
+                _c("waited_rank_us", "float64", US, "the time of that Notify_Wait task"),
+                _c(
                     "compute_overlap_us",
                     "float64",
                     US,

@@ -45,6 +45,7 @@ HCCL_TEXT = FIXTURE_DIR / "real" / "cann_timeline" / HCCL_PROF
 HCCL_MSPROF_DB = DB_FIXTURES / HCCL_PROF
 HCCL_PT_DB = DB_FIXTURES / "hccl_twin_ascend_pt"
 ALIGNMENT = ("copy_task_us", "unaligned_us", "unaligned_tasks")
+PEER = ("waited_rank", "waited_rank_us")
 SORT_KEYS = ("start_us", "time_us", "step", "name", "duration_us")
 
 
@@ -283,6 +284,20 @@ def hccl_copies_in_the_raw_timeline() -> tuple[int, float, float]:
     return len(unaligned), sum(e["dur"] for e in unaligned), sum(e["dur"] for e in copies)
 
 
+def longest_peer_wait_in_the_raw_timeline() -> tuple[int, float]:
+    """(dst rank, µs) of the longest Notify_Wait on another rank in the genuine HCCL timeline,
+    read from its task args directly (its one all-reduce holds every task)."""
+    events = json.loads((HCCL_TEXT / "device_0" / "timeline" / "hccl_0_2_1.json").read_text())
+    waits = [
+        e
+        for e in events
+        if e.get("name") == "Notify_Wait"
+        and e["args"]["dst rank"] not in (e["args"]["src rank"], 4294967295)
+    ]
+    longest = max(waits, key=lambda e: e["dur"])
+    return longest["args"]["dst rank"], longest["dur"]
+
+
 @pytest.mark.parametrize("folder", [HCCL_MSPROF_DB, HCCL_PT_DB], ids=["msprof", "torch_npu"])
 def test_hccl_tasks_of_a_database_give_the_byte_alignment_of_its_timeline(folder: Path) -> None:
     """COMMUNICATION_TASK_INFO (with TASK's times and the HCCL enums) gives each collective
@@ -292,10 +307,17 @@ def test_hccl_tasks_of_a_database_give_the_byte_alignment_of_its_timeline(folder
     assert count == 14  # the genuine timeline does hold unaligned copies
     (text,) = advisor.analyze(HCCL_TEXT).analyses
     (db,) = advisor.analyze(folder).analyses
-    columns = ["name", "op", "transport", "duration_us", *ALIGNMENT]
+    columns = ["name", "op", "transport", "duration_us", *ALIGNMENT, *PEER]
     assert_same_table(
         text.profile.tables["comm_ops"][columns], db.profile.tables["comm_ops"][columns], "comm"
     )
+    # and the peer its longest wait waited for: rank 2 (32.8 ms of the 41.5 ms all-reduce)
+    rank, wait_us = longest_peer_wait_in_the_raw_timeline()
+    assert (rank, wait_us) == (2, 32754.55)
+    for analysis in (text, db):
+        comm = analysis.profile.tables["comm_ops"]
+        assert comm["waited_rank"].tolist() == [rank]
+        assert comm["waited_rank_us"].tolist() == pytest.approx([wait_us])
     (finding,) = [f for f in db.findings if f.rule.id == "COMM-003"]
     assert finding.values["task_count"] == count
     assert finding.values["unaligned_total_us"] == pytest.approx(unaligned_us)
@@ -315,7 +337,7 @@ def test_level0_hccl_tasks_give_no_alignment_not_an_alignment_of_zero(tmp_path: 
         )
     (analysis,) = advisor.analyze(folder).analyses
     comm = analysis.profile.tables["comm_ops"]
-    assert len(comm) == 1 and not set(ALIGNMENT) & set(written(comm))
+    assert len(comm) == 1 and not {*ALIGNMENT, *PEER} & set(written(comm))
     assert analysis.evaluation.outcomes["COMM-003"] == "not_applicable"
 
 
@@ -344,6 +366,7 @@ def test_analysis_database_ops_take_the_alignment_of_their_hccl_tasks(tmp_path: 
     assert ops["unaligned_tasks"].tolist() == [count]
     assert ops["unaligned_us"].tolist() == pytest.approx([unaligned_us])
     assert ops["copy_task_us"].tolist() == pytest.approx([copy_us])
+    assert ops["waited_rank"].tolist() == [longest_peer_wait_in_the_raw_timeline()[0]]
 
 
 def test_a_database_named_on_its_own_reads_like_its_folder(tmp_path: Path) -> None:

@@ -145,7 +145,10 @@ def test_packets_and_retransmission_pass_on_the_real_profile() -> None:
 
 def _hccl_trace() -> list[dict]:
     """One all-reduce on torch_npu's Communication process with three SDMA copy tasks on its
-    plane: 1,000 bytes (off the 512-byte grid), 1,024 bytes, and an on-chip 1,000 bytes."""
+    plane: 1,000 bytes (off the 512-byte grid), 1,024 bytes, and an on-chip 1,000 bytes; and
+    its notify tasks (rank 0's): a wait without ranks, longer waits with no peer (dst rank
+    2**32 - 1) or on its own rank, a longer Notify_Record, and two waits of 8 µs on ranks 3 then
+    2 (the earlier is the longest wait on a peer)."""
     base = 1_000_000_000_000_000
 
     def event(tid: int, name: str, start: int, dur: float, **args: object) -> dict:
@@ -156,6 +159,10 @@ def _hccl_trace() -> list[dict]:
         args = {"transport type": "SDMA", "size(Byte)": size, "stream id": 7,
                 "task type": "Memcpy", "link type": link}  # fmt: skip
         return event(2, "Memcpy", start, dur, **args)
+
+    def notify(start: int, dur: float, kind: str, dst: int) -> dict:
+        args = {"transport type": "LOCAL", "task type": kind, "src rank": 0, "dst rank": dst}
+        return event(2, kind, start, dur, **args)
 
     return [
         {"ph": "M", "pid": 10, "tid": 0, "name": "process_name", "args": {"name": "Communication"}},
@@ -174,6 +181,11 @@ def _hccl_trace() -> list[dict]:
         event(
             2, "Notify_Wait", 140, 5.0, **{"transport type": "LOCAL", "task type": "Notify_Wait"}
         ),
+        notify(141, 30.0, "Notify_Wait", 4294967295),
+        notify(142, 20.0, "Notify_Wait", 0),
+        notify(143, 40.0, "Notify_Record", 5),
+        notify(144, 8.0, "Notify_Wait", 3),
+        notify(145, 8.0, "Notify_Wait", 2),
     ]
 
 
@@ -201,6 +213,7 @@ def test_byte_alignment_from_the_hccl_tasks_of_trace_view(tmp_path: Path, with_j
     assert op["unaligned_us"] == pytest.approx(10.0)
     assert op["unaligned_tasks"] == 1
     assert (op["sdma_bytes"] == pytest.approx(3024)) if with_json else pd.isna(op.get("sdma_bytes"))
+    assert (op["waited_rank"], op["waited_rank_us"]) == (3, 8.0)  # the peer, not its own wait
 
 
 def test_level0_trace_without_hccl_tasks_leaves_the_alignment_unknown(tmp_path: Path) -> None:

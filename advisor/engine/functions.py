@@ -271,7 +271,8 @@ def argmax(labels: Any, values: Any) -> Any:
         raise TypeError("argmax() needs a label column and a value column of the same table")
     if numbers.dropna().empty:
         return None
-    return plain(labels.to_numpy()[int(np.nanargmax(numbers.to_numpy("float64")))])
+    # iloc, not to_numpy(): an integer column with missing values would give the rank as 5.0
+    return plain(labels.iloc[int(np.nanargmax(numbers.to_numpy("float64")))])
 
 
 def argmin(labels: Any, values: Any) -> Any:

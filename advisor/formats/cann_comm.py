@@ -61,10 +61,10 @@ def comm_from_columns(
         m.group(1) if (m := _GROUP_THREAD.search(str(thread))) else None
         for thread in ops["thread"].tolist()
     ]
-    alignment = (
-        _alignment(tasks, start, duration)
+    details = (
+        _task_figures(tasks, start, duration)
         if set(_TASK_DETAILS) <= set(tasks.columns) and recorded(tasks["transport"]).any()
-        else {}  # level 0 records no task of a collective: its alignment is unknown, not 0
+        else {}  # level 0 records no task of a collective: its figures are unknown, not 0
     )
     return pd.DataFrame(
         {
@@ -76,11 +76,16 @@ def comm_from_columns(
             "transport": [
                 commonest(transports[a:b]) for a, b in zip_strict(lo.tolist(), hi.tolist())
             ],
-            **alignment,
+            **details,
         }
     ), streams
 
 
+ALIGNMENT_COLUMNS = ("copy_task_us", "unaligned_us", "unaligned_tasks")
+PEER_COLUMNS = ("waited_rank", "waited_rank_us")
+TASK_COLUMNS = ALIGNMENT_COLUMNS + PEER_COLUMNS
+"""The comm_ops columns only an op's HCCL tasks give (profiler level 1 or 2): its byte
+alignment and the peer it waited for longest."""
 ALIGN_BYTES = 512
 """msprof-analyze's byte-alignment check: SDMA copies of more than 512 bytes whose size is not a
 multiple of 512 bytes move data less efficiently."""
@@ -118,17 +123,21 @@ def comm_from_rows(
             "duration_us": rows.dur[task],
             "task_type": [p[3] for p in planes],
             "link_type": [p[4] for p in planes],
+            "src_rank": pd.Series([p[5] for p in planes], dtype="object"),
+            "dst_rank": pd.Series([p[6] for p in planes], dtype="object"),
         }
     )
     return comm_from_columns(ops, tasks)
 
 
-def _alignment(
+def _task_figures(
     tasks: pd.DataFrame, start: np.ndarray, duration: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Per op, its SDMA copy tasks (Memcpy, Reduce_Inline) of more than 512 bytes between
-    chips (not ON_CHIP): their time (`copy_task_us`), and the time and count of those whose
-    size is not a multiple of 512 bytes (`unaligned_us`, `unaligned_tasks`)."""
+    """Per op, from the tasks that began inside it: its SDMA copy tasks (Memcpy,
+    Reduce_Inline) of more than 512 bytes between chips (not ON_CHIP), their time
+    (`copy_task_us`) and the time and count of those whose size is not a multiple of 512
+    bytes (`unaligned_us`, `unaligned_tasks`); and the peer its longest wait on another rank
+    waited for (`waited_rank`, `waited_rank_us`: peer_waits), where the tasks name ranks."""
     begin = np.array([trace_number(v) for v in tasks["start_us"].tolist()], dtype="float64")
     length = np.array([trace_number(v) for v in tasks["duration_us"].tolist()], dtype="float64")
     size = np.array([trace_number(v) for v in tasks["bytes"].tolist()], dtype="float64")
@@ -138,18 +147,63 @@ def _alignment(
     order = np.argsort(np.where(np.isfinite(begin), begin, np.inf), kind="stable")
     begin, length = begin[order], np.nan_to_num(length[order])
     copy, unaligned = copy[order], unaligned[order]
+    lo = np.searchsorted(begin, start, side="left")
+    hi = np.searchsorted(begin, start + duration, side="left")
 
     def per_op(values: np.ndarray) -> np.ndarray:
         total = np.concatenate(([0.0], np.cumsum(values)))
-        lo = np.searchsorted(begin, start, side="left")
-        hi = np.searchsorted(begin, start + duration, side="left")
         return total[hi] - total[lo]
 
-    return {
+    figures = {
         "copy_task_us": per_op(np.where(copy, length, 0.0)),
         "unaligned_us": per_op(np.where(unaligned, length, 0.0)),
         "unaligned_tasks": per_op(unaligned.astype("float64")),
     }
+    if "dst_rank" not in tasks:
+        return figures
+    ranks = [
+        np.array([trace_number(v) for v in tasks[column].tolist()], dtype="float64")[order]
+        for column in ("src_rank", "dst_rank")
+    ]
+    waits = peer_waits(tasks["task_type"].iloc[order], *ranks) & np.isfinite(begin)
+    if waits.any():  # at level 1 and 2; level 0 records no task, a CANN 7 export no rank
+        figures.update(longest_wait(np.where(waits, length, -1.0), ranks[1], lo, hi))
+    return figures
+
+
+WAIT_TASK = "Notify_Wait"
+"""HCCL's synchronisation task that waits until a notify register is set: by a peer rank (its
+`dst rank`; `src rank` is the task's own) or by another stream of this rank."""
+NO_RANK = 4294967295
+"""2**32 - 1: the `dst rank` of a task with no peer (a wait between this rank's own streams)."""
+
+
+def peer_waits(task_type: pd.Series, src_rank: np.ndarray, dst_rank: np.ndarray) -> np.ndarray:
+    """Mask of the tasks that wait for another rank: Notify_Wait tasks whose peer (dst rank) is
+    recorded and is not their own rank (src rank). The one criterion of the trace's tasks and
+    the database's."""
+    return (
+        (task_type.astype(str) == WAIT_TASK).to_numpy()
+        & np.isfinite(dst_rank)
+        & (dst_rank != NO_RANK)
+        & (dst_rank != src_rank)
+    )
+
+
+def longest_wait(
+    wait_us: np.ndarray, dst_rank: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per op (its tasks `lo:hi`), the peer of its longest wait on another rank and that wait's
+    time (`wait_us` negative where a task is no such wait; the earliest of equal waits): none
+    for an op without one."""
+    rank = np.full(len(lo), np.nan)
+    waited = np.full(len(lo), np.nan)
+    for op, (a, b) in enumerate(zip_strict(lo.tolist(), hi.tolist())):
+        if b > a:
+            k = a + int(np.argmax(wait_us[a:b]))
+            if wait_us[k] >= 0:
+                rank[op], waited[op] = dst_rank[k], wait_us[k]
+    return {"waited_rank": pd.array(rank, dtype="Int64"), "waited_rank_us": waited}
 
 
 def recorded(values: pd.Series) -> pd.Series:

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from advisor.formats.cann_comm import NOT_RECORDED, commonest, copy_tasks
+from advisor.formats.cann_comm import (
+    ALIGNMENT_COLUMNS,
+    NOT_RECORDED,
+    PEER_COLUMNS,
+    TASK_COLUMNS,
+    commonest,
+    copy_tasks,
+    peer_waits,
+)
 from advisor.formats.cann_db import NS_PER_US, CannDb, ns_times, string_columns
 from advisor.formats.decimal_clock import Clock
 from advisor.lazy import lazy_module
@@ -30,8 +38,9 @@ TRANSPORTS = {0: "SDMA", 1: "RDMA", 2: "LOCAL", 3: "UB", 4: "ROCE"}
 """ENUM_HCCL_TRANSPORT_TYPE's documented ids, for a file that lacks the table."""
 LINKS = {0: "ON_CHIP", 1: "HCCS", 2: "PCIE", 3: "ROCE", 4: "SIO", 5: "HCCS_SW", 6: "STANDARD_ROCE"}
 """ENUM_HCCL_LINK_TYPE's documented ids, for a file that lacks the table."""
-TASK_FIGURES = ("transport", "copy_task_us", "unaligned_us", "unaligned_tasks")
-"""The columns the tasks add to each op (advisor.formats.cann_comm gives the same)."""
+TASK_FIGURES = ("transport", *TASK_COLUMNS)
+"""The columns the tasks add to each op (advisor.formats.cann_comm gives the same): the peer
+figures only where the tasks name ranks."""
 
 
 def communication_ops(db: CannDb, clock: Clock | None) -> pd.DataFrame | None:
@@ -86,26 +95,32 @@ def communication_ops(db: CannDb, clock: Clock | None) -> pd.DataFrame | None:
         return ops
     per_op = figures.reindex(pd.to_numeric(rows["op_id"], errors="coerce").to_numpy())
     ops["transport"] = per_op["transport"].to_numpy()
-    for column in TASK_FIGURES[1:]:  # an op none of whose tasks copied: 0 µs, not a gap
+    for column in ALIGNMENT_COLUMNS:  # an op none of whose tasks copied: 0 µs, not a gap
         ops[column] = np.nan_to_num(per_op[column].to_numpy("float64"))
+    if "waited_rank" in per_op:  # an op that waited for no peer: none
+        ops["waited_rank"] = pd.array(per_op["waited_rank"].to_numpy("float64"), dtype="Int64")
+        ops["waited_rank_us"] = per_op["waited_rank_us"].to_numpy("float64")
     return ops
 
 
 def task_figures(db: CannDb) -> pd.DataFrame | None:
     """Per opId, from its COMMUNICATION_TASK_INFO rows and their TASK times: `transport`, the
     commonest among the tasks that moved data, and the SDMA copies' `copy_task_us`,
-    `unaligned_us` and `unaligned_tasks`. None without the tables, or when no task has a
-    recorded transport (level 0), or without TASK to time them."""
+    `unaligned_us` and `unaligned_tasks`; with the tasks' ranks, PEER_COLUMNS (an op that
+    waited for no peer has none). None without the tables, or when no task has a recorded
+    transport (level 0), or without TASK to time them."""
     needed = ("opId", "globalTaskId", "taskType", "transportType", "linkType", "size")
     if not (
         db.has("COMMUNICATION_TASK_INFO", *needed)
         and db.has("TASK", "globalTaskId", "startNs", "endNs")
     ):
         return None
+    ranks = db.has("COMMUNICATION_TASK_INFO", "srcRank", "dstRank")
     rows = db.frame(
         "SELECT c.opId AS op_id, c.taskType AS task_type, c.transportType AS transport, "
-        "c.linkType AS link_type, c.size AS bytes, t.endNs - t.startNs AS duration_ns "
-        f"FROM {db.table('COMMUNICATION_TASK_INFO')} c "
+        "c.linkType AS link_type, c.size AS bytes, t.endNs - t.startNs AS duration_ns"
+        + (", c.srcRank AS src_rank, c.dstRank AS dst_rank, t.startNs AS start_ns" if ranks else "")
+        + f" FROM {db.table('COMMUNICATION_TASK_INFO')} c "
         f"LEFT JOIN {db.table('TASK')} t ON t.globalTaskId = c.globalTaskId",
         what="COMMUNICATION_TASK_INFO",
     )
@@ -135,7 +150,29 @@ def task_figures(db: CannDb) -> pd.DataFrame | None:
     figures["transport"] = tasks.groupby("op_id")["transport"].agg(
         lambda values: commonest([str(v) for v in values.dropna()])
     )
+    if ranks:
+        figures = figures.join(_longest_waits(rows, length))
     return figures
+
+
+def _longest_waits(rows: pd.DataFrame, length: np.ndarray) -> pd.DataFrame:
+    """Per opId, PEER_COLUMNS: the dst rank and time of its longest wait on another rank (the
+    earliest of equal waits)."""
+    src, dst = (
+        pd.to_numeric(rows[c], errors="coerce").to_numpy("float64", na_value=np.nan)
+        for c in ("src_rank", "dst_rank")
+    )
+    waits = pd.DataFrame(
+        {
+            "op_id": pd.to_numeric(rows["op_id"], errors="coerce"),
+            "waited_rank": dst,
+            "waited_rank_us": length,
+            "start_ns": pd.to_numeric(rows["start_ns"], errors="coerce"),
+        }
+    )[peer_waits(rows["task_type"], src, dst)].dropna(subset=["op_id"])
+    waits = waits.sort_values("start_ns", kind="stable")
+    longest = waits.groupby("op_id")["waited_rank_us"].idxmax()
+    return waits.loc[longest.to_numpy()].set_index("op_id")[list(PEER_COLUMNS)]
 
 
 def _enum_names(ids: pd.Series, names: dict[int, str]) -> pd.Series:

@@ -51,9 +51,10 @@ def floats(values: Iterable[Any]) -> np.ndarray:
         return np.array([_float(v) for v in values], dtype="float64")
 
 
-PlaneTask = tuple[str, Any, Any, str, str]
+PlaneTask = tuple[str, Any, Any, str, str, Any, Any]
 """A per-plane communication task: transport type, stream id, size(Byte), task type, link
-type (the texts as written, "None" when missing)."""
+type (the texts as written, "None" when missing), src rank and dst rank (the task's own rank
+and its peer's, numbered in the communication group; None when missing)."""
 
 
 class TraceArgs(msgspec.Struct, gc=False):
@@ -71,6 +72,8 @@ class TraceArgs(msgspec.Struct, gc=False):
     plane_stream: Any = msgspec.field(default=None, name="stream id")
     plane_task_type: Any = msgspec.field(default=None, name="task type")  # Memcpy, Notify_Wait
     link_type: Any = msgspec.field(default=None, name="link type")  # HCCS, PCIE, ON_CHIP
+    src_rank: Any = msgspec.field(default=None, name="src rank")  # of an HCCL task: its rank
+    dst_rank: Any = msgspec.field(default=None, name="dst rank")  # and its peer's
     mhz: Any = msgspec.field(default=None, name="MHz")  # of the AI Core Freq counter
     name: Any = None  # of process_name / thread_name metadata
     labels: Any = None  # of process_labels metadata
@@ -224,6 +227,8 @@ class TraceColumns:
                     a.size_byte,
                     intern(str(a.plane_task_type)),
                     intern(str(a.link_type)),
+                    a.src_rank,
+                    a.dst_rank,
                 )
             if a.input_dims:
                 shapes[row] = bytes(a.input_dims)

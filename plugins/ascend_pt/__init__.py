@@ -57,6 +57,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from advisor.formats.cann_comm import TASK_COLUMNS
 from advisor.formats.cann_pmu import PMU_COLUMNS
 from advisor.hookspecs import hookimpl
 from advisor.model import Profile
@@ -146,7 +147,7 @@ class AscendPtReader:
             _TRANSPORTS,
         ),
         **dict.fromkeys(
-            (f"comm_ops.{c}" for c in ("copy_task_us", "unaligned_us", "unaligned_tasks")),
+            (f"comm_ops.{c}" for c in TASK_COLUMNS),
             _LEVEL1,
         ),
         "metadata": _METADATA,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from advisor.formats.cann_comm import TASK_COLUMNS
 from advisor.formats.cann_tasks import collective
 from advisor.formats.decimal_clock import Clock
 from advisor.lazy import lazy_module
@@ -167,15 +168,12 @@ def parse_communication_matrix(data: Any) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if rows else None
 
 
-ALIGNMENT = ("copy_task_us", "unaligned_us", "unaligned_tasks")
-"""Byte-alignment figures only the trace's HCCL tasks give (advisor.formats.cann_comm)."""
-
-
-def with_trace_alignment(comm: pd.DataFrame, trace_ops: pd.DataFrame | None) -> pd.DataFrame:
-    """communication.json's ops with the byte-alignment figures of the trace's HCCL tasks,
-    matched by op name (both name an op `hcom_allReduce__586_0_1`, the file without its
-    `@group`); an op the trace lacks keeps them empty."""
-    if trace_ops is None or not set(ALIGNMENT) <= set(trace_ops.columns):
+def with_trace_tasks(comm: pd.DataFrame, trace_ops: pd.DataFrame | None) -> pd.DataFrame:
+    """communication.json's ops with the figures of the trace's HCCL tasks (TASK_COLUMNS: byte
+    alignment, the peer waited for), matched by op name (both name an op
+    `hcom_allReduce__586_0_1`, the file without its `@group`); an op the trace lacks keeps
+    them empty."""
+    columns = [c for c in TASK_COLUMNS if trace_ops is not None and c in trace_ops]
+    if trace_ops is None or not columns:
         return comm
-    per_name = trace_ops.drop_duplicates("name").set_index("name")[list(ALIGNMENT)]
-    return comm.join(per_name, on="name")
+    return comm.join(trace_ops.drop_duplicates("name").set_index("name")[columns], on="name")

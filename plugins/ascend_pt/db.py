@@ -59,7 +59,7 @@ from .communication import (
     SDMA_PARTS,
     parse_communication,
     parse_communication_matrix,
-    with_trace_alignment,
+    with_trace_tasks,
 )
 from .kinds import cann_kind, framework_kind
 from .layout import PROFILER_DB
@@ -180,8 +180,8 @@ def read_databases(
             else steps_from_table(step_table, None)
         )
     if comm is not None and out.comm_ops is not None:
-        # the byte alignment only the HCCL tasks give, by op name as for the text files
-        comm = with_trace_alignment(comm, out.comm_ops)
+        # what only the HCCL tasks give (byte alignment, peers), by op name as for the text files
+        comm = with_trace_tasks(comm, out.comm_ops)
     parts = [p for p in (comm, links) if p is not None]
     if comm is None and out.comm_ops is not None:
         parts.insert(0, out.comm_ops)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.errors import UnreadableInput
 from advisor.formats import trace_index
 from advisor.formats.aicore_freq import with_rated
-from advisor.formats.cann_comm import comm_as_device_ops
+from advisor.formats.cann_comm import TASK_COLUMNS, comm_as_device_ops
 from advisor.formats.cann_csv import read_summary_table
 from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC
 from advisor.formats.cann_tasks import with_wait
@@ -28,7 +28,7 @@ from advisor.model import Profile, ProfileMeta, conform
 from .communication import (
     parse_communication,
     parse_communication_matrix,
-    with_trace_alignment,
+    with_trace_tasks,
 )
 from .cpu_ops import CPU_KERNEL, CPU_OP_FILE, read_cpu_op_timestamps
 from .db import profiler_databases, read_databases
@@ -185,8 +185,7 @@ class FolderReader:
         extra = self.profile.meta.extra
         wanted: list[tuple[tuple[str, ...], str, str]] = []
         if extra.get("profiler_level") in ("Level1", "Level2"):
-            columns = ("copy_task_us", "unaligned_us", "unaligned_tasks")
-            needs = tuple(f"comm_ops.{c}" for c in columns)
+            needs = tuple(f"comm_ops.{c}" for c in TASK_COLUMNS)
             wanted.append((needs, f"profiler_level={extra['profiler_level']}", TRACE_FILE))
         if extra.get("profile_memory") is True:
             wanted.append((("memory",), "profile_memory=True", "memory_record.csv"))
@@ -510,7 +509,7 @@ class FolderReader:
             if totals:
                 self.profile.meta.extra["comm_bandwidth"] = totals
             if comm is not None:
-                comm = with_trace_alignment(comm, trace.comm_ops)
+                comm = with_trace_tasks(comm, trace.comm_ops)
                 parts.append(self._same_clock(comm, "start_us", "communication.json"))
             if comm is not None or totals:
                 self._read(path)
