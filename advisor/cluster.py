@@ -285,6 +285,8 @@ class RankSummary:
     links: dict[str, Any] | None
     """The rank's totals per link (columns as arrays), None without link rows."""
     meta: ProfileMeta
+    waited_for: tuple[int, str | None] | None = None
+    """The peer this rank waited for longest and its communication group (_waited_for)."""
 
 
 def rank_summary(profile: Profile) -> RankSummary | None:
@@ -301,7 +303,27 @@ def rank_summary(profile: Profile) -> RankSummary | None:
         pipeline_stage(rank, profile),
         _rank_links(profile),
         profile.meta,
+        _waited_for(profile),
     )
+
+
+def _waited_for(profile: Profile) -> tuple[int, str | None] | None:
+    """The peer (rank, as numbered in the group, and group) whose waits took this rank longest
+    in all: each collective's longest wait on another rank (comm_ops.waited_rank, from the HCCL
+    tasks) summed per peer; None where no collective names one."""
+    comm = profile.tables.get("comm_ops")
+    if comm is None or "waited_rank" not in comm or not comm["waited_rank"].notna().any():
+        return None
+    waits = pd.DataFrame(
+        {
+            "group": comm["group"].astype("object") if "group" in comm else None,
+            "peer": comm["waited_rank"],
+            "us": comm["peer_wait_us"],
+        }
+    ).dropna(subset=["peer"])
+    totals = waits.fillna({"group": ""}).groupby(["group", "peer"], sort=True)["us"].sum()
+    group, peer = totals.idxmax()  # ties: the first group and peer in sort order
+    return int(peer), (str(group) or None)
 
 
 def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
@@ -386,6 +408,9 @@ def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
     left_out = set().union(*(s.warmup for s in members))
     ranks = pd.DataFrame([_rank_row(s, left_out) for s in members])
     ranks = _count_stages(_add_stages(ranks, [s.stage for s in members]))
+    if any(s.waited_for for s in members):
+        ranks["waited_rank"] = [s.waited_for[0] if s.waited_for else None for s in members]
+        ranks["waited_group"] = [s.waited_for[1] if s.waited_for else None for s in members]
     links = build_links(members)
     ranks["job_ranks"] = _job_ranks(members, links)
     tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}

@@ -859,7 +859,7 @@ TABLES: dict[str, TableSpec] = {
                     "whose dst rank is not its own; absent at profiler level 0 and where the "
                     "tasks name no rank",
                 ),
-                _c("waited_rank_us", "float64", US, "the time of that Notify_Wait task"),
+                _c("peer_wait_us", "float64", US, "the time of that Notify_Wait task"),
                 _c(
                     "compute_overlap_us",
                     "float64",
@@ -1328,6 +1328,16 @@ TABLES: dict[str, TableSpec] = {
                     "stage N, or 'rank N (stage not recorded)' where the steps record a pipeline "
                     "bubble but not the stages: each rank then stands for its stage",
                 ),
+                _c(
+                    "waited_rank",
+                    "Int64",
+                    "",
+                    "the peer this rank waited for longest in its collectives (comm_ops."
+                    "waited_rank: each collective's longest wait on another rank, summed per "
+                    "peer), numbered in its communication group; missing where its HCCL tasks "
+                    "name none (profiler level 0, GPU traces)",
+                ),
+                _c("waited_group", "string", "", "the communication group of that peer"),
                 _c(
                     "job_ranks",
                     "Int64",

@@ -45,7 +45,7 @@ HCCL_TEXT = FIXTURE_DIR / "real" / "cann_timeline" / HCCL_PROF
 HCCL_MSPROF_DB = DB_FIXTURES / HCCL_PROF
 HCCL_PT_DB = DB_FIXTURES / "hccl_twin_ascend_pt"
 ALIGNMENT = ("copy_task_us", "unaligned_us", "unaligned_tasks")
-PEER = ("waited_rank", "waited_rank_us")
+PEER = ("waited_rank", "peer_wait_us")
 SORT_KEYS = ("start_us", "time_us", "step", "name", "duration_us")
 
 
@@ -317,7 +317,7 @@ def test_hccl_tasks_of_a_database_give_the_byte_alignment_of_its_timeline(folder
     for analysis in (text, db):
         comm = analysis.profile.tables["comm_ops"]
         assert comm["waited_rank"].tolist() == [rank]
-        assert comm["waited_rank_us"].tolist() == pytest.approx([wait_us])
+        assert comm["peer_wait_us"].tolist() == pytest.approx([wait_us])
     (finding,) = [f for f in db.findings if f.rule.id == "COMM-003"]
     assert finding.values["task_count"] == count
     assert finding.values["unaligned_total_us"] == pytest.approx(unaligned_us)

@@ -213,7 +213,7 @@ def test_byte_alignment_from_the_hccl_tasks_of_trace_view(tmp_path: Path, with_j
     assert op["unaligned_us"] == pytest.approx(10.0)
     assert op["unaligned_tasks"] == 1
     assert (op["sdma_bytes"] == pytest.approx(3024)) if with_json else pd.isna(op.get("sdma_bytes"))
-    assert (op["waited_rank"], op["waited_rank_us"]) == (3, 8.0)  # the peer, not its own wait
+    assert (op["waited_rank"], op["peer_wait_us"]) == (3, 8.0)  # the peer, not its own wait
 
 
 def test_level0_trace_without_hccl_tasks_leaves_the_alignment_unknown(tmp_path: Path) -> None:

@@ -292,6 +292,43 @@ def test_cluster_communication_fallback_ignores_link_rows():
     assert cluster.tables["ranks"]["communication_us"].tolist() == [30.0, 10.0]
 
 
+def test_the_peer_a_rank_waited_for_is_summed_over_its_collectives():
+    """ranks.waited_rank: the peer whose waits (each collective's longest on another rank)
+    add up to the most, not the one of the single longest wait; per group, since a rank is
+    numbered in its group; a rank whose tasks name no peer has none."""
+    from advisor.cluster import build_cluster
+
+    steps = pd.DataFrame(
+        {"step": [1], "start_us": [0.0], "end_us": [100.0], "duration_us": [100.0]}
+    )
+
+    def rank(number: int, waits: list[tuple[str, int | None, float]]) -> Profile:
+        comm = pd.DataFrame(
+            {
+                "name": [f"allreduce_{i}" for i in range(len(waits))],
+                "kind": "op",
+                "group": [group for group, _, _ in waits],
+                "duration_us": 50.0,
+                "waited_rank": pd.array([peer for _, peer, _ in waits], dtype="Int64"),
+                "peer_wait_us": [us for _, _, us in waits],
+            }
+        )
+        meta = ProfileMeta("t", f"/r{number}", rank=number)
+        tables = {"steps": conform("steps", steps), "comm_ops": conform("comm_ops", comm)}
+        return Profile(meta, tables)
+
+    cluster = build_cluster(
+        [
+            rank(0, [("g", 5, 30.0), ("g", 6, 20.0), ("g", 6, 20.0)]),  # 6: 40 us in all
+            rank(1, [("g", 5, 30.0), ("h", 6, 20.0), ("g", 6, 20.0)]),  # 5 of g: 30 us
+            rank(2, [("g", None, float("nan"))]),
+        ]
+    )
+    ranks = cluster.tables["ranks"]
+    assert ranks["waited_rank"].tolist()[:2] == [6, 5] and pd.isna(ranks["waited_rank"][2])
+    assert ranks["waited_group"].tolist()[:2] == ["g", "g"] and pd.isna(ranks["waited_group"][2])
+
+
 def test_robust_z_falls_back_to_the_mean_absolute_deviation():
     from advisor.cluster import robust_z
 

@@ -82,7 +82,7 @@ def comm_from_columns(
 
 
 ALIGNMENT_COLUMNS = ("copy_task_us", "unaligned_us", "unaligned_tasks")
-PEER_COLUMNS = ("waited_rank", "waited_rank_us")
+PEER_COLUMNS = ("waited_rank", "peer_wait_us")
 TASK_COLUMNS = ALIGNMENT_COLUMNS + PEER_COLUMNS
 """The comm_ops columns only an op's HCCL tasks give (profiler level 1 or 2): its byte
 alignment and the peer it waited for longest."""
@@ -137,7 +137,7 @@ def _task_figures(
     Reduce_Inline) of more than 512 bytes between chips (not ON_CHIP), their time
     (`copy_task_us`) and the time and count of those whose size is not a multiple of 512
     bytes (`unaligned_us`, `unaligned_tasks`); and the peer its longest wait on another rank
-    waited for (`waited_rank`, `waited_rank_us`: peer_waits), where the tasks name ranks."""
+    waited for (`waited_rank`, `peer_wait_us`: peer_waits), where the tasks name ranks."""
     begin = np.array([trace_number(v) for v in tasks["start_us"].tolist()], dtype="float64")
     length = np.array([trace_number(v) for v in tasks["duration_us"].tolist()], dtype="float64")
     size = np.array([trace_number(v) for v in tasks["bytes"].tolist()], dtype="float64")
@@ -203,7 +203,7 @@ def longest_wait(
             k = a + int(np.argmax(wait_us[a:b]))
             if wait_us[k] >= 0:
                 rank[op], waited[op] = dst_rank[k], wait_us[k]
-    return {"waited_rank": pd.array(rank, dtype="Int64"), "waited_rank_us": waited}
+    return {"waited_rank": pd.array(rank, dtype="Int64"), "peer_wait_us": waited}
 
 
 def recorded(values: pd.Series) -> pd.Series:

@@ -99,7 +99,7 @@ def communication_ops(db: CannDb, clock: Clock | None) -> pd.DataFrame | None:
         ops[column] = np.nan_to_num(per_op[column].to_numpy("float64"))
     if "waited_rank" in per_op:  # an op that waited for no peer: none
         ops["waited_rank"] = pd.array(per_op["waited_rank"].to_numpy("float64"), dtype="Int64")
-        ops["waited_rank_us"] = per_op["waited_rank_us"].to_numpy("float64")
+        ops["peer_wait_us"] = per_op["peer_wait_us"].to_numpy("float64")
     return ops
 
 
@@ -166,12 +166,12 @@ def _longest_waits(rows: pd.DataFrame, length: np.ndarray) -> pd.DataFrame:
         {
             "op_id": pd.to_numeric(rows["op_id"], errors="coerce"),
             "waited_rank": dst,
-            "waited_rank_us": length,
+            "peer_wait_us": length,
             "start_ns": pd.to_numeric(rows["start_ns"], errors="coerce"),
         }
     )[peer_waits(rows["task_type"], src, dst)].dropna(subset=["op_id"])
     waits = waits.sort_values("start_ns", kind="stable")
-    longest = waits.groupby("op_id")["waited_rank_us"].idxmax()
+    longest = waits.groupby("op_id")["peer_wait_us"].idxmax()
     return waits.loc[longest.to_numpy()].set_index("op_id")[list(PEER_COLUMNS)]
 
 
