@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from advisor.compat import zip_strict
 from advisor.formats.cann_tasks import collective, op_type
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from advisor.formats.trace_columns import PlaneTask, Rows
+    from advisor.formats.trace_columns import PlaneTasks, Rows
 else:
     np = lazy_module("numpy")
     pd = lazy_module("pandas")
@@ -95,17 +95,21 @@ NOT_RECORDED = frozenset({"N/A", "INVALID_TYPE", "RESERVED"})
 _TASK_DETAILS = ("duration_us", "task_type", "link_type")
 
 
-def comm_from_rows(
-    rows: Rows, plane_tasks: dict[int, PlaneTask]
-) -> tuple[pd.DataFrame | None, set[int]]:
+def comm_from_rows(rows: Rows, plane_tasks: PlaneTasks) -> tuple[pd.DataFrame | None, set[int]]:
     """comm_ops, and the device streams the collectives ran on, from a CANN trace's columns:
-    the rows of its HCCL process (`plane_tasks`: those rows' per-plane tasks)."""
-    is_task = np.isin(rows.index, np.fromiter(plane_tasks, dtype=np.int64, count=len(plane_tasks)))
+    the rows of its HCCL process (`plane_tasks`: the trace's per-plane tasks)."""
+    task_rows = np.asarray(plane_tasks.rows, dtype=np.int64)
+    is_task = np.isin(rows.index, task_rows)
     codes, threads = rows.thread_names()
     on_op_thread = np.array(["Communication" in t for t in threads], dtype=bool)[codes]
     op = np.flatnonzero(on_op_thread & ~is_task)
     task = np.flatnonzero(is_task)
-    planes = [plane_tasks[i] for i in rows.index[task].tolist()]
+    at = np.searchsorted(task_rows, rows.index[task])  # each task's place in the columns
+
+    def field(name: str) -> list[Any]:
+        values = plane_tasks.columns[name]
+        return [values[i] for i in at.tolist()]
+
     ops = pd.DataFrame(
         {
             "name": rows.text("name").to_numpy(zero_copy_only=False)[op],
@@ -117,14 +121,14 @@ def comm_from_rows(
     tasks = pd.DataFrame(
         {
             "start_us": rows.ts[task],
-            "transport": [p[0] for p in planes],
-            "stream": pd.Series([p[1] for p in planes], dtype="object"),
-            "bytes": pd.Series([p[2] for p in planes], dtype="object"),
+            "transport": field("transport"),
+            "stream": pd.Series(field("stream"), dtype="object"),
+            "bytes": pd.Series(field("bytes"), dtype="object"),
             "duration_us": rows.dur[task],
-            "task_type": [p[3] for p in planes],
-            "link_type": [p[4] for p in planes],
-            "src_rank": pd.Series([p[5] for p in planes], dtype="object"),
-            "dst_rank": pd.Series([p[6] for p in planes], dtype="object"),
+            "task_type": field("task_type"),
+            "link_type": field("link_type"),
+            "src_rank": pd.Series(field("src_rank"), dtype="object"),
+            "dst_rank": pd.Series(field("dst_rank"), dtype="object"),
         }
     )
     return comm_from_columns(ops, tasks)

@@ -51,10 +51,27 @@ def floats(values: Iterable[Any]) -> np.ndarray:
         return np.array([_float(v) for v in values], dtype="float64")
 
 
-PlaneTask = tuple[str, Any, Any, str, str, Any, Any]
-"""A per-plane communication task: transport type, stream id, size(Byte), task type, link
-type (the texts as written, "None" when missing), src rank and dst rank (the task's own rank
-and its peer's, numbered in the communication group; None when missing)."""
+class PlaneTasks:
+    """The per-plane communication tasks (HCCL's Notify_Wait, Memcpy ... on `Plane k`
+    threads) as columns: their rows, transport type, stream id, size(Byte), task type, link
+    type (the texts as written, "None" when missing), src rank and dst rank (the task's own
+    rank and its peer's, numbered in the communication group; None when missing). Lists, not
+    a tuple per row: a large HCCL timeline holds 100,000s of tasks."""
+
+    FIELDS = ("transport", "stream", "bytes", "task_type", "link_type", "src_rank", "dst_rank")
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []  # ascending: tasks are taken in file order
+        self.columns: dict[str, list[Any]] = {f: [] for f in self.FIELDS}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def extend(self, later: PlaneTasks, offset: int) -> None:
+        """Take in the tasks of a part that follows, its rows numbered on from `offset`."""
+        self.rows += [row + offset for row in later.rows]
+        for name, values in later.columns.items():
+            self.columns[name] += values
 
 
 class TraceArgs(msgspec.Struct, gc=False):
@@ -155,9 +172,7 @@ class TraceColumns:
         self.skipped = 0  # entries that are no event object
         self.number_chunks: dict[str, list[np.ndarray]] = {k: [] for k in _NUMBER_COLUMNS}
         self.text_chunks: dict[str, list[pa.Array]] = {k: [] for k in _TEXT_COLUMNS}
-        # per-plane communication tasks: row -> (transport type, stream id, size(Byte),
-        # task type, link type)
-        self.plane_tasks: dict[int, PlaneTask] = {}
+        self.plane_tasks = PlaneTasks()
         # `Input Dims` of events that have it (row -> raw JSON)
         self.shapes: dict[int, bytes] = {}
         # `Call stack` of events that have it (row -> text)
@@ -181,7 +196,11 @@ class TraceColumns:
         """
         pid, tid, ts, dur, name, cat = [], [], [], [], [], []
         thread_id, stream, physical, task_id, size, task_type = [], [], [], [], [], []
-        planes: dict[int, PlaneTask] = {}
+        planes = self.plane_tasks
+        plane_rows = planes.rows
+        transports, plane_streams, plane_bytes, plane_types, links, srcs, dsts = (
+            planes.columns[f] for f in PlaneTasks.FIELDS
+        )
         shapes = self.shapes
         flows = self.flows
         row = self.size
@@ -221,15 +240,14 @@ class TraceColumns:
             size.append(a.size_byte if a.size_b is None else a.size_b)
             task_type.append(a.task_type or "UNKNOWN")
             if a.transport is not None:
-                planes[row] = (  # the texts interned: a few names for 100,000s of tasks
-                    intern(str(a.transport)),
-                    a.plane_stream,
-                    a.size_byte,
-                    intern(str(a.plane_task_type)),
-                    intern(str(a.link_type)),
-                    a.src_rank,
-                    a.dst_rank,
-                )
+                plane_rows.append(row)  # the texts interned: a few names for 100,000s of tasks
+                transports.append(intern(str(a.transport)))
+                plane_streams.append(a.plane_stream)
+                plane_bytes.append(a.size_byte)
+                plane_types.append(intern(str(a.plane_task_type)))
+                links.append(intern(str(a.link_type)))
+                srcs.append(a.src_rank)
+                dsts.append(a.dst_rank)
             if a.input_dims:
                 shapes[row] = bytes(a.input_dims)
             if a.call_stack.__class__ is str and a.call_stack:
@@ -264,7 +282,6 @@ class TraceColumns:
             self.number_chunks[key].append(values)
         for key, texts in (("name", name), ("cat", cat), ("task_type", task_type)):
             self.text_chunks[key].append(arrow_strings(texts))
-        self.plane_tasks.update(planes)
 
     def _metadata(self, e: TraceEvent[TraceArgs]) -> None:
         kind, value = e.name, e.args or _NO_ARGS
@@ -289,7 +306,7 @@ class TraceColumns:
         self.processes.update(later.processes)
         self.labels.update(later.labels)
         self.threads.update(later.threads)
-        self.plane_tasks.update({row + rows: task for row, task in later.plane_tasks.items()})
+        self.plane_tasks.extend(later.plane_tasks, rows)
         self.shapes.update({row + rows: shape for row, shape in later.shapes.items()})
         self.stacks.update({row + rows: stack for row, stack in later.stacks.items()})
         self.step_args.update({row + rows: args for row, args in later.step_args.items()})
