@@ -27,6 +27,8 @@ TRAINING_NAMES = re.compile(
     r"|Apply(?:Adam|Momentum|GradientDescent|RMSProp)"  # CANN's and MindSpore's optimizer kernels
 )
 """Operator and kernel names only a training step runs: a backward pass or an optimizer."""
+WORKLOADS: dict[bool | None, str | None] = {True: "training", False: "inference", None: None}
+"""What the reports call each answer of `training` (a profile's `workload`)."""
 FRAMEWORK_KINDS = ("aten",)
 """host_ops kinds of framework operators: a profile that records them would record the
 backward pass's too."""

@@ -10,6 +10,8 @@ from conftest import FIXTURE_DIR, REAL
 
 import advisor
 from advisor.model import Profile, ProfileMeta, conform
+from advisor.render.format import profile_label
+from advisor.render.json_report import validate_report
 from advisor.workload import training
 
 ALEXNET = "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
@@ -78,3 +80,25 @@ def test_a_profile_without_framework_operators_is_not_guessed():
         host_ops=[{"name": "aten::addmm", "kind": "aten", "start_us": 0, "duration_us": 9}]
     )
     assert training(forward_operators) is False
+
+
+@pytest.mark.parametrize(
+    ("path", "workload", "word"),
+    [
+        (REAL / "kineto" / "timeline_analysis__sampled_rank-0.json.gz", "training", "训练"),
+        (REAL / "kineto_2025_h100_qwen_inference", "inference", "推理"),
+        # the HCCL tasks of a rank and nothing else: no operator names to tell by
+        (REAL / "msinsight_pytorch_level1_hccl" / "rank1_ascend_pt", None, None),
+    ],
+    ids=["training", "inference", "unknown"],
+)
+def test_reports_say_how_the_run_was_judged(path, workload, word):
+    """The judgement words the advice ("the inference loop"), so the reports show it: the
+    JSON report's profile.workload and the profile's heading in both languages."""
+    report = advisor.analyze(path).analyses[0].report
+    assert report["profile"]["workload"] == workload
+    validate_report(report)
+    label = profile_label(report["profile"], "zh")
+    assert (word in label.split(" · ")) if word else label.split(" · ")[1] == "rank 1"
+    if workload:
+        assert profile_label(report["profile"]).split(" · ")[1] == workload

@@ -132,6 +132,9 @@ class Evaluation:
     total_us: float | None = None
     """The time the findings were measured against (profile_time_us), as every output
     reports it."""
+    training: bool | None = None
+    """Whether the profile records training (advisor.workload; false: inference, none: it
+    cannot tell), as the rules read it: the reports show it, since it words their advice."""
 
 
 def _shown_suggestions(suggestions: list[tuple[str, str]], context: dict[str, Any]) -> list[str]:
@@ -477,7 +480,7 @@ def evaluate(
     memo: dict[bytes, Any] = {}  # the tables stay as they are while the rules run
     blanks = BlankColumns(profile.tables)  # ... and the blank optional columns they lack
     step_spans = cache(partial(windows.step_spans, profile))
-    training = workload.training(profile)
+    training = result.training = workload.training(profile)
     available = dict(present or {})  # rules share needs, and rules leave the tables as they are
     hinted: dict[str, list[str] | None] = {}  # ... and lack the same ones: how each is collected
     findings: list[Finding] = []

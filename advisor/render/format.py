@@ -185,12 +185,15 @@ def report_lang(reports: Sequence[dict] | dict) -> str:
     return first.get("advisor", {}).get("lang", "en")
 
 
-def profile_label(profile: dict) -> str:
-    """Names a profile for people: device, rank and path, whichever are known."""
+def profile_label(profile: dict, lang: str = "en") -> str:
+    """Names a profile for people: device, training or inference (it words the advice), rank
+    and path, whichever are known."""
     device = profile.get("device_name") or profile.get("device_kind") or ""
     if profile.get("device_id") not in (None, ""):
         device = f"{device} #{profile['device_id']}".strip()
     parts = [device] if device else []
+    if profile.get("workload"):
+        parts.append(message(lang, f"workload.{profile['workload']}"))
     if profile.get("rank") is not None:
         world = profile.get("world_size")
         parts.append(f"rank {profile['rank']}" + (f"/{world}" if world else ""))

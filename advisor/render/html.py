@@ -277,7 +277,7 @@ def _row_view(report: dict, tr: Translate, anchor: str = "") -> dict[str, Any]:
         "anchor": anchor,
         "detailed": False,
         "collapsed": False,
-        "label": profile_label(profile),
+        "label": profile_label(profile, report_lang(report)),
         "format": profile["source_format"],
         "rank": MISSING
         if rank is None

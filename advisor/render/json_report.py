@@ -20,6 +20,7 @@ from advisor.engine.savings import CriticalPath, FixFirst
 from advisor.metrics import ProfileMetrics
 from advisor.model import Profile, RunInfo
 from advisor.version import __version__
+from advisor.workload import WORKLOADS
 
 
 def validate_report(report: dict[str, Any]) -> None:
@@ -120,6 +121,7 @@ def build_report(
         )
     by_severity = {s: sum(f.severity == s for f in evaluation.findings) for s in SEVERITIES}
     meta = profile.meta.to_dict()
+    meta["workload"] = WORKLOADS[evaluation.training]
     meta["tables"] = {name: len(df) for name, df in profile.tables.items()}
     return {
         "status": 0,

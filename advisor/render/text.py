@@ -312,7 +312,7 @@ def _header(report: dict, width: int, color: bool) -> list[str]:
     if kind == "cluster" and profile.get("world_size"):
         n = profile["world_size"]
         kind = message(report_lang(report), "cluster_of", n, n=n)
-    header = f"{profile_label(profile)} ({kind})"
+    header = f"{profile_label(profile, report_lang(report))} ({kind})"
     return [_style(line, color, bold=True) for line in _wrap(header, width, INDENT, first="")]
 
 
