@@ -64,9 +64,6 @@ class PlaneTasks:
         self.rows: list[int] = []  # ascending: tasks are taken in file order
         self.columns: dict[str, list[Any]] = {f: [] for f in self.FIELDS}
 
-    def __len__(self) -> int:
-        return len(self.rows)
-
     def extend(self, later: PlaneTasks, offset: int) -> None:
         """Take in the tasks of a part that follows, its rows numbered on from `offset`."""
         self.rows += [row + offset for row in later.rows]
