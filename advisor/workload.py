@@ -7,15 +7,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from advisor.lazy import lazy_module
 from advisor.text_codes import coded
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from advisor.model import Profile
-else:
-    pd = lazy_module("pandas")
 
 TRAINING_NAMES = re.compile(
     r"[Bb]ackward"  # autograd's MmBackward0, aten::*_backward, aclnn*Backward, *_backward kernels
@@ -25,6 +22,8 @@ TRAINING_NAMES = re.compile(
     r"|_[dw]grad_|[dw]grad_nchw"  # cuDNN's data and weight gradient kernels
     r"|^Optimizer\.(?:step|zero_grad)#"  # torch.optim's annotations
     r"|Apply(?:Adam|Momentum|GradientDescent|RMSProp)"  # CANN's and MindSpore's optimizer kernels
+    r"|MomentumUpdateVariable|AdamWeightDecay"  # MindSpore's GPU optimizer kernels
+    r"|(?:Adam|AdamW|SGD|Lamb|Adagrad)[A-Za-z]*Functor"  # PyTorch's fused and foreach optimizers
 )
 """Operator and kernel names only a training step runs: a backward pass or an optimizer."""
 WORKLOADS: dict[bool | None, str | None] = {True: "training", False: "inference", None: None}
@@ -32,22 +31,29 @@ WORKLOADS: dict[bool | None, str | None] = {True: "training", False: "inference"
 FRAMEWORK_KINDS = ("aten",)
 """host_ops kinds of framework operators: a profile that records them would record the
 backward pass's too."""
+MIN_FRAMEWORK_NAMES = 10
+"""Distinct framework operators a profile must record before their names, none of them a
+backward pass's, say it infers: a model's forward pass runs more than a few kinds of operator,
+and a profile of fewer (MindSpore's data-queue operator alone, one Add over nine steps) shows
+too little of it."""
 
 
 def training(profile: Profile) -> bool | None:
     """True where an operator or kernel name shows a backward pass or an optimizer step
-    (TRAINING_NAMES); False where the profile records framework operators (FRAMEWORK_KINDS)
-    and none shows either: an inference run; None where it records too little to tell (a
-    CANN export whose kernels name no gradient, a trace of runtime calls alone)."""
+    (TRAINING_NAMES); False where the profile records framework operators (FRAMEWORK_KINDS,
+    MIN_FRAMEWORK_NAMES of them) and none shows either: an inference run; None where it
+    records too little to tell (a CANN export whose kernels name no gradient, a trace of
+    runtime calls alone)."""
     host = profile.tables.get("host_ops")
     device = profile.tables.get("device_ops")
     for table in (host, device):
         if table is not None and "name" in table and _names_match(table["name"]):
             return True
-    if host is None or "kind" not in host:
+    if host is None or "kind" not in host or "name" not in host:
         return None
-    _, kinds = coded(host["kind"])
-    return False if pd.Series(kinds).isin(FRAMEWORK_KINDS).any() else None
+    framework = host["kind"].isin(FRAMEWORK_KINDS).to_numpy(dtype=bool, na_value=False)
+    distinct = host["name"][framework].nunique()
+    return False if distinct >= MIN_FRAMEWORK_NAMES else None
 
 
 def _names_match(names: pd.Series) -> bool:

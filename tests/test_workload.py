@@ -12,7 +12,7 @@ import advisor
 from advisor.model import Profile, ProfileMeta, conform
 from advisor.render.format import profile_label
 from advisor.render.json_report import validate_report
-from advisor.workload import training
+from advisor.workload import MIN_FRAMEWORK_NAMES, training
 
 ALEXNET = "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
 
@@ -76,10 +76,30 @@ def test_a_profile_without_framework_operators_is_not_guessed():
                    "duration_us": 9}]
     )  # fmt: skip
     assert training(optimizer_only) is True
+    forward = [f"aten::op{i}" for i in range(MIN_FRAMEWORK_NAMES)]
     forward_operators = _profile(
-        host_ops=[{"name": "aten::addmm", "kind": "aten", "start_us": 0, "duration_us": 9}]
+        host_ops=[{"name": n, "kind": "aten", "start_us": 0, "duration_us": 9} for n in forward]
     )
     assert training(forward_operators) is False
+    # a few kinds of operator show too little of the model to say it runs no backward pass
+    few = _profile(host_ops=[{"name": n, "kind": "aten", "start_us": 0, "duration_us": 9}
+                             for n in forward[:-1] * 3])  # fmt: skip
+    assert training(few) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        # MindSpore GPU: a Momentum update kernel and the data-queue operator (it judged
+        # this inference before)
+        (REAL / "mindspore_legacy" / "profiler_misc", True),
+        # GetNext and Add over nine steps: three kinds of operator
+        (REAL / "mindspore_gpu_dynamic_shape", None),
+    ],
+    ids=["momentum-kernel", "three-operators"],
+)
+def test_small_mindspore_profiles(path, expected):
+    assert training(_first_profile(path)) is expected
 
 
 @pytest.mark.parametrize(
