@@ -271,6 +271,18 @@ def build_links(summaries: Sequence[RankSummary]) -> pd.DataFrame | None:
 
 
 @dataclass(frozen=True)
+class WaitedPeer:
+    """The peer a rank waited for longest in its collectives (_waited_for): its number in
+    the communication group, the group, and, where the rank's metadata describes the group,
+    its global rank and what the group parallelises (tp, dp, pp...)."""
+
+    rank: int
+    group: str | None
+    global_rank: int | None = None
+    parallel_group: str | None = None
+
+
+@dataclass(frozen=True)
 class RankSummary:
     """What the cluster profile needs of one rank's derived profile: its step breakdown,
     warm-up steps, pipeline stage and link totals. Small and free of DataFrames, so a run can
@@ -285,8 +297,8 @@ class RankSummary:
     links: dict[str, Any] | None
     """The rank's totals per link (columns as arrays), None without link rows."""
     meta: ProfileMeta
-    waited_for: tuple[int, str | None] | None = None
-    """The peer this rank waited for longest and its communication group (_waited_for)."""
+    waited_for: WaitedPeer | None = None
+    """The peer this rank waited for longest (_waited_for)."""
 
 
 def rank_summary(profile: Profile) -> RankSummary | None:
@@ -307,23 +319,30 @@ def rank_summary(profile: Profile) -> RankSummary | None:
     )
 
 
-def _waited_for(profile: Profile) -> tuple[int, str | None] | None:
+def _waited_for(profile: Profile) -> WaitedPeer | None:
     """The peer (rank, as numbered in the group, and group) whose waits took this rank longest
     in all: each collective's longest wait on another rank (comm_ops.waited_rank, from the HCCL
     tasks) summed per peer; None where no collective names one."""
     comm = profile.tables.get("comm_ops")
     if comm is None or "waited_rank" not in comm or not comm["waited_rank"].notna().any():
         return None
+    column = {"group": "group", "global": "waited_global_rank", "dimension": "parallel_group"}
     waits = pd.DataFrame(
         {
-            "group": comm["group"].astype("object") if "group" in comm else None,
             "peer": comm["waited_rank"],
             "us": comm["peer_wait_us"],
+            **{k: comm[c].astype("object") if c in comm else None for k, c in column.items()},
         }
     ).dropna(subset=["peer"])
     totals = waits.fillna({"group": ""}).groupby(["group", "peer"], sort=True)["us"].sum()
     group, peer = totals.idxmax()  # ties: the first group and peer in sort order
-    return int(peer), (str(group) or None)
+    chosen = waits[(waits["group"].fillna("") == group) & (waits["peer"] == peer)].iloc[0]
+    return WaitedPeer(
+        int(peer),
+        str(group) or None,
+        None if pd.isna(chosen["global"]) else int(chosen["global"]),
+        None if pd.isna(chosen["dimension"]) else str(chosen["dimension"]),
+    )
 
 
 def build_cluster(profiles: Sequence[Profile]) -> Profile | None:
@@ -409,8 +428,11 @@ def cluster_profile(summaries: Sequence[RankSummary]) -> Profile | None:
     ranks = pd.DataFrame([_rank_row(s, left_out) for s in members])
     ranks = _count_stages(_add_stages(ranks, [s.stage for s in members]))
     if any(s.waited_for for s in members):
-        ranks["waited_rank"] = [s.waited_for[0] if s.waited_for else None for s in members]
-        ranks["waited_group"] = [s.waited_for[1] if s.waited_for else None for s in members]
+        peers = [s.waited_for for s in members]
+        ranks["waited_rank"] = [p.rank if p else None for p in peers]
+        ranks["waited_group"] = [p.group if p else None for p in peers]
+        ranks["waited_global_rank"] = [p.global_rank if p else None for p in peers]
+        ranks["waited_parallel_group"] = [p.parallel_group if p else None for p in peers]
     links = build_links(members)
     ranks["job_ranks"] = _job_ranks(members, links)
     tables = {"ranks": conform("ranks", _add_straggler_scores(ranks))}

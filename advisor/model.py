@@ -798,7 +798,15 @@ TABLES: dict[str, TableSpec] = {
             "comm_ops",
             "communication operation",
             (
-                _c("name", "string", "", "communication op name (for a link: src->dst)", True),
+                _c(
+                    "name",
+                    "string",
+                    "",
+                    "communication op name; for a link src->dst, in global ranks where the "
+                    "metadata gives the group's (parallel_group_info), else numbered in the group "
+                    "as the profiler writes them",
+                    True,
+                ),
                 _c(
                     "kind",
                     "string",
@@ -808,7 +816,20 @@ TABLES: dict[str, TableSpec] = {
                     "an op, from a communication matrix); absent means op",
                 ),
                 _c("op", "string", "", "allreduce, allgather, broadcast, ..."),
-                _c("group", "string", "", "communication group"),
+                _c(
+                    "group",
+                    "string",
+                    "",
+                    "communication group (HCCL names it by a hash of the group's name)",
+                ),
+                _c(
+                    "parallel_group",
+                    "string",
+                    "",
+                    "what the group parallelises (tp, dp, pp, default_group...: torch_npu's and "
+                    "MindSpore's parallel_group_info); absent where the metadata does not "
+                    "describe the group",
+                ),
                 _c("start_us", "float64", US, "op start"),
                 _c("duration_us", "float64", US, "op duration", True),
                 _c("bytes", "float64", "bytes", "payload size"),
@@ -860,6 +881,13 @@ TABLES: dict[str, TableSpec] = {
                     "tasks name no rank",
                 ),
                 _c("peer_wait_us", "float64", US, "the time of that Notify_Wait task"),
+                _c(
+                    "waited_global_rank",
+                    "Int64",
+                    "",
+                    "waited_rank as the job numbers its ranks, where the metadata gives the "
+                    "group's global ranks (parallel_group_info)",
+                ),
                 _c(
                     "compute_overlap_us",
                     "float64",
@@ -1338,6 +1366,19 @@ TABLES: dict[str, TableSpec] = {
                     "name none (profiler level 0, GPU traces)",
                 ),
                 _c("waited_group", "string", "", "the communication group of that peer"),
+                _c(
+                    "waited_global_rank",
+                    "Int64",
+                    "",
+                    "that peer as the job numbers its ranks (comm_ops.waited_global_rank), "
+                    "where the rank's metadata gives the group's global ranks",
+                ),
+                _c(
+                    "waited_parallel_group",
+                    "string",
+                    "",
+                    "what that group parallelises (comm_ops.parallel_group: tp, dp, pp...)",
+                ),
                 _c(
                     "job_ranks",
                     "Int64",

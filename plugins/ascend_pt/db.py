@@ -49,6 +49,7 @@ from advisor.formats.cann_db import (
 )
 from advisor.formats.cann_db_comm import TASK_FIGURES, communication_ops
 from advisor.formats.cann_tasks import collective, with_wait
+from advisor.formats.comm_groups import ParallelGroup
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.interning import expand
 from advisor.formats.warn import WarnFn
@@ -140,6 +141,7 @@ class DbTables:
     memory: pd.DataFrame | None = None
     op_allocations: pd.DataFrame | None = None
     aicore_freq: pd.DataFrame | None = None
+    parallel_groups: dict[str, ParallelGroup] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
 
 
@@ -190,7 +192,7 @@ def read_databases(
 
 
 def _read_main(db: CannDb, clock: Clock, meta: ProfileMeta, out: DbTables) -> None:
-    _read_meta(db, meta)
+    out.parallel_groups = _read_meta(db, meta)
     types = db.enum("ENUM_API_TYPE")
     out.steps = _steps(db, clock)
     framework, launches = _framework_ops(db, clock, types)
@@ -241,8 +243,9 @@ def _comm_rows(comm: pd.DataFrame | None) -> pd.DataFrame | None:
     )
 
 
-def _read_meta(db: CannDb, meta: ProfileMeta) -> None:
-    """Rank and device (RANK_DEVICE_MAP), versions and environment (META_DATA)."""
+def _read_meta(db: CannDb, meta: ProfileMeta) -> dict[str, ParallelGroup]:
+    """Rank and device (RANK_DEVICE_MAP), versions and environment (META_DATA); returns the
+    communication groups META_DATA describes."""
     if db.has("RANK_DEVICE_MAP", "rankId", "deviceId"):
         rows = db.rows("SELECT rankId, deviceId FROM RANK_DEVICE_MAP", what="RANK_DEVICE_MAP")
         if rows:
@@ -264,7 +267,9 @@ def _read_meta(db: CannDb, meta: ProfileMeta) -> None:
         others = {k: v for k, v in data.items() if not k.startswith("SCHEMA_VERSION")}
         for name, version in versions(others).items():
             meta.versions.setdefault(name, version)
-        apply_metadata(meta, parsed)  # world size and rank, as profiler_metadata.json gives them
+        # world size, rank and groups, as profiler_metadata.json gives them
+        return apply_metadata(meta, parsed)
+    return {}
 
 
 def _json_values(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

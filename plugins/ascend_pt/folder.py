@@ -15,6 +15,7 @@ from advisor.formats.cann_comm import TASK_COLUMNS, comm_as_device_ops
 from advisor.formats.cann_csv import read_summary_table
 from advisor.formats.cann_summaries import API_STATISTIC, OP_STATISTIC
 from advisor.formats.cann_tasks import with_wait
+from advisor.formats.comm_groups import ParallelGroup, with_parallel_groups
 from advisor.formats.decimal_clock import Clock
 from advisor.formats.files import load_json
 from advisor.formats.metadata import MetadataRows, rows_recording
@@ -107,6 +108,8 @@ class FolderReader:
         """The span (on the clock) of the file the others must lie near, and its name: the
         trace, else kernel_details.csv; a file far from it comes from another run."""
         self.metadata = MetadataRows()
+        self.parallel_groups: dict[str, ParallelGroup] = {}
+        """The communication groups the metadata describes, by the id HCCL gives them."""
 
     def warn(
         self,
@@ -230,7 +233,7 @@ class FolderReader:
     # -- metadata -----------------------------------------------------------------------------
 
     def _read_metadata(self) -> None:
-        read_metadata(
+        self.parallel_groups = read_metadata(
             self.root,
             self.output,
             self.profile.meta,
@@ -286,6 +289,7 @@ class FolderReader:
             self.tables["op_allocations"] = db.op_allocations
         if db.aicore_freq is not None:
             self.tables["aicore_freq"] = db.aicore_freq
+        self.parallel_groups = self.parallel_groups or db.parallel_groups
         return True
 
     # -- trace_view.json ----------------------------------------------------------------------
@@ -539,6 +543,8 @@ class FolderReader:
             rated = metadata["value"].iloc[rows_recording(metadata, "device.aicore_freq_mhz")]
             if "aicore_freq" in tables and not rated.empty:  # the chip's clock, from info.json
                 tables["aicore_freq"] = with_rated(tables["aicore_freq"], rated.iloc[0])
+        if "comm_ops" in tables:  # peers and links in global ranks, where the groups say
+            tables["comm_ops"] = with_parallel_groups(tables["comm_ops"], self.parallel_groups)
         times = table_times(tables, TIME_COLUMNS)
         if times.size and self.clock.origin is not None:
             shift, centre = robust_origin(times)

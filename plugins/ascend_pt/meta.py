@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from advisor.formats.comm_groups import ParallelGroup, parallel_groups
 from advisor.formats.metadata import MetadataRows, add_cann_info
 from advisor.formats.numbers import int_or_none
 from advisor.model import ProfileMeta
@@ -58,11 +59,13 @@ def read_metadata(
     load: Callable[[Path], Any],
     mark_read: Callable[[Path], None],
     rows: MetadataRows,
-) -> None:
+) -> dict[str, ParallelGroup]:
     """Rank, versions, profiler settings and framework of a rank folder from
     `profiler_info_{rank}.json` and `profiler_metadata.json`; the device when one PROF_*
     export names only one. `rows` gets them as the `metadata` table, with the chip facts of
-    the export's `info.json.N`."""
+    the export's `info.json.N`. Returns the communication groups profiler_metadata.json
+    describes."""
+    groups: dict[str, ParallelGroup] = {}
     for path in sorted(root.glob("profiler_info*.json")):
         match = PROFILER_INFO.match(path.name)
         if match is None or not path.is_file():
@@ -94,7 +97,7 @@ def read_metadata(
     if path.is_file():
         data = load(path)
         if isinstance(data, dict):
-            apply_metadata(meta, data)
+            groups = apply_metadata(meta, data)
             _metadata_rows(rows, data, path.name)
             mark_read(path)
     if (
@@ -114,10 +117,12 @@ def read_metadata(
     if len(devices) == 1:
         meta.device_id = devices[0]
     _device_info_rows(root, meta.device_id, rows, load, mark_read)
+    return groups
 
 
-def apply_metadata(meta: ProfileMeta, data: dict[str, Any]) -> None:
-    """Environment, world size, rank and versions of `profiler_metadata.json`."""
+def apply_metadata(meta: ProfileMeta, data: dict[str, Any]) -> dict[str, ParallelGroup]:
+    """Environment, world size, rank and versions of `profiler_metadata.json`; returns its
+    communication groups (`parallel_group_info`)."""
     env = data.get("ENV_VARIABLES")
     if isinstance(env, dict):
         meta.extra["env"] = {str(k): "" if v is None else str(v) for k, v in env.items()}
@@ -132,6 +137,7 @@ def apply_metadata(meta: ProfileMeta, data: dict[str, Any]) -> None:
         meta.rank = rank
     for name, version in versions(data).items():
         meta.versions.setdefault(name, version)
+    return parallel_groups(data.get("parallel_group_info"))
 
 
 def _info_rows(rows: MetadataRows, info: dict[str, Any], source: str) -> None:
