@@ -28,6 +28,12 @@ TRAINING_NAMES = re.compile(
 """Operator and kernel names only a training step runs: a backward pass or an optimizer."""
 WORKLOADS: dict[bool | None, str | None] = {True: "training", False: "inference", None: None}
 """What the reports call each answer of `training` (a profile's `workload`)."""
+WORKLOAD_WORDS = {
+    "training": {"en": "training", "zh": "训练"},
+    "inference": {"en": "inference", "zh": "推理"},
+}
+"""Each workload's word in each report language: the reports' heading says it, and the rules'
+template word `run_kind` (advisor.engine.wording)."""
 FRAMEWORK_KINDS = ("aten",)
 """host_ops kinds of framework operators: a profile that records them would record the
 backward pass's too."""

@@ -5,9 +5,7 @@ expression in every suggestion and language, and a new vendor or language is add
 
 from __future__ import annotations
 
-RUN_KINDS = {"en": ("training", "inference"), "zh": ("训练", "推理")}
-"""Each language's word for a run that trains (or may: the profile cannot tell) and one that
-infers."""
+from advisor.workload import WORKLOAD_WORDS
 
 _VENDOR_WORDS: dict[str, dict[str | None, dict[str, str]]] = {
     "en": {
@@ -40,7 +38,8 @@ def words(lang: str, training: bool | None, gpu_runtime: str | None) -> dict[str
     by_runtime = _VENDOR_WORDS[lang]
     vendor = by_runtime.get(gpu_runtime, by_runtime[None])
     return {
-        "run_kind": RUN_KINDS[lang][training is False],
+        # a run that may train (the profile cannot tell) is spoken of as training
+        "run_kind": WORKLOAD_WORDS["inference" if training is False else "training"][lang],
         **vendor,
         "dnn_library": "MIOpen" if gpu_runtime == "ROCm" else "cuDNN",
     }

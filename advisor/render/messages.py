@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from advisor.render.headings import HEADINGS_ZH, readable
+from advisor.workload import WORKLOAD_WORDS
 
 LANGS = ("en", "zh")
 
@@ -157,8 +158,7 @@ CATALOG: dict[str, Text] = {
     "aoe_incomplete": Text("{n} incomplete", "{n} 个未完成"),
     "aoe_not_tuned": Text(", {n} not tuned", "，{n} 个未调优"),
     "cluster_of": Text("cluster of {n} rank{s}", "集群，{n} 个 rank"),
-    "workload.training": Text("training", "训练"),
-    "workload.inference": Text("inference", "推理"),
+    **{f"workload.{kind}": Text(w["en"], w["zh"]) for kind, w in WORKLOAD_WORDS.items()},
     "ranks_in_order": Text("{n} rank{s}, in rank order", "{n} 个 rank（按 rank 编号排序）"),
     "rank_heading": Text("RANK", "rank"),
     "step_time_heading": Text("STEP TIME", "平均迭代耗时"),
