@@ -898,6 +898,25 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "parallel_comm",
+            "parallel group a rank's communication operations served (derived from comm_ops."
+            "parallel_group: tp, dp, pp, embd... as parallel_group_info names them)",
+            (
+                _c("parallel_group", "string", "", "what the group parallelises", True),
+                _c("ops", "int64", "", "communication operations of the group", True),
+                _c("duration_us", "float64", US, "their time", True),
+                _c(
+                    "share",
+                    "float64",
+                    "ratio",
+                    "of the time of all the rank's communication operations (those of groups "
+                    "the metadata does not describe included)",
+                    True,
+                ),
+                _c("main_op", "string", "", "the operation (allreduce, ...) with most of the time"),
+            ),
+        ),
+        TableSpec(
             "queues",
             "queue sample",
             (

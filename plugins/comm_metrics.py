@@ -1,4 +1,5 @@
-"""`comm_ops.compute_overlap_us`: how long each collective ran beside a matrix multiply.
+"""`comm_ops.compute_overlap_us`: how long each collective ran beside a matrix multiply;
+`parallel_comm`: the communication time of each parallel group.
 
 A collective that moves data inside the node (SDMA) while a large MatMul streams its operands
 shares the device's memory bandwidth with it; msprof-analyze's bandwidth-contention check
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
-from advisor.model import Profile
+from advisor.model import Profile, conform
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,7 +61,48 @@ def compute_overlap(profile: Profile) -> None:
     profile.tables["comm_ops"] = comm.assign(compute_overlap_us=np.where(known, overlap, np.nan))
 
 
+def parallel_comm(profile: Profile) -> None:
+    """The communication operations' time per parallel group (comm_ops.parallel_group: tp,
+    dp, pp, embd...), the ops of no described group left out of the groups but not of the
+    total the shares are taken of."""
+    comm = profile.tables["comm_ops"]
+    ops = comm[(comm["kind"] != "link").fillna(True)] if "kind" in comm else comm
+    total = float(ops["duration_us"].sum())
+    known = ops[ops["parallel_group"].notna()]
+    if known.empty or total <= 0:
+        return
+    op = known["op"] if "op" in known else pd.Series(None, index=known.index, dtype="string")
+    by_op = (
+        pd.DataFrame({"group": known["parallel_group"], "op": op, "us": known["duration_us"]})
+        .groupby(["group", "op"], sort=True)["us"]
+        .sum()
+        .reset_index()
+        .sort_values(["us", "group", "op"], ascending=[False, True, True], kind="stable")
+    )
+    grouped = known.groupby("parallel_group", sort=True)["duration_us"].agg(["size", "sum"])
+    table = pd.DataFrame(
+        {
+            "parallel_group": grouped.index.astype("string"),
+            "ops": grouped["size"].to_numpy("int64"),
+            "duration_us": grouped["sum"].to_numpy("float64"),
+            "share": grouped["sum"].to_numpy("float64") / total,
+            "main_op": grouped.index.map(by_op.drop_duplicates("group").set_index("group")["op"]),
+        }
+    ).sort_values(["duration_us", "parallel_group"], ascending=[False, True], kind="stable")
+    profile.tables["parallel_comm"] = conform("parallel_comm", table.reset_index(drop=True))
+
+
 PROVIDERS = [
+    MetricProvider(
+        "parallel_comm",
+        ("comm_ops.parallel_group", "comm_ops.duration_us"),
+        tuple(
+            f"parallel_comm.{c}"
+            for c in ("parallel_group", "ops", "duration_us", "share", "main_op")
+        ),
+        parallel_comm,
+        "parallel_comm: the communication operations' time per parallel group (tp, dp, pp...)",
+    ),
     MetricProvider(
         "comm_compute_overlap",
         (
@@ -73,7 +115,7 @@ PROVIDERS = [
         ("comm_ops.compute_overlap_us",),
         compute_overlap,
         "comm_ops.compute_overlap_us: time each op ran beside a MatMul task",
-    )
+    ),
 ]
 
 
