@@ -25,6 +25,7 @@ from advisor.render.format import column_format
 from advisor.render.json_report import validate_report
 from advisor.render.messages import CATALOG, LANGS, message
 from advisor.ruleset import load_ruleset
+from advisor.workload import WORKLOAD_WORDS
 from advisor_plugins.memory_timeline import KINDS as MEMORY_KINDS
 
 RULES = ROOT / "rules"
@@ -368,6 +369,7 @@ def test_every_message_is_used_and_every_one_used_exists():
         "severity.": {f"severity.{s}" for s in SEVERITIES},
         "metric.": {f"metric.{m}" for m, _ in METRICS},
         "memory_kind.": {f"memory_kind.{kind}" for kind in MEMORY_KINDS},
+        "workload.": {f"workload.{kind}" for kind in WORKLOAD_WORDS},
         "column.": evidence_columns | {k for k in used if k.startswith("column.")},
     }
     for prefix, expected in families.items():

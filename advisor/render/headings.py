@@ -114,7 +114,6 @@ HEADINGS_ZH = {
     "launch_name": "下发调用",
     "level": "级别",
     "mac_ratio": "Cube (MAC) 占比",
-    "main_op": "主要通信操作",
     "max": "最大",
     "max_step": "最大单迭代",
     "memcpy_kind": "拷贝方向",
