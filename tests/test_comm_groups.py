@@ -140,7 +140,7 @@ def test_the_waited_peer_is_named_by_its_rank_in_the_job(tmp_path: Path):
     assert "Profile rank 17 with this one" in wait["suggestions"][0]
     (coverage,) = findings(out / "prof_rule_cluster.json", "CLUSTER-008")
     assert (
-        "same rank of the job in its collectives, rank 17 of their dp group" in coverage["message"]
+        "same rank of the job in its collectives, rank 17, a peer in their dp group" in coverage["message"]
     )
 
 
