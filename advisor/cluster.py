@@ -16,7 +16,7 @@ from advisor import steady
 from advisor.compat import zip_strict
 from advisor.formats.metadata import rows_recording
 from advisor.lazy import lazy_module
-from advisor.model import Profile, ProfileMeta, conform
+from advisor.model import Profile, ProfileMeta, comm_operations, conform
 
 if TYPE_CHECKING:
     import numpy as np
@@ -101,9 +101,7 @@ def _rank_steps(profile: Profile) -> dict[str, tuple[float, ...]]:
     }
     if "communication_us" not in columns and profile.has("comm_ops", "duration_us"):
         # no device timeline (e.g. CPU/gloo): host-side collective time per step
-        comm = profile.tables["comm_ops"]
-        if "kind" in comm:
-            comm = comm[(comm["kind"] != "link").fillna(True)]
+        comm = comm_operations(profile.tables["comm_ops"])
         columns["communication_us"] = _comm_per_step(comm, steps)
     return columns
 

@@ -2162,6 +2162,12 @@ def conform(table: str, df: pd.DataFrame, spec: TableSpec | None = None) -> pd.D
     return out
 
 
+def comm_operations(comm: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a comm_ops table that are operations, not communication-matrix links
+    (`kind` absent or not "link", as the contract reads it)."""
+    return comm[(comm["kind"] != "link").fillna(True)] if "kind" in comm else comm
+
+
 def conform_records(
     table: str,
     rows: Sequence[Mapping[str, Any]],

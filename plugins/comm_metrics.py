@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from advisor import intervals
 from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.lazy import lazy_module
-from advisor.model import Profile, conform
+from advisor.model import Profile, comm_operations, conform
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,8 +65,7 @@ def parallel_comm(profile: Profile) -> None:
     """The communication operations' time per parallel group (comm_ops.parallel_group: tp,
     dp, pp, embd...), the ops of no described group left out of the groups but not of the
     total the shares are taken of."""
-    comm = profile.tables["comm_ops"]
-    ops = comm[(comm["kind"] != "link").fillna(True)] if "kind" in comm else comm
+    ops = comm_operations(profile.tables["comm_ops"])
     total = float(ops["duration_us"].sum())
     known = ops[ops["parallel_group"].notna()]
     if known.empty or total <= 0:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from advisor.compare.tree import OperatorTree, innermost
 from advisor.lazy import lazy_module
-from advisor.model import Profile
+from advisor.model import Profile, comm_operations
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,8 +60,7 @@ def collective_events(profile: Profile) -> pd.DataFrame:
                 "wait_us": pd.Series(dtype=float),
             }
         )
-    if "kind" in comm:
-        comm = comm[(comm["kind"] != "link").fillna(True)]
+    comm = comm_operations(comm)
     op = comm["op"].fillna(comm["name"]) if "op" in comm else comm["name"]
     return pd.DataFrame(
         {

@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from advisor.lazy import lazy_module
-from advisor.model import Profile
+from advisor.model import Profile, comm_operations
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,8 +140,7 @@ def breakdown(profile: Profile, operators_us: float) -> dict[str, tuple[float, f
                 out[metric] = (float(table[column].mean()), np.nan)
     comm = profile.tables.get("comm_ops")
     if comm is not None and profile.has("comm_ops", "wait_us"):
-        ops_only = comm[(comm["kind"] != "link").fillna(True)] if "kind" in comm else comm
-        out["wait"] = (float(ops_only["wait_us"].sum()) / steps, np.nan)
+        out["wait"] = (float(comm_operations(comm)["wait_us"].sum()) / steps, np.nan)
     if operators_us:
         out["operators"] = (operators_us / steps, np.nan)
     host = profile.tables.get("host_ops")
