@@ -255,3 +255,45 @@ def test_mindspore_all_reduce_after_the_backward_pass_is_reported():
     assert ops["bytes"].tolist() == pytest.approx([94_356_992.0] * 2)
     links = comm[comm["kind"] == "link"]
     assert set(links["name"]) == {"1->0", "0->0"} and set(links["transport"]) == {"SDMA"}
+
+
+def _raw_copies(trace: Path) -> list[dict]:
+    """The trace's host<->device copies as its raw events (names say the host memory)."""
+    import gzip
+    import json
+
+    with gzip.open(trace, "rt", encoding="utf-8") as handle:
+        events = json.load(handle)["traceEvents"]
+    return [e for e in events if e.get("ph") == "X" and "Memcpy" in e.get("name", "")]
+
+
+def test_pageable_copies_are_judged_by_direction_and_size_as_the_raw_events_say():
+    """MEM-001 on HTA's sampled rank 0, whose batches come from pinned memory and whose
+    pageable copies are a few KiB both ways: it counts them by direction from the raw events,
+    says none is large enough for pinned memory to help, and never tells the user to pin the
+    DataLoader's batches (which it does already); on our dataloader-bound GPU trace, whose
+    64 KiB batches are pageable, it does, with their rate recomputed from the events."""
+    sampled = SHARED / "kineto" / "timeline_analysis__sampled_rank-0.json.gz"
+    raw = _raw_copies(sampled)
+    pageable = [e for e in raw if "Pageable" in e["name"]]
+    pinned = [e for e in raw if "Pinned" in e["name"] and e["args"]["bytes"] >= 65536]
+    (analysis,) = advisor.analyze(sampled, select=["MEM-001"]).analyses
+    (finding,) = analysis.findings
+    assert finding.values["to_device_count"] == sum("HtoD" in e["name"] for e in pageable) > 0
+    assert finding.values["to_host_count"] == sum("DtoH" in e["name"] for e in pageable) > 0
+    assert finding.values["largest_bytes"] == max(e["args"]["bytes"] for e in pageable) < 65536
+    assert finding.values["pinned_gbps"] == pytest.approx(
+        sum(e["args"]["bytes"] for e in pinned) / sum(e["dur"] for e in pinned) / 1000
+    )
+    assert "None is larger than" in finding.message
+    assert not any("pin_memory=True" in s for s in finding.suggestions)
+
+    loader = FIXTURE_DIR / "kineto_gpu_own" / "dataloader_bound.pt.trace.json.gz"
+    bulk = [e for e in _raw_copies(loader) if "Pageable" in e["name"]]
+    (analysis,) = advisor.analyze(loader, select=["MEM-001"]).analyses
+    (finding,) = analysis.findings
+    assert finding.values["bulk_count"] == len(bulk) > 0
+    assert finding.values["bulk_gbps"] == pytest.approx(
+        sum(e["args"]["bytes"] for e in bulk) / sum(e["dur"] for e in bulk) / 1000
+    )
+    assert any("pin_memory=True in the DataLoader" in s for s in finding.suggestions)
