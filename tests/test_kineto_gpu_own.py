@@ -205,10 +205,11 @@ def test_how_the_steps_ran_is_read(name: str, execution: str) -> None:
     assert list(rows["value"]) == [execution]
 
 
-def _with_compiled_region(tmp_path: Path, share: str) -> Path:
+def _with_compiled_region(tmp_path: Path, share: str, generated: bool = True) -> Path:
     """The eager healthy run with one `Torch-Compiled Region` host record added on its
     training thread: around the launch of its shortest kernel ("sliver"), or around all of
-    its steps ("all")."""
+    its steps ("all"); with `generated`, that shortest kernel renamed as Inductor names the
+    Triton kernels it generates."""
     trace = json.loads(json.dumps({"traceEvents": events("healthy")}))
     calls = {
         e["args"]["correlation"]: e
@@ -216,7 +217,10 @@ def _with_compiled_region(tmp_path: Path, share: str) -> Path:
         if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
     }
     kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
-    call = calls[min(kernels, key=lambda e: e["dur"])["args"]["correlation"]]
+    shortest = min(kernels, key=lambda e: e["dur"])
+    call = calls[shortest["args"]["correlation"]]
+    if generated:
+        shortest["name"] = "triton_poi_fused_add_0"
     if share == "sliver":
         lo, hi = call["ts"] - 1, call["ts"] + call["dur"] + 1
     else:
@@ -238,6 +242,18 @@ def test_a_compiled_region_must_launch_most_of_the_work(tmp_path, share, executi
     half of the device's compute time."""
     (analysis,) = advisor.analyze(_with_compiled_region(tmp_path, share)).analyses
     assert analysis.profile.meta.extra["execution"] == execution
+
+
+def test_compiled_regions_without_generated_kernels_run_eager(tmp_path) -> None:
+    """HTA's df_index_resolver sample runs its steps in AOTAutograd's CompiledFunction regions
+    that launch 11,280 aten kernels and no generated one (backend aot_eager): advisor read it
+    as compiled and told it the host work lay outside the compiled code. The region around
+    every step whose kernels are all eager's is eager; with one Triton kernel it is compiled
+    (the test above)."""
+    path = _with_compiled_region(tmp_path, "all", generated=False)
+    (analysis,) = advisor.analyze(path).analyses
+    assert analysis.profile.meta.extra["execution"] == "eager"
+    assert "already runs code torch.compile made" not in _suggestions(analysis, "SCHED-001")
 
 
 def _suggestions(analysis: ProfileAnalysis, rule_id: str) -> str:

@@ -43,14 +43,23 @@ MOST = 0.5
 """The share of the device's compute time a mode's kernels must take for the steps to run
 in it: a vLLM step whose one Torch-Compiled Region launched one 2 µs kernel of 10.9 ms ran
 eager, and told to look for graph breaks, its engineer would look at the wrong code."""
+_GENERATED = re.compile(r"^triton")
+"""Kernels Inductor generated (Triton's, on CUDA and ROCm: `triton_poi_fused_add_0`, and
+`triton__0d1d2d` in PyTorch 2.0)."""
+_GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph")
+"""The host record of Inductor's compiled graph call (recent PyTorch releases)."""
 
 
 def execution_mode(tables: Mapping[str, pd.DataFrame]) -> str | None:
     """How the traced steps ran: "graphs" where most of the device's compute time is kernels a
     graph launch replayed (by hand or torch.compile's reduce-overhead mode), "compiled" where
-    most is kernels launched inside torch.compile's code, else "eager": advice to compile or
-    capture the step is for eager runs only. A trace without kernels (CPU only) is judged by
-    whether its host records hold either at all; None without host records."""
+    most is kernels launched inside torch.compile's code and Inductor generated code there
+    (`_GENERATED` kernels or its `_GRAPH_CALL`), else "eager": advice to compile or capture
+    the step is for eager runs only. AOTAutograd's regions over eager kernels alone (backend
+    "aot_eager", functorch's aot_module: HTA's df_index_resolver sample, 11,280 aten kernels
+    in its CompiledFunction regions, none generated) launch operator by operator, and were
+    told their host work lay outside the compiled code. A trace without kernels (CPU only)
+    is judged by whether its host records hold either at all; None without host records."""
     host = tables.get("host_ops")
     if host is None or host.empty:
         return None
@@ -74,7 +83,10 @@ def execution_mode(tables: Mapping[str, pd.DataFrame]) -> str | None:
     launch = ops["launch_us"].to_numpy("float64", na_value=np.nan)
     last = np.searchsorted(starts, launch, side="right") - 1  # the last region begun by then
     inside = compute & (last >= 0) & (launch < ends[np.clip(last, 0, None)])
-    return "compiled" if duration[inside].sum() >= MOST * total else "eager"
+    if duration[inside].sum() < MOST * total:
+        return "eager"
+    generated = passing_mask(ops["name"], _GENERATED.match)[inside].any()
+    return "compiled" if generated or passing_mask(names, _GRAPH_CALL.match).any() else "eager"
 
 
 def header_metadata(
