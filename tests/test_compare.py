@@ -286,6 +286,8 @@ def test_gpu_kineto_against_ascend_pt_end_to_end(tmp_path: Path) -> None:
     assert 'id="overall-table"' in html and 'data-metric="vector"' in html
     assert html.count('class="finding ') == len(fired)
     assert "Baseline" in done.stdout and "Vector" in done.stdout
+    # a GPU's GEMMs fill the cube row: its name says what it holds on either device
+    assert "Cube (matrix multiply)" in done.stdout and "Cube (matrix multiply)" in html
 
 
 def test_chinese_compare(tmp_path: Path) -> None:

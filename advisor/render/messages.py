@@ -423,7 +423,7 @@ CATALOG: dict[str, Text] = {
         "communication times are inflated",
         "{side}未使用最简采集（{options}）：其 E2E、空闲和未被掩盖的通信耗时存在膨胀",
     ),
-    "metric.cube": Text("Cube", "Cube"),
+    "metric.cube": Text("Cube (matrix multiply)", "Cube（矩阵乘）"),
     "metric.vector": Text("Vector", "Vector"),
     "metric.conv_forward": Text("Conv forward", "Conv 前向"),
     "metric.conv_backward": Text("Conv backward", "Conv 反向"),
