@@ -21,6 +21,7 @@ that part (flash attention).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -197,6 +198,16 @@ def _short(name: str) -> str:
     """A kernel name without its return type and template / argument lists."""
     name = re.sub(r"^void\s+|\(anonymous namespace\)::", "", name.strip())
     return re.split(r"[<(]", name, maxsplit=1)[0] or name
+
+
+def _collapsed(names: Sequence[str]) -> list[str]:
+    """Consecutive repeats of one kernel written once with their count (`k ×15`): HTA's sample
+    trace's binary_cross_entropy_with_logits ran 15 element-wise kernels in a row, which read
+    as one name fifteen times in the finding."""
+    return [
+        name if count == 1 else f"{name} ×{count}"
+        for name, count in ((name, len(list(run))) for name, run in itertools.groupby(names))
+    ]
 
 
 def _example(names: Sequence[str]) -> str:
@@ -457,7 +468,7 @@ def kernel_sequence_rows(
         out.append(
             _row(
                 "kernel_sequence",
-                f"{key[0]}: " + " | ".join(brief),
+                f"{key[0]}: " + " | ".join(_collapsed(brief)),
                 occurrences,
                 fused_api=None,
                 source="device_ops",

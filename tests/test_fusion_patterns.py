@@ -264,6 +264,37 @@ def test_kernel_sequences_group_calls_by_kernels_in_start_order():
     assert {r["pattern"]: r["occurrences"] for r in rows}["foo: k1 | k2 | k3"] == 1
 
 
+def test_a_kernel_repeated_in_a_row_is_written_once_with_its_count():
+    """A call whose kernels repeat one name (HTA's sample trace: 15 element-wise kernels in
+    binary_cross_entropy_with_logits) is shown as that name with its count, the kernels
+    still counted one by one."""
+    top = pd.DataFrame(
+        {
+            "name": ["aten::foo"] * 3,
+            "start_us": [0.0, 100.0, 200.0],
+            "end_us": [50.0, 150.0, 250.0],
+            "thread": pd.array([1, 1, 1], dtype="Int64"),
+            "step": pd.array([1, 1, 1], dtype="Int64"),
+            "in_optimizer": False,
+        },
+        index=[10, 11, 12],
+    )
+    names = ["k1", "ew", "ew", "ew", "k3"]
+    kernels = [(call, name) for call in (10, 11, 12) for name in names]
+    device = pd.DataFrame(
+        {
+            "name": pd.array([k[1] for k in kernels], dtype="string"),
+            "start_us": [100.0 * (c - 10) + i for i, (c, _) in enumerate(kernels)],
+            "duration_us": 1.0,
+        }
+    )
+    links = pd.DataFrame({"device": device.index, "top": [k[0] for k in kernels]})
+    (row,), _ = fusion_patterns.kernel_sequence_rows(top, device, set(), links)
+    assert row["pattern"] == "foo: k1 | ew ×3 | k3"
+    assert (row["ops"], row["occurrences"]) == (5, 3)
+    assert row["example"] == "k1 -> ew -> ew -> ew -> k3"
+
+
 def test_graph_mode_profiles_get_device_sequences_and_eager_ones_do_not():
     """MindSpore AlexNet (real, graph mode): six Cast tasks run back to back on one stream;
     a PyTorch trace with framework operators is never searched that way."""
