@@ -428,3 +428,17 @@ def test_allocator_calls_of_a_short_profile_are_judged_by_their_share() -> None:
     assert fired.impact_us == pytest.approx(spent, rel=1e-6)
     assert fired.impact_ratio == pytest.approx(share, rel=1e-3)
     assert "Remove torch.cuda.empty_cache()" in " ".join(fired.suggestions)
+
+
+def test_a_comparison_gives_its_verdict_before_its_note_on_profiling() -> None:
+    """Both low and without impact: CMP-012 (how much faster the run with loader workers is)
+    came after CMP-010 (the runs were profiled with shapes and stacks), ordered by id."""
+    from advisor.compare import compare
+
+    result = compare(
+        GPU_OWN / "dataloader_bound.pt.trace.json.gz", GPU_OWN / "loader_workers.pt.trace.json.gz"
+    )
+    order = [f.rule.id for f in result.findings]
+    assert {"CMP-010", "CMP-012"} <= set(order), order
+    assert order.index("CMP-012") < order.index("CMP-010")
+    assert [f.rank for f in result.findings] == list(range(1, len(order) + 1))

@@ -446,13 +446,15 @@ def rank_findings(findings: list[Finding], path: savings.CriticalPath | None = N
     """Order by severity, then time at stake over the whole profile (savings.at_stake_us: a
     finding measured over the few steps a device timeline covers is weighed as standing for
     all steps, not against other findings' totals over every step); within a severity,
-    findings without an impact come last."""
+    findings without an impact come last, and of those the notes on how the profile was
+    taken (tagged `profiling`) after the findings about the run itself."""
     stake = {id(f): savings.at_stake_us(f, path) for f in findings}
     findings.sort(
         key=lambda f: (
             SEVERITIES.index(f.severity),
             stake[id(f)] is None,
             -(stake[id(f)] or 0.0),
+            stake[id(f)] is None and "profiling" in f.rule.tags,
             f.rule.id,
         )
     )
