@@ -33,6 +33,7 @@ from advisor import intervals, op_classes
 from advisor.formats.metadata import rows_recording
 from advisor.formats.torch_records import TORCH_COMPILED
 from advisor.hookspecs import MetricProvider, hookimpl
+from advisor.kernel_names import kernel_op_type
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform_records
 from advisor.small_files import package_yaml
@@ -195,9 +196,17 @@ def availability(need: str | None, have: str | None) -> str:
 
 
 def _short(name: str) -> str:
-    """A kernel name without its return type and template / argument lists."""
+    """A kernel name without its return type and template / argument lists; a generic
+    element-wise or reduction launcher keeps what it computes, as its operator type does
+    (`at::native::vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda>`: a cast to
+    bfloat16; `<MulFunctor>`, `reduce_kernel<sum_functor>`), or every one of them reads alike."""
     name = re.sub(r"^void\s+|\(anonymous namespace\)::", "", name.strip())
-    return re.split(r"[<(]", name, maxsplit=1)[0] or name
+    base = re.split(r"[<(]", name, maxsplit=1)[0] or name
+    op_type = kernel_op_type(name)
+    template = op_type.split("<", 1)[0]
+    if template and template != op_type and base.endswith(template):
+        return base[: len(base) - len(template)] + op_type
+    return base
 
 
 def _collapsed(names: Sequence[str]) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -174,7 +175,13 @@ def test_frequent_kernel_sequence_of_a_real_gpu_trace_matches_the_raw_launches()
     assert row.saving_us == pytest.approx(
         sum(sum(d for _, d in c) - max(d for _, d in c) for c in calls)
     )
-    assert "softmax_warp_forward" in row.pattern and "<" not in row.pattern
+    assert "softmax_warp_forward" in row.pattern
+    # template arguments are dropped, but for the generic launchers' functor, which the raw
+    # kernel name holds: reduce_kernel<...sum_functor<...>...> reads reduce_kernel<sum_functor>
+    functors = re.findall(r"(\w+)<([^<>]*)>", row.pattern)
+    assert ("reduce_kernel", "sum_functor") in functors
+    for launcher, functor in functors:
+        assert any(re.search(rf"{launcher}<.*\b{functor}\b", n) for n, _ in calls[0])
 
     # all of it is short-kernel time: FUSE-003 reports it once its share threshold allows
     result = advisor.analyze(
@@ -404,3 +411,24 @@ def test_graph_rows_follow_each_stream_in_time_order() -> None:
     assert (conv["first_start_us"], conv["total_us"], conv["fused_us"]) == (10.0, 15.0, 6.0)
     pad = by_api["PadConv2dFusionPass"]
     assert (pad["first_start_us"], pad["total_us"], pad["step"]) == (5.0, 9.0, 1)
+
+
+def test_a_generic_launcher_is_named_by_what_it_computes():
+    """Our GPT-2 run on an H200 in bf16 autocast: each aten::addmm launched three
+    at::native::vectorized_elementwise_kernel before its GEMM, the same name for every
+    element-wise kernel; they are autocast's casts of the float32 input, weight and bias
+    (bfloat16_copy_kernel_cuda in the template, aten::_to_copy in the host trace), and the
+    pattern says so."""
+    path = REAL.parent / "kineto_gpu_own" / "gpt2.pt.trace.json.gz"
+    calls = _kernels_launched_by(path, "aten::addmm")
+    # (the GEMM's launch, cuLaunchKernelEx, is a driver call this helper does not follow)
+    first_three = {tuple(n for n, _ in c[:3]) for c in calls if len(c) >= 3}
+    assert first_three and all(
+        "vectorized_elementwise_kernel<8, at::native::bfloat16_copy_kernel_cuda" in name
+        for names in first_three
+        for name in names
+    )
+    patterns = _candidates(path)["pattern"].dropna().tolist()
+    cast = "addmm: at::native::vectorized_elementwise_kernel<bfloat16_copy_kernel_cuda> ×3 | "
+    assert any(p.startswith(cast) for p in patterns), patterns
+    assert not any("vectorized_elementwise_kernel " in f"{p} " for p in patterns)

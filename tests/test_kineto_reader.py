@@ -23,11 +23,11 @@ import advisor
 from advisor.cli import main
 from advisor.compat import zip_strict
 from advisor.errors import UnreadableInput
+from advisor.kernel_names import kernel_op_type
 from advisor.model import TABLES
 from advisor.render.json_report import validate_report
 from advisor_plugins.kineto import KinetoReader
 from advisor_plugins.kineto.categories import KERNEL, NCCL_OP, device_op_facts
-from advisor_plugins.kineto.names import kernel_op_type
 
 SHARED = FIXTURE_DIR / "real" / "kineto"
 OWN = FIXTURE_DIR / "kineto_own"
@@ -807,6 +807,19 @@ def test_memory_capacity_from_device_properties(tmp_path):
             "at::"
             "native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
             "reduce_kernel<MeanOps>",
+        ),
+        (  # the manually unrolled template (TraceLens' MI300X SGLang trace, ROCm)
+            "void at::native::elementwise_kernel_manual_unroll<128, 4, at::native::gpu_kernel_impl<"
+            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()"
+            "() const::{lambda()#3}::operator()() const::{lambda(int)#1}>(at::TensorIteratorBase&, "
+            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()"
+            "() const::{lambda()#3}::operator()() const::{lambda(int)#1} const&)::{lambda(int, bool"
+            ")#1}>(int, at::native::gpu_kernel_impl<at::native::direct_copy_kernel_cuda(at::TensorI"
+            "teratorBase&)::{lambda()#3}::operator()() const::{lambda()#3}::operator()() const::{la"
+            "mbda(int)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorI"
+            "teratorBase&)::{lambda()#3}::operator()() const::{lambda()#3}::operator()() const::{la"
+            "mbda(int)#1} const&)::{lambda(int, bool)#1})",
+            "elementwise_kernel_manual_unroll<direct_copy_kernel_cuda>",
         ),
         (
             "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15binary_"

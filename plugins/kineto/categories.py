@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from .names import kernel_op_type
+from advisor.kernel_names import kernel_op_type
 
 KERNEL, MEMCPY, MEMSET, OPERATOR, PYTHON, RUNTIME, SYNC, ANNOTATION, OTHER = range(9)
 CATEGORIES = {

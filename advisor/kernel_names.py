@@ -1,5 +1,7 @@
 """Kernel names as short operator types: the function name without return type, namespaces,
-template arguments or parameters, also of Itanium-mangled names."""
+template arguments or parameters, also of Itanium-mangled names; PyTorch's generic launchers
+keep the functor that says what they compute. The Kineto reader's operator types and the
+fusion search's kernel sequences (plugins/fusion_patterns.py) name kernels alike."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ MAX_OP_TYPE = 64
 _GENERIC_KERNELS = {"kernel", "kernel2", "device_kernel", "global_kernel"}
 _TEMPLATED_KERNELS = {
     "elementwise_kernel",
+    "elementwise_kernel_manual_unroll",
     "vectorized_elementwise_kernel",
     "unrolled_elementwise_kernel",
     "index_elementwise_kernel",
