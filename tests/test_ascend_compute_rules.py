@@ -264,7 +264,7 @@ def raw_events(path: Path) -> list[dict]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-def test_cuda_malloc_and_free_in_the_real_alexnet_trace():
+def test_cuda_malloc_and_free_of_the_real_alexnet_start_up_step_are_warm_up():
     path = (
         FIXTURES
         / "real"
@@ -291,14 +291,12 @@ def test_cuda_malloc_and_free_in_the_real_alexnet_trace():
     startup = [e for e in calls if e["dur"] >= 500000 and device_busy(e) <= 0.01 * e["dur"]]
     assert sorted(e["dur"] for e in startup) == [525034, 560913, 764486, 6008692]
     allocator = [e for e in calls if e not in startup]
+    assert len(allocator) == 24 and max(e["dur"] for e in allocator) == 277144  # cudaMalloc
+    # the one step holds the start-up: the run began there, and the caching allocator filled
+    # its empty cache with those 24 calls (625 ms), warm-up no later step repeats
     (profile,) = KinetoReader().read(path)
-    (finding,) = run(profile, "MEM-003").findings
-    assert finding.values["alloc_calls"] == len(allocator) == 24
-    assert finding.values["startup_calls"] == len(startup)
-    assert finding.values["alloc_us"] == pytest.approx(sum(e["dur"] for e in allocator))
-    assert finding.values["frees"] == sum(e["name"] == "cudaFree" for e in allocator)
-    longest = max(allocator, key=lambda e: e["dur"])
-    assert evidence(finding, "name")[0] == longest["name"] == "cudaMalloc"  # 277 ms
+    assert len(profile.tables["steps"]) == 1
+    assert run(profile, "MEM-003").outcomes["MEM-003"] == "passed"
 
 
 def test_one_short_acl_malloc_in_the_real_torch_npu_trace_stays_below_the_limit():
