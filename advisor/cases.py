@@ -252,6 +252,16 @@ def _differs(expected: Any, actual: Any, tolerance: float) -> bool:
     return not math.isclose(actual, expected, rel_tol=tolerance, abs_tol=ZERO_TOLERANCE)
 
 
+_EXTRA_META = ("execution",)
+"""Case meta kept in ProfileMeta.extra, as the readers keep it (how a PyTorch trace ran)."""
+
+
+def _meta_fields(meta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A case's meta as ProfileMeta fields and the entries of its `extra`."""
+    fields = {k: v for k, v in meta.items() if k not in _EXTRA_META}
+    return fields, {k: v for k, v in meta.items() if k in _EXTRA_META}
+
+
 class CaseRunner:
     """Runs cases against the rules in effect, with the plugins' functions and providers."""
 
@@ -261,8 +271,11 @@ class CaseRunner:
 
     def _profile(self, case: Case, rule: Rule) -> Profile:
         """The profile a case describes, derived as `advisor run` derives it."""
+        fields, extra = _meta_fields(case.meta)
         if case.tables is not None:
-            meta = ProfileMeta(**{"source_format": "case", "path": str(case.source), **case.meta})
+            meta = ProfileMeta(
+                **{"source_format": "case", "path": str(case.source), **fields, "extra": extra}
+            )
             profile = Profile(meta, dict(case.tables))
             self.session.derive(profile)
             return profile
@@ -287,7 +300,8 @@ class CaseRunner:
                 case.source,
                 f"{case.where}: fixture: holds {len(profiles)} profiles; a case runs on one",
             )
-        profiles[0].meta = dataclasses.replace(profiles[0].meta, **case.meta)
+        meta = profiles[0].meta
+        profiles[0].meta = dataclasses.replace(meta, **fields, extra={**meta.extra, **extra})
         return profiles[0]
 
     def evaluate(self, case: Case) -> tuple[Rule, Evaluation]:

@@ -573,6 +573,14 @@ TABLES: dict[str, TableSpec] = {
                     "",
                     "steps whose shape set differs from the operator's previous step",
                 ),
+                _c(
+                    "unmatched_changes",
+                    "int64",
+                    "",
+                    "of those, changes to a shape set none of its settled steps (not right after "
+                    "a change) ran: their cost cannot be told from the new shapes' work, and "
+                    "excess_us leaves them out",
+                ),
                 _c("total_us", "float64", US, "time of all its runs in these steps", True),
                 _c("min_step_us", "float64", US, "its time in its fastest step"),
                 _c("median_step_us", "float64", US, "median of its time per step"),
@@ -581,9 +589,10 @@ TABLES: dict[str, TableSpec] = {
                     "excess_us",
                     "float64",
                     US,
-                    "time above median_step_us in the steps right after a shape change: the "
-                    "cost of recompiling or re-tiling for the new shape (an upper bound: a "
-                    "larger shape also takes longer)",
+                    "time the steps right after a shape change took above the operator's "
+                    "settled steps (not right after a change) of the same shape set: what the "
+                    "new shapes' first step cost beyond their work (recompiling, re-tiling, "
+                    "autotuning, first allocations)",
                     True,
                 ),
                 _c(

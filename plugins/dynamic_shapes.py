@@ -7,8 +7,11 @@ An operator is known by its name. Its shape set in a step is the set of input sh
 runs in that step, so an operator name called by several layers (aten::mm in every linear
 layer) is dynamic only when that set changes, not because its layers differ. The time at stake
 is the time above the operator's median per-step time in the steps right after a change: the
-recompilation or re-tiling a new shape pays (an upper bound, as a larger shape also simply takes
-longer). Device operators are used where they carry shapes and steps (MindSpore, Ascend
+time a new shape's first step took above the operator's settled steps (those not right after a
+change) of the same shapes: the recompiling, re-tiling, autotuning or first allocations a new
+shape pays, apart from its work (a batch of 64 simply takes longer than one of 8). A change to
+shapes no settled step ran cannot be told from its work, and is counted apart, not in the time.
+Device operators are used where they carry shapes and steps (MindSpore, Ascend
 PyTorch), else host operators (PyTorch profiler's aten operators with their Input Dims), the
 outermost call with shapes of each stack only.
 """
@@ -71,7 +74,7 @@ def dynamic_shape_ops(profile: Profile, source: str) -> None:
         "steps": table["steps"].astype("int64"),
         "shapes": _distinct_per(names, shapes, table["name_code"]).astype("int64"),
         "variants": table["variants"].astype("int64"),
-        "changes": table["changes"],
+        **{k: np.asarray(table[k], dtype="int64") for k in _COUNTS},
         **{k: np.asarray(table[k], dtype="float64") for k in _FIGURES},
         "shapes_per_step": pd.array(table["shapes_per_step"], dtype="string"),
     }
@@ -79,6 +82,7 @@ def dynamic_shape_ops(profile: Profile, source: str) -> None:
 
 
 _FIGURES = ("total_us", "min_step_us", "median_step_us", "max_step_us", "excess_us")
+_COUNTS = ("changes", "unmatched_changes")
 
 
 class _StepRuns:
@@ -135,7 +139,10 @@ def _rows(per_step: _StepRuns, step_of: list) -> dict[str, Any]:
     operator = np.cumsum(first) - 1  # each group's row in the table
     sizes = ends - starts
     median = _medians(time_us, operator, starts, sizes)
-    excess = np.where(changed, np.clip(time_us - np.repeat(median, sizes), 0, None), 0.0)
+    set_codes = pd.factorize(shape_set)[0]
+    settled = _settled_medians(time_us, operator, set_codes, changed)
+    matched = changed & ~np.isnan(settled)
+    excess = np.where(matched, np.clip(time_us - settled, 0, None), 0.0)
     position = np.arange(count) - np.repeat(starts, sizes)
     shown = np.flatnonzero((position < SHOWN_STEPS) | changed)
     texts = [
@@ -145,12 +152,14 @@ def _rows(per_step: _StepRuns, step_of: list) -> dict[str, Any]:
         )
     ]
     cuts = np.searchsorted(shown, starts).tolist() + [len(shown)]
-    set_codes = pd.factorize(shape_set)[0]
     return {
         "name_code": name[starts],
         "steps": sizes,
         "variants": _distinct_per(name, set_codes, name[starts]),
         "changes": np.bincount(operator, weights=changed, minlength=len(starts)).astype("int64"),
+        "unmatched_changes": np.bincount(
+            operator, weights=changed & ~matched, minlength=len(starts)
+        ).astype("int64"),
         "total_us": _sums(time_us, operator),
         "min_step_us": np.minimum.reduceat(time_us, starts) if count else np.zeros(0),
         "median_step_us": median,
@@ -168,6 +177,17 @@ def _medians(
     of all values instead of a median per group. The values are per-step times, never NaN."""
     ordered = values[np.lexsort((values, group))]
     return (ordered[starts + (sizes - 1) // 2] + ordered[starts + sizes // 2]) / 2
+
+
+def _settled_medians(
+    time_us: np.ndarray, operator: np.ndarray, set_codes: np.ndarray, changed: np.ndarray
+) -> np.ndarray:
+    """For each per-step group, the median time of its operator's settled groups (not right
+    after a change) with the same shape set; NaN where it has none."""
+    settled = ~changed
+    medians = pd.Series(time_us[settled]).groupby([operator[settled], set_codes[settled]]).median()
+    keys = pd.MultiIndex.from_arrays([operator, set_codes])
+    return medians.reindex(keys).to_numpy("float64")
 
 
 def _distinct_per(groups: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
