@@ -6,12 +6,11 @@ every step.
 An operator is known by its name. Its shape set in a step is the set of input shapes of its
 runs in that step, so an operator name called by several layers (aten::mm in every linear
 layer) is dynamic only when that set changes, not because its layers differ. The time at stake
-is the time above the operator's median per-step time in the steps right after a change: the
-time a new shape's first step took above the operator's settled steps (those not right after a
-change) of the same shapes: the recompiling, re-tiling, autotuning or first allocations a new
-shape pays, apart from its work (a batch of 64 simply takes longer than one of 8). A change to
-shapes no settled step ran cannot be told from its work, and is counted apart, not in the time.
-Device operators are used where they carry shapes and steps (MindSpore, Ascend
+is the time a new shape's first step took above the operator's settled steps (those not right
+after a change) of the same shapes: the recompiling, re-tiling, autotuning or first allocations
+a new shape pays, apart from its work (a batch of 64 simply takes longer than one of 8). A
+change to shapes no settled step ran cannot be told from its work, and is counted apart, not
+in the time. Device operators are used where they carry shapes and steps (MindSpore, Ascend
 PyTorch), else host operators (PyTorch profiler's aten operators with their Input Dims), the
 outermost call with shapes of each stack only.
 """
