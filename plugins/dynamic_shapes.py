@@ -182,11 +182,19 @@ def _settled_medians(
     time_us: np.ndarray, operator: np.ndarray, set_codes: np.ndarray, changed: np.ndarray
 ) -> np.ndarray:
     """For each per-step group, the median time of its operator's settled groups (not right
-    after a change) with the same shape set; NaN where it has none."""
+    after a change) with the same shape set; NaN where it has none (`_medians` over the
+    settled groups, keyed by operator and shape set)."""
+    keys = operator.astype("int64") * (int(set_codes.max(initial=0)) + 1) + set_codes
     settled = ~changed
-    medians = pd.Series(time_us[settled]).groupby([operator[settled], set_codes[settled]]).median()
-    keys = pd.MultiIndex.from_arrays([operator, set_codes])
-    return medians.reindex(keys).to_numpy("float64")
+    distinct, group = np.unique(keys[settled], return_inverse=True)
+    sizes = np.bincount(group, minlength=len(distinct))
+    medians = _medians(time_us[settled], group, np.cumsum(sizes) - sizes, sizes)
+    at = np.searchsorted(distinct, keys)
+    found = at < len(distinct)
+    found[found] = distinct[at[found]] == keys[found]
+    out = np.full(len(keys), np.nan)
+    out[found] = medians[at[found]]
+    return out
 
 
 def _distinct_per(groups: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from conftest import FIXTURE_DIR, traced_peak
 from advisor.api import analyze
 from advisor.derive import derive
 from advisor.model import Profile, ProfileMeta, conform, contract_problems
-from advisor_plugins.dynamic_shapes import PROVIDERS, _medians
+from advisor_plugins.dynamic_shapes import PROVIDERS, _medians, _settled_medians
 from advisor_plugins.mindspore_legacy import MindSporeLegacyReader
 
 REAL = FIXTURE_DIR / "real"
@@ -462,3 +462,21 @@ def test_per_operator_medians_are_numpy_medians(seed: int) -> None:
     values = rng.choice([0.1, 0.2, 0.3, 1e-7, 123456.789, 3.0], size=int(sizes.sum()))
     expected = [np.median(values[a : a + n]) for a, n in zip(starts, sizes)]
     assert _medians(values, group, starts, sizes).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_settled_medians_are_each_shape_sets_numpy_median(seed: int) -> None:
+    """Each per-step group's reference: np.median of its operator's settled groups (not
+    right after a change) with its shape set, NaN where there are none."""
+    rng = np.random.default_rng(seed)
+    count = 60
+    operator = np.sort(rng.integers(0, 6, size=count))
+    set_codes = rng.integers(0, 4, size=count)
+    changed = rng.random(count) < 0.4
+    times = rng.choice([0.1, 0.2, 3.0, 1e-7, 123.456], size=count)
+    expected = []
+    for op, code in zip(operator.tolist(), set_codes.tolist()):
+        same = times[(operator == op) & (set_codes == code) & ~changed]
+        expected.append(float(np.median(same)) if len(same) else None)
+    got = _settled_medians(times, operator, set_codes, changed)
+    assert [None if np.isnan(v) else float(v) for v in got] == expected
