@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -34,6 +34,9 @@ class Pick:
     named: list[dict[str, Any]] = field(default_factory=list)
     longest: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
     seen: int = 0
+    offered: Offered | None = None
+    """Where the window's events are when it keeps them all (Offered.close); else None,
+    and `named` and `longest` hold the choice."""
     kept: list[dict[str, Any]] | None = None
     """events(), once made (the findings sharing the window read the same list)."""
 
@@ -53,17 +56,69 @@ class Pick:
     def events(self) -> list[dict[str, Any]]:
         """The lanes' metadata, then the kept events in time order (at most MAX_EVENTS)."""
         if self.kept is None:
-            room = MAX_EVENTS - len(self.named)
-            others = [e for _, _, e in heapq.nlargest(room, self.longest)] if room > 0 else []
-            # by start, the longer first at one start: two stable sorts, since a key tuple
-            # per event cost more than the sorting (about 4 µs an event)
-            by_length = sorted([*self.named, *others], key=_DUR, reverse=True)
-            kept = sorted(by_length, key=_TS)
-            used: dict[int, dict[int, None]] = {}
-            for event in kept:
-                used.setdefault(event["pid"], {})[event["tid"]] = None
-            self.kept = [*self.lanes.describe(used), *kept]
+            if self.offered is not None:
+                self.kept = self.offered.events_for(self.window.names)
+            else:
+                room = MAX_EVENTS - len(self.named)
+                others = [e for _, _, e in heapq.nlargest(room, self.longest)] if room > 0 else []
+                self.kept = self.lanes.with_metadata(_by_start(self.named, others))
         return self.kept
+
+
+def _by_start(named: list[dict[str, Any]], others: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`named` then `others` by start, the longer first at one start, events equal in both
+    in the order given: two stable sorts, since a key tuple per event cost more than the
+    sorting (about 4 µs an event)."""
+    return sorted(sorted([*named, *others], key=_DUR, reverse=True), key=_TS)
+
+
+@dataclass
+class Offered:
+    """The events offered to the windows of one time span (windows that differ only in the
+    names they put first), kept once in the order offered while they are at most MAX_EVENTS:
+    each window then keeps them all and only orders them (Pick.events), where offering each
+    event to each window cost as much again as cutting it (findings on one step share a
+    span: six windows took every event of a trace's step in turn). Past MAX_EVENTS they are
+    offered to every window, the kept ones first, so memory stays bounded by MAX_EVENTS a
+    window and each window chooses as if offered every event itself."""
+
+    picks: list[Pick]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    orders: list[int] = field(default_factory=list)
+    spilled: bool = False
+    unnamed: list[dict[str, Any]] | None = None
+    """events_for a window naming none of the events, once made (shared by such windows)."""
+
+    def offer(self, event: dict[str, Any], order: int) -> None:
+        if not self.spilled:
+            if len(self.events) < MAX_EVENTS:
+                self.events.append(event)
+                self.orders.append(order)
+                return
+            self.spilled = True
+            for pick in self.picks:
+                for kept, kept_order in zip(self.events, self.orders):
+                    pick.offer(kept, kept_order)
+            self.events, self.orders = [], []
+        for pick in self.picks:
+            pick.offer(event, order)
+
+    def close(self) -> None:
+        """Hand the events to the windows, once none is left to offer."""
+        if not self.spilled:
+            for pick in self.picks:
+                pick.offered, pick.seen = self, len(self.events)
+
+    def events_for(self, names: Collection[str]) -> list[dict[str, Any]]:
+        """Pick.events of a window keeping every event: those it names in the order
+        offered, then the others the latest first (as Pick.offer's heap gives them)."""
+        named = [e for e in self.events if e["name"] in names]
+        if named:
+            others = [e for e in reversed(self.events) if e["name"] not in names]
+            return self.picks[0].lanes.with_metadata(_by_start(named, others))
+        if self.unnamed is None:
+            self.unnamed = self.picks[0].lanes.with_metadata(_by_start([], self.events[::-1]))
+        return self.unnamed
 
 
 @dataclass
@@ -94,6 +149,13 @@ class Lanes:
         pid, tid = self.id(pid), self.id(tid) or 0
         if pid is not None and args is not None and len(self.names) < MAX_METADATA:
             self.names.setdefault((name, pid, tid), args)
+
+    def with_metadata(self, kept: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Metadata events naming the lanes of `kept`, then `kept`."""
+        used: dict[int, dict[int, None]] = {}
+        for event in kept:
+            used.setdefault(event["pid"], {})[event["tid"]] = None
+        return [*self.describe(used), *kept]
 
     def describe(self, lanes: dict[int, dict[int, None]]) -> list[dict[str, Any]]:
         """Metadata events naming every process and thread in `lanes`."""

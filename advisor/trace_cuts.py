@@ -24,7 +24,7 @@ from advisor.errors import UnreadableInput
 from advisor.formats import trace_index
 from advisor.formats.files import Chunks, Limits, open_content
 from advisor.formats.stream import CutNotAtEvent, EventStream, array_start
-from advisor.snippet_picks import Lanes, Pick
+from advisor.snippet_picks import Lanes, Offered, Pick
 
 if TYPE_CHECKING:
     from advisor.formats.stream import Span
@@ -62,16 +62,6 @@ def _relative(ts: Any, whole: int, frac: float) -> float | None:
     if isinstance(ts, (int, float)) and not isinstance(ts, bool):
         return float(ts) - whole - frac
     return None
-
-
-def _rough(ts: Any, origin: float) -> float | None:
-    """A `ts` that is no number (a decimal string) minus the origin, as precise as a float."""
-    if ts.__class__ is not str:
-        return None
-    try:
-        return float(ts) - origin
-    except ValueError:
-        return None
 
 
 def _duration(value: Any) -> float | None:
@@ -145,7 +135,7 @@ def from_files(
     spans: dict[tuple[float, float], list[Pick]] = {}  # windows that differ in names only
     for pick in picks:
         spans.setdefault((pick.window.start_us, pick.window.end_us), []).append(pick)
-    bounds, sharing = list(spans), list(spans.values())
+    bounds, sharing = list(spans), [Offered(same) for same in spans.values()]
     order = itertools.count()
     seen: set[tuple[Any, ...]] = set()  # an event msprof writes in two timelines is kept once
     for path in files:
@@ -165,8 +155,9 @@ def from_files(
                 seen.add(key)
             n = next(order)
             for window in hits:
-                for pick in sharing[window]:
-                    pick.offer(kept, n)
+                sharing[window].offer(kept, n)
+    for offered in sharing:
+        offered.close()
     return picks
 
 
@@ -324,11 +315,19 @@ def _candidates(
                 continue
             ts, dur = event.ts, event.dur
             # a decimal string is placed by its float first (0.25 µs off at epoch µs),
-            # exactly once it is inside a window
-            start = ts - origin if ts.__class__ in _NUMBERS else _rough(ts, origin)
+            # exactly once it is inside a window; inline, not a call: this runs per event
+            if ts.__class__ is str:
+                try:
+                    start = float(ts) - origin
+                except ValueError:
+                    continue
+            elif ts.__class__ in _NUMBERS:
+                start = ts - origin
+            else:
+                continue
             if dur.__class__ not in _NUMBERS or not 0 <= dur < math.inf:
                 dur = _duration(dur)
-            if start is None or dur is None or not (start <= hi and start + dur >= lo):
+            if dur is None or not (start <= hi and start + dur >= lo):
                 continue  # also a NaN start (a trace written with NaN)
             end = start + dur
             hits = [i for i, (a, b) in enumerate(windows) if start <= b and end >= a]

@@ -413,6 +413,43 @@ def test_a_snippet_lists_its_events_by_start_the_longer_first(seed: int) -> None
     assert [e["tid"] for e in pick.events() if e["ph"] == "X"] == [e["tid"] for e in expected]
 
 
+@pytest.mark.parametrize(("seed", "count"), [(0, 40), (1, 40), (2, 41), (3, 90), (4, 300)])
+def test_windows_sharing_a_span_keep_what_each_would_keep_alone(
+    seed: int, count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offered: the events of windows that differ in names only are kept once while every
+    window keeps them all, and offered to each window past MAX_EVENTS (here 40: under it,
+    at it, just past and well past). Each window's events are those it keeps when offered
+    every event itself, in the same order, ties of start and length included; windows naming
+    none of the events share one list."""
+    import random
+
+    from advisor.engine.windows import Window
+    from advisor.snippet_picks import Lanes, Offered, Pick
+
+    monkeypatch.setattr(advisor.snippet_picks, "MAX_EVENTS", 40)
+    rng = random.Random(seed)
+    names = [("a",), ("b", "a"), ("zzz",), ("yyy",), ()]
+    lanes = Lanes()
+    shared = [Pick(Window(0.0, 10.0, None, names=n), lanes) for n in names]
+    alone = [Pick(Window(0.0, 10.0, None, names=n), lanes) for n in names]
+    offered = Offered(shared)
+    for order in range(count):
+        event = {"name": rng.choice("abc"), "ph": "X", "ts": rng.choice([0, 1.5, 2]), "pid": 1}
+        event |= {"dur": rng.choice([0, 1, 2.5]), "tid": rng.choice([1, 2, 3])}
+        offered.offer(event, order)
+        for pick in alone:
+            pick.offer(event, order)
+    offered.close()
+    for mine, theirs in zip(shared, alone):
+        assert mine.seen == theirs.seen == count
+        assert mine.events() == theirs.events()
+        assert [id(e) for e in mine.events()[-min(count, 40) :]] == [
+            id(e) for e in theirs.events()[-min(count, 40) :]
+        ]
+    assert (shared[2].events() is shared[3].events()) == (count <= 40)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_dropped_profile_keeps_the_longest_rows_of_each_window(
     seed: int, monkeypatch: pytest.MonkeyPatch
