@@ -461,3 +461,61 @@ def test_conform_records_is_conform_of_the_frame(rows: list[dict]) -> None:
     got = conform_records("fusion_candidates", rows, RECORD_COLUMNS)
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
     assert got.columns.dtype == object
+
+
+# ---------------------------------------------------------------------------------------------
+# A trace's number columns (advisor.formats.trace_columns.floats)
+
+TRACE_NUMBERS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),  # past float64's exact integers and int64's range
+    st.sampled_from([2**53, 2**53 + 1, -(2**63), 2**63 - 1, 0]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["12", "2.5", "x", "", "nan"]),
+)
+
+
+def _numpy_floats(values: list) -> np.ndarray:
+    """What floats gave before it asked arrow first: NumPy's conversion, then pandas'."""
+    try:
+        return np.array(values, dtype="float64")
+    except (TypeError, ValueError):
+        pass
+    return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").to_numpy(
+        "float64", na_value=np.nan
+    )
+
+
+@SETTINGS
+@given(st.lists(TRACE_NUMBERS, max_size=40))
+def test_trace_number_columns_are_numpys_conversion(values: list) -> None:
+    """floats: arrow's conversion where it takes the values, NumPy's where it refuses, the
+    same float64 values to the bit either way (an integer a float64 cannot hold exactly is
+    NumPy's rounding; text is parsed or NaN)."""
+    from advisor.formats.trace_columns import floats
+
+    got = floats(values)
+    expected = _numpy_floats(values)
+    assert got.dtype == np.float64
+    assert got.tobytes() == expected.tobytes() or np.array_equal(got, expected, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
+def test_a_column_of_none_and_integers_converts_without_numpy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """floats takes a host call's stream, task id and size (None but for device tasks) by
+    arrow, where NumPy calls Python once per None: the point of asking arrow first. The
+    array can be written to, as NumPy's was."""
+    from advisor.formats import trace_columns
+
+    values = [None, 3, None, 2**40, None]
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("NumPy converted a column arrow takes")
+
+    monkeypatch.setattr(trace_columns.np, "array", refuse)
+    got = trace_columns.floats(values)
+    assert got[1] == 3 and got[3] == 2**40 and np.isnan(got[[0, 2, 4]]).all()
+    assert got.flags.writeable
