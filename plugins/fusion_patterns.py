@@ -452,16 +452,21 @@ def kernel_sequence_rows(
     for k, (first, end) in enumerate(zip(firsts[calls].tolist(), ends[calls].tolist())):
         groups.setdefault((roots[k], *name_codes[first:end]), []).append(k)
         totals.append(float(durations[first:end].sum()))
+    # each distinct kernel name searched once, not once per sequence holding it
+    used = {c for key in groups for c in key[1:]}
+    multi_pass = {c for c in used if _MULTI_PASS.search(texts[c])}
+    library = {c for c in used if op_classes.library_operation(texts[c])}
     short: dict[str, str] = {}
     out = []
     for key, members in groups.items():
-        names = [texts[c] for c in key[1:]]
+        codes_of_key = key[1:]
         if (
             TORCH_COMPILED.match(key[0])  # Inductor fused its kernels already
-            or any(_MULTI_PASS.search(n) for n in names)
-            or sum(op_classes.library_operation(n) for n in names) > 1
+            or any(c in multi_pass for c in codes_of_key)
+            or sum(c in library for c in codes_of_key) > 1
         ):
             continue
+        names = [texts[c] for c in codes_of_key]
         brief = [short.get(n) or short.setdefault(n, _short(n)) for n in names]
         occurrences = [
             {
