@@ -47,7 +47,7 @@ def floats(values: Iterable[Any]) -> np.ndarray:
     values = values if isinstance(values, list) else list(values)
     try:
         return pa.array(values, type=pa.float64()).to_numpy(zero_copy_only=False, writable=True)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):  # any refusal
         pass
     try:
         return np.array(values, dtype="float64")
