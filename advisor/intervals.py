@@ -5,7 +5,8 @@ millions of tasks, so everything here is sort + cumulative max, never a Python l
 An interval set is a pair of float64 arrays (starts, ends), merged = sorted and disjoint.
 Call stacks are intervals too: `nested_calls` finds the inner levels of host calls, `nest`
 the parent of each call and `innermost` the call around a moment (the compare tool's operator
-tree and the memory attributed to operators both use them).
+tree and the memory attributed to operators both use them); `longest_overlap` the call that
+covers each device gap most.
 """
 
 from __future__ import annotations
@@ -106,6 +107,42 @@ def covered(merged: Intervals, points: np.ndarray) -> np.ndarray:
 def covered_between(merged: Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """For each [lo, hi), how much of it the merged set covers (NaN where a bound is)."""
     return covered(merged, hi) - covered(merged, lo)
+
+
+def longest_overlap(
+    lo: np.ndarray, hi: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each window [lo, hi) (windows that do not overlap, as device gaps), the interval
+    of (starts, ends) overlapping it most and by how much: (its index, -1 where none does;
+    the overlap, 0 there). Ties go to the interval that starts first. Each interval is paired
+    with the windows it spans, found by binary search, so the work follows the pairs, not
+    windows x intervals."""
+    lo, hi = np.asarray(lo, dtype="float64"), np.asarray(hi, dtype="float64")
+    starts, ends = np.asarray(starts, dtype="float64"), np.asarray(ends, dtype="float64")
+    best, most = np.full(len(lo), -1, dtype=np.int64), np.zeros(len(lo))
+    if len(lo) == 0 or len(starts) == 0:
+        return best, most
+    order = np.argsort(lo, kind="stable")
+    lo_sorted, hi_sorted = lo[order], hi[order]
+    first = np.searchsorted(hi_sorted, starts, side="right")  # first window ending after start
+    past = np.searchsorted(lo_sorted, ends, side="left")  # windows from here start at its end
+    spans = np.clip(past - first, 0, None)
+    interval = np.repeat(np.arange(len(starts)), spans)
+    window = (
+        np.repeat(first, spans)
+        + np.arange(len(interval))
+        - np.repeat(spans.cumsum() - spans, spans)
+    )
+    overlap = np.minimum(ends[interval], hi_sorted[window]) - np.maximum(
+        starts[interval], lo_sorted[window]
+    )
+    keep = overlap > 0
+    interval, window, overlap = interval[keep], window[keep], overlap[keep]
+    ranked = np.lexsort((starts[interval], -overlap, window))
+    top = ranked[np.flatnonzero(np.diff(window[ranked], prepend=-1) != 0)]
+    best[order[window[top]]] = interval[top]
+    most[order[window[top]]] = overlap[top]
+    return best, most
 
 
 def nested(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray) -> np.ndarray:

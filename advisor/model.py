@@ -544,6 +544,19 @@ TABLES: dict[str, TableSpec] = {
                     US,
                     "time within the gap covered by recorded garbage collection (host_ops kind gc)",
                 ),
+                _c(
+                    "sync_us",
+                    "float64",
+                    US,
+                    "time within the gap the host spent blocked in synchronising calls (host_ops "
+                    "kind sync, union): waiting for a device that ran nothing recorded",
+                ),
+                _c(
+                    "sync_call",
+                    "string",
+                    "",
+                    "the synchronising call overlapping the gap most (missing: none)",
+                ),
             ),
         ),
         TableSpec(

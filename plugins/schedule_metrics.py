@@ -1,8 +1,8 @@
 """Schedule metric providers: why the device sat idle, how long launches took to reach it,
-which GPU kernels ran on Tensor Cores, the long device gaps the host spent doing nothing, and
-the host calls that are one-time start-up rather than training, which implementation
-(fused, foreach or a loop over the parameters) each optimizer step ran, and the device idle
-time each optimizer step and synchronisation costs.
+which GPU kernels ran on Tensor Cores, the long device gaps the host spent doing nothing or
+blocked in a synchronisation, and the host calls that are one-time start-up rather than
+training, which implementation (fused, foreach or a loop over the parameters) each optimizer
+step ran, and the device idle time each optimizer step and synchronisation costs.
 
 These follow the analyses of Holistic Trace Analysis (idle time breakdown, kernel launch
 statistics) and of the PyTorch profiler's TensorBoard plugin (Tensor Core kernels), with one
@@ -309,7 +309,8 @@ def quiet_gaps(profile: Profile) -> None:
 
     A gap with hardly any host call is time the whole process stood still: with nothing
     recorded, Python's garbage collector is the usual suspect (msprof-analyze's conjectured
-    GC check looks for the same)."""
+    GC check looks for the same). A gap the host spent in a synchronising call is time both
+    sides waited: the device for something the profile does not record."""
     ops = profile.tables["device_ops"]
     ops = ops[ops["gap_us"].to_numpy("float64", na_value=0.0) >= QUIET_GAP_MIN_US]
     step = _task_steps(profile, ops)
@@ -318,6 +319,8 @@ def quiet_gaps(profile: Profile) -> None:
     calls = np.zeros(len(ops), dtype=np.int64)
     busy = np.zeros(len(ops))
     gc_us = np.zeros(len(ops))
+    sync_us = np.zeros(len(ops))
+    sync_call = np.full(len(ops), None, dtype=object)
     host = profile.tables.get("host_ops")
     if host is not None and "start_us" in host and len(ops):
         kind = host["kind"].astype("string")
@@ -325,6 +328,14 @@ def quiet_gaps(profile: Profile) -> None:
         h_end = h_start + host["duration_us"].to_numpy("float64", na_value=0.0)
         work = ~isin_mask(kind, _FRAME_KINDS) & ~np.isnan(h_start)
         is_gc = isin_mask(kind, ("gc",)) & ~np.isnan(h_start)
+        is_sync = np.flatnonzero(isin_mask(kind, ("sync",)) & ~np.isnan(h_start))
+        sync_us = intervals.covered_between(
+            intervals.merge(h_start[is_sync], h_end[is_sync]), lo, hi
+        )
+        call, _ = intervals.longest_overlap(lo, hi, h_start[is_sync], h_end[is_sync])
+        found = call >= 0
+        names = host["name"].to_numpy(object, na_value=None)[is_sync]
+        sync_call[found] = names[call[found]]
         # calls overlapping [lo, hi): those starting before hi, less those ended by lo
         # (a call ended by lo started before hi too). Timsort ("stable"): a trace's calls
         # are nearly in order, which it sorts about 9x faster than the default quicksort
@@ -343,6 +354,8 @@ def quiet_gaps(profile: Profile) -> None:
             "host_calls": calls,
             "host_busy_us": busy,
             "gc_us": gc_us,
+            "sync_us": sync_us,
+            "sync_call": pd.array(sync_call, dtype="string"),
         }
     )
     if "steps" in profile.tables and not profile.tables["steps"].empty:
@@ -550,7 +563,16 @@ _OPTIMIZER_IMPLS = ("fused", "foreach", "for-loop")
 
 
 _BREAKDOWN = ("step", "level", "stream", "idle_us", "host_wait_us", "kernel_wait_us")
-_QUIET = ("step", "start_us", "duration_us", "host_calls", "host_busy_us", "gc_us")
+_QUIET = (
+    "step",
+    "start_us",
+    "duration_us",
+    "host_calls",
+    "host_busy_us",
+    "gc_us",
+    "sync_us",
+    "sync_call",
+)
 
 PROVIDERS = [
     MetricProvider(

@@ -209,3 +209,23 @@ def test_nested_calls_groups_host_calls_by_kind_and_thread(rows, data):
             for i in picked
         ]
         assert intervals.nested_calls(table, positions).tolist() == want
+
+
+disjoint_windows = st.lists(st.integers(0, 200), max_size=20, unique=True).map(sorted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, disjoint_windows, st.randoms(use_true_random=False))
+def test_longest_overlap_picks_the_interval_covering_each_window_most(pairs, cuts, rnd):
+    # windows from consecutive cut points, some left out, given in a shuffled order
+    windows = [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if rnd.random() < 0.7]
+    rnd.shuffle(windows)
+    lo = np.array([w[0] for w in windows], dtype="float64")
+    hi = np.array([w[1] for w in windows], dtype="float64")
+    starts = np.array([p[0] for p in pairs], dtype="float64")
+    ends = np.array([p[1] for p in pairs], dtype="float64")
+    best, most = intervals.longest_overlap(lo, hi, starts, ends)
+    for w, (a, b) in enumerate(windows):
+        overlaps = [(min(e, b) - max(s, a), -s, -i) for i, (s, e) in enumerate(pairs)]
+        top = max((o for o in overlaps if o[0] > 0), default=None)
+        assert (best[w], most[w]) == ((-1, 0.0) if top is None else (-top[2], top[0]))

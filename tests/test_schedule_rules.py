@@ -33,7 +33,7 @@ SAMPLED = KINETO / "timeline_analysis__sampled_rank-0.json.gz"
 ALEXNET = KINETO / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
 NCCL = KINETO / "nccl_parser_config__nccl_data.json.gz"
 ASCEND = FIXTURE_DIR / "real" / "ascend_pt" / "rank0_ascend_pt"
-RULES = ("SCHED-001", "SCHED-002", "GPU-001", "GPU-002", "HOST-006")
+RULES = ("SCHED-001", "SCHED-002", "GPU-001", "GPU-002", "HOST-006", "HOST-007")
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
@@ -273,6 +273,34 @@ def test_a_task_held_back_after_its_late_launch_waited_for_no_host():
     advice = " ".join(idle.suggestions)
     assert "the device still waits for the host" not in advice
     assert "the host holds the device up for only 0.2% of its idle time (STEP-004)" in advice
+
+
+def test_host_007_names_the_blocking_copy_the_host_waited_in_while_the_device_idled():
+    """SGLang's decode step on an MI300X: the host sits 463 ms in a 256-byte blocking copy
+    (hipMemcpyWithStream) while the device runs nothing; STEP-003 gives the idle time, HOST-007
+    the call. Its figures are those of the raw events: the copy call's part of the device's
+    longest idle interval."""
+    events = sorted(device_events(SGLANG_TRACE), key=lambda e: e["ts"])
+    busy_until, gaps = events[0]["ts"] + events[0]["dur"], []
+    for event in events[1:]:
+        if event["ts"] - busy_until >= 1000:
+            gaps.append((busy_until, event["ts"]))
+        busy_until = max(busy_until, event["ts"] + event["dur"])
+    ((lo, hi),) = gaps
+    (copy,) = [
+        e
+        for e in raw(SGLANG_TRACE)["traceEvents"]
+        if e.get("cat") == "cuda_runtime" and e.get("name") == "hipMemcpyWithStream"
+    ]
+    blocked = min(copy["ts"] + copy["dur"], hi) - max(copy["ts"], lo)
+    assert blocked > 463_000
+    profile = read(SGLANG_TRACE)
+    (finding,) = evaluate(profile, "HOST-007").findings
+    assert finding.impact_us == pytest.approx(blocked, abs=0.01)
+    assert finding.values["longest_call"] == "hipMemcpyWithStream"
+    assert finding.values["mostly_first"] is True  # the stand-in window is its only step
+    assert "in hipMemcpyWithStream (step 1)" in finding.message
+    assert any("leave the first out" in s for s in finding.suggestions)
 
 
 def test_sched_001_fires_on_the_sampled_trace_with_the_device_figures():
