@@ -504,6 +504,30 @@ def test_a_saving_below_the_time_at_stake_names_what_held_it(lang, bounded, line
     assert ("关键路径" in text or "critical path" in text) == bool(bounded)
 
 
+@pytest.mark.parametrize(
+    ("step_us", "after_us", "line"),
+    [
+        (809_431.75, 808_618.0, None),  # 0.1%, but 809 ms -> 809 ms: nothing to show
+        (10_000.0, 9_989.0, "if fixed: step time 10.0 ms → 9.99 ms (−0.1%)"),
+        (10_000.0, 9_991.0, None),  # under 0.1%
+    ],
+)
+def test_an_if_fixed_line_is_left_out_when_its_times_read_the_same(step_us, after_us, line):
+    """A rank of a real cluster output: 0.81 ms of small transfers in an 809 ms step read
+    "if fixed: step time 809 ms → 809 ms (−0.1%)", a change the figures do not show."""
+    small = finding(1, "low", "Small transfers", 810.0)
+    small.update(step_time_if_fixed_us=after_us)
+    one = report([small], step_us=step_us)
+    one["summary"]["critical_path"] = {"steps": 1, "step_us": step_us, "by_bound": {}}
+    text = " ".join(render_text([one], width=400).split())
+    page = " ".join(render_html([one]).split())
+    for shown in (text, page):
+        if line is None:
+            assert "if fixed" not in shown
+        else:
+            assert line in shown
+
+
 def test_ranks_whose_own_findings_count_another_ranks_warm_up_are_named(tmp_path) -> None:
     """The real 4-rank MindSpore pipeline run: ranks 2 and 3 warm up for 2.2-2.4 s in step 1,
     so the cluster compares every rank over steps 2-5. Ranks 0 and 1 found no warm-up of their

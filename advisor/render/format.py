@@ -134,7 +134,7 @@ def _saving(before: float, after: float) -> dict[str, str]:
 def if_fixed_line(f: dict, report: dict, lang: str) -> str | None:
     """ "if fixed: step time A → B (−X%)" for a finding, naming the critical-path time that
     kept the saving below the time at stake; None without an estimate or when it saves next
-    to nothing."""
+    to nothing (under MIN_IF_FIXED_SHARE, or too little to show: "809 ms → 809 ms")."""
     after = f.get("step_time_if_fixed_us")
     path = report["summary"].get("critical_path")
     if after is None or not path or not path["step_us"]:
@@ -142,6 +142,8 @@ def if_fixed_line(f: dict, report: dict, lang: str) -> str | None:
     if 1.0 - after / path["step_us"] < MIN_IF_FIXED_SHARE:
         return None
     saving = _saving(path["step_us"], after)
+    if saving["before"] == saving["after"]:
+        return None
     bounded_by = f.get("if_fixed_bounded_by")
     if not bounded_by:
         return message(lang, "if_fixed_line", **saving)
