@@ -560,6 +560,26 @@ TABLES: dict[str, TableSpec] = {
             ),
         ),
         TableSpec(
+            "idle_host_ops",
+            "framework operator (by name) with the device idle time during its calls: what the "
+            "host ran while the device waited (derived; outermost calls only; one-time start-up, "
+            "warm-up steps and the host's waits in synchronising calls left out; operators inside "
+            "optimizer steps and data loading left out)",
+            (
+                _c("name", "string", "", "framework operator name (host_ops.name)", True),
+                _c("calls", "int64", "", "its outermost calls"),
+                _c("duration_us", "float64", US, "host time of those calls"),
+                _c(
+                    "idle_us",
+                    "float64",
+                    US,
+                    "device idle time (no task on any stream, between the device's first and "
+                    "last task, but for what the table leaves out) during those calls",
+                    True,
+                ),
+            ),
+        ),
+        TableSpec(
             "dynamic_shape_ops",
             "operator (by name) whose input shapes were recorded in two or more steps, with its "
             "time and shapes per step (derived from device_ops, else host_ops: MindInsight's "

@@ -38,6 +38,9 @@ QUIET_GAP_MIN_US = 1000.0
 # host_ops kinds that are no host work of their own: Python frames and annotations span
 # whatever runs inside them, the training loop included.
 _FRAME_KINDS = ("python", "annotation")
+# host_ops kinds whose calls idle_host_ops places the device's idle time in: framework
+# operators, and the optimizer steps and data loading that call them.
+_IDLE_OWNER_KINDS = ("aten", "optimizer", "dataloader")
 # A runtime call, kernel launch or CANN API call of half a second while the device ran nothing is
 # one-time start-up: creating the device context, loading libraries (cuDNN, cuBLAS, HCCL) and
 # kernel modules on first use. No steady-state call takes that long with the device idle: an
@@ -363,6 +366,65 @@ def quiet_gaps(profile: Profile) -> None:
     profile.tables["quiet_gaps"] = conform("quiet_gaps", table.reset_index(drop=True))
 
 
+def idle_host_ops(profile: Profile) -> None:
+    """idle_host_ops: by framework operator name, the device idle time (no task on any stream,
+    between the device's first task and its last; one-time start-up calls, warm-up steps and
+    the host's waits in synchronising calls left out) during its calls: what the host ran
+    while the device waited for it.
+
+    A call inside another framework operator, optimizer step or data-loading call of its
+    thread is its caller's time, so only the outermost calls count (aten::addmm inside
+    aten::linear is aten::linear's). Optimizer steps and data loading have rules of their own
+    (OP-014, HOST-001), so their rows are not kept, nor those of the operators inside them."""
+    ops = profile.tables["device_ops"]
+    host = profile.tables["host_ops"]
+    start = ops["start_us"].to_numpy("float64", na_value=np.nan)
+    gap = ops["gap_us"].to_numpy("float64", na_value=np.nan)
+    waits = gap > 0
+    idle = intervals.merge(start[waits] - gap[waits], start[waits])
+    h_start = host["start_us"].to_numpy("float64", na_value=np.nan)
+    h_end = h_start + host["duration_us"].to_numpy("float64", na_value=0.0)
+    kind = host["kind"]
+    # one-time start-up, and the host's waits in synchronising calls (HOST-007: it waited for
+    # the device then, not the other way round)
+    left_out = isin_mask(kind, ("sync",)) & ~np.isnan(h_start)
+    if "startup" in host:
+        left_out |= host["startup"].to_numpy(bool, na_value=False)
+    idle = intervals.subtract(idle, intervals.merge(h_start[left_out], h_end[left_out]))
+    steps = profile.tables["steps"]  # and the warm-up steps (steps.warmup), as STEP-003 does
+    warm = steps["warmup"].to_numpy(bool, na_value=False)
+    if warm.any() and {"start_us", "end_us"} <= set(steps):
+        lo = steps["start_us"].to_numpy("float64", na_value=np.nan)[warm]
+        hi = steps["end_us"].to_numpy("float64", na_value=np.nan)[warm]
+        timed = ~np.isnan(lo) & ~np.isnan(hi)
+        idle = intervals.subtract(idle, intervals.merge(lo[timed], hi[timed]))
+    calls = np.flatnonzero(isin_mask(kind, _IDLE_OWNER_KINDS) & ~np.isnan(h_start))
+    thread = (
+        host["thread"].to_numpy("float64", na_value=-1.0)
+        if "thread" in host
+        else np.zeros(len(host))
+    )
+    outer = calls[~intervals.nested(h_start[calls], h_end[calls], thread[calls])]
+    outer = outer[isin_mask(kind, ("aten",))[outer]]
+    held = intervals.covered_between(idle, h_start[outer], h_end[outer])
+    codes, names = pd.factorize(host["name"].to_numpy(object, na_value="")[outer])
+    idle_us = np.bincount(codes, weights=held, minlength=len(names))
+    table = pd.DataFrame(
+        {
+            "name": pd.array(names, dtype="string"),
+            "calls": np.bincount(codes, minlength=len(names)).astype("int64"),
+            "duration_us": np.bincount(
+                codes, weights=(h_end - h_start)[outer], minlength=len(names)
+            ),
+            "idle_us": idle_us,
+        }
+    )
+    table = table[table["idle_us"].to_numpy() > 0].sort_values(
+        "idle_us", ascending=False, kind="stable"
+    )
+    profile.tables["idle_host_ops"] = conform("idle_host_ops", table.reset_index(drop=True))
+
+
 def startup_calls(profile: Profile) -> None:
     """host_ops.startup: a runtime call, kernel launch or CANN API call of at least
     STARTUP_CALL_US during which the device was busy for at most STARTUP_DEVICE_SHARE of it.
@@ -563,6 +625,7 @@ _OPTIMIZER_IMPLS = ("fused", "foreach", "for-loop")
 
 
 _BREAKDOWN = ("step", "level", "stream", "idle_us", "host_wait_us", "kernel_wait_us")
+_IDLE_HOST = ("name", "calls", "duration_us", "idle_us")
 _QUIET = (
     "step",
     "start_us",
@@ -621,6 +684,21 @@ PROVIDERS = [
         ("quiet_gaps",) + tuple(f"quiet_gaps.{c}" for c in _QUIET),
         quiet_gaps,
         "quiet_gaps: device gaps of 1 ms or more with the host calls inside them",
+    ),
+    MetricProvider(
+        "idle_host_ops",
+        (
+            "device_ops.start_us",
+            "device_ops.gap_us",
+            "host_ops.kind",
+            "host_ops.start_us",
+            "host_ops.duration_us",
+            "host_ops.startup",
+            "steps.warmup",
+        ),
+        ("idle_host_ops",) + tuple(f"idle_host_ops.{c}" for c in _IDLE_HOST),
+        idle_host_ops,
+        "idle_host_ops: device idle time during each framework operator's outermost calls",
     ),
     MetricProvider(
         "startup_calls",

@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 from conftest import FIXTURE_DIR
 
+from advisor.engine.evaluate import profile_time_us
 from advisor.model import Profile, ProfileMeta
 from advisor.session import Session
 from advisor_plugins.schedule_metrics import _TENSOR_CORE, KERNEL_WAIT_US
@@ -33,7 +34,7 @@ SAMPLED = KINETO / "timeline_analysis__sampled_rank-0.json.gz"
 ALEXNET = KINETO / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
 NCCL = KINETO / "nccl_parser_config__nccl_data.json.gz"
 ASCEND = FIXTURE_DIR / "real" / "ascend_pt" / "rank0_ascend_pt"
-RULES = ("SCHED-001", "SCHED-002", "GPU-001", "GPU-002", "HOST-006", "HOST-007")
+RULES = ("SCHED-001", "SCHED-002", "GPU-001", "GPU-002", "HOST-006", "HOST-007", "HOST-008")
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
@@ -301,6 +302,40 @@ def test_host_007_names_the_blocking_copy_the_host_waited_in_while_the_device_id
     assert finding.values["mostly_first"] is True  # the stand-in window is its only step
     assert "in hipMemcpyWithStream (step 1)" in finding.message
     assert any("leave the first out" in s for s in finding.suggestions)
+
+
+def test_host_008_gives_the_device_idle_time_inside_an_operators_calls_as_the_raw_file_has_it():
+    """The A100 DDP trace: DistributedDataParallel's forward unflattens the broadcast buffers
+    (aten::unflatten_dense_tensors) with the device idle, 67 ms over 6 calls. The raw events
+    give the same time: each call's part of the intervals no device task runs in."""
+    events = raw(NCCL)["traceEvents"]
+    device = sorted(device_events(NCCL), key=lambda e: e["ts"])
+    idle, busy_until = [], device[0]["ts"] + device[0]["dur"]
+    for event in device[1:]:
+        if event["ts"] > busy_until:
+            idle.append((busy_until, event["ts"]))
+        busy_until = max(busy_until, event["ts"] + event["dur"])
+    calls = [
+        e
+        for e in events
+        if e.get("cat") == "cpu_op" and e.get("name") == "aten::unflatten_dense_tensors"
+    ]
+    inside = sum(
+        max(0.0, min(c["ts"] + c["dur"], hi) - max(c["ts"], lo)) for c in calls for lo, hi in idle
+    )
+    profile = read(NCCL)
+    (finding,) = evaluate(profile, "HOST-008").findings
+    table = profile.tables["idle_host_ops"].set_index("name")
+    assert table.loc["aten::unflatten_dense_tensors", "calls"] == len(calls) == 6
+    assert table.loc["aten::unflatten_dense_tensors", "idle_us"] == pytest.approx(inside, abs=0.01)
+    assert inside > 60_000
+    # the optimizer step has its rule (OP-014): neither it nor what runs inside it is a row
+    assert not table.index.str.startswith("Optimizer.step").any()
+    assert "aten::_foreach_add_" not in table.index
+    assert finding.values["top"] == "aten::batch_norm"
+    held = table["idle_us"] > 0.05 * profile_time_us(profile)
+    assert held.sum() == finding.values["operators"] == 5
+    assert finding.impact_us == pytest.approx(table["idle_us"][held].sum())
 
 
 def test_sched_001_fires_on_the_sampled_trace_with_the_device_figures():
