@@ -20,7 +20,7 @@ from advisor.hookspecs import MetricProvider, hookimpl
 from advisor.launches import KERNEL_WAIT_US, queued_after_launch
 from advisor.lazy import lazy_module
 from advisor.model import Profile, conform
-from advisor.text_codes import isin_mask
+from advisor.text_codes import coded, isin_mask
 
 if TYPE_CHECKING:
     import numpy as np
@@ -407,7 +407,12 @@ def idle_host_ops(profile: Profile) -> None:
     outer = calls[~intervals.nested(h_start[calls], h_end[calls], thread[calls])]
     outer = outer[isin_mask(kind, ("aten",))[outer]]
     held = intervals.covered_between(idle, h_start[outer], h_end[outer])
-    codes, names = pd.factorize(host["name"].to_numpy(object, na_value="")[outer])
+    # the names' codes of the column (kept for every caller: advisor.text_codes), renumbered
+    # over the rows kept in order of first sight; a missing name (code -1) is ""
+    name_codes, texts = coded(host["name"])
+    codes, distinct = pd.factorize(name_codes[outer])
+    labels = np.append(pd.array(texts, dtype="string").to_numpy(object, na_value=""), "")
+    names = labels[distinct]
     idle_us = np.bincount(codes, weights=held, minlength=len(names))
     table = pd.DataFrame(
         {
