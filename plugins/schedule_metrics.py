@@ -375,7 +375,7 @@ def idle_host_ops(profile: Profile) -> None:
     A call inside another framework operator, optimizer step or data-loading call of its
     thread is its caller's time, so only the outermost calls count (aten::addmm inside
     aten::linear is aten::linear's). Optimizer steps and data loading have rules of their own
-    (OP-014, HOST-001), so their rows are not kept, nor those of the operators inside them."""
+    (HOST-004, HOST-001), so their rows are not kept, nor those of the operators inside them."""
     ops = profile.tables["device_ops"]
     host = profile.tables["host_ops"]
     start = ops["start_us"].to_numpy("float64", na_value=np.nan)

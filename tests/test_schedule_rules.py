@@ -329,7 +329,7 @@ def test_host_008_gives_the_device_idle_time_inside_an_operators_calls_as_the_ra
     assert table.loc["aten::unflatten_dense_tensors", "calls"] == len(calls) == 6
     assert table.loc["aten::unflatten_dense_tensors", "idle_us"] == pytest.approx(inside, abs=0.01)
     assert inside > 60_000
-    # the optimizer step has its rule (OP-014): neither it nor what runs inside it is a row
+    # the optimizer step has its rule (HOST-004): neither it nor what runs inside it is a row
     assert not table.index.str.startswith("Optimizer.step").any()
     assert "aten::_foreach_add_" not in table.index
     assert finding.values["top"] == "aten::batch_norm"
