@@ -337,8 +337,9 @@ def quiet_gaps(profile: Profile) -> None:
         )
         call, _ = intervals.longest_overlap(lo, hi, h_start[is_sync], h_end[is_sync])
         found = call >= 0
-        names = host["name"].to_numpy(object, na_value=None)[is_sync]
-        sync_call[found] = names[call[found]]
+        if found.any():  # the names of those calls only: a trace holds millions of others
+            named = host["name"].iloc[is_sync[call[found]]]
+            sync_call[found] = named.to_numpy(object, na_value=None)
         # calls overlapping [lo, hi): those starting before hi, less those ended by lo
         # (a call ended by lo started before hi too). Timsort ("stable"): a trace's calls
         # are nearly in order, which it sorts about 9x faster than the default quicksort
