@@ -48,16 +48,17 @@ def copy_working_tree(work: Path) -> Path:
     tree = work / "trees" / "working"
     shutil.rmtree(tree, ignore_errors=True)
     skip = shutil.ignore_patterns("__pycache__")
-    for package in ("advisor", "plugins"):
+    for package in ("advisor", "plugins", "rules"):
         shutil.copytree(REPO / package, tree / package, ignore=skip)
     (tree / "advisor_plugins").symlink_to("plugins")
+    (tree / "advisor_rules").symlink_to("rules")
     return tree
 
 
 def compile_tree(tree: Path) -> None:
     """Byte-code for every module, so that no measured run compiles (PYTHONDONTWRITEBYTECODE
     would otherwise make every run compile what changed)."""
-    for package in ("advisor", "plugins"):
+    for package in ("advisor", "plugins", "rules"):
         subprocess.run(
             [sys.executable, "-m", "compileall", "-q", str(tree / package)],
             env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},

@@ -140,20 +140,23 @@ def build_big(work: Path, ranks: int) -> Path:
 
 def export_tree(work: Path, ref: str) -> tuple[str, Path]:
     """advisor as of git `ref`, exported into work/trees/<commit> (importable from there:
-    `advisor_plugins` links to its plugins/, as the installed package maps it)."""
+    `advisor_plugins` links to its plugins/ and `advisor_rules` to its rules/, as the installed
+    package maps them; without its own rules an exported advisor would load the installed
+    one's, and a change to the rules would not be measured)."""
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", ref], capture_output=True, text=True, check=True
     ).stdout.strip()
     tree = work / "trees" / commit[:12]
-    if not (tree / "advisor" / "__init__.py").is_file():
+    if not (tree / "advisor_rules" / "__init__.py").is_file():
         _fresh(tree)
         archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", commit, "advisor", "plugins"],
+            ["git", "-C", str(REPO), "archive", commit, "advisor", "plugins", "rules"],
             capture_output=True,
             check=True,
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         (tree / "advisor_plugins").symlink_to("plugins")
+        (tree / "advisor_rules").symlink_to("rules")
     return commit, tree
 
 

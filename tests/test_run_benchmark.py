@@ -3,8 +3,11 @@ run.py, many_ranks.py and the other side-by-side benchmarks report."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from conftest import load_benchmark
 
@@ -37,3 +40,20 @@ def test_the_peak_memory_of_a_child_process_is_sampled(tmp_path):
     run = measure([sys.executable, "-c", parent], cwd=tmp_path, timeout=60, poll=0.05)
     assert run["rc"] == 0
     assert run["peak_pss_tree_mb"] >= 80 and run["peak_mb"] >= 80
+
+
+def test_an_exported_advisor_loads_its_own_rules(tmp_path):
+    """many_ranks.export_tree, behind every --before REF: an exported commit imports its own
+    rule pack, not the installed one's (which made the rules of a change run on both sides,
+    so that a new rule's cost was never measured)."""
+    commit, tree = load_benchmark("many_ranks").export_tree(tmp_path, "HEAD")
+    found = subprocess.run(
+        [sys.executable, "-c", "import advisor_rules; print(advisor_rules.__file__)"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(found).resolve().parent == (tree / "rules").resolve()
+    assert (tree / "rules" / "schedule.yaml").is_file() and len(commit) == 40
